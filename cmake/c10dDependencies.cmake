@@ -1,0 +1,82 @@
+# Finds what c10d builds against. Each backend is a cache option AUTO|ON|OFF: AUTO builds the
+# backend when its dependency is found, ON makes a missing dependency an error, OFF skips it.
+
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(LIBUV REQUIRED IMPORTED_TARGET libuv>=1.40)
+find_package(dlpack REQUIRED)
+
+set(C10D_CUDA_ROOT "/usr/local/cuda" CACHE PATH "CUDA Toolkit (and NCCL) location")
+
+foreach(option C10D_USE_GLOO C10D_USE_MPI C10D_USE_NCCL C10D_USE_CUDA)
+  set(${option} AUTO CACHE STRING "Build this part: AUTO (when found), ON (required) or OFF")
+  set_property(CACHE ${option} PROPERTY STRINGS AUTO ON OFF)
+  if(NOT ${option} MATCHES "^(AUTO|ON|OFF)$")
+    message(FATAL_ERROR "${option} must be AUTO, ON or OFF, not '${${option}}'")
+  endif()
+endforeach()
+
+# c10d_resolve(<option> <found> <what>) sets <option>_ENABLED.
+function(c10d_resolve option found what)
+  if(${option} STREQUAL "OFF")
+    set(${option}_ENABLED OFF PARENT_SCOPE)
+  elseif(found)
+    set(${option}_ENABLED ON PARENT_SCOPE)
+  elseif(${option} STREQUAL "ON")
+    message(FATAL_ERROR "${option}=ON but ${what} was not found")
+  else()
+    set(${option}_ENABLED OFF PARENT_SCOPE)
+  endif()
+endfunction()
+
+if(NOT C10D_USE_GLOO STREQUAL "OFF")
+  find_package(Gloo QUIET)
+endif()
+c10d_resolve(C10D_USE_GLOO "${Gloo_FOUND}" "Gloo (apt-get install libgloo-dev)")
+
+if(NOT C10D_USE_MPI STREQUAL "OFF")
+  find_package(MPI QUIET COMPONENTS C)
+endif()
+c10d_resolve(C10D_USE_MPI "${MPI_C_FOUND}" "MPI (apt-get install libopenmpi-dev openmpi-bin)")
+
+set(_c10d_cuda_found OFF)
+if(NOT C10D_USE_CUDA STREQUAL "OFF" OR NOT C10D_USE_NCCL STREQUAL "OFF")
+  set(CUDAToolkit_ROOT "${C10D_CUDA_ROOT}")
+  find_package(CUDAToolkit QUIET)
+  set(_c10d_cuda_found ${CUDAToolkit_FOUND})
+endif()
+c10d_resolve(C10D_USE_CUDA "${_c10d_cuda_found}" "the CUDA Toolkit (in ${C10D_CUDA_ROOT})")
+
+set(_c10d_nccl_found OFF)
+if(NOT C10D_USE_NCCL STREQUAL "OFF" AND C10D_USE_CUDA_ENABLED)
+  find_path(C10D_NCCL_INCLUDE_DIR nccl.h HINTS "${C10D_CUDA_ROOT}/include")
+  find_library(C10D_NCCL_LIBRARY nccl HINTS "${C10D_CUDA_ROOT}/lib64" "${C10D_CUDA_ROOT}/lib")
+  if(C10D_NCCL_INCLUDE_DIR AND C10D_NCCL_LIBRARY)
+    set(_c10d_nccl_found ON)
+  endif()
+endif()
+c10d_resolve(C10D_USE_NCCL "${_c10d_nccl_found}" "NCCL (nccl.h and libnccl in ${C10D_CUDA_ROOT}) with CUDA")
+
+set(C10D_WITH_CUDA ${C10D_USE_CUDA_ENABLED})
+set(C10D_BACKENDS_BUILT "")
+# Backends register themselves in later layers; here we record what was found so the summary
+# and the package config say which backends this build has.
+if(C10D_USE_GLOO_ENABLED)
+  list(APPEND C10D_BACKENDS_BUILT gloo)
+endif()
+if(C10D_USE_MPI_ENABLED)
+  list(APPEND C10D_BACKENDS_BUILT mpi)
+endif()
+if(C10D_USE_NCCL_ENABLED)
+  list(APPEND C10D_BACKENDS_BUILT nccl)
+endif()
+
+# Links target against what the enabled parts need. Everything stays PRIVATE: c10d's public
+# headers include none of these libraries, so consumers need only dlpack.
+function(c10d_link_backends target)
+  if(C10D_WITH_CUDA)
+    # The static runtime keeps libc10d.so loadable on machines without the toolkit's libraries.
+    target_link_libraries(${target} PRIVATE CUDA::cudart_static)
+    target_compile_definitions(${target} PRIVATE C10D_WITH_CUDA=1)
+  endif()
+endfunction()

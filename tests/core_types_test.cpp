@@ -1,0 +1,198 @@
+#include <dlpack/dlpack.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "c10d/Device.hpp"
+#include "c10d/ReduceOp.hpp"
+#include "c10d/ScalarType.hpp"
+#include "c10d/Tensor.hpp"
+
+namespace c10d {
+namespace {
+
+TEST(ScalarTypeTest, SizesAndNamesRoundTrip) {
+  const std::pair<ScalarType, size_t> expected[] = {
+      {ScalarType::Float32, 4},  {ScalarType::Float64, 8}, {ScalarType::Float16, 2},
+      {ScalarType::BFloat16, 2}, {ScalarType::Int8, 1},    {ScalarType::Int16, 2},
+      {ScalarType::Int32, 4},    {ScalarType::Int64, 8},   {ScalarType::UInt8, 1},
+      {ScalarType::Bool, 1}};
+  for (auto [type, size] : expected) {
+    EXPECT_EQ(elementSize(type), size) << name(type);
+    EXPECT_EQ(scalarTypeFromName(name(type)), type);
+  }
+  EXPECT_EQ(name(ScalarType::BFloat16), "bfloat16");
+  EXPECT_EQ(scalarTypeFromName("half"), ScalarType::Float16);
+  EXPECT_THROW(scalarTypeFromName("complex64"), InvalidArgument);
+  EXPECT_TRUE(isFloatingPoint(ScalarType::BFloat16));
+  EXPECT_FALSE(isFloatingPoint(ScalarType::Int8));
+  EXPECT_TRUE(isIntegral(ScalarType::UInt8));
+  EXPECT_FALSE(isIntegral(ScalarType::Bool));
+}
+
+TEST(DeviceTest, ParseAndPrint) {
+  EXPECT_EQ(Device::parse("cpu"), Device::cpu());
+  EXPECT_EQ(Device::parse("cuda"), Device::cuda(0));
+  EXPECT_EQ(Device::parse("cuda:3").index, 3);
+  EXPECT_EQ(Device::cuda(2).str(), "cuda:2");
+  EXPECT_THROW(Device::parse("cuda:-1"), InvalidArgument);
+  EXPECT_THROW(Device::parse("cuda:x"), InvalidArgument);
+  EXPECT_THROW(Device::parse("tpu"), InvalidArgument);
+}
+
+TEST(ReduceOpTest, DtypeSupportAndErrors) {
+  EXPECT_TRUE(supports(ReduceOp::SUM, ScalarType::BFloat16));
+  EXPECT_TRUE(supports(ReduceOp::BAND, ScalarType::Int32));
+  EXPECT_TRUE(supports(ReduceOp::BXOR, ScalarType::Bool));
+  EXPECT_FALSE(supports(ReduceOp::BAND, ScalarType::Float32));
+  EXPECT_FALSE(supports(ReduceOp::BOR, ScalarType::Float16));
+  EXPECT_FALSE(supports(ReduceOp::AVG, ScalarType::Bool));
+  EXPECT_FALSE(supports(ReduceOp::premulSum(2.0), ScalarType::Bool));
+  try {
+    checkReduceOp(ReduceOp::BAND, ScalarType::Float32, "allreduce");
+    FAIL() << "BAND on float32 was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("allreduce: reduce op band is not defined on float32"),
+              std::string::npos)
+        << e.what();
+  }
+  ReduceOp premul = ReduceOp::premulSum(0.25);
+  EXPECT_EQ(premul.kind(), ReduceOp::PREMUL_SUM);
+  EXPECT_DOUBLE_EQ(premul.factor(), 0.25);
+  EXPECT_EQ(reduceOpFromName("MAX"), ReduceOp::MAX);
+  EXPECT_THROW(reduceOpFromName("median"), InvalidArgument);
+}
+
+TEST(TensorTest, EmptyOwnsContiguousMemory) {
+  Tensor t = Tensor::empty({2, 3, 4}, ScalarType::Float32);
+  EXPECT_TRUE(t.defined());
+  EXPECT_EQ(t.numel(), 24);
+  EXPECT_EQ(t.nbytes(), 96u);
+  EXPECT_EQ(t.strides(), (std::vector<int64_t>{12, 4, 1}));
+  EXPECT_TRUE(t.isContiguous());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data()) % 64, 0u);
+  float* data = t.data<float>();
+  for (int i = 0; i < 24; ++i) data[i] = static_cast<float>(i);
+  Tensor alias = t;  // shallow copy shares memory
+  EXPECT_EQ(alias.data<float>()[23], 23.0f);
+  EXPECT_THROW(t.data<int32_t>(), InvalidArgument);
+  EXPECT_EQ(t.describe(), "float32[2, 3, 4] cpu");
+  EXPECT_FALSE(Tensor().defined());
+}
+
+TEST(TensorTest, ZerosAndZeroSized) {
+  Tensor z = Tensor::zeros({5}, ScalarType::Int64);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(z.data<int64_t>()[i], 0);
+  Tensor empty = Tensor::empty({0, 7}, ScalarType::Int8);
+  EXPECT_EQ(empty.numel(), 0);
+  EXPECT_TRUE(empty.isContiguous());
+  Tensor scalar = Tensor::empty({}, ScalarType::Float64);
+  EXPECT_EQ(scalar.numel(), 1);
+}
+
+TEST(TensorTest, FromBlobStridesAndErrors) {
+  int32_t buffer[6] = {0, 1, 2, 3, 4, 5};
+  Tensor transposed = Tensor::fromBlob(buffer, ScalarType::Int32, {3, 2}, Device::cpu(), {1, 3});
+  EXPECT_FALSE(transposed.isContiguous());
+  EXPECT_NE(transposed.describe().find("non-contiguous"), std::string::npos);
+  EXPECT_THROW(Tensor::fromBlob(nullptr, ScalarType::Int32, {2}), InvalidArgument);
+  EXPECT_THROW(Tensor::fromBlob(buffer, ScalarType::Int32, {-1}), InvalidArgument);
+  EXPECT_THROW(Tensor::fromBlob(buffer, ScalarType::Int32, {2, 3}, Device::cpu(), {1}),
+               InvalidArgument);
+}
+
+TEST(TensorTest, CudaWithoutDeviceIsAClearError) {
+  try {
+    Tensor::empty({4}, ScalarType::Float32, Device::cuda(0));
+    GTEST_SKIP() << "a CUDA device is present; allocation succeeded";
+  } catch (const BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DLPackTest, ExportImportRoundTripIsZeroCopy) {
+  for (ScalarType type : kAllScalarTypes) {
+    Tensor t = Tensor::empty({3, 5}, type);
+    std::memset(t.data(), 1, t.nbytes());
+    DLManagedTensor* managed = toDLPack(t);
+    EXPECT_EQ(managed->dl_tensor.data, t.data());
+    EXPECT_EQ(managed->dl_tensor.ndim, 2);
+    EXPECT_EQ(managed->dl_tensor.shape[1], 5);
+    EXPECT_EQ(managed->dl_tensor.dtype.bits, elementSize(type) * 8);
+    Tensor back = fromDLPack(managed);
+    EXPECT_EQ(back.data(), t.data()) << name(type);
+    EXPECT_EQ(back.dtype(), type);
+    EXPECT_EQ(back.sizes(), t.sizes());
+    EXPECT_EQ(back.strides(), t.strides());
+  }
+}
+
+TEST(DLPackTest, ExportKeepsMemoryAliveUntilDeleter) {
+  DLManagedTensor* managed;
+  {
+    Tensor t = Tensor::empty({1024}, ScalarType::Float64);
+    t.data<double>()[1023] = 42.0;
+    managed = toDLPack(t);
+  }  // the only Tensor is gone; the DLPack capsule still owns the memory
+  EXPECT_EQ(static_cast<double*>(managed->dl_tensor.data)[1023], 42.0);
+  managed->deleter(managed);
+}
+
+struct ForeignTensor {
+  float values[6] = {1, 2, 3, 4, 5, 6};
+  int64_t shape[2] = {2, 2};
+  int64_t strides[2] = {3, 1};  // a 2x2 window of a 2x3 matrix
+  DLManagedTensor managed{};
+  bool* deleted;
+};
+
+TEST(DLPackTest, ImportHonoursOffsetStridesAndCallsDeleterOnce) {
+  bool deleted = false;
+  auto* foreign = new ForeignTensor;
+  foreign->deleted = &deleted;
+  DLTensor& dl = foreign->managed.dl_tensor;
+  dl.data = foreign->values;
+  dl.byte_offset = sizeof(float);  // start at element 1
+  dl.device = {kDLCPU, 0};
+  dl.ndim = 2;
+  dl.dtype = {kDLFloat, 32, 1};
+  dl.shape = foreign->shape;
+  dl.strides = foreign->strides;
+  foreign->managed.manager_ctx = foreign;
+  foreign->managed.deleter = [](DLManagedTensor* self) {
+    auto* owner = static_cast<ForeignTensor*>(self->manager_ctx);
+    *owner->deleted = true;
+    delete owner;
+  };
+  {
+    Tensor t = fromDLPack(&foreign->managed);
+    Tensor copy = t;
+    EXPECT_EQ(t.data<float>()[0], 2.0f);
+    EXPECT_EQ(t.data<float>()[t.strides()[0]], 5.0f);
+    EXPECT_FALSE(t.isContiguous());
+    t = Tensor();
+    EXPECT_FALSE(deleted);  // copy still refers to it
+  }
+  EXPECT_TRUE(deleted);
+}
+
+TEST(DLPackTest, ImportRejectsUnsupportedAndStillDeletes) {
+  static bool deleted;
+  deleted = false;
+  static int64_t shape[1] = {4};
+  auto* managed = new DLManagedTensor{};
+  managed->dl_tensor.data = reinterpret_cast<void*>(0x1000);
+  managed->dl_tensor.device = {kDLCPU, 0};
+  managed->dl_tensor.ndim = 1;
+  managed->dl_tensor.shape = shape;
+  managed->dl_tensor.dtype = {kDLComplex, 64, 1};
+  managed->deleter = [](DLManagedTensor* self) {
+    deleted = true;
+    delete self;
+  };
+  EXPECT_THROW(fromDLPack(managed), InvalidArgument);
+  EXPECT_TRUE(deleted);
+}
+
+}  // namespace
+}  // namespace c10d
