@@ -1,0 +1,407 @@
+#include "c10d/store/FileStore.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "c10d/Exception.hpp"
+#include "c10d/Logging.hpp"
+
+namespace c10d {
+namespace {
+
+// Record layout: [u8 kind] [u32 LE key bytes] [u32 LE value bytes] [key] [value]. Lengths are
+// little-endian whatever the host, so the file means the same to every process reading it.
+constexpr uint8_t kSetRecord = 0;
+constexpr uint8_t kDeleteRecord = 1;
+constexpr size_t kHeaderBytes = 9;
+
+constexpr char kRefsKey[] = "__c10d_filestore_refs";
+constexpr char kOpenedKey[] = "__c10d_filestore_opened";
+
+constexpr std::chrono::milliseconds kFirstPoll{1};
+constexpr std::chrono::milliseconds kMaxPoll{10};
+
+[[noreturn]] void throwSystemError(const char* op, const char* call, const std::string& path,
+                                   int err) {
+  C10D_THROW(StoreError, "FileStore ", op, ": ", call, " on ", path,
+             " failed: ", std::strerror(err));
+}
+
+void putU32(std::vector<uint8_t>& out, uint32_t value) {
+  for (int shift = 0; shift < 32; shift += 8) out.push_back(static_cast<uint8_t>(value >> shift));
+}
+
+uint32_t getU32(const uint8_t* data) {
+  return static_cast<uint32_t>(data[0]) | static_cast<uint32_t>(data[1]) << 8 |
+         static_cast<uint32_t>(data[2]) << 16 | static_cast<uint32_t>(data[3]) << 24;
+}
+
+// Callers have checked key and value against the Store limits, so the lengths fit in a u32.
+void encodeSet(std::vector<uint8_t>& out, const std::string& key, const Store::Bytes& value) {
+  out.push_back(kSetRecord);
+  putU32(out, static_cast<uint32_t>(key.size()));
+  putU32(out, static_cast<uint32_t>(value.size()));
+  out.insert(out.end(), key.begin(), key.end());
+  out.insert(out.end(), value.begin(), value.end());
+}
+
+void encodeDelete(std::vector<uint8_t>& out, const std::string& key) {
+  out.push_back(kDeleteRecord);
+  putU32(out, static_cast<uint32_t>(key.size()));
+  putU32(out, 0);
+  out.insert(out.end(), key.begin(), key.end());
+}
+
+// flock() for the span of one call; released however the call ends, so an exception cannot
+// leave other processes locked out.
+class FileLock {
+ public:
+  FileLock(int fd, bool exclusive, const std::string& path, const char* op) : fd_(fd) {
+    while (::flock(fd_, exclusive ? LOCK_EX : LOCK_SH) != 0) {
+      if (errno != EINTR) throwSystemError(op, "flock", path, errno);
+    }
+  }
+  ~FileLock() { ::flock(fd_, LOCK_UN); }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+FileStore::FileStore(std::string path, int numWorkers, std::chrono::milliseconds timeout)
+    : Store(timeout), path_(std::move(path)), numWorkers_(numWorkers) {
+  C10D_CHECK(!path_.empty(), InvalidArgument, "FileStore: empty path");
+  do {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  } while (fd_ < 0 && errno == EINTR);
+  if (fd_ < 0) {
+    C10D_THROW(StoreError, "FileStore: cannot open ", path_, ": ", std::strerror(errno));
+  }
+  if (numWorkers_ <= 0) return;
+  try {
+    registerUser();
+  } catch (...) {
+    // No destructor runs for a throwing constructor, and nothing was counted: just close.
+    ::close(fd_);
+    throw;
+  }
+}
+
+FileStore::~FileStore() {
+  if (numWorkers_ > 0) {
+    try {
+      unregisterUser();
+    } catch (const std::exception& e) {
+      C10D_LOG(Warning, "FileStore: cleanup of ", path_,
+               " failed, the file may be left behind: ", e.what());
+    }
+  }
+  ::close(fd_);
+}
+
+void FileStore::registerUser() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  FileLock lock(fd_, true, path_, "open");
+  refresh("open", true);
+  std::vector<uint8_t> records;
+  encodeSet(records, kRefsKey, formatCounter(counterLocked(kRefsKey) + 1));
+  encodeSet(records, kOpenedKey, formatCounter(counterLocked(kOpenedKey) + 1));
+  commit(records, "open");
+}
+
+void FileStore::unregisterUser() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  FileLock lock(fd_, true, path_, "close");
+  refresh("close", true);
+  const int64_t refs = counterLocked(kRefsKey) - 1;
+  std::vector<uint8_t> records;
+  encodeSet(records, kRefsKey, formatCounter(refs));
+  // Written even when the file goes next: a process that opened the path just before the unlink
+  // still finds the count right in the file it holds.
+  commit(records, "close");
+  if (refs > 0 || counterLocked(kOpenedKey) < numWorkers_) return;
+  // The path may name another file by now (deleted and created again by someone else); only
+  // the file this store used is ours to remove.
+  struct stat ours {};
+  struct stat named {};
+  if (::fstat(fd_, &ours) != 0 || ::stat(path_.c_str(), &named) != 0 ||
+      ours.st_dev != named.st_dev || ours.st_ino != named.st_ino) {
+    return;
+  }
+  if (::unlink(path_.c_str()) != 0 && errno != ENOENT) {
+    throwSystemError("close", "unlink", path_, errno);
+  }
+  C10D_LOG(Debug, "FileStore: last of ", numWorkers_, " workers gone, removed ", path_);
+}
+
+void FileStore::refresh(const char* op, bool exclusive) {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) throwSystemError(op, "fstat", path_, errno);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  // Records are never removed under the lock, so a shorter file was truncated or rewritten by
+  // something outside this protocol, and our map no longer matches it.
+  C10D_CHECK(size >= offset_, StoreError, "FileStore ", op, ": ", path_, " shrank to ", size,
+             " bytes, below the ", offset_, " already read; was it truncated while in use?");
+  if (size == offset_) return;
+  std::vector<uint8_t> data(size - offset_);
+  size_t got = 0;
+  while (got < data.size()) {
+    ssize_t n =
+        ::pread(fd_, data.data() + got, data.size() - got, static_cast<off_t>(offset_ + got));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throwSystemError(op, "pread", path_, errno);
+    }
+    if (n == 0) break;  // shrank since fstat; the torn-record check below judges what is left
+    got += static_cast<size_t>(n);
+  }
+  replay(data.data(), got, exclusive, op);
+  if (exclusive && got < data.size()) {
+    corrupt(op, offset_, "the file ended before the size fstat reported");
+  }
+}
+
+size_t FileStore::replay(const uint8_t* data, size_t size, bool exclusive, const char* op) {
+  size_t pos = 0;
+  while (pos < size) {
+    const size_t left = size - pos;
+    if (left < kHeaderBytes) {
+      if (exclusive) corrupt(op, offset_, "torn record header at the end of the file");
+      break;
+    }
+    const uint8_t* header = data + pos;
+    const uint8_t kind = header[0];
+    const uint32_t keyBytes = getU32(header + 1);
+    const uint32_t valueBytes = getU32(header + 5);
+    if (kind != kSetRecord && kind != kDeleteRecord) {
+      corrupt(op, offset_, "unknown record kind " + std::to_string(kind));
+    }
+    if (keyBytes == 0 || keyBytes > kMaxKeyBytes || valueBytes > kMaxValueBytes ||
+        (kind == kDeleteRecord && valueBytes != 0)) {
+      corrupt(op, offset_,
+              "impossible record lengths (key " + std::to_string(keyBytes) + ", value " +
+                  std::to_string(valueBytes) + " bytes)");
+    }
+    const size_t recordBytes = kHeaderBytes + keyBytes + valueBytes;
+    if (left < recordBytes) {
+      if (exclusive) {
+        corrupt(
+            op, offset_,
+            "record of " + std::to_string(recordBytes) + " bytes runs past the end of the file");
+      }
+      break;
+    }
+    const char* keyData = reinterpret_cast<const char*>(header + kHeaderBytes);
+    std::string key(keyData, keyBytes);
+    if (kind == kSetRecord) {
+      const uint8_t* value = header + kHeaderBytes + keyBytes;
+      map_[std::move(key)].assign(value, value + valueBytes);
+    } else {
+      map_.erase(key);
+    }
+    // Advanced per record, so records replayed before a corrupt one are not replayed again.
+    offset_ += recordBytes;
+    pos += recordBytes;
+  }
+  return pos;
+}
+
+void FileStore::commit(const std::vector<uint8_t>& records, const char* op) {
+  size_t written = 0;
+  while (written < records.size()) {
+    ssize_t n = ::pwrite(fd_, records.data() + written, records.size() - written,
+                         static_cast<off_t>(offset_ + written));
+    if (n > 0) {
+      written += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    const int err = n < 0 ? errno : ENOSPC;
+    // Still under the exclusive lock, so no one has read the partial record yet.
+    if (::ftruncate(fd_, static_cast<off_t>(offset_)) != 0) {
+      C10D_LOG(Warning, "FileStore ", op, ": could not cut a failed write off ", path_,
+               " at offset ", offset_, ": ", std::strerror(errno));
+    }
+    throwSystemError(op, "pwrite", path_, err);
+  }
+  replay(records.data(), records.size(), true, op);
+}
+
+int64_t FileStore::counterLocked(const std::string& key) const {
+  auto it = map_.find(key);
+  return it == map_.end() ? 0 : parseCounter(key, it->second);
+}
+
+void FileStore::corrupt(const char* op, uint64_t offset, const std::string& why) const {
+  C10D_THROW(StoreError, "FileStore ", op, ": log ", path_, " is corrupt at offset ", offset, ": ",
+             why, "; delete the file once no process uses it");
+}
+
+std::vector<FileStore::Bytes> FileStore::poll(const std::vector<std::string>& keys,
+                                              std::chrono::milliseconds timeout, const char* op,
+                                              bool wantValues) {
+  C10D_CHECK(timeout.count() > 0, InvalidArgument, "FileStore ", op,
+             ": timeout must be positive, got ", timeout.count(), " ms");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto delay = kFirstPoll;
+  std::vector<std::string> missing;
+  while (true) {
+    {
+      // Both locks are let go between looks, so the writer we wait for can get in.
+      std::lock_guard<std::mutex> guard(mutex_);
+      FileLock lock(fd_, false, path_, op);
+      refresh(op, false);
+      missing.clear();
+      for (const auto& key : keys) {
+        if (map_.count(key) == 0) missing.push_back(key);
+      }
+      if (missing.empty()) {
+        std::vector<Bytes> values;
+        if (wantValues) {
+          values.reserve(keys.size());
+          for (const auto& key : keys) values.push_back(map_.at(key));
+        }
+        return values;
+      }
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(delay, deadline - now));
+    delay = std::min(delay * 2, kMaxPoll);
+  }
+  C10D_THROW(TimeoutError, "FileStore ", op, ": key(s) ", describeKeys(missing), " not set after ",
+             timeout.count(), " ms (file ", path_, ")");
+}
+
+void FileStore::set(const std::string& key, const Bytes& value) {
+  checkKey("set", key);
+  checkValue("set", key, value.size());
+  std::vector<uint8_t> records;
+  encodeSet(records, key, value);
+  std::lock_guard<std::mutex> guard(mutex_);
+  FileLock lock(fd_, true, path_, "set");
+  refresh("set", true);
+  commit(records, "set");
+}
+
+FileStore::Bytes FileStore::get(const std::string& key, std::chrono::milliseconds timeout) {
+  checkKey("get", key);
+  return std::move(poll({key}, timeout, "get", true).front());
+}
+
+int64_t FileStore::add(const std::string& key, int64_t delta) {
+  checkKey("add", key);
+  std::lock_guard<std::mutex> guard(mutex_);
+  FileLock lock(fd_, true, path_, "add");
+  refresh("add", true);
+  const int64_t current = counterLocked(key);
+  int64_t result = 0;
+  C10D_CHECK(!__builtin_add_overflow(current, delta, &result), InvalidArgument, "store add: key '",
+             key, "' holds ", current, ", adding ", delta, " overflows int64");
+  std::vector<uint8_t> records;
+  encodeSet(records, key, formatCounter(result));
+  commit(records, "add");
+  return result;
+}
+
+FileStore::Bytes FileStore::compareSet(const std::string& key, const Bytes& expected,
+                                       const Bytes& desired) {
+  checkKey("compareSet", key);
+  checkValue("compareSet", key, desired.size());
+  std::lock_guard<std::mutex> guard(mutex_);
+  FileLock lock(fd_, true, path_, "compareSet");
+  refresh("compareSet", true);
+  auto it = map_.find(key);
+  if (it == map_.end() ? !expected.empty() : it->second != expected) {
+    return it == map_.end() ? expected : it->second;
+  }
+  std::vector<uint8_t> records;
+  encodeSet(records, key, desired);
+  commit(records, "compareSet");
+  return desired;
+}
+
+bool FileStore::deleteKey(const std::string& key) {
+  checkKey("deleteKey", key);
+  std::lock_guard<std::mutex> guard(mutex_);
+  FileLock lock(fd_, true, path_, "deleteKey");
+  refresh("deleteKey", true);
+  if (map_.count(key) == 0) return false;
+  std::vector<uint8_t> records;
+  encodeDelete(records, key);
+  commit(records, "deleteKey");
+  return true;
+}
+
+bool FileStore::check(const std::vector<std::string>& keys) {
+  checkKeys("check", keys);
+  std::lock_guard<std::mutex> guard(mutex_);
+  FileLock lock(fd_, false, path_, "check");
+  refresh("check", false);
+  for (const auto& key : keys) {
+    if (map_.count(key) == 0) return false;
+  }
+  return true;
+}
+
+void FileStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  checkKeys("wait", keys);
+  poll(keys, timeout, "wait", false);
+}
+
+int64_t FileStore::numKeys() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  FileLock lock(fd_, false, path_, "numKeys");
+  refresh("numKeys", false);
+  return static_cast<int64_t>(map_.size());
+}
+
+std::vector<FileStore::Bytes> FileStore::multiGet(const std::vector<std::string>& keys,
+                                                  std::chrono::milliseconds timeout) {
+  checkKeys("multiGet", keys);
+  return poll(keys, timeout, "multiGet", true);
+}
+
+void FileStore::multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) {
+  C10D_CHECK(keys.size() == values.size(), InvalidArgument, "store multiSet: ", keys.size(),
+             " keys but ", values.size(), " values");
+  std::vector<uint8_t> records;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    checkKey("multiSet", keys[i]);
+    checkValue("multiSet", keys[i], values[i].size());
+    encodeSet(records, keys[i], values[i]);
+  }
+  if (records.empty()) return;
+  std::lock_guard<std::mutex> guard(mutex_);
+  FileLock lock(fd_, true, path_, "multiSet");
+  refresh("multiSet", true);
+  commit(records, "multiSet");
+}
+
+void FileStore::append(const std::string& key, const Bytes& value) {
+  checkKey("append", key);
+  std::lock_guard<std::mutex> guard(mutex_);
+  FileLock lock(fd_, true, path_, "append");
+  refresh("append", true);
+  auto it = map_.find(key);
+  const size_t currentBytes = it == map_.end() ? 0 : it->second.size();
+  checkValue("append", key, currentBytes + value.size());
+  Bytes combined = it == map_.end() ? Bytes{} : it->second;
+  combined.insert(combined.end(), value.begin(), value.end());
+  std::vector<uint8_t> records;
+  encodeSet(records, key, combined);
+  commit(records, "append");
+}
+
+}  // namespace c10d

@@ -1,0 +1,43 @@
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <unordered_map>
+
+#include "c10d/store/Store.hpp"
+
+namespace c10d {
+
+// An in-process store: a hash map behind one mutex, for threads of one process (tests,
+// single-process jobs, world size 1). See Store for semantics, errors and threading.
+class HashStore : public Store {
+ public:
+  explicit HashStore(std::chrono::milliseconds timeout = kDefaultTimeout) : Store(timeout) {}
+
+  using Store::get;
+  using Store::multiGet;
+  using Store::wait;
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key, std::chrono::milliseconds timeout) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override;
+  bool deleteKey(const std::string& key) override;
+  bool check(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  int64_t numKeys() override;
+  std::vector<Bytes> multiGet(const std::vector<std::string>& keys,
+                              std::chrono::milliseconds timeout) override;
+  void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
+  void append(const std::string& key, const Bytes& value) override;
+
+ private:
+  // Waits on changed_ until all keys exist; lock is held on return. Throws TimeoutError.
+  void waitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
+                  std::chrono::milliseconds timeout, const char* op);
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::unordered_map<std::string, Bytes> map_;
+};
+
+}  // namespace c10d

@@ -1,0 +1,44 @@
+#pragma once
+
+#include <memory>
+
+#include "c10d/store/Store.hpp"
+
+namespace c10d {
+
+// Namespaces another store: every key k becomes "<prefix>/k" underneath, so groups and
+// subsystems can share one store without colliding. numKeys() counts the whole store
+// underneath (as PyTorch's PrefixStore does). Timeout: its own, initialised from the store
+// underneath. Errors and threading as the store underneath.
+class PrefixStore : public Store {
+ public:
+  PrefixStore(std::string prefix, std::shared_ptr<Store> store);
+
+  const std::string& prefix() const { return prefix_; }
+  const std::shared_ptr<Store>& underlying() const { return store_; }
+
+  using Store::get;
+  using Store::multiGet;
+  using Store::wait;
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key, std::chrono::milliseconds timeout) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override;
+  bool deleteKey(const std::string& key) override;
+  bool check(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  int64_t numKeys() override;
+  std::vector<Bytes> multiGet(const std::vector<std::string>& keys,
+                              std::chrono::milliseconds timeout) override;
+  void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
+  void append(const std::string& key, const Bytes& value) override;
+
+ private:
+  std::string join(const std::string& key) const;
+  std::vector<std::string> join(const std::vector<std::string>& keys) const;
+
+  std::string prefix_;
+  std::shared_ptr<Store> store_;
+};
+
+}  // namespace c10d

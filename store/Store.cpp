@@ -1,0 +1,77 @@
+#include "c10d/store/Store.hpp"
+
+#include <charconv>
+
+#include "c10d/Exception.hpp"
+
+namespace c10d {
+
+Store::Store(std::chrono::milliseconds timeout) : timeout_(kDefaultTimeout) {
+  setTimeout(timeout);
+}
+
+void Store::setTimeout(std::chrono::milliseconds timeout) {
+  C10D_CHECK(timeout.count() > 0, InvalidArgument, "store timeout must be positive, got ",
+             timeout.count(), " ms");
+  timeout_ = timeout;
+}
+
+void Store::setString(const std::string& key, std::string_view value) {
+  set(key, toBytes(value));
+}
+
+std::string Store::getString(const std::string& key) {
+  return toString(get(key));
+}
+
+void checkKey(std::string_view op, const std::string& key) {
+  C10D_CHECK(!key.empty(), InvalidArgument, "store ", op, ": empty key");
+  C10D_CHECK(key.size() <= Store::kMaxKeyBytes, InvalidArgument, "store ", op, ": key '",
+             key.substr(0, 64), "...' is ", key.size(), " bytes, over the limit of ",
+             Store::kMaxKeyBytes);
+}
+
+void checkValue(std::string_view op, const std::string& key, size_t valueBytes) {
+  C10D_CHECK(valueBytes <= Store::kMaxValueBytes, InvalidArgument, "store ", op,
+             ": value for key '", key, "' is ", valueBytes, " bytes, over the limit of ",
+             Store::kMaxValueBytes);
+}
+
+void checkKeys(std::string_view op, const std::vector<std::string>& keys) {
+  for (const std::string& key : keys) checkKey(op, key);
+}
+
+Store::Bytes toBytes(std::string_view text) {
+  return Store::Bytes(text.begin(), text.end());
+}
+
+std::string toString(const Store::Bytes& bytes) {
+  return std::string(bytes.begin(), bytes.end());
+}
+
+int64_t parseCounter(const std::string& key, const Store::Bytes& value) {
+  const char* begin = reinterpret_cast<const char*>(value.data());
+  const char* end = begin + value.size();
+  int64_t result = 0;
+  auto [ptr, ec] = std::from_chars(begin, end, result);
+  C10D_CHECK(ec == std::errc() && ptr == end && !value.empty(), StoreError, "add: value of key '",
+             key, "' is not a decimal int64 (", value.size(), " bytes: '",
+             std::string(begin, std::min<size_t>(value.size(), 32)), "')");
+  return result;
+}
+
+Store::Bytes formatCounter(int64_t value) {
+  return toBytes(std::to_string(value));
+}
+
+std::string describeKeys(const std::vector<std::string>& keys) {
+  constexpr size_t kShown = 8;
+  std::string text;
+  for (size_t i = 0; i < keys.size() && i < kShown; ++i) {
+    text += (i ? ", '" : "'") + keys[i] + "'";
+  }
+  if (keys.size() > kShown) text += " and " + std::to_string(keys.size() - kShown) + " more";
+  return text;
+}
+
+}  // namespace c10d
