@@ -1,0 +1,217 @@
+#include "c10d/store/TCPStore.hpp"
+
+#include "c10d/Exception.hpp"
+#include "c10d/Logging.hpp"
+#include "c10d/store/StoreConnection.hpp"
+#include "c10d/store/StoreProtocol.hpp"
+
+namespace c10d {
+namespace {
+
+using protocol::FrameReader;
+using protocol::FrameWriter;
+using protocol::Op;
+using protocol::Status;
+using Clock = std::chrono::steady_clock;
+
+// Extra time a client waits beyond a server-side wait timeout before it gives up on the server
+// itself: the server answers Timeout at the deadline, this only covers a server that hangs.
+constexpr std::chrono::milliseconds kServerGrace{10000};
+
+constexpr const char* kWorkersJoinedKey = "__c10d_tcpstore_workers_joined";
+constexpr const char* kWorkersReadyKey = "__c10d_tcpstore_workers_ready";
+
+// Per-thread frame buffers: requests are serialised per store, and reusing the buffers keeps
+// small ops free of allocation.
+thread_local std::vector<uint8_t> tlsRequest;
+thread_local std::vector<uint8_t> tlsResponse;
+
+// Starts a request frame for op in this thread's request buffer.
+FrameWriter startRequest(Op op) {
+  tlsRequest.clear();
+  FrameWriter writer(tlsRequest);
+  writer.beginFrame();
+  writer.u8(static_cast<uint8_t>(op));
+  return writer;
+}
+
+// Finishes and sends the request that writer built, and returns a reader positioned after the
+// response's Ok status. Timeout and Error statuses become TimeoutError and StoreError naming op.
+FrameReader exchange(detail::StoreConnection& connection, FrameWriter& writer, Op op,
+                     Clock::time_point deadline, std::chrono::milliseconds waitTimeout = {}) {
+  writer.endFrame();
+  if (tlsRequest.size() - protocol::kFrameHeaderBytes > protocol::kMaxFrameBytes) {
+    C10D_THROW(InvalidArgument, "TCPStore ", protocol::opName(op), ": request of ",
+               tlsRequest.size(), " bytes exceeds the protocol's frame limit of ",
+               protocol::kMaxFrameBytes, "; split it into smaller requests");
+  }
+  connection.roundTrip(tlsRequest, tlsResponse, deadline);
+  FrameReader in(tlsResponse.data(), tlsResponse.size());
+  auto status = static_cast<Status>(in.u8());
+  switch (status) {
+    case Status::Ok:
+      return in;
+    case Status::Timeout: {
+      std::vector<std::string> missing = in.keys();
+      C10D_THROW(TimeoutError, "TCPStore ", protocol::opName(op), ": key(s) ",
+                 describeKeys(missing), " not set after ", waitTimeout.count(), " ms (store ",
+                 connection.address(), ")");
+    }
+    case Status::Error: {
+      std::string_view message = in.bytes(protocol::kMaxFrameBytes);
+      C10D_THROW(StoreError, "TCPStore ", protocol::opName(op), " (store ", connection.address(),
+                 "): ", message);
+    }
+  }
+  C10D_THROW(StoreError, "TCPStore ", protocol::opName(op), ": unknown response status ",
+             int(status), " from ", connection.address());
+}
+
+}  // namespace
+
+TCPStore::TCPStore(std::string host, uint16_t port, TCPStoreOptions options)
+    : Store(options.timeout), host_(std::move(host)), port_(port) {
+  if (options.isServer) {
+    server_ = std::make_unique<TCPStoreServer>(TCPStoreServerOptions{options.listenAddress, port});
+    port_ = server_->port();
+  }
+  connection_ = std::make_unique<detail::StoreConnection>(host_, port_, options.timeout);
+  if (options.numWorkers.has_value()) waitForWorkers(*options.numWorkers);
+}
+
+TCPStore::~TCPStore() = default;
+
+void TCPStore::waitForWorkers(int numWorkers) {
+  C10D_CHECK(numWorkers >= 1, InvalidArgument, "TCPStore: numWorkers must be >= 1, got ",
+             numWorkers);
+  int64_t joined = add(kWorkersJoinedKey, 1);
+  if (joined == numWorkers) setString(kWorkersReadyKey, "1");
+  if (!server_) return;
+  try {
+    wait({kWorkersReadyKey});
+  } catch (const TimeoutError&) {
+    int64_t arrived = add(kWorkersJoinedKey, 0);
+    C10D_THROW(TimeoutError, "TCPStore server at port ", port_, ": only ", arrived, " of ",
+               numWorkers, " workers connected within ", timeout().count(),
+               " ms; check WORLD_SIZE and that every rank was started");
+  }
+}
+
+void TCPStore::set(const std::string& key, const Bytes& value) {
+  checkKey("set", key);
+  checkValue("set", key, value.size());
+  std::lock_guard<std::mutex> guard(mutex_);
+  FrameWriter out = startRequest(Op::Set);
+  out.bytes(key);
+  out.bytes(value);
+  exchange(*connection_, out, Op::Set, Clock::now() + timeout()).expectEnd();
+}
+
+TCPStore::Bytes TCPStore::get(const std::string& key, std::chrono::milliseconds timeout) {
+  checkKey("get", key);
+  C10D_CHECK(timeout.count() > 0, InvalidArgument, "TCPStore get: timeout must be positive");
+  std::lock_guard<std::mutex> guard(mutex_);
+  FrameWriter out = startRequest(Op::Get);
+  out.bytes(key);
+  out.i64(timeout.count());
+  FrameReader in =
+      exchange(*connection_, out, Op::Get, Clock::now() + timeout + kServerGrace, timeout);
+  return in.value();
+}
+
+int64_t TCPStore::add(const std::string& key, int64_t delta) {
+  checkKey("add", key);
+  std::lock_guard<std::mutex> guard(mutex_);
+  FrameWriter out = startRequest(Op::Add);
+  out.bytes(key);
+  out.i64(delta);
+  return exchange(*connection_, out, Op::Add, Clock::now() + timeout()).i64();
+}
+
+TCPStore::Bytes TCPStore::compareSet(const std::string& key, const Bytes& expected,
+                                     const Bytes& desired) {
+  checkKey("compareSet", key);
+  checkValue("compareSet", key, expected.size());
+  checkValue("compareSet", key, desired.size());
+  std::lock_guard<std::mutex> guard(mutex_);
+  FrameWriter out = startRequest(Op::CompareSet);
+  out.bytes(key);
+  out.bytes(expected);
+  out.bytes(desired);
+  return exchange(*connection_, out, Op::CompareSet, Clock::now() + timeout()).value();
+}
+
+bool TCPStore::deleteKey(const std::string& key) {
+  checkKey("deleteKey", key);
+  std::lock_guard<std::mutex> guard(mutex_);
+  FrameWriter out = startRequest(Op::Delete);
+  out.bytes(key);
+  return exchange(*connection_, out, Op::Delete, Clock::now() + timeout()).u8() != 0;
+}
+
+bool TCPStore::check(const std::vector<std::string>& keys) {
+  checkKeys("check", keys);
+  std::lock_guard<std::mutex> guard(mutex_);
+  FrameWriter out = startRequest(Op::Check);
+  out.keys(keys);
+  return exchange(*connection_, out, Op::Check, Clock::now() + timeout()).u8() != 0;
+}
+
+void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  checkKeys("wait", keys);
+  C10D_CHECK(timeout.count() > 0, InvalidArgument, "TCPStore wait: timeout must be positive");
+  std::lock_guard<std::mutex> guard(mutex_);
+  FrameWriter out = startRequest(Op::Wait);
+  out.keys(keys);
+  out.i64(timeout.count());
+  exchange(*connection_, out, Op::Wait, Clock::now() + timeout + kServerGrace, timeout).expectEnd();
+}
+
+int64_t TCPStore::numKeys() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  FrameWriter out = startRequest(Op::NumKeys);
+  return exchange(*connection_, out, Op::NumKeys, Clock::now() + timeout()).i64();
+}
+
+std::vector<TCPStore::Bytes> TCPStore::multiGet(const std::vector<std::string>& keys,
+                                                std::chrono::milliseconds timeout) {
+  checkKeys("multiGet", keys);
+  C10D_CHECK(timeout.count() > 0, InvalidArgument, "TCPStore multiGet: timeout must be positive");
+  std::lock_guard<std::mutex> guard(mutex_);
+  FrameWriter out = startRequest(Op::MultiGet);
+  out.keys(keys);
+  out.i64(timeout.count());
+  FrameReader in =
+      exchange(*connection_, out, Op::MultiGet, Clock::now() + timeout + kServerGrace, timeout);
+  uint32_t count = in.count(4);
+  std::vector<Bytes> values;
+  values.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) values.push_back(in.value());
+  return values;
+}
+
+void TCPStore::multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) {
+  C10D_CHECK(keys.size() == values.size(), InvalidArgument, "TCPStore multiSet: ", keys.size(),
+             " keys but ", values.size(), " values");
+  for (size_t i = 0; i < keys.size(); ++i) {
+    checkKey("multiSet", keys[i]);
+    checkValue("multiSet", keys[i], values[i].size());
+  }
+  std::lock_guard<std::mutex> guard(mutex_);
+  FrameWriter out = startRequest(Op::MultiSet);
+  out.keys(keys);
+  for (const Bytes& value : values) out.bytes(value);
+  exchange(*connection_, out, Op::MultiSet, Clock::now() + timeout()).expectEnd();
+}
+
+void TCPStore::append(const std::string& key, const Bytes& value) {
+  checkKey("append", key);
+  checkValue("append", key, value.size());
+  std::lock_guard<std::mutex> guard(mutex_);
+  FrameWriter out = startRequest(Op::Append);
+  out.bytes(key);
+  out.bytes(value);
+  exchange(*connection_, out, Op::Append, Clock::now() + timeout()).expectEnd();
+}
+
+}  // namespace c10d

@@ -1,0 +1,113 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "c10d/store/Store.hpp"
+
+namespace c10d {
+
+class TCPStoreServer;
+namespace detail {
+class StoreConnection;
+}
+
+struct TCPStoreOptions {
+  // Start a TCPStoreServer inside this process (rank 0 does) before connecting to it.
+  bool isServer = false;
+  // With a value: the constructor returns only once this many TCPStore clients (the server's own
+  // included) have connected, or throws TimeoutError saying how many came. Every client of the
+  // job must then pass the same number.
+  std::optional<int> numWorkers;
+  // Default timeout for blocking calls, and for connecting (retried with backoff until then).
+  std::chrono::milliseconds timeout = Store::kDefaultTimeout;
+  // Server only: the address to listen on. Empty: every interface (IPv6 and IPv4), so ranks on
+  // other hosts can connect; "127.0.0.1" keeps the store private to this host.
+  std::string listenAddress;
+};
+
+// A client of a TCP key-value server (TCPStoreServer), optionally hosting the server itself.
+// One TCP connection per TCPStore object; requests on it are serialised, so one object may be
+// shared by threads (each call is one round trip; waits happen on the server).
+//
+// Construction connects to host:port, retrying with exponential backoff and jitter until
+// options.timeout; throws TimeoutError with the last connection error when it cannot, and
+// StoreError when the peer does not speak this protocol version. Port 0 with isServer picks a
+// free port: read it back from port().
+//
+// Errors from calls: see Store. A lost connection fails the call in progress and every later
+// call with StoreError naming the server address; the store does not reconnect by itself.
+class TCPStore : public Store {
+ public:
+  TCPStore(std::string host, uint16_t port, TCPStoreOptions options = {});
+  ~TCPStore() override;
+
+  const std::string& host() const { return host_; }
+  uint16_t port() const { return port_; }
+  // The server this object hosts, or null.
+  TCPStoreServer* server() const { return server_.get(); }
+
+  using Store::get;
+  using Store::multiGet;
+  using Store::wait;
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key, std::chrono::milliseconds timeout) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override;
+  bool deleteKey(const std::string& key) override;
+  bool check(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  int64_t numKeys() override;
+  std::vector<Bytes> multiGet(const std::vector<std::string>& keys,
+                              std::chrono::milliseconds timeout) override;
+  void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
+  void append(const std::string& key, const Bytes& value) override;
+
+ private:
+  void waitForWorkers(int numWorkers);
+
+  std::string host_;
+  uint16_t port_;
+  std::unique_ptr<TCPStoreServer> server_;  // declared before connection_: outlives it
+  std::mutex mutex_;                        // one request in flight on connection_
+  std::unique_ptr<detail::StoreConnection> connection_;
+};
+
+struct TCPStoreServerOptions {
+  std::string listenAddress;  // empty: all interfaces, dual-stack IPv6 when available
+  uint16_t port = 0;          // 0: any free port; see TCPStoreServer::port()
+};
+
+// The store's server: one libuv event loop on its own thread holds all keys and serves every
+// client; a client blocked in get/wait is parked on the loop (no thread per client) until its
+// keys appear or its timeout fires. Malformed or oversized input drops only that connection.
+// The wire protocol is described in docs/store-protocol.md.
+//
+// Construction binds and listens (backlog at the system maximum) or throws StoreError naming
+// the address and the reason. Destruction (or stop()) closes every connection and joins the
+// loop thread. Thread-safe: port() and the counters may be read from any thread.
+class TCPStoreServer {
+ public:
+  explicit TCPStoreServer(TCPStoreServerOptions options = {});
+  ~TCPStoreServer();
+  TCPStoreServer(const TCPStoreServer&) = delete;
+  TCPStoreServer& operator=(const TCPStoreServer&) = delete;
+
+  uint16_t port() const;
+  void stop();
+
+  // Connections open now, and connections dropped for protocol violations since start.
+  int64_t connectionCount() const;
+  int64_t droppedConnectionCount() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace c10d
