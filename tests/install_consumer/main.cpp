@@ -1,0 +1,27 @@
+// An outside program linking the installed package: headers, library and DLPack all resolve.
+#include <dlpack/dlpack.h>
+#include <c10d/Tensor.hpp>
+#include <c10d/store/HashStore.hpp>
+#include <c10d/store/PrefixStore.hpp>
+#include <c10d/store/TCPStore.hpp>
+
+#include <cstdio>
+
+int main() {
+  auto hash = std::make_shared<c10d::HashStore>();
+  c10d::PrefixStore prefixed("consumer", hash);
+  prefixed.setString("greeting", "hello");
+  if (hash->getString("consumer/greeting") != "hello") return 1;
+
+  c10d::TCPStore tcp("127.0.0.1", 0,
+                     c10d::TCPStoreOptions{.isServer = true, .listenAddress = "127.0.0.1"});
+  if (tcp.add("n", 41) + 1 != 42) return 2;
+
+  c10d::Tensor t = c10d::Tensor::empty({4}, c10d::ScalarType::Int32);
+  t.data<int32_t>()[3] = 7;
+  c10d::Tensor back = c10d::fromDLPack(c10d::toDLPack(t));
+  if (back.data<int32_t>()[3] != 7 || back.data() != t.data()) return 3;
+
+  std::printf("consumer ok: stores, TCPStore on port %u, DLPack round trip\n", tcp.port());
+  return 0;
+}
