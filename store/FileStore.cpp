@@ -306,9 +306,7 @@ int64_t FileStore::add(const std::string& key, int64_t delta) {
   FileLock lock(fd_, true, path_, "add");
   refresh("add", true);
   const int64_t current = counterLocked(key);
-  int64_t result = 0;
-  C10D_CHECK(!__builtin_add_overflow(current, delta, &result), InvalidArgument, "store add: key '",
-             key, "' holds ", current, ", adding ", delta, " overflows int64");
+  const int64_t result = addToCounter(key, current, delta);
   std::vector<uint8_t> records;
   encodeSet(records, key, formatCounter(result));
   commit(records, "add");

@@ -27,7 +27,7 @@ int64_t HashStore::add(const std::string& key, int64_t delta) {
   {
     std::lock_guard<std::mutex> guard(mutex_);
     auto it = map_.find(key);
-    result = (it == map_.end() ? 0 : parseCounter(key, it->second)) + delta;
+    result = addToCounter(key, it == map_.end() ? 0 : parseCounter(key, it->second), delta);
     map_[key] = formatCounter(result);
   }
   changed_.notify_all();

@@ -64,6 +64,13 @@ Store::Bytes formatCounter(int64_t value) {
   return toBytes(std::to_string(value));
 }
 
+int64_t addToCounter(const std::string& key, int64_t current, int64_t delta) {
+  int64_t result = 0;
+  C10D_CHECK(!__builtin_add_overflow(current, delta, &result), InvalidArgument, "store add: key '",
+             key, "' holds ", current, ", adding ", delta, " overflows int64");
+  return result;
+}
+
 std::string describeKeys(const std::vector<std::string>& keys) {
   constexpr size_t kShown = 8;
   std::string text;

@@ -105,6 +105,8 @@ std::string toString(const Store::Bytes& bytes);
 // Parses a counter value the way add() stores it; nullopt-free: throws StoreError naming key.
 int64_t parseCounter(const std::string& key, const Store::Bytes& value);
 Store::Bytes formatCounter(int64_t value);
+// current + delta; throws InvalidArgument naming key when the sum overflows int64.
+int64_t addToCounter(const std::string& key, int64_t current, int64_t delta);
 
 // "a, b, c" with at most a handful of keys, for error messages about missing keys.
 std::string describeKeys(const std::vector<std::string>& keys);

@@ -411,19 +411,14 @@ void TCPStoreServer::Impl::handleFrame(Connection* connection, const uint8_t* bo
       int64_t delta = in.i64();
       in.expectEnd();
       auto it = data_.find(key);
-      int64_t current = 0;
-      if (it != data_.end()) {
-        try {
-          current = parseCounter(key, it->second);
-        } catch (const StoreError& e) {
-          beginResponse(out, Status::Error);
-          out.bytes(std::string_view(e.what()));
-          break;
-        }
+      int64_t result;
+      try {
+        result = addToCounter(key, it == data_.end() ? 0 : parseCounter(key, it->second), delta);
+      } catch (const Error& e) {  // not an integer, or overflow: the client gets the message
+        beginResponse(out, Status::Error);
+        out.bytes(std::string_view(e.what()));
+        break;
       }
-      // Wrap like the clients' int64 would rather than invoking undefined overflow.
-      int64_t result =
-          static_cast<int64_t>(static_cast<uint64_t>(current) + static_cast<uint64_t>(delta));
       put(key, formatCounter(result));
       beginResponse(out, Status::Ok);
       out.i64(result);

@@ -161,6 +161,14 @@ TEST_P(StoreTest, AddOnNonIntegerFails) {
   EXPECT_EQ(store_->getString("text"), "hello");
 }
 
+TEST_P(StoreTest, AddOverflowFailsAndKeepsTheValue) {
+  store_->add("big", INT64_MAX - 1);
+  std::string message = messageOf([&] { store_->add("big", 2); });
+  EXPECT_NE(message.find("overflows int64"), std::string::npos) << message;
+  EXPECT_THROW(store_->add("big", 2), Error);
+  EXPECT_EQ(store_->add("big", 0), INT64_MAX - 1);
+}
+
 TEST_P(StoreTest, ConcurrentAddsFromManyHandlesAreAtomic) {
   constexpr int kThreads = 4, kAdds = 200;
   std::vector<std::thread> threads;
