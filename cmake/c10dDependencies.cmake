@@ -59,21 +59,30 @@ c10d_resolve(C10D_USE_NCCL "${_c10d_nccl_found}" "NCCL (nccl.h and libnccl in ${
 
 set(C10D_WITH_CUDA ${C10D_USE_CUDA_ENABLED})
 set(C10D_BACKENDS_BUILT "")
-# Backends register themselves in later layers; here we record what was found so the summary
-# and the package config say which backends this build has.
 if(C10D_USE_GLOO_ENABLED)
   list(APPEND C10D_BACKENDS_BUILT gloo)
 endif()
-if(C10D_USE_MPI_ENABLED)
-  list(APPEND C10D_BACKENDS_BUILT mpi)
-endif()
-if(C10D_USE_NCCL_ENABLED)
-  list(APPEND C10D_BACKENDS_BUILT nccl)
-endif()
+# mpi and nccl join this list when their backends exist (their options already resolve).
 
 # Links target against what the enabled parts need. Everything stays PRIVATE: c10d's public
 # headers include none of these libraries, so consumers need only dlpack.
 function(c10d_link_backends target)
+  if(C10D_USE_GLOO_ENABLED)
+    target_sources(${target} PRIVATE
+      backends/gloo/Allgather.cpp
+      backends/gloo/Allreduce.cpp
+      backends/gloo/Alltoall.cpp
+      backends/gloo/Barrier.cpp
+      backends/gloo/Broadcast.cpp
+      backends/gloo/Gather.cpp
+      backends/gloo/GlooBackend.cpp
+      backends/gloo/Reduce.cpp
+      backends/gloo/ReduceScatter.cpp
+      backends/gloo/Scatter.cpp
+      backends/gloo/SyncMesh.cpp)
+    target_link_libraries(${target} PRIVATE gloo)
+    target_compile_definitions(${target} PRIVATE C10D_WITH_GLOO=1)
+  endif()
   if(C10D_WITH_CUDA)
     # The static runtime keeps libc10d.so loadable on machines without the toolkit's libraries.
     target_link_libraries(${target} PRIVATE CUDA::cudart_static)

@@ -1,0 +1,54 @@
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "c10d/Work.hpp"
+
+namespace c10d {
+
+class OpQueue;
+
+// A Work whose operation runs later, in issue order: on the queue's worker thread, or on the
+// first thread that waits for it when it is next in line and the worker is idle. The second path
+// is what makes a blocking call (op then wait) cost no thread hand-off.
+class QueuedWork : public Work {
+ public:
+  QueuedWork(std::string description, std::chrono::milliseconds timeout,
+             std::vector<Tensor> outputs, std::function<void()> run);
+
+ protected:
+  void beforeWait() override;
+
+ private:
+  friend class OpQueue;
+  struct QueueState;
+  std::function<void()> run_;  // throws the operation's error; released after running
+  std::shared_ptr<QueueState> queue_;
+};
+
+// Runs QueuedWork one at a time in enqueue order, so the collectives of a group hit the wire in
+// the order the caller issued them on every rank. Thread-safe. The destructor stops the worker
+// and fails whatever has not run with the error given to abort() (or a shutdown error).
+class OpQueue {
+ public:
+  explicit OpQueue(std::string name);
+  ~OpQueue();
+  OpQueue(const OpQueue&) = delete;
+  OpQueue& operator=(const OpQueue&) = delete;
+
+  void enqueue(const std::shared_ptr<QueuedWork>& work);
+  // Fails every queued operation with error and every later enqueue too. Running ones finish.
+  void abort(std::exception_ptr error);
+
+ private:
+  std::shared_ptr<QueuedWork::QueueState> state_;
+  std::thread worker_;
+};
+
+}  // namespace c10d

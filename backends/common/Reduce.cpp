@@ -1,0 +1,177 @@
+#include "c10d/backends/common/Reduce.hpp"
+
+#include <algorithm>
+
+#include "c10d/Exception.hpp"
+#include "c10d/Half.hpp"
+
+namespace c10d {
+namespace {
+
+// Float-like storage types whose arithmetic goes through float.
+template <typename T>
+constexpr bool kViaFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+template <typename T, typename Combine>
+void apply(void* out, const void* a, const void* b, size_t n, Combine combine) {
+  auto* o = static_cast<T*>(out);
+  const auto* x = static_cast<const T*>(a);
+  const auto* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) {
+    if constexpr (kViaFloat<T>) {
+      o[i] = T(combine(static_cast<float>(x[i]), static_cast<float>(y[i])));
+    } else {
+      o[i] = static_cast<T>(combine(x[i], y[i]));
+    }
+  }
+}
+
+template <typename T>
+void sum(void* o, const void* a, const void* b, size_t n) {
+  if constexpr (std::is_same_v<T, bool>) {
+    apply<T>(o, a, b, n, [](bool x, bool y) { return x || y; });
+  } else {
+    apply<T>(o, a, b, n, [](auto x, auto y) { return x + y; });
+  }
+}
+template <typename T>
+void product(void* o, const void* a, const void* b, size_t n) {
+  if constexpr (std::is_same_v<T, bool>) {
+    apply<T>(o, a, b, n, [](bool x, bool y) { return x && y; });
+  } else {
+    apply<T>(o, a, b, n, [](auto x, auto y) { return x * y; });
+  }
+}
+template <typename T>
+void minimum(void* o, const void* a, const void* b, size_t n) {
+  apply<T>(o, a, b, n, [](auto x, auto y) { return y < x ? y : x; });
+}
+template <typename T>
+void maximum(void* o, const void* a, const void* b, size_t n) {
+  apply<T>(o, a, b, n, [](auto x, auto y) { return x < y ? y : x; });
+}
+template <typename T>
+void bitAnd(void* o, const void* a, const void* b, size_t n) {
+  apply<T>(o, a, b, n, [](auto x, auto y) { return x & y; });
+}
+template <typename T>
+void bitOr(void* o, const void* a, const void* b, size_t n) {
+  apply<T>(o, a, b, n, [](auto x, auto y) { return x | y; });
+}
+template <typename T>
+void bitXor(void* o, const void* a, const void* b, size_t n) {
+  apply<T>(o, a, b, n, [](auto x, auto y) { return x ^ y; });
+}
+
+template <typename T>
+ReduceFunction arithmetic(ReduceOp::Kind kind) {
+  switch (kind) {
+    case ReduceOp::SUM:
+    case ReduceOp::AVG:
+    case ReduceOp::PREMUL_SUM:
+      return &sum<T>;
+    case ReduceOp::PRODUCT:
+      return &product<T>;
+    case ReduceOp::MIN:
+      return &minimum<T>;
+    case ReduceOp::MAX:
+      return &maximum<T>;
+    default:
+      return nullptr;
+  }
+}
+
+template <typename T>
+ReduceFunction integral(ReduceOp::Kind kind) {
+  switch (kind) {
+    case ReduceOp::BAND:
+      return &bitAnd<T>;
+    case ReduceOp::BOR:
+      return &bitOr<T>;
+    case ReduceOp::BXOR:
+      return &bitXor<T>;
+    default:
+      return arithmetic<T>(kind);
+  }
+}
+
+// Calls fn.template operator()<T>() with T the C++ type of dtype.
+template <typename Fn>
+auto dispatch(ScalarType dtype, Fn&& fn) {
+  switch (dtype) {
+    case ScalarType::Float32:
+      return fn.template operator()<float>();
+    case ScalarType::Float64:
+      return fn.template operator()<double>();
+    case ScalarType::Float16:
+      return fn.template operator()<Half>();
+    case ScalarType::BFloat16:
+      return fn.template operator()<BFloat16>();
+    case ScalarType::Int8:
+      return fn.template operator()<int8_t>();
+    case ScalarType::Int16:
+      return fn.template operator()<int16_t>();
+    case ScalarType::Int32:
+      return fn.template operator()<int32_t>();
+    case ScalarType::Int64:
+      return fn.template operator()<int64_t>();
+    case ScalarType::UInt8:
+      return fn.template operator()<uint8_t>();
+    case ScalarType::Bool:
+      return fn.template operator()<bool>();
+  }
+  C10D_THROW(InvalidArgument, "invalid dtype ", static_cast<int>(dtype));
+}
+
+}  // namespace
+
+ReduceFunction reduceFunction(const ReduceOp& op, ScalarType dtype) {
+  checkReduceOp(op, dtype, "reduce");
+  ReduceFunction fn = dispatch(dtype, [&]<typename T>() -> ReduceFunction {
+    if constexpr (std::is_integral_v<T>) {
+      return integral<T>(op.kind());
+    } else {
+      return arithmetic<T>(op.kind());
+    }
+  });
+  C10D_CHECK(fn != nullptr, InvalidArgument, "reduce op ", op, " is not defined on ", dtype);
+  return fn;
+}
+
+void prepareReduce(const ReduceOp& op, ScalarType dtype, void* data, size_t n) {
+  if (op.kind() != ReduceOp::PREMUL_SUM) return;
+  const double factor = op.factor();
+  dispatch(dtype, [&]<typename T>() {
+    if constexpr (!std::is_same_v<T, bool>) {
+      auto* values = static_cast<T*>(data);
+      for (size_t i = 0; i < n; ++i) {
+        if constexpr (kViaFloat<T>) {
+          values[i] =
+              T(static_cast<float>(static_cast<double>(static_cast<float>(values[i])) * factor));
+        } else {
+          values[i] = static_cast<T>(static_cast<double>(values[i]) * factor);
+        }
+      }
+    }
+  });
+}
+
+void finishReduce(const ReduceOp& op, ScalarType dtype, void* data, size_t n, int groupSize) {
+  if (op.kind() != ReduceOp::AVG) return;
+  dispatch(dtype, [&]<typename T>() {
+    if constexpr (!std::is_same_v<T, bool>) {
+      auto* values = static_cast<T*>(data);
+      for (size_t i = 0; i < n; ++i) {
+        if constexpr (kViaFloat<T>) {
+          values[i] = T(static_cast<float>(values[i]) / static_cast<float>(groupSize));
+        } else if constexpr (std::is_integral_v<T>) {
+          values[i] = static_cast<T>(static_cast<int64_t>(values[i]) / groupSize);
+        } else {
+          values[i] = values[i] / static_cast<T>(groupSize);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace c10d

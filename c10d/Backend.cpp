@@ -1,0 +1,145 @@
+#include "c10d/Backend.hpp"
+
+#include <map>
+#include <mutex>
+
+#include "c10d/Exception.hpp"
+
+#ifdef C10D_WITH_GLOO
+#include "c10d/backends/gloo/GlooBackend.hpp"
+#endif
+
+namespace c10d {
+
+void Backend::unsupported(const char* op) const {
+  C10D_THROW(BackendError, "backend ", name_, " does not support ", op);
+}
+
+std::shared_ptr<Work> Backend::broadcast(const Tensor&, const BroadcastOptions&) {
+  unsupported("broadcast");
+}
+std::shared_ptr<Work> Backend::allreduce(const Tensor&, const AllreduceOptions&) {
+  unsupported("allreduce");
+}
+std::shared_ptr<Work> Backend::allreduceCoalesced(const std::vector<Tensor>&,
+                                                  const AllreduceOptions&) {
+  unsupported("allreduce_coalesced");
+}
+std::shared_ptr<Work> Backend::reduce(const Tensor&, const ReduceOptions&) {
+  unsupported("reduce");
+}
+std::shared_ptr<Work> Backend::allgather(const std::vector<Tensor>&, const Tensor&,
+                                         const AllgatherOptions&) {
+  unsupported("allgather");
+}
+std::shared_ptr<Work> Backend::allgatherIntoTensor(const Tensor&, const Tensor&,
+                                                   const AllgatherOptions&) {
+  unsupported("allgather_into_tensor");
+}
+std::shared_ptr<Work> Backend::gather(const std::vector<Tensor>&, const Tensor&,
+                                      const GatherOptions&) {
+  unsupported("gather");
+}
+std::shared_ptr<Work> Backend::scatter(const Tensor&, const std::vector<Tensor>&,
+                                       const ScatterOptions&) {
+  unsupported("scatter");
+}
+std::shared_ptr<Work> Backend::reduceScatter(const Tensor&, const std::vector<Tensor>&,
+                                             const ReduceScatterOptions&) {
+  unsupported("reduce_scatter");
+}
+std::shared_ptr<Work> Backend::reduceScatterTensor(const Tensor&, const Tensor&,
+                                                   const ReduceScatterOptions&) {
+  unsupported("reduce_scatter_tensor");
+}
+std::shared_ptr<Work> Backend::alltoall(const std::vector<Tensor>&, const std::vector<Tensor>&,
+                                        const AllToAllOptions&) {
+  unsupported("alltoall");
+}
+std::shared_ptr<Work> Backend::alltoallBase(const Tensor&, const Tensor&,
+                                            const std::vector<int64_t>&,
+                                            const std::vector<int64_t>&, const AllToAllOptions&) {
+  unsupported("alltoall_base");
+}
+std::shared_ptr<Work> Backend::barrier(const BarrierOptions&) {
+  unsupported("barrier");
+}
+std::shared_ptr<Work> Backend::send(const Tensor&, int, int, std::chrono::milliseconds) {
+  unsupported("send");
+}
+std::shared_ptr<Work> Backend::recv(const Tensor&, int, int, std::chrono::milliseconds) {
+  unsupported("recv");
+}
+std::shared_ptr<Work> Backend::recvAnysource(const Tensor&, int, std::chrono::milliseconds) {
+  unsupported("recv_anysource");
+}
+std::vector<std::shared_ptr<Work>> Backend::batchIsendIrecv(const std::vector<P2POp>&,
+                                                            std::chrono::milliseconds) {
+  unsupported("batch_isend_irecv");
+}
+
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, BackendFactory> factories;
+
+  Registry() {
+#ifdef C10D_WITH_GLOO
+    factories["gloo"] = [](const BackendContext& context) {
+      return std::make_shared<GlooBackend>(context);
+    };
+#endif
+  }
+};
+
+Registry& registry() {
+  static Registry instance;
+  return instance;
+}
+
+}  // namespace
+
+void registerBackend(const std::string& name, BackendFactory factory) {
+  C10D_CHECK(!name.empty() && factory != nullptr, InvalidArgument,
+             "registerBackend: need a name and a factory");
+  Registry& r = registry();
+  std::lock_guard<std::mutex> guard(r.mutex);
+  C10D_CHECK(r.factories.count(name) == 0, InvalidArgument, "registerBackend: backend '", name,
+             "' is already registered");
+  r.factories[name] = std::move(factory);
+}
+
+bool isBackendRegistered(const std::string& name) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> guard(r.mutex);
+  return r.factories.count(name) > 0;
+}
+
+std::vector<std::string> registeredBackends() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> guard(r.mutex);
+  std::vector<std::string> names;
+  for (const auto& [name, factory] : r.factories) names.push_back(name);
+  return names;
+}
+
+std::shared_ptr<Backend> createBackend(const std::string& name, const BackendContext& context) {
+  BackendFactory factory;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> guard(r.mutex);
+    auto it = r.factories.find(name);
+    if (it == r.factories.end()) {
+      std::string known;
+      for (const auto& [n, f] : r.factories) known += (known.empty() ? "" : ", ") + n;
+      C10D_THROW(InvalidArgument, "unknown backend '", name,
+                 "'; registered: ", known.empty() ? "none" : known,
+                 ". A program can add its own with c10d::registerBackend.");
+    }
+    factory = it->second;
+  }
+  return factory(context);
+}
+
+}  // namespace c10d

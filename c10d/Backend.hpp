@@ -1,0 +1,109 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "c10d/Options.hpp"
+#include "c10d/Work.hpp"
+
+namespace c10d {
+
+class Store;
+
+// A communication library behind a ProcessGroup: Gloo, MPI, NCCL, or one a program registers.
+// Every operation starts asynchronously and returns a Work; output tensors are written in place.
+// An operation the backend does not implement throws BackendError
+// "backend <name> does not support <op>" (the default of every method here).
+//
+// Arguments are validated by ProcessGroup before they reach a backend (ranks in range,
+// contiguous tensors, matching sizes and dtypes, reduce op defined on the dtype), so a backend
+// may rely on them. Ranks are group ranks; timeouts are resolved (never kDefaultTimeout).
+//
+// Threading: a backend is called from the threads that use its ProcessGroup. Collectives must be
+// issued in the same order on every rank of the group, as with every collective library.
+class Backend {
+ public:
+  Backend(std::string name, int rank, int size)
+      : name_(std::move(name)), rank_(rank), size_(size) {}
+  virtual ~Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  const std::string& name() const { return name_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  virtual std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& options);
+  virtual std::shared_ptr<Work> allreduce(const Tensor& tensor, const AllreduceOptions& options);
+  virtual std::shared_ptr<Work> allreduceCoalesced(const std::vector<Tensor>& tensors,
+                                                   const AllreduceOptions& options);
+  virtual std::shared_ptr<Work> reduce(const Tensor& tensor, const ReduceOptions& options);
+  virtual std::shared_ptr<Work> allgather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                          const AllgatherOptions& options);
+  virtual std::shared_ptr<Work> allgatherIntoTensor(const Tensor& output, const Tensor& input,
+                                                    const AllgatherOptions& options);
+  virtual std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                       const GatherOptions& options);
+  virtual std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                        const ScatterOptions& options);
+  virtual std::shared_ptr<Work> reduceScatter(const Tensor& output,
+                                              const std::vector<Tensor>& inputs,
+                                              const ReduceScatterOptions& options);
+  virtual std::shared_ptr<Work> reduceScatterTensor(const Tensor& output, const Tensor& input,
+                                                    const ReduceScatterOptions& options);
+  virtual std::shared_ptr<Work> alltoall(const std::vector<Tensor>& outputs,
+                                         const std::vector<Tensor>& inputs,
+                                         const AllToAllOptions& options);
+  // Splits are element counts along dim 0 per rank; empty means equal splits.
+  virtual std::shared_ptr<Work> alltoallBase(const Tensor& output, const Tensor& input,
+                                             const std::vector<int64_t>& outputSplitSizes,
+                                             const std::vector<int64_t>& inputSplitSizes,
+                                             const AllToAllOptions& options);
+  virtual std::shared_ptr<Work> barrier(const BarrierOptions& options);
+  virtual std::shared_ptr<Work> send(const Tensor& tensor, int dstRank, int tag,
+                                     std::chrono::milliseconds timeout);
+  virtual std::shared_ptr<Work> recv(const Tensor& tensor, int srcRank, int tag,
+                                     std::chrono::milliseconds timeout);
+  virtual std::shared_ptr<Work> recvAnysource(const Tensor& tensor, int tag,
+                                              std::chrono::milliseconds timeout);
+  // Starts all ops together; one Work per op, in order.
+  virtual std::vector<std::shared_ptr<Work>> batchIsendIrecv(const std::vector<P2POp>& ops,
+                                                             std::chrono::milliseconds timeout);
+
+  // Aborts pending operations (they fail) and releases the backend's resources. Called by
+  // ProcessGroup::shutdown; later calls fail.
+  virtual void shutdown() {}
+
+ protected:
+  [[noreturn]] void unsupported(const char* op) const;
+
+ private:
+  std::string name_;
+  int rank_;
+  int size_;
+};
+
+// What a backend factory gets: its group's store namespace, rank, size and default timeout.
+struct BackendContext {
+  std::shared_ptr<Store> store;  // private to this group and backend
+  int rank;
+  int size;
+  std::chrono::milliseconds timeout;
+  std::string groupName;
+};
+
+using BackendFactory = std::function<std::shared_ptr<Backend>(const BackendContext&)>;
+
+// Makes a backend selectable by name (C10D_BACKEND=name, ProcessGroupOptions::backend). The
+// built-in backends of this build ("gloo", and "mpi"/"nccl" where built) are always registered.
+// Throws InvalidArgument when name is taken. Thread-safe.
+void registerBackend(const std::string& name, BackendFactory factory);
+bool isBackendRegistered(const std::string& name);
+std::vector<std::string> registeredBackends();
+// Throws InvalidArgument naming the unknown backend and the registered ones.
+std::shared_ptr<Backend> createBackend(const std::string& name, const BackendContext& context);
+
+}  // namespace c10d

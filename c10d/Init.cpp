@@ -1,0 +1,130 @@
+#include "c10d/Init.hpp"
+
+#include <charconv>
+#include <cstdlib>
+#include <optional>
+
+#include "c10d/Exception.hpp"
+#include "c10d/store/FileStore.hpp"
+#include "c10d/store/TCPStore.hpp"
+
+namespace c10d {
+namespace {
+
+std::optional<std::string> env(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+int64_t parseInt(const std::string& what, const std::string& text, int64_t low, int64_t high) {
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  C10D_CHECK(ec == std::errc() && end == text.data() + text.size() && value >= low && value <= high,
+             InvalidArgument, what, "='", text, "' is not an integer in [", low, ", ", high, "]");
+  return value;
+}
+
+std::string requireEnv(const char* name, const std::string& why) {
+  std::optional<std::string> value = env(name);
+  C10D_CHECK(value.has_value(), InvalidArgument, "environment variable ", name, " is not set (",
+             why, ")");
+  return *value;
+}
+
+}  // namespace
+
+WorldInfo detectWorld(const InitOptions& options) {
+  WorldInfo info;
+  struct Source {
+    const char* rank;
+    const char* size;
+    const char* localRank;
+    const char* name;
+  };
+  const Source sources[] = {
+      {"RANK", "WORLD_SIZE", "LOCAL_RANK", "RANK/WORLD_SIZE"},
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "Open MPI"},
+      {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMI"},
+      {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "Slurm"},
+  };
+  for (const Source& source : sources) {
+    std::optional<std::string> rank = env(source.rank);
+    if (!rank) continue;
+    std::optional<std::string> size = env(source.size);
+    C10D_CHECK(size.has_value(), InvalidArgument, source.rank, " is set but ", source.size,
+               " is not");
+    info.worldSize = static_cast<int>(parseInt(source.size, *size, 1, INT32_MAX));
+    info.rank = static_cast<int>(parseInt(source.rank, *rank, 0, info.worldSize - 1));
+    if (auto local = env(source.localRank)) {
+      info.localRank = static_cast<int>(parseInt(source.localRank, *local, 0, INT32_MAX));
+    }
+    info.source = source.name;
+    break;
+  }
+  if (options.worldSize >= 0) {
+    info.worldSize = options.worldSize;
+    info.source = "InitOptions";
+  }
+  if (options.rank >= 0) info.rank = options.rank;
+  C10D_CHECK(info.rank >= 0 && info.worldSize >= 1, InvalidArgument,
+             "cannot tell this process's rank and world size: set RANK and WORLD_SIZE (c10drun "
+             "and torchrun do), launch with mpirun (OMPI_COMM_WORLD_RANK), PMI (PMI_RANK) or "
+             "srun (SLURM_PROCID), or pass InitOptions::rank and worldSize");
+  C10D_CHECK(info.rank < info.worldSize, InvalidArgument, "rank ", info.rank,
+             " is out of range for world size ", info.worldSize, " (from ", info.source, ")");
+  return info;
+}
+
+std::shared_ptr<ProcessGroup> initProcessGroup(InitOptions options) {
+  if (options.backend.empty()) options.backend = env("C10D_BACKEND").value_or("gloo");
+  if (options.timeout.count() == 0) {
+    if (auto seconds = env("C10D_TIMEOUT")) {
+      options.timeout = std::chrono::seconds(parseInt("C10D_TIMEOUT", *seconds, 1, 86400 * 365));
+    } else {
+      options.timeout = std::chrono::minutes(30);
+    }
+  }
+  C10D_CHECK(options.timeout.count() > 0, InvalidArgument, "init timeout must be positive");
+  WorldInfo world = detectWorld(options);
+
+  std::shared_ptr<Store> store;
+  const std::string& method = options.initMethod;
+  auto tcpStore = [&](const std::string& host, const std::string& portText) {
+    auto port = static_cast<uint16_t>(parseInt("port", portText, 1, 65535));
+    TCPStoreOptions storeOptions;
+    storeOptions.isServer = world.rank == 0;
+    storeOptions.numWorkers = world.worldSize;
+    storeOptions.timeout = options.timeout;
+    return std::make_shared<TCPStore>(host, port, storeOptions);
+  };
+  if (method == "env://") {
+    const char* why = "the env:// init method needs the address of rank 0's store";
+    store = tcpStore(requireEnv("MASTER_ADDR", why), requireEnv("MASTER_PORT", why));
+  } else if (method.rfind("tcp://", 0) == 0) {
+    std::string rest = method.substr(6);
+    size_t colon = rest.rfind(':');
+    C10D_CHECK(colon != std::string::npos && colon > 0, InvalidArgument, "init method '", method,
+               "' must be tcp://host:port");
+    std::string host = rest.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);  // [IPv6]
+    }
+    store = tcpStore(host, rest.substr(colon + 1));
+  } else if (method.rfind("file://", 0) == 0) {
+    std::string path = method.substr(7);
+    C10D_CHECK(!path.empty(), InvalidArgument, "init method '", method,
+               "' must be file:///absolute/path");
+    store = std::make_shared<FileStore>(path, world.worldSize, options.timeout);
+  } else {
+    C10D_THROW(InvalidArgument, "unknown init method '", method,
+               "'; expected env://, tcp://host:port or file:///path");
+  }
+  ProcessGroupOptions groupOptions;
+  groupOptions.backend = options.backend;
+  groupOptions.timeout = options.timeout;
+  groupOptions.groupName = options.groupName;
+  return std::make_shared<ProcessGroup>(store, world.rank, world.worldSize, groupOptions);
+}
+
+}  // namespace c10d

@@ -1,0 +1,44 @@
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "c10d/ProcessGroup.hpp"
+
+namespace c10d {
+
+struct InitOptions {
+  // Backend spec ("gloo", "cpu:gloo,cuda:nccl", a registered name). Empty: C10D_BACKEND, else
+  // "gloo".
+  std::string backend;
+  // "env://" (default: MASTER_ADDR, MASTER_PORT), "tcp://host:port" or "file:///path".
+  std::string initMethod = "env://";
+  // -1: from the environment: RANK/WORLD_SIZE, else Open MPI (OMPI_COMM_WORLD_RANK/SIZE), PMI
+  // (PMI_RANK/PMI_SIZE) or Slurm (SLURM_PROCID/SLURM_NTASKS).
+  int rank = -1;
+  int worldSize = -1;
+  // Zero: C10D_TIMEOUT (seconds), else 30 minutes.
+  std::chrono::milliseconds timeout{0};
+  std::string groupName = "default";
+};
+
+// Where this process is, resolved from InitOptions and the environment.
+struct WorldInfo {
+  int rank = -1;
+  int worldSize = -1;
+  int localRank = 0;
+  std::string source;  // which variables gave rank and size, for messages
+};
+
+// Rank, world size and local rank from the options or the environment, in the order
+// InitOptions documents. Throws InvalidArgument naming the variables it looked for.
+WorldInfo detectWorld(const InitOptions& options);
+
+// Creates the job's default process group: makes the store of the init method (rank 0 hosts a
+// TCPStore for env:// and tcp://), then the backends. Every rank must call it. Throws
+// InvalidArgument for a bad init method or a missing variable (named), TimeoutError when the
+// other ranks do not show up within the timeout.
+std::shared_ptr<ProcessGroup> initProcessGroup(InitOptions options = {});
+
+}  // namespace c10d

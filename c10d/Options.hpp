@@ -1,0 +1,67 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "c10d/ReduceOp.hpp"
+#include "c10d/Tensor.hpp"
+
+namespace c10d {
+
+// Per-operation options. A timeout of kDefaultTimeout means the group's default timeout
+// (C10D_TIMEOUT or the one given at creation). Ranks are ranks within the group.
+inline constexpr std::chrono::milliseconds kDefaultTimeout{-1};
+
+struct BroadcastOptions {
+  int rootRank = 0;
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+};
+
+struct AllreduceOptions {
+  ReduceOp reduceOp = ReduceOp::SUM;
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+};
+
+struct ReduceOptions {
+  ReduceOp reduceOp = ReduceOp::SUM;
+  int rootRank = 0;
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+};
+
+struct AllgatherOptions {
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+};
+
+struct GatherOptions {
+  int rootRank = 0;
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+};
+
+struct ScatterOptions {
+  int rootRank = 0;
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+};
+
+struct ReduceScatterOptions {
+  ReduceOp reduceOp = ReduceOp::SUM;
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+};
+
+struct AllToAllOptions {
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+};
+
+struct BarrierOptions {
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+};
+
+// One point-to-point operation of batchIsendIrecv.
+struct P2POp {
+  enum Kind { Send, Recv } kind;
+  Tensor tensor;
+  int peer;  // destination of a send, source of a receive (group rank)
+  int tag = 0;
+};
+
+}  // namespace c10d

@@ -1,0 +1,513 @@
+#include "c10d/ProcessGroup.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+#include "c10d/Exception.hpp"
+#include "c10d/Logging.hpp"
+#include "c10d/store/PrefixStore.hpp"
+
+namespace c10d {
+namespace {
+
+std::string trim(const std::string& text) {
+  size_t begin = text.find_first_not_of(" \t");
+  size_t end = text.find_last_not_of(" \t");
+  return begin == std::string::npos ? "" : text.substr(begin, end - begin + 1);
+}
+
+std::string rankList(const std::vector<int>& ranks) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < ranks.size(); ++i) out << (i ? ", " : "") << ranks[i];
+  out << "]";
+  return out.str();
+}
+
+// Checks common to every tensor an op touches.
+void checkTensor(const Tensor& tensor, const char* op, const char* role) {
+  C10D_CHECK(tensor.defined(), InvalidArgument, op, ": ", role, " tensor is undefined");
+  C10D_CHECK(tensor.isContiguous(), InvalidArgument, op, ": ", role, " tensor ", tensor.describe(),
+             " is not contiguous; pass a contiguous copy");
+}
+
+void checkSameKind(const Tensor& expected, const Tensor& actual, const char* op,
+                   const std::string& role) {
+  C10D_CHECK(actual.dtype() == expected.dtype() && actual.device() == expected.device(),
+             InvalidArgument, op, ": ", role, " is ", actual.describe(), " but expected ",
+             expected.dtype(), " on ", expected.device());
+}
+
+void checkSameShape(const Tensor& expected, const Tensor& actual, const char* op,
+                    const std::string& role) {
+  checkSameKind(expected, actual, op, role);
+  C10D_CHECK(actual.numel() == expected.numel(), InvalidArgument, op, ": ", role, " is ",
+             actual.describe(), " but must have ", expected.numel(), " elements like ",
+             expected.describe());
+}
+
+void checkList(const std::vector<Tensor>& tensors, size_t expected, const char* op,
+               const char* role) {
+  C10D_CHECK(tensors.size() == expected, InvalidArgument, op, ": expected ", expected, " ", role,
+             " tensors (one per rank), got ", tensors.size());
+}
+
+}  // namespace
+
+std::map<DeviceType, std::string> parseBackendSpec(const std::string& spec) {
+  std::map<DeviceType, std::string> result;
+  std::string trimmed = trim(spec);
+  C10D_CHECK(!trimmed.empty(), InvalidArgument,
+             "empty backend spec; expected e.g. 'gloo' or "
+             "'cpu:gloo,cuda:nccl'");
+  if (trimmed.find(':') == std::string::npos) {
+    result[DeviceType::CPU] = trimmed;
+    result[DeviceType::CUDA] = trimmed;
+    return result;
+  }
+  std::istringstream in(trimmed);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    item = trim(item);
+    size_t colon = item.find(':');
+    C10D_CHECK(colon != std::string::npos && colon > 0 && colon + 1 < item.size(), InvalidArgument,
+               "backend spec '", spec, "': item '", item, "' is not device:backend");
+    std::string device = trim(item.substr(0, colon));
+    std::string backend = trim(item.substr(colon + 1));
+    DeviceType type;
+    if (device == "cpu") {
+      type = DeviceType::CPU;
+    } else if (device == "cuda") {
+      type = DeviceType::CUDA;
+    } else {
+      C10D_THROW(InvalidArgument, "backend spec '", spec, "': unknown device type '", device,
+                 "' (expected cpu or cuda)");
+    }
+    C10D_CHECK(result.count(type) == 0, InvalidArgument, "backend spec '", spec, "' names ", device,
+               " twice");
+    result[type] = backend;
+  }
+  return result;
+}
+
+ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
+                           ProcessGroupOptions options)
+    : store_(std::move(store)), rank_(rank), size_(size), options_(std::move(options)) {
+  C10D_CHECK(store_ != nullptr, InvalidArgument, "ProcessGroup: null store");
+  C10D_CHECK(size_ >= 1, InvalidArgument, "ProcessGroup: size must be >= 1, got ", size_);
+  C10D_CHECK(rank_ >= 0 && rank_ < size_, InvalidArgument, "ProcessGroup: rank ", rank_,
+             " out of range [0, ", size_, ")");
+  C10D_CHECK(options_.timeout.count() > 0, InvalidArgument,
+             "ProcessGroup: timeout must be positive, got ", options_.timeout.count(), " ms");
+  globalRanks_.resize(size_);
+  std::iota(globalRanks_.begin(), globalRanks_.end(), 0);
+  // One backend object per distinct name, shared by the device types it serves.
+  std::map<std::string, std::shared_ptr<Backend>> byName;
+  for (const auto& [device, name] : parseBackendSpec(options_.backend)) {
+    auto& backend = byName[name];
+    if (!backend) {
+      BackendContext context{std::make_shared<PrefixStore>(options_.groupName + "/" + name, store_),
+                             rank_, size_, options_.timeout, options_.groupName};
+      backend = createBackend(name, context);
+    }
+    backends_[device] = backend;
+  }
+  C10D_LOG(Info, "process group '", options_.groupName, "' rank ", rank_, " of ", size_,
+           " backends ", options_.backend);
+}
+
+ProcessGroup::ProcessGroup(NonMember, std::string groupName) : rank_(-1), size_(0), member_(false) {
+  options_.groupName = std::move(groupName);
+}
+
+ProcessGroup::~ProcessGroup() {
+  shutdown();
+}
+
+void ProcessGroup::shutdown() {
+  if (shutdown_.exchange(true)) return;
+  std::map<Backend*, std::shared_ptr<Backend>> distinct;
+  for (auto& [device, backend] : backends_) distinct[backend.get()] = backend;
+  for (auto& [raw, backend] : distinct) {
+    try {
+      backend->shutdown();
+    } catch (const std::exception& e) {
+      C10D_LOG(Warning, "process group '", options_.groupName, "': backend ", backend->name(),
+               " shutdown failed: ", e.what());
+    }
+  }
+}
+
+int ProcessGroup::globalRank(int groupRank) const {
+  checkRank(groupRank, "rank", "globalRank");
+  return globalRanks_[groupRank];
+}
+
+std::optional<int> ProcessGroup::groupRank(int globalRank) const {
+  auto it = std::find(globalRanks_.begin(), globalRanks_.end(), globalRank);
+  if (it == globalRanks_.end()) return std::nullopt;
+  return static_cast<int>(it - globalRanks_.begin());
+}
+
+std::shared_ptr<Backend> ProcessGroup::backend(DeviceType device) const {
+  auto it = backends_.find(device);
+  C10D_CHECK(it != backends_.end(), InvalidArgument, "process group '", options_.groupName,
+             "' has no backend for ", name(device), " tensors (backend spec '", options_.backend,
+             "'); use e.g. C10D_BACKEND=cpu:gloo,cuda:nccl");
+  return it->second;
+}
+
+void ProcessGroup::checkUsable(const char* op) const {
+  C10D_CHECK(member_, InvalidArgument, op, ": this process is not a member of group '",
+             options_.groupName, "'");
+  C10D_CHECK(!shutdown_.load(), InvalidArgument, op, ": process group '", options_.groupName,
+             "' was shut down");
+}
+
+void ProcessGroup::checkRank(int rank, const char* what, const char* op) const {
+  C10D_CHECK(rank >= 0 && rank < size_, InvalidArgument, op, ": ", what, " ", rank,
+             " out of range [0, ", size_, ") of group '", options_.groupName, "'");
+}
+
+std::chrono::milliseconds ProcessGroup::resolve(std::chrono::milliseconds timeout) const {
+  if (timeout == kDefaultTimeout) return options_.timeout;
+  C10D_CHECK(timeout.count() > 0, InvalidArgument, "operation timeout must be positive, got ",
+             timeout.count(), " ms");
+  return timeout;
+}
+
+Backend& ProcessGroup::route(const Tensor& tensor, const char* op) const {
+  checkUsable(op);
+  checkTensor(tensor, op, "the");
+  return *backend(tensor.device().type);
+}
+
+std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& tensor,
+                                              const BroadcastOptions& options) {
+  Backend& backend = route(tensor, "broadcast");
+  checkRank(options.rootRank, "root", "broadcast");
+  BroadcastOptions resolved = options;
+  resolved.timeout = resolve(options.timeout);
+  return backend.broadcast(tensor, resolved);
+}
+
+std::shared_ptr<Work> ProcessGroup::allreduce(const Tensor& tensor,
+                                              const AllreduceOptions& options) {
+  Backend& backend = route(tensor, "allreduce");
+  checkReduceOp(options.reduceOp, tensor.dtype(), "allreduce");
+  AllreduceOptions resolved = options;
+  resolved.timeout = resolve(options.timeout);
+  return backend.allreduce(tensor, resolved);
+}
+
+std::shared_ptr<Work> ProcessGroup::allreduceCoalesced(const std::vector<Tensor>& tensors,
+                                                       const AllreduceOptions& options) {
+  C10D_CHECK(!tensors.empty(), InvalidArgument, "allreduce_coalesced: no tensors");
+  Backend& backend = route(tensors[0], "allreduce_coalesced");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    checkTensor(tensors[i], "allreduce_coalesced", "a");
+    checkSameKind(tensors[0], tensors[i], "allreduce_coalesced", "tensor " + std::to_string(i));
+  }
+  checkReduceOp(options.reduceOp, tensors[0].dtype(), "allreduce_coalesced");
+  AllreduceOptions resolved = options;
+  resolved.timeout = resolve(options.timeout);
+  return backend.allreduceCoalesced(tensors, resolved);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce(const Tensor& tensor, const ReduceOptions& options) {
+  Backend& backend = route(tensor, "reduce");
+  checkRank(options.rootRank, "root", "reduce");
+  checkReduceOp(options.reduceOp, tensor.dtype(), "reduce");
+  ReduceOptions resolved = options;
+  resolved.timeout = resolve(options.timeout);
+  return backend.reduce(tensor, resolved);
+}
+
+std::shared_ptr<Work> ProcessGroup::allgather(const std::vector<Tensor>& outputs,
+                                              const Tensor& input,
+                                              const AllgatherOptions& options) {
+  Backend& backend = route(input, "allgather");
+  checkList(outputs, size_, "allgather", "output");
+  for (int r = 0; r < size_; ++r) {
+    checkTensor(outputs[r], "allgather", "output");
+    checkSameShape(input, outputs[r], "allgather", "output " + std::to_string(r));
+  }
+  AllgatherOptions resolved = options;
+  resolved.timeout = resolve(options.timeout);
+  return backend.allgather(outputs, input, resolved);
+}
+
+std::shared_ptr<Work> ProcessGroup::allgatherIntoTensor(const Tensor& output, const Tensor& input,
+                                                        const AllgatherOptions& options) {
+  Backend& backend = route(input, "allgather_into_tensor");
+  checkTensor(output, "allgather_into_tensor", "output");
+  checkSameKind(input, output, "allgather_into_tensor", "output");
+  C10D_CHECK(output.numel() == input.numel() * size_, InvalidArgument,
+             "allgather_into_tensor: output ", output.describe(), " must have size() * ",
+             input.numel(), " = ", input.numel() * size_, " elements");
+  AllgatherOptions resolved = options;
+  resolved.timeout = resolve(options.timeout);
+  return backend.allgatherIntoTensor(output, input, resolved);
+}
+
+std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                           const GatherOptions& options) {
+  Backend& backend = route(input, "gather");
+  checkRank(options.rootRank, "root", "gather");
+  if (rank_ == options.rootRank) {
+    checkList(outputs, size_, "gather", "output");
+    for (int r = 0; r < size_; ++r) {
+      checkTensor(outputs[r], "gather", "output");
+      checkSameShape(input, outputs[r], "gather", "output " + std::to_string(r));
+    }
+  } else {
+    C10D_CHECK(outputs.empty(), InvalidArgument, "gather: rank ", rank_, " is not the root (",
+               options.rootRank, ") and must pass no outputs");
+  }
+  GatherOptions resolved = options;
+  resolved.timeout = resolve(options.timeout);
+  return backend.gather(outputs, input, resolved);
+}
+
+std::shared_ptr<Work> ProcessGroup::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                            const ScatterOptions& options) {
+  Backend& backend = route(output, "scatter");
+  checkRank(options.rootRank, "root", "scatter");
+  if (rank_ == options.rootRank) {
+    checkList(inputs, size_, "scatter", "input");
+    for (int r = 0; r < size_; ++r) {
+      checkTensor(inputs[r], "scatter", "input");
+      checkSameShape(output, inputs[r], "scatter", "input " + std::to_string(r));
+    }
+  } else {
+    C10D_CHECK(inputs.empty(), InvalidArgument, "scatter: rank ", rank_, " is not the root (",
+               options.rootRank, ") and must pass no inputs");
+  }
+  ScatterOptions resolved = options;
+  resolved.timeout = resolve(options.timeout);
+  return backend.scatter(output, inputs, resolved);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduceScatter(const Tensor& output,
+                                                  const std::vector<Tensor>& inputs,
+                                                  const ReduceScatterOptions& options) {
+  Backend& backend = route(output, "reduce_scatter");
+  checkList(inputs, size_, "reduce_scatter", "input");
+  for (int r = 0; r < size_; ++r) {
+    checkTensor(inputs[r], "reduce_scatter", "input");
+    checkSameShape(output, inputs[r], "reduce_scatter", "input " + std::to_string(r));
+  }
+  checkReduceOp(options.reduceOp, output.dtype(), "reduce_scatter");
+  ReduceScatterOptions resolved = options;
+  resolved.timeout = resolve(options.timeout);
+  return backend.reduceScatter(output, inputs, resolved);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduceScatterTensor(const Tensor& output, const Tensor& input,
+                                                        const ReduceScatterOptions& options) {
+  Backend& backend = route(output, "reduce_scatter_tensor");
+  checkTensor(input, "reduce_scatter_tensor", "input");
+  checkSameKind(output, input, "reduce_scatter_tensor", "input");
+  C10D_CHECK(input.numel() == output.numel() * size_, InvalidArgument,
+             "reduce_scatter_tensor: input ", input.describe(), " must have size() * ",
+             output.numel(), " = ", output.numel() * size_, " elements");
+  checkReduceOp(options.reduceOp, output.dtype(), "reduce_scatter_tensor");
+  ReduceScatterOptions resolved = options;
+  resolved.timeout = resolve(options.timeout);
+  return backend.reduceScatterTensor(output, input, resolved);
+}
+
+std::shared_ptr<Work> ProcessGroup::alltoall(const std::vector<Tensor>& outputs,
+                                             const std::vector<Tensor>& inputs,
+                                             const AllToAllOptions& options) {
+  checkList(inputs, size_, "alltoall", "input");
+  checkList(outputs, size_, "alltoall", "output");
+  Backend& backend = route(inputs[0], "alltoall");
+  for (int r = 0; r < size_; ++r) {
+    checkTensor(inputs[r], "alltoall", "input");
+    checkTensor(outputs[r], "alltoall", "output");
+    checkSameKind(inputs[0], inputs[r], "alltoall", "input " + std::to_string(r));
+    checkSameKind(inputs[0], outputs[r], "alltoall", "output " + std::to_string(r));
+  }
+  AllToAllOptions resolved = options;
+  resolved.timeout = resolve(options.timeout);
+  return backend.alltoall(outputs, inputs, resolved);
+}
+
+std::shared_ptr<Work> ProcessGroup::alltoallBase(const Tensor& output, const Tensor& input,
+                                                 const std::vector<int64_t>& outputSplitSizes,
+                                                 const std::vector<int64_t>& inputSplitSizes,
+                                                 const AllToAllOptions& options) {
+  Backend& backend = route(input, "alltoall_base");
+  checkTensor(output, "alltoall_base", "output");
+  checkSameKind(input, output, "alltoall_base", "output");
+  auto checkSplits = [&](const std::vector<int64_t>& splits, const Tensor& tensor,
+                         const char* role) {
+    int64_t rows = tensor.dim() == 0 ? 1 : tensor.sizes()[0];
+    if (splits.empty()) {
+      C10D_CHECK(rows % size_ == 0, InvalidArgument, "alltoall_base: ", role, " ",
+                 tensor.describe(), " has ", rows, " rows, not divisible by the group size ", size_,
+                 "; pass split sizes");
+      return;
+    }
+    C10D_CHECK(static_cast<int>(splits.size()) == size_, InvalidArgument,
+               "alltoall_base: ", splits.size(), " ", role, " split sizes for a group of ", size_);
+    int64_t total = 0;
+    for (int64_t split : splits) {
+      C10D_CHECK(split >= 0, InvalidArgument, "alltoall_base: negative ", role, " split ", split);
+      total += split;
+    }
+    C10D_CHECK(total == rows, InvalidArgument, "alltoall_base: ", role, " splits sum to ", total,
+               " but ", role, " ", tensor.describe(), " has ", rows, " rows");
+  };
+  checkSplits(inputSplitSizes, input, "input");
+  checkSplits(outputSplitSizes, output, "output");
+  AllToAllOptions resolved = options;
+  resolved.timeout = resolve(options.timeout);
+  return backend.alltoallBase(output, input, outputSplitSizes, inputSplitSizes, resolved);
+}
+
+std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& options) {
+  checkUsable("barrier");
+  BarrierOptions resolved = options;
+  resolved.timeout = resolve(options.timeout);
+  return backend(DeviceType::CPU)->barrier(resolved);
+}
+
+void ProcessGroup::monitoredBarrier(const BarrierOptions& options, bool waitAllRanks) {
+  checkUsable("monitored_barrier");
+  auto timeout = resolve(options.timeout);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Through the store rather than the backend: the point is to name ranks that never arrive,
+  // which a backend collective cannot do once it is stuck.
+  std::string base = "monitored_barrier/" + options_.groupName + "/";
+  int64_t round = store_->add(base + "round/" + std::to_string(rank_), 1);
+  std::string prefix = base + std::to_string(round) + "/";
+  store_->setString(prefix + "arrived/" + std::to_string(rank_), "1");
+  if (rank_ != 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    store_->wait({prefix + "released"}, std::max(left, std::chrono::milliseconds(1)));
+    std::string verdict = store_->getString(prefix + "released");
+    C10D_CHECK(verdict == "ok", TimeoutError, "monitored_barrier in group '", options_.groupName,
+               "': ", verdict);
+    return;
+  }
+  std::vector<int> missing;
+  for (int r = 1; r < size_; ++r) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    try {
+      store_->wait({prefix + "arrived/" + std::to_string(r)},
+                   std::max(left, std::chrono::milliseconds(1)));
+    } catch (const TimeoutError&) {
+      missing.push_back(r);
+      if (!waitAllRanks) break;
+    }
+  }
+  if (missing.empty()) {
+    store_->setString(prefix + "released", "ok");
+    return;
+  }
+  std::string message = detail::concat("rank(s) ", rankList(missing), " did not arrive within ",
+                                       timeout.count(), " ms");
+  store_->setString(prefix + "released", message);
+  C10D_THROW(TimeoutError, "monitored_barrier in group '", options_.groupName, "': ", message);
+}
+
+std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dstRank, int tag,
+                                         std::chrono::milliseconds timeout) {
+  Backend& backend = route(tensor, "send");
+  checkRank(dstRank, "destination", "send");
+  C10D_CHECK(tag >= 0, InvalidArgument, "send: tag must be >= 0, got ", tag);
+  return backend.send(tensor, dstRank, tag, resolve(timeout));
+}
+
+std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int srcRank, int tag,
+                                         std::chrono::milliseconds timeout) {
+  Backend& backend = route(tensor, "recv");
+  checkRank(srcRank, "source", "recv");
+  C10D_CHECK(tag >= 0, InvalidArgument, "recv: tag must be >= 0, got ", tag);
+  return backend.recv(tensor, srcRank, tag, resolve(timeout));
+}
+
+std::shared_ptr<Work> ProcessGroup::recvAnysource(const Tensor& tensor, int tag,
+                                                  std::chrono::milliseconds timeout) {
+  Backend& backend = route(tensor, "recv_anysource");
+  C10D_CHECK(tag >= 0, InvalidArgument, "recv_anysource: tag must be >= 0, got ", tag);
+  return backend.recvAnysource(tensor, tag, resolve(timeout));
+}
+
+std::vector<std::shared_ptr<Work>> ProcessGroup::batchIsendIrecv(
+    const std::vector<P2POp>& ops, std::chrono::milliseconds timeout) {
+  C10D_CHECK(!ops.empty(), InvalidArgument, "batch_isend_irecv: no operations");
+  Backend& backend = route(ops[0].tensor, "batch_isend_irecv");
+  for (const P2POp& op : ops) {
+    checkTensor(op.tensor, "batch_isend_irecv", op.kind == P2POp::Send ? "send" : "recv");
+    C10D_CHECK(op.tensor.device() == ops[0].tensor.device(), InvalidArgument,
+               "batch_isend_irecv: all tensors must be on one device");
+    checkRank(op.peer, op.kind == P2POp::Send ? "destination" : "source", "batch_isend_irecv");
+    C10D_CHECK(op.tag >= 0, InvalidArgument, "batch_isend_irecv: tag must be >= 0");
+  }
+  return backend.batchIsendIrecv(ops, resolve(timeout));
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(const std::vector<int>& ranks,
+                                                     std::optional<ProcessGroupOptions> options) {
+  checkUsable("new_group");
+  C10D_CHECK(!ranks.empty(), InvalidArgument, "new_group: empty rank list");
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  C10D_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), InvalidArgument,
+             "new_group: duplicate rank in ", rankList(ranks));
+  for (int r : ranks) checkRank(r, "rank", "new_group");
+  std::string name = options_.groupName + ".sub" + std::to_string(subgroupCounter_++);
+  return makeSubgroup(ranks, name, options);
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key,
+                                                  std::optional<ProcessGroupOptions> options) {
+  checkUsable("split");
+  std::string name = options_.groupName + ".split" + std::to_string(subgroupCounter_++);
+  // Everyone publishes (color, key); each reads all and keeps the ranks of its own color.
+  std::string prefix = "split/" + name + "/";
+  store_->setString(prefix + std::to_string(rank_),
+                    std::to_string(color) + " " + std::to_string(key));
+  std::vector<std::string> keys;
+  for (int r = 0; r < size_; ++r) keys.push_back(prefix + std::to_string(r));
+  std::vector<Store::Bytes> values = store_->multiGet(keys, options_.timeout);
+  if (color < 0) {
+    return std::shared_ptr<ProcessGroup>(new ProcessGroup(NonMember{}, name));
+  }
+  std::vector<std::tuple<int, int>> members;  // (key, rank)
+  for (int r = 0; r < size_; ++r) {
+    std::istringstream in(toString(values[r]));
+    int c = 0, k = 0;
+    in >> c >> k;
+    if (c == color) members.emplace_back(k, r);
+  }
+  std::sort(members.begin(), members.end());
+  std::vector<int> ranks;
+  for (auto& [k, r] : members) ranks.push_back(r);
+  return makeSubgroup(ranks, name + ".color" + std::to_string(color), options);
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::makeSubgroup(
+    const std::vector<int>& memberRanks, const std::string& name,
+    std::optional<ProcessGroupOptions> options) {
+  auto it = std::find(memberRanks.begin(), memberRanks.end(), rank_);
+  if (it == memberRanks.end()) {
+    return std::shared_ptr<ProcessGroup>(new ProcessGroup(NonMember{}, name));
+  }
+  ProcessGroupOptions subOptions = options.value_or(options_);
+  subOptions.groupName = name;
+  auto group = std::make_shared<ProcessGroup>(store_, static_cast<int>(it - memberRanks.begin()),
+                                              static_cast<int>(memberRanks.size()), subOptions);
+  for (size_t i = 0; i < memberRanks.size(); ++i) {
+    group->globalRanks_[i] = globalRanks_[memberRanks[i]];
+  }
+  return group;
+}
+
+}  // namespace c10d

@@ -1,0 +1,149 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "c10d/Backend.hpp"
+#include "c10d/Options.hpp"
+#include "c10d/Work.hpp"
+
+namespace c10d {
+
+class Store;
+
+// Which backend serves which device type: "gloo" (every device), or "cpu:gloo,cuda:nccl".
+// Throws InvalidArgument on an unknown device type or a malformed spec.
+std::map<DeviceType, std::string> parseBackendSpec(const std::string& spec);
+
+struct ProcessGroupOptions {
+  std::string backend = "gloo";  // a backend spec, see parseBackendSpec
+  std::chrono::milliseconds timeout = std::chrono::minutes(30);
+  std::string groupName = "default";
+};
+
+// A group of ranks that run collectives and point-to-point operations together, like
+// torch.distributed's ProcessGroup. Each operation is routed to the backend registered for the
+// device of its tensors, validated first (so bad input is an InvalidArgument on the caller,
+// never a hang on the wire), and returns a Work that completes, fails, or times out.
+//
+// Operations write their outputs in place. Collectives must be called in the same order on
+// every rank of the group. Ranks in arguments are ranks within this group; globalRank() and
+// groupRank() translate.
+//
+// Threading: operations may be issued from any thread; each backend defines how concurrent
+// operations are ordered (Gloo: in issue order).
+class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
+ public:
+  // Creates the backends named by options.backend over store (namespaced per group inside).
+  // rank and size are this process's place in the group. Throws InvalidArgument on a bad rank,
+  // size, spec or backend name; the backends' errors (e.g. TimeoutError while peers connect).
+  ProcessGroup(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options = {});
+  ~ProcessGroup();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& groupName() const { return options_.groupName; }
+  std::chrono::milliseconds timeout() const { return options_.timeout; }
+  // False for the handle a non-member receives from newGroup/split: every operation on it
+  // throws InvalidArgument saying so.
+  bool isMember() const { return member_; }
+
+  // Global rank (in the root group) of a rank of this group, and the inverse (nullopt when the
+  // global rank is not in this group).
+  int globalRank(int groupRank) const;
+  std::optional<int> groupRank(int globalRank) const;
+  const std::vector<int>& globalRanks() const { return globalRanks_; }
+
+  std::shared_ptr<Backend> backend(DeviceType device) const;
+  std::shared_ptr<Store> store() const { return store_; }
+
+  std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& options = {});
+  std::shared_ptr<Work> allreduce(const Tensor& tensor, const AllreduceOptions& options = {});
+  std::shared_ptr<Work> allreduceCoalesced(const std::vector<Tensor>& tensors,
+                                           const AllreduceOptions& options = {});
+  std::shared_ptr<Work> reduce(const Tensor& tensor, const ReduceOptions& options = {});
+  // outputs: size() tensors shaped like input.
+  std::shared_ptr<Work> allgather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                  const AllgatherOptions& options = {});
+  // output: size() * input.numel() elements, rank r's input at offset r * input.numel().
+  std::shared_ptr<Work> allgatherIntoTensor(const Tensor& output, const Tensor& input,
+                                            const AllgatherOptions& options = {});
+  // outputs: size() tensors on the root, empty on the others.
+  std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                               const GatherOptions& options = {});
+  // inputs: size() tensors on the root, empty on the others.
+  std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                const ScatterOptions& options = {});
+  // inputs: size() tensors shaped like output; output = reduction of every rank's inputs[rank].
+  std::shared_ptr<Work> reduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                      const ReduceScatterOptions& options = {});
+  // input: size() * output.numel() elements.
+  std::shared_ptr<Work> reduceScatterTensor(const Tensor& output, const Tensor& input,
+                                            const ReduceScatterOptions& options = {});
+  // outputs[r] receives rank r's inputs[rank()].
+  std::shared_ptr<Work> alltoall(const std::vector<Tensor>& outputs,
+                                 const std::vector<Tensor>& inputs,
+                                 const AllToAllOptions& options = {});
+  // Flat all-to-all along dim 0. Empty split lists mean equal splits (dim 0 divisible by size());
+  // otherwise size() counts of dim-0 rows each (AlltoAllV).
+  std::shared_ptr<Work> alltoallBase(const Tensor& output, const Tensor& input,
+                                     const std::vector<int64_t>& outputSplitSizes = {},
+                                     const std::vector<int64_t>& inputSplitSizes = {},
+                                     const AllToAllOptions& options = {});
+  std::shared_ptr<Work> barrier(const BarrierOptions& options = {});
+  // A barrier that names the ranks that did not arrive in time (rank 0 collects); with
+  // waitAllRanks it reports all of them, otherwise the first. Throws on failure.
+  void monitoredBarrier(const BarrierOptions& options = {}, bool waitAllRanks = false);
+
+  std::shared_ptr<Work> send(const Tensor& tensor, int dstRank, int tag = 0,
+                             std::chrono::milliseconds timeout = kDefaultTimeout);
+  std::shared_ptr<Work> recv(const Tensor& tensor, int srcRank, int tag = 0,
+                             std::chrono::milliseconds timeout = kDefaultTimeout);
+  // Receives from whichever rank sends with this tag first; Work::sourceRank() tells which.
+  std::shared_ptr<Work> recvAnysource(const Tensor& tensor, int tag = 0,
+                                      std::chrono::milliseconds timeout = kDefaultTimeout);
+  std::vector<std::shared_ptr<Work>> batchIsendIrecv(
+      const std::vector<P2POp>& ops, std::chrono::milliseconds timeout = kDefaultTimeout);
+
+  // A group of the given ranks of this group (in that order). Every rank of this group must
+  // call it, in the same order relative to other newGroup/split calls. Members get a working
+  // group; non-members get a handle with isMember() false.
+  std::shared_ptr<ProcessGroup> newGroup(const std::vector<int>& ranks,
+                                         std::optional<ProcessGroupOptions> options = {});
+  // Groups ranks by color (ordered by key, then rank), like MPI_Comm_split. A negative color
+  // leaves this rank out (non-member handle). Collective over this group.
+  std::shared_ptr<ProcessGroup> split(int color, int key = 0,
+                                      std::optional<ProcessGroupOptions> options = {});
+
+  // Shuts the backends down; later operations throw InvalidArgument. Idempotent.
+  void shutdown();
+
+ private:
+  struct NonMember {};
+  ProcessGroup(NonMember, std::string groupName);
+
+  std::chrono::milliseconds resolve(std::chrono::milliseconds timeout) const;
+  Backend& route(const Tensor& tensor, const char* op) const;
+  void checkUsable(const char* op) const;
+  void checkRank(int rank, const char* what, const char* op) const;
+  std::shared_ptr<ProcessGroup> makeSubgroup(const std::vector<int>& memberRanks,
+                                             const std::string& name,
+                                             std::optional<ProcessGroupOptions> options);
+
+  std::shared_ptr<Store> store_;
+  int rank_;
+  int size_;
+  ProcessGroupOptions options_;
+  bool member_ = true;
+  std::atomic<bool> shutdown_{false};
+  std::vector<int> globalRanks_;
+  std::map<DeviceType, std::shared_ptr<Backend>> backends_;
+  uint64_t subgroupCounter_ = 0;
+};
+
+}  // namespace c10d

@@ -1,0 +1,130 @@
+#include "c10d/Work.hpp"
+
+#include "c10d/Exception.hpp"
+#include "c10d/Logging.hpp"
+
+namespace c10d {
+
+bool Future::completed() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return completed_;
+}
+
+void Future::wait(std::chrono::milliseconds timeout, const std::string& what) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!done_.wait_for(lock, timeout, [&] { return completed_; })) {
+    C10D_THROW(TimeoutError, what, ": not complete after ", timeout.count(), " ms");
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+void Future::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] { return completed_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+const std::vector<Tensor>& Future::value() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  C10D_CHECK(completed_, Error, "Future::value() called before the future completed");
+  if (error_) std::rethrow_exception(error_);
+  return value_;
+}
+
+std::exception_ptr Future::error() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return error_;
+}
+
+void Future::addCallback(Callback callback) {
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (!completed_) {
+      callbacks_.push_back(std::move(callback));
+      return;
+    }
+  }
+  callback(*this);
+}
+
+std::shared_ptr<Future> Future::then(std::function<std::vector<Tensor>(Future&)> fn) {
+  auto child = std::make_shared<Future>();
+  addCallback([child, fn = std::move(fn)](Future& parent) {
+    if (parent.hasError()) {
+      child->setError(parent.error());
+      return;
+    }
+    try {
+      child->markCompleted(fn(parent));
+    } catch (...) {
+      child->setError(std::current_exception());
+    }
+  });
+  return child;
+}
+
+bool Future::markCompleted(std::vector<Tensor> value) {
+  return complete(std::move(value), nullptr);
+}
+
+bool Future::setError(std::exception_ptr error) {
+  return complete({}, std::move(error));
+}
+
+bool Future::complete(std::vector<Tensor> value, std::exception_ptr error) {
+  std::vector<Callback> callbacks;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (completed_) return false;
+    completed_ = true;
+    value_ = std::move(value);
+    error_ = std::move(error);
+    callbacks.swap(callbacks_);
+  }
+  done_.notify_all();
+  for (auto& callback : callbacks) {
+    try {
+      callback(*this);
+    } catch (const std::exception& e) {
+      // A callback's failure cannot fail a future that already completed: report it.
+      C10D_LOG(Error, "Future callback threw: ", e.what());
+    }
+  }
+  return true;
+}
+
+Work::Work(std::string description, std::chrono::milliseconds timeout, std::vector<Tensor> outputs)
+    : description_(std::move(description)),
+      timeout_(timeout),
+      outputs_(std::move(outputs)),
+      future_(std::make_shared<Future>()) {}
+
+void Work::wait(std::chrono::milliseconds timeout) {
+  if (!future_->completed()) beforeWait();
+  // The backend enforces the op's timeout and fails the work with its own, better message;
+  // the margin here only guards against a backend that fails to.
+  auto limit = timeout == kUseOpTimeout ? timeout_ + std::chrono::seconds(10) : timeout;
+  future_->wait(limit, description_);
+}
+
+int Work::sourceRank() const {
+  C10D_CHECK(isCompleted(), Error, description_, ": sourceRank() before completion");
+  C10D_CHECK(sourceRank_ >= 0, Error, description_, ": sourceRank() is only defined for receives");
+  return sourceRank_;
+}
+
+std::vector<Tensor> Work::result() const {
+  C10D_CHECK(isCompleted(), Error, description_, ": result() before completion");
+  if (future_->hasError()) std::rethrow_exception(future_->error());
+  return outputs_;
+}
+
+void Work::finish() {
+  future_->markCompleted(outputs_);
+}
+
+void Work::finishWithError(std::exception_ptr error) {
+  future_->setError(std::move(error));
+}
+
+}  // namespace c10d

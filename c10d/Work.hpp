@@ -1,0 +1,105 @@
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "c10d/Tensor.hpp"
+
+namespace c10d {
+
+// The eventual result of an operation: a list of tensors or an error. Callbacks added with
+// then() run exactly once, on the thread that completes the future (or at once, on the caller's
+// thread, when it is already complete).
+//
+// Threading: every method may be called from any thread.
+class Future : public std::enable_shared_from_this<Future> {
+ public:
+  using Callback = std::function<void(Future&)>;
+
+  bool completed() const;
+  // Blocks until complete; rethrows the error. Throws TimeoutError naming what after timeout.
+  void wait(std::chrono::milliseconds timeout, const std::string& what = "future");
+  void wait();  // no deadline: for futures whose producer has its own timeout
+  // The value; rethrows the error. Throws Error when not yet complete.
+  const std::vector<Tensor>& value() const;
+  std::exception_ptr error() const;
+  bool hasError() const { return error() != nullptr; }
+
+  // Runs callback once complete.
+  void addCallback(Callback callback);
+  // A future completed with fn(this)'s result, or with the error fn throws or this holds.
+  std::shared_ptr<Future> then(std::function<std::vector<Tensor>(Future&)> fn);
+
+  // Producer side: completes the future once; later calls are ignored and return false.
+  bool markCompleted(std::vector<Tensor> value = {});
+  bool setError(std::exception_ptr error);
+
+ private:
+  bool complete(std::vector<Tensor> value, std::exception_ptr error);
+
+  mutable std::mutex mutex_;
+  std::condition_variable done_;
+  bool completed_ = false;
+  std::vector<Tensor> value_;
+  std::exception_ptr error_;
+  std::vector<Callback> callbacks_;
+};
+
+// A started operation of a ProcessGroup. It ends in success, in the operation's error, or in a
+// TimeoutError once the operation's timeout has passed: never pending forever.
+//
+// Threading: every method may be called from any thread; wait() may be called by several.
+class Work {
+ public:
+  static constexpr std::chrono::milliseconds kUseOpTimeout{-1};
+
+  Work(std::string description, std::chrono::milliseconds timeout, std::vector<Tensor> outputs);
+  virtual ~Work() = default;
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  bool isCompleted() const { return future_->completed(); }
+  bool isSuccess() const { return future_->completed() && !future_->hasError(); }
+  std::exception_ptr exception() const { return future_->error(); }
+
+  // Blocks until the operation completes and rethrows its error. With kUseOpTimeout the
+  // operation's own timeout applies; a shorter one throws TimeoutError when it passes (the
+  // operation itself goes on and still completes or fails by its own timeout).
+  void wait(std::chrono::milliseconds timeout = kUseOpTimeout);
+
+  // The source rank of a completed receive (recvAnysource reports who sent). Throws Error for
+  // other operations or before completion.
+  int sourceRank() const;
+  // The tensors the operation wrote (its outputs), once it has succeeded.
+  std::vector<Tensor> result() const;
+  std::shared_ptr<Future> getFuture() const { return future_; }
+
+  // "allreduce float32[1024] sum (group 'default', seq 12)": for errors and logs.
+  const std::string& description() const { return description_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // Producer side, used by backends.
+  void finish();
+  void finishWithError(std::exception_ptr error);
+  void setSourceRank(int rank) { sourceRank_ = rank; }
+
+ protected:
+  // Called by wait() before it blocks: a backend may run a queued operation on the waiting
+  // thread instead of handing it to its worker (saves a thread hand-off for blocking calls).
+  virtual void beforeWait() {}
+
+ private:
+  std::string description_;
+  std::chrono::milliseconds timeout_;
+  std::vector<Tensor> outputs_;
+  std::shared_ptr<Future> future_;
+  int sourceRank_ = -1;
+};
+
+}  // namespace c10d
