@@ -1,0 +1,24 @@
+// barrier over gloo::barrier.
+
+#include <gloo/barrier.h>
+
+#include "c10d/backends/gloo/GlooRuntime.hpp"
+
+namespace c10d {
+
+std::shared_ptr<Work> GlooBackend::barrier(const BarrierOptions& options) {
+  std::shared_ptr<Runtime> runtime = runtime_;
+  return enqueue("barrier", "", options.timeout, {}, [runtime, options](uint32_t tag) {
+    if (runtime->size == 1) return;
+    if (SyncMesh* fast = runtime->fastPath(1, options.timeout)) {
+      fast->barrier();
+      return;
+    }
+    gloo::BarrierOptions gloo(runtime->context);
+    gloo.setTag(tag);
+    gloo.setTimeout(options.timeout);
+    gloo::barrier(gloo);
+  });
+}
+
+}  // namespace c10d

@@ -1,0 +1,375 @@
+#include "c10d/backends/gloo/GlooBackend.hpp"
+
+#include <arpa/inet.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "c10d/Logging.hpp"
+#include "c10d/backends/common/OpQueue.hpp"
+#include "c10d/backends/gloo/GlooRuntime.hpp"
+#include "c10d/store/PrefixStore.hpp"
+#include "c10d/store/TCPStore.hpp"
+
+namespace c10d {
+namespace {
+
+// Gloo's rendezvous talks to our store through this. Gloo calls get() on keys that may not exist
+// yet, so get() must wait, within the group's timeout.
+class GlooStore : public gloo::rendezvous::Store {
+ public:
+  GlooStore(std::shared_ptr<c10d::Store> store, std::chrono::milliseconds timeout)
+      : store_(std::move(store)), timeout_(timeout) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_->set(key, c10d::Store::Bytes(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    c10d::Store::Bytes value = store_->get(key, timeout_);
+    return std::vector<char>(value.begin(), value.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { store_->wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    store_->wait(keys, timeout.count() > 0 ? timeout : timeout_);
+  }
+
+ private:
+  std::shared_ptr<c10d::Store> store_;
+  std::chrono::milliseconds timeout_;
+};
+
+// The TCPStore under any PrefixStores, or null (FileStore, HashStore: one host).
+const TCPStore* findTCPStore(const c10d::Store* store) {
+  while (store != nullptr) {
+    if (auto* tcp = dynamic_cast<const TCPStore*>(store)) return tcp;
+    auto* prefix = dynamic_cast<const PrefixStore*>(store);
+    store = prefix != nullptr ? prefix->underlying().get() : nullptr;
+  }
+  return nullptr;
+}
+
+bool isLoopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+// The local address the kernel would use to reach host: an address peers that can reach the
+// store's host can reach us on, without guessing from the hostname.
+std::string localAddressToward(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* results = nullptr;
+  if (getaddrinfo(host.c_str(), "9", &hints, &results) != 0) return "";
+  std::string address;
+  for (addrinfo* ai = results; ai != nullptr && address.empty(); ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t length = sizeof(local);
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
+      char text[INET6_ADDRSTRLEN] = {0};
+      const void* raw =
+          local.ss_family == AF_INET6
+              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+              : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+      if (inet_ntop(local.ss_family, raw, text, sizeof(text)) != nullptr) address = text;
+    }
+    ::close(fd);
+  }
+  freeaddrinfo(results);
+  return address;
+}
+
+gloo::transport::tcp::attr deviceAttributes(const BackendContext& context) {
+  gloo::transport::tcp::attr attr;
+  for (const char* variable : {"C10D_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
+    const char* iface = std::getenv(variable);
+    if (iface != nullptr && *iface != '\0') {
+      attr.iface = iface;
+      return attr;
+    }
+  }
+  const TCPStore* tcp = findTCPStore(context.store.get());
+  if (tcp == nullptr || isLoopback(tcp->host())) {
+    attr.hostname = "127.0.0.1";
+    return attr;
+  }
+  attr.hostname = localAddressToward(tcp->host());
+  C10D_CHECK(!attr.hostname.empty(), BackendError, "gloo backend (group '", context.groupName,
+             "', rank ", context.rank, "): no local address routes to the store host '",
+             tcp->host(), "'; set C10D_SOCKET_IFNAME to the interface to use");
+  return attr;
+}
+
+// Spinning on reads saves the wake-up of a sleeping thread (tens of microseconds on virtual
+// machines) but holds a core: only when the launcher tells us how many ranks share this host and
+// there is a core for each. C10D_GLOO_BUSY_POLL=0/1 overrides.
+bool busyPollWanted() {
+  if (const char* forced = std::getenv("C10D_GLOO_BUSY_POLL")) return std::string(forced) == "1";
+  for (const char* variable :
+       {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+    if (const char* value = std::getenv(variable)) {
+      long ranksHere = std::strtol(value, nullptr, 10);
+      return ranksHere >= 1 && ranksHere <= static_cast<long>(std::thread::hardware_concurrency());
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+// ---- Runtime ----
+
+void GlooBackend::Runtime::checkUsable(const std::string& description) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (!brokenBy_.empty()) {
+    C10D_THROW(BackendError, description,
+               ": the group's Gloo context was closed by an earlier "
+               "failure (",
+               brokenBy_, "); create a new process group to continue");
+  }
+}
+
+void GlooBackend::Runtime::fail(const std::string& description, const std::string& glooMessage) {
+  std::string message = detail::concat(description, " failed on rank ", rank, ": ", glooMessage);
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (brokenBy_.empty()) brokenBy_ = message;
+  }
+  C10D_LOG(Warning, message);
+  if (glooMessage.find("Timed out") != std::string::npos) {
+    C10D_THROW(TimeoutError, message);
+  }
+  C10D_THROW(BackendError, message);
+}
+
+void GlooBackend::Runtime::trackP2P(const std::shared_ptr<P2PWork>& work) {
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    p2pPending_.push_back(work);
+    p2pAll_.push_back(work);
+    if (p2pAll_.size() > 1024) {  // forget completed ones now and then
+      std::erase_if(p2pAll_, [](const std::weak_ptr<P2PWork>& w) {
+        auto strong = w.lock();
+        return !strong || strong->isCompleted();
+      });
+    }
+  }
+  p2pChanged_.notify_one();
+}
+
+void GlooBackend::Runtime::startProgressThread() {
+  progress_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      p2pChanged_.wait(lock, [&] { return p2pStopping_ || !p2pPending_.empty(); });
+      if (p2pStopping_) return;
+      std::shared_ptr<P2PWork> work = p2pPending_.front().lock();
+      p2pPending_.pop_front();
+      if (!work) continue;
+      lock.unlock();
+      work->completeIfUnclaimed();
+      work.reset();
+      lock.lock();
+    }
+  });
+}
+
+void GlooBackend::Runtime::stopP2P() {
+  std::vector<std::shared_ptr<P2PWork>> outstanding;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    p2pStopping_ = true;
+    for (auto& weak : p2pAll_) {
+      if (auto work = weak.lock()) outstanding.push_back(work);
+    }
+  }
+  p2pChanged_.notify_all();
+  for (auto& work : outstanding) work->abortWait();
+  if (progress_.joinable()) progress_.join();
+}
+
+// ---- P2PWork ----
+
+P2PWork::P2PWork(std::string description, std::chrono::milliseconds timeout, Tensor tensor,
+                 bool isSend, std::shared_ptr<GlooBackend::Runtime> runtime)
+    : Work(std::move(description), timeout, isSend ? std::vector<Tensor>{} : std::vector{tensor}),
+      tensor_(std::move(tensor)),
+      isSend_(isSend),
+      runtime_(std::move(runtime)) {
+  void* data = tensor_.nbytes() == 0 ? static_cast<void*>(&scratch_) : tensor_.data();
+  size_t size = tensor_.nbytes() == 0 ? 1 : tensor_.nbytes();
+  buffer_ = runtime_->context->createUnboundBuffer(data, size);
+}
+
+void P2PWork::completeIfUnclaimed() {
+  if (claimed_.exchange(true)) return;
+  try {
+    int peer = -1;
+    bool completed = false;
+    runtime_->guarded(description(), [&] {
+      completed =
+          isSend_ ? buffer_->waitSend(&peer, timeout()) : buffer_->waitRecv(&peer, timeout());
+    });
+    if (!completed) {
+      C10D_THROW(BackendError, description(), ": aborted because the process group shut down");
+    }
+    if (!isSend_) setSourceRank(peer);
+    finish();
+  } catch (...) {
+    finishWithError(std::current_exception());
+  }
+}
+
+void P2PWork::abortWait() {
+  if (isSend_) {
+    buffer_->abortWaitSend();
+  } else {
+    buffer_->abortWaitRecv();
+  }
+  // Not yet claimed: nobody is waiting on Gloo for it, so fail it here.
+  if (!claimed_.exchange(true)) {
+    finishWithError(std::make_exception_ptr(BackendError(
+        detail::concat(description(), ": aborted because the process group shut down"))));
+  }
+}
+
+// ---- GlooBackend ----
+
+GlooBackend::GlooBackend(const BackendContext& context)
+    : Backend("gloo", context.rank, context.size),
+      groupName_(context.groupName),
+      runtime_(std::make_shared<Runtime>()) {
+  runtime_->rank = context.rank;
+  runtime_->size = context.size;
+  runtime_->group = context.groupName;
+  gloo::transport::tcp::attr attr = deviceAttributes(context);
+  try {
+    runtime_->device = gloo::transport::tcp::CreateDevice(attr);
+    runtime_->context = std::make_shared<gloo::rendezvous::Context>(context.rank, context.size);
+    runtime_->context->setTimeout(context.timeout);
+    runtime_->defaultTimeout = context.timeout;
+    GlooStore store(std::make_shared<PrefixStore>("main", context.store), context.timeout);
+    runtime_->context->connectFullMesh(store, runtime_->device);
+    if (context.size > 1) {
+      auto fast = std::make_shared<gloo::rendezvous::Context>(context.rank, context.size);
+      fast->setTimeout(context.timeout);
+      GlooStore fastStore(std::make_shared<PrefixStore>("fast", context.store), context.timeout);
+      fast->connectFullMesh(fastStore, runtime_->device);
+      runtime_->fast = std::make_unique<SyncMesh>(fast, busyPollWanted());
+    }
+  } catch (const gloo::Exception& e) {
+    C10D_THROW(BackendError, "gloo backend of group '", context.groupName, "': rank ", context.rank,
+               " of ", context.size, " could not connect to its peers (address ",
+               attr.hostname.empty() ? attr.iface : attr.hostname, "): ", e.what());
+  } catch (const gloo::EnforceNotMet& e) {
+    C10D_THROW(BackendError, "gloo backend of group '", context.groupName, "': rank ", context.rank,
+               " of ", context.size, " could not set up Gloo: ", e.what());
+  }
+  queue_ = std::make_unique<OpQueue>("gloo backend of group '" + groupName_ + "'");
+  runtime_->startProgressThread();
+}
+
+GlooBackend::~GlooBackend() {
+  shutdown();
+}
+
+void GlooBackend::shutdown() {
+  if (!queue_) return;
+  queue_.reset();  // fails queued collectives, waits for the running one
+  runtime_->stopP2P();
+}
+
+void GlooBackend::checkCPU(const Tensor& tensor, const char* op) const {
+  C10D_CHECK(tensor.device().isCPU(), InvalidArgument, "gloo backend: ", op, " got ",
+             tensor.describe(), "; this build's Gloo backend takes CPU tensors only");
+}
+
+std::shared_ptr<Work> GlooBackend::enqueue(const char* op, const std::string& details,
+                                           std::chrono::milliseconds timeout,
+                                           std::vector<Tensor> outputs,
+                                           std::function<void(uint32_t tag)> fn) {
+  C10D_CHECK(queue_ != nullptr, InvalidArgument, op, ": gloo backend of group '", groupName_,
+             "' was shut down");
+  uint64_t sequence = sequence_.fetch_add(1);
+  std::string description = detail::concat(op, details.empty() ? "" : " ", details, " (group '",
+                                           groupName_, "', seq ", sequence, ")");
+  auto tag = static_cast<uint32_t>(sequence);
+  std::shared_ptr<Runtime> runtime = runtime_;
+  auto work = std::make_shared<QueuedWork>(description, timeout, std::move(outputs),
+                                           [runtime, description, tag, fn = std::move(fn)] {
+                                             runtime->guarded(description, [&] { fn(tag); });
+                                           });
+  queue_->enqueue(work);
+  return work;
+}
+
+std::shared_ptr<Work> GlooBackend::startP2P(bool isSend, const Tensor& tensor, int peer, int tag,
+                                            std::chrono::milliseconds timeout) {
+  const char* op = isSend ? "send" : (peer < 0 ? "recv_anysource" : "recv");
+  checkCPU(tensor, op);
+  C10D_CHECK(queue_ != nullptr, InvalidArgument, op, ": gloo backend of group '", groupName_,
+             "' was shut down");
+  std::string description =
+      peer < 0
+          ? detail::concat(op, " ", tensor.describe(), " tag ", tag, " (group '", groupName_, "')")
+          : detail::concat(op, " ", tensor.describe(), isSend ? " to rank " : " from rank ", peer,
+                           " tag ", tag, " (group '", groupName_, "')");
+  auto work = std::make_shared<P2PWork>(description, timeout, tensor, isSend, runtime_);
+  runtime_->guarded(description, [&] {
+    if (isSend) {
+      work->buffer().send(peer, p2pSlot(tag));
+    } else if (peer >= 0) {
+      work->buffer().recv(peer, p2pSlot(tag));
+    } else {
+      std::vector<int> sources;
+      for (int r = 0; r < size(); ++r) {
+        if (r != rank()) sources.push_back(r);
+      }
+      C10D_CHECK(!sources.empty(), InvalidArgument, description,
+                 ": a group of one has nobody to receive from");
+      work->buffer().recv(sources, p2pSlot(tag));
+    }
+  });
+  runtime_->trackP2P(work);
+  return work;
+}
+
+std::shared_ptr<Work> GlooBackend::send(const Tensor& tensor, int dstRank, int tag,
+                                        std::chrono::milliseconds timeout) {
+  C10D_CHECK(dstRank != rank(), InvalidArgument, "send: rank ", rank(), " cannot send to itself");
+  return startP2P(true, tensor, dstRank, tag, timeout);
+}
+
+std::shared_ptr<Work> GlooBackend::recv(const Tensor& tensor, int srcRank, int tag,
+                                        std::chrono::milliseconds timeout) {
+  C10D_CHECK(srcRank != rank(), InvalidArgument, "recv: rank ", rank(),
+             " cannot receive from itself");
+  return startP2P(false, tensor, srcRank, tag, timeout);
+}
+
+std::shared_ptr<Work> GlooBackend::recvAnysource(const Tensor& tensor, int tag,
+                                                 std::chrono::milliseconds timeout) {
+  return startP2P(false, tensor, -1, tag, timeout);
+}
+
+std::vector<std::shared_ptr<Work>> GlooBackend::batchIsendIrecv(const std::vector<P2POp>& ops,
+                                                                std::chrono::milliseconds timeout) {
+  // Unbound buffers never block when posted, so starting each op in turn starts them together.
+  std::vector<std::shared_ptr<Work>> works;
+  works.reserve(ops.size());
+  for (const P2POp& op : ops) {
+    works.push_back(op.kind == P2POp::Send ? send(op.tensor, op.peer, op.tag, timeout)
+                                           : recv(op.tensor, op.peer, op.tag, timeout));
+  }
+  return works;
+}
+
+}  // namespace c10d

@@ -1,0 +1,144 @@
+#pragma once
+
+// Private to backends/gloo: the Gloo context of a group, how Gloo's failures become c10d
+// errors, and the tag/slot scheme. Includes Gloo headers, so it is never installed.
+
+#include <gloo/common/error.h>
+#include <gloo/common/logging.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/device.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "c10d/Exception.hpp"
+#include "c10d/Tensor.hpp"
+#include "c10d/backends/gloo/GlooBackend.hpp"
+#include "c10d/backends/gloo/SyncMesh.hpp"
+
+namespace c10d {
+
+class P2PWork;
+
+// Shared by the backend and its point-to-point Works, which may outlive the backend.
+struct GlooBackend::Runtime {
+  int rank = 0;
+  int size = 1;
+  std::string group;
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  // Small messages take this path (see SyncMesh); null for a group of one.
+  std::unique_ptr<SyncMesh> fast;
+  std::chrono::milliseconds defaultTimeout{0};
+
+  // The fast path for a collective whose largest message is bytes, or null when it does not
+  // apply: too large, or a per-op timeout other than the group's (sync sockets carry the
+  // group's timeout, fixed at connection).
+  SyncMesh* fastPath(size_t bytes, std::chrono::milliseconds timeout) const {
+    return fast && bytes <= SyncMesh::kMaxMessageBytes && timeout == defaultTimeout ? fast.get()
+                                                                                    : nullptr;
+  }
+
+  // Throws BackendError when an earlier failure closed the context.
+  void checkUsable(const std::string& description);
+
+  // Runs fn (which calls Gloo) and turns Gloo's exceptions into TimeoutError / BackendError
+  // whose message names the operation; the first failure marks the context unusable.
+  template <typename Fn>
+  void guarded(const std::string& description, Fn&& fn) {
+    checkUsable(description);
+    try {
+      fn();
+    } catch (const gloo::Exception& e) {
+      fail(description, e.what());
+    } catch (const gloo::EnforceNotMet& e) {
+      fail(description, e.what());
+    }
+  }
+  [[noreturn]] void fail(const std::string& description, const std::string& glooMessage);
+
+  // Point-to-point operations whose Work nobody has waited for yet: the progress thread waits
+  // for them in order, so their Work completes even if the caller never waits.
+  void trackP2P(const std::shared_ptr<P2PWork>& work);
+  void startProgressThread();
+  void stopP2P();  // aborts outstanding point-to-point waits and joins the thread
+
+ private:
+  std::mutex mutex_;
+  std::string brokenBy_;  // the first failure's message; empty while healthy
+  std::condition_variable p2pChanged_;
+  std::deque<std::weak_ptr<P2PWork>> p2pPending_;
+  std::vector<std::weak_ptr<P2PWork>> p2pAll_;
+  bool p2pStopping_ = false;
+  std::thread progress_;
+};
+
+// A send or receive on a Gloo unbound buffer. Whoever claims it first waits on the buffer: the
+// caller in Work::wait, or the runtime's progress thread.
+class P2PWork : public Work {
+ public:
+  P2PWork(std::string description, std::chrono::milliseconds timeout, Tensor tensor, bool isSend,
+          std::shared_ptr<GlooBackend::Runtime> runtime);
+
+  gloo::transport::UnboundBuffer& buffer() { return *buffer_; }
+  bool isSend() const { return isSend_; }
+  // Waits on the buffer unless someone else claimed the work; then completes it.
+  void completeIfUnclaimed();
+  void abortWait();
+
+ protected:
+  void beforeWait() override { completeIfUnclaimed(); }
+
+ private:
+  Tensor tensor_;
+  bool isSend_;
+  std::shared_ptr<GlooBackend::Runtime> runtime_;
+  uint8_t scratch_ = 0;  // stands in for an empty tensor: Gloo cannot move zero bytes
+  std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
+  std::atomic<bool> claimed_{false};
+};
+
+// Gloo slots: collectives build theirs from the tag we give them (Slot::build, prefix << 56),
+// point-to-point operations use the user's tag directly, below 2^32, so the two never meet.
+inline uint64_t p2pSlot(int tag) {
+  return static_cast<uint64_t>(static_cast<uint32_t>(tag));
+}
+
+// Bytes of a tensor's memory, for operations that only move data.
+inline uint8_t* bytesOf(const Tensor& tensor) {
+  return static_cast<uint8_t*>(tensor.data());
+}
+
+}  // namespace c10d
+
+namespace c10d {
+
+// Gloo's templated setters only use sizeof(T); moving elements as opaque words of the right size
+// lets one instantiation serve every dtype of that size (reduce functions know the real type).
+template <size_t N>
+struct alignas(N) Word {
+  uint8_t bytes[N];
+};
+
+template <typename Fn>
+void withWordOfSize(size_t elementSize, Fn&& fn) {
+  switch (elementSize) {
+    case 1:
+      return fn.template operator()<Word<1>>();
+    case 2:
+      return fn.template operator()<Word<2>>();
+    case 4:
+      return fn.template operator()<Word<4>>();
+    case 8:
+      return fn.template operator()<Word<8>>();
+  }
+  C10D_THROW(InvalidArgument, "gloo backend: unsupported element size ", elementSize);
+}
+
+}  // namespace c10d

@@ -1,0 +1,57 @@
+#pragma once
+
+// Private to backends/gloo. The small-message fast path: a second Gloo context whose pairs run
+// in Gloo's synchronous mode, so a message is one blocking write on the sender's thread and one
+// blocking read on the receiver's, with no device-thread hand-off and no send/recv rendezvous
+// round trip (what Gloo's unbound buffers cost per message).
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/buffer.h>
+
+#include <memory>
+#include <vector>
+
+#include "c10d/backends/common/Reduce.hpp"
+
+namespace c10d {
+
+class SyncMesh {
+ public:
+  // Messages up to this size are safe to send from both ends of a pair at once: the kernel's
+  // socket buffers hold them, so neither blocking write waits for the other side to read.
+  static constexpr size_t kMaxMessageBytes = 64 * 1024;
+
+  // Switches every pair of context (already connected) to sync mode; busyPoll spins on reads
+  // instead of sleeping (only sensible with a core per rank).
+  SyncMesh(std::shared_ptr<gloo::rendezvous::Context> context, bool busyPoll);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  void send(int peer, const void* data, size_t bytes);
+  void recv(int peer, void* data, size_t bytes);
+  // Sends to one peer and receives from another (or the same); both messages <= kMaxMessageBytes.
+  void exchange(int to, const void* sendData, int from, void* recvData, size_t bytes);
+
+  // The collectives, each for a whole buffer of at most kMaxMessageBytes.
+  void allreduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce);
+  void reduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce, int root);
+  void broadcast(void* data, size_t bytes, int root);
+  // output holds size() blocks of bytes; block rank() must already hold our input.
+  void allgather(void* output, size_t bytes);
+  void barrier();
+
+ private:
+  struct Peer {
+    std::vector<uint8_t> sendStage, recvStage;
+    std::unique_ptr<gloo::transport::Buffer> sendBuffer, recvBuffer;
+  };
+
+  std::shared_ptr<gloo::rendezvous::Context> context_;
+  int rank_;
+  int size_;
+  std::vector<Peer> peers_;
+  std::vector<uint8_t> scratch_;
+};
+
+}  // namespace c10d
