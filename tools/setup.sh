@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config git
   libuv1-dev libdlpack-dev libcli11-dev
   libgloo-dev libopenmpi-dev openmpi-bin
-  libgtest-dev
+  libgtest-dev python3
 )
 
 missing=()
