@@ -100,7 +100,9 @@ std::shared_ptr<ProcessGroup> initProcessGroup(InitOptions options) {
   };
   if (method == "env://") {
     const char* why = "the env:// init method needs the address of rank 0's store";
-    store = tcpStore(requireEnv("MASTER_ADDR", why), requireEnv("MASTER_PORT", why));
+    std::string host = requireEnv("MASTER_ADDR", why);
+    std::string port = requireEnv("MASTER_PORT", why);
+    store = tcpStore(host, port);
   } else if (method.rfind("tcp://", 0) == 0) {
     std::string rest = method.substr(6);
     size_t colon = rest.rfind(':');

@@ -1,0 +1,309 @@
+// The ProcessGroup layer in one process: backend specs, the backend registry with a backend a
+// program defines itself, world detection from launchers' variables, init methods, Work and
+// Future. Multi-process behaviour of real backends is in pg_conformance_test.
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "c10d/Exception.hpp"
+#include "c10d/Init.hpp"
+#include "c10d/ProcessGroup.hpp"
+#include "c10d/store/HashStore.hpp"
+
+namespace c10d {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Sets environment variables for one test and restores them after.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> values) {
+    for (const char* name : kManaged) {
+      const char* old = std::getenv(name);
+      saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+      unsetenv(name);
+    }
+    for (auto [name, value] : values) setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    for (auto& [name, value] : saved_) {
+      if (value) {
+        setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        unsetenv(name.c_str());
+      }
+    }
+  }
+
+ private:
+  static constexpr const char* kManaged[] = {"RANK",
+                                             "WORLD_SIZE",
+                                             "LOCAL_RANK",
+                                             "MASTER_ADDR",
+                                             "MASTER_PORT",
+                                             "OMPI_COMM_WORLD_RANK",
+                                             "OMPI_COMM_WORLD_SIZE",
+                                             "OMPI_COMM_WORLD_LOCAL_RANK",
+                                             "PMI_RANK",
+                                             "PMI_SIZE",
+                                             "SLURM_PROCID",
+                                             "SLURM_NTASKS",
+                                             "SLURM_LOCALID",
+                                             "C10D_BACKEND",
+                                             "C10D_TIMEOUT"};
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+TEST(BackendSpecTest, ParsesSingleAndPerDevice) {
+  auto all = parseBackendSpec("gloo");
+  EXPECT_EQ(all.at(DeviceType::CPU), "gloo");
+  EXPECT_EQ(all.at(DeviceType::CUDA), "gloo");
+  auto split = parseBackendSpec(" cpu:gloo , cuda:nccl ");
+  EXPECT_EQ(split.at(DeviceType::CPU), "gloo");
+  EXPECT_EQ(split.at(DeviceType::CUDA), "nccl");
+  EXPECT_THROW(parseBackendSpec("tpu:gloo"), InvalidArgument);
+  EXPECT_THROW(parseBackendSpec("cpu:gloo,cpu:mpi"), InvalidArgument);
+  EXPECT_THROW(parseBackendSpec(""), InvalidArgument);
+  EXPECT_THROW(parseBackendSpec("cpu:"), InvalidArgument);
+}
+
+// A backend a program brings itself: allreduce doubles the tensor (world of one), nothing else.
+class DoublingBackend : public Backend {
+ public:
+  explicit DoublingBackend(const BackendContext& context)
+      : Backend("doubling", context.rank, context.size) {}
+  std::shared_ptr<Work> allreduce(const Tensor& tensor, const AllreduceOptions& options) override {
+    auto work =
+        std::make_shared<Work>("doubling allreduce", options.timeout, std::vector<Tensor>{tensor});
+    for (int64_t i = 0; i < tensor.numel(); ++i) tensor.data<float>()[i] *= 2;
+    ++calls;
+    work->finish();
+    return work;
+  }
+  static inline std::atomic<int> calls{0};
+};
+
+TEST(BackendRegistryTest, ProgramRegisteredBackendIsSelectableByName) {
+  if (!isBackendRegistered("doubling")) {
+    registerBackend("doubling", [](const BackendContext& context) {
+      return std::make_shared<DoublingBackend>(context);
+    });
+  }
+  EXPECT_THROW(
+      registerBackend("doubling",
+                      [](const BackendContext& c) { return std::make_shared<DoublingBackend>(c); }),
+      InvalidArgument);
+  auto names = registeredBackends();
+  EXPECT_NE(std::find(names.begin(), names.end(), "doubling"), names.end());
+
+  ProcessGroup pg(std::make_shared<HashStore>(), 0, 1, ProcessGroupOptions{.backend = "doubling"});
+  Tensor t = Tensor::empty({3}, ScalarType::Float32);
+  for (int i = 0; i < 3; ++i) t.data<float>()[i] = static_cast<float>(i + 1);
+  int before = DoublingBackend::calls;
+  pg.allreduce(t)->wait();
+  EXPECT_EQ(DoublingBackend::calls, before + 1);
+  EXPECT_EQ(t.data<float>()[2], 6.0f);
+  try {
+    pg.broadcast(t);
+    FAIL() << "an op the backend lacks was accepted";
+  } catch (const BackendError& e) {
+    EXPECT_STREQ(e.what(), "backend doubling does not support broadcast");
+  }
+}
+
+TEST(BackendRegistryTest, UnknownBackendNamesTheRegisteredOnes) {
+  try {
+    ProcessGroup pg(std::make_shared<HashStore>(), 0, 1, ProcessGroupOptions{.backend = "nope"});
+    FAIL() << "unknown backend accepted";
+  } catch (const InvalidArgument& e) {
+    std::string message = e.what();
+    EXPECT_NE(message.find("unknown backend 'nope'"), std::string::npos) << message;
+    EXPECT_NE(message.find("gloo"), std::string::npos) << message;
+  }
+}
+
+TEST(ProcessGroupTest, ConstructorRejectsBadRankAndSize) {
+  auto store = std::make_shared<HashStore>();
+  EXPECT_THROW(ProcessGroup(store, 2, 2), InvalidArgument);
+  EXPECT_THROW(ProcessGroup(store, -1, 2), InvalidArgument);
+  EXPECT_THROW(ProcessGroup(store, 0, 0), InvalidArgument);
+  EXPECT_THROW(ProcessGroup(nullptr, 0, 1), InvalidArgument);
+}
+
+TEST(ProcessGroupTest, WorldOfOneRunsEveryCollectiveLocally) {
+  ProcessGroup pg(std::make_shared<HashStore>(), 0, 1, ProcessGroupOptions{.timeout = 10s});
+  Tensor t = Tensor::empty({4}, ScalarType::Int32);
+  for (int i = 0; i < 4; ++i) t.data<int32_t>()[i] = i;
+  pg.allreduce(t, {.reduceOp = ReduceOp::AVG})->wait();
+  EXPECT_EQ(t.data<int32_t>()[3], 3);
+  Tensor out = Tensor::zeros({4}, ScalarType::Int32);
+  pg.allgatherIntoTensor(out, t)->wait();
+  EXPECT_EQ(out.data<int32_t>()[2], 2);
+  pg.barrier()->wait();
+  pg.monitoredBarrier();
+  EXPECT_EQ(pg.globalRank(0), 0);
+  EXPECT_EQ(pg.groupRank(0), 0);
+  EXPECT_EQ(pg.groupRank(5), std::nullopt);
+  pg.shutdown();
+  EXPECT_THROW(pg.allreduce(t), InvalidArgument);
+}
+
+TEST(WorkTest, FutureThenAndErrors) {
+  Work work("test op", 1s, {});
+  auto chained = work.getFuture()->then(
+      [](Future&) { return std::vector<Tensor>{Tensor::zeros({2}, ScalarType::Float32)}; });
+  EXPECT_FALSE(work.isCompleted());
+  EXPECT_THROW(work.wait(20ms), TimeoutError);
+  work.finish();
+  EXPECT_TRUE(work.isSuccess());
+  ASSERT_TRUE(chained->completed());
+  EXPECT_EQ(chained->value().size(), 1u);
+  EXPECT_THROW(work.sourceRank(), Error);
+
+  Work failing("failing op", 1s, {});
+  bool callbackSawError = false;
+  failing.getFuture()->addCallback([&](Future& f) { callbackSawError = f.hasError(); });
+  failing.finishWithError(std::make_exception_ptr(BackendError("peer 3 vanished")));
+  EXPECT_TRUE(callbackSawError);
+  EXPECT_FALSE(failing.isSuccess());
+  try {
+    failing.wait();
+    FAIL() << "error not rethrown";
+  } catch (const BackendError& e) {
+    EXPECT_STREQ(e.what(), "peer 3 vanished");
+  }
+}
+
+TEST(WorldDetectionTest, ReadsEachLauncherConvention) {
+  {
+    ScopedEnv env({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}});
+    WorldInfo info = detectWorld({});
+    EXPECT_EQ(info.rank, 3);
+    EXPECT_EQ(info.worldSize, 8);
+    EXPECT_EQ(info.localRank, 1);
+  }
+  {
+    ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "2"},
+                   {"OMPI_COMM_WORLD_SIZE", "4"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}});
+    WorldInfo info = detectWorld({});
+    EXPECT_EQ(info.rank, 2);
+    EXPECT_EQ(info.source, "Open MPI");
+  }
+  {
+    ScopedEnv env({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}});
+    EXPECT_EQ(detectWorld({}).source, "PMI");
+  }
+  {
+    ScopedEnv env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "1"}});
+    WorldInfo info = detectWorld({});
+    EXPECT_EQ(info.rank, 5);
+    EXPECT_EQ(info.localRank, 1);
+  }
+}
+
+TEST(WorldDetectionTest, MissingOrBadVariablesNameThemselves) {
+  {
+    ScopedEnv env({});
+    try {
+      detectWorld({});
+      FAIL();
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("RANK and WORLD_SIZE"), std::string::npos);
+    }
+  }
+  {
+    ScopedEnv env({{"RANK", "0"}});
+    try {
+      detectWorld({});
+      FAIL();
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("WORLD_SIZE is not"), std::string::npos) << e.what();
+    }
+  }
+  {
+    ScopedEnv env({{"RANK", "4"}, {"WORLD_SIZE", "4"}});
+    EXPECT_THROW(detectWorld({}), InvalidArgument);
+  }
+  {
+    ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+    try {
+      initProcessGroup();
+      FAIL();
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("MASTER_ADDR"), std::string::npos) << e.what();
+    }
+  }
+  {
+    ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+    EXPECT_THROW(initProcessGroup({.initMethod = "udp://x"}), InvalidArgument);
+    EXPECT_THROW(initProcessGroup({.initMethod = "tcp://nohostport"}), InvalidArgument);
+  }
+}
+
+uint16_t freePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+void expectWorkingGroupOfOne(const std::shared_ptr<ProcessGroup>& pg) {
+  ASSERT_EQ(pg->size(), 1);
+  Tensor t = Tensor::empty({2}, ScalarType::Float64);
+  t.data<double>()[0] = 1.5;
+  t.data<double>()[1] = -2.0;
+  pg->allreduce(t, {.reduceOp = ReduceOp::MAX})->wait();
+  EXPECT_EQ(t.data<double>()[0], 1.5);
+  EXPECT_EQ(t.data<double>()[1], -2.0);
+}
+
+TEST(InitTest, EnvTcpAndFileMethodsBuildAWorkingGroup) {
+  {
+    std::string port = std::to_string(freePort());
+    ScopedEnv env({{"RANK", "0"},
+                   {"WORLD_SIZE", "1"},
+                   {"MASTER_ADDR", "127.0.0.1"},
+                   {"MASTER_PORT", port.c_str()},
+                   {"C10D_TIMEOUT", "20"}});
+    auto pg = initProcessGroup();
+    EXPECT_EQ(pg->timeout(), 20s);
+    expectWorkingGroupOfOne(pg);
+  }
+  {
+    ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+    expectWorkingGroupOfOne(initProcessGroup(
+        {.initMethod = "tcp://127.0.0.1:" + std::to_string(freePort()), .timeout = 20s}));
+  }
+  {
+    ScopedEnv env({});
+    std::string path =
+        (std::filesystem::temp_directory_path() / ("c10d_init_test_" + std::to_string(getpid())))
+            .string();
+    expectWorkingGroupOfOne(initProcessGroup(
+        {.initMethod = "file://" + path, .rank = 0, .worldSize = 1, .timeout = 20s}));
+    std::filesystem::remove(path);
+  }
+  {
+    ScopedEnv env(
+        {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "0"}});
+    EXPECT_THROW(initProcessGroup(), InvalidArgument);  // ranks could not agree on port 0
+  }
+}
+
+}  // namespace
+}  // namespace c10d
