@@ -100,7 +100,9 @@ Work::Work(std::string description, std::chrono::milliseconds timeout, std::vect
       future_(std::make_shared<Future>()) {}
 
 void Work::wait(std::chrono::milliseconds timeout) {
-  if (!future_->completed()) beforeWait();
+  // Running the op here blocks for as long as the op takes: only when the caller is willing to
+  // wait that long. A shorter wait leaves the op to the backend's own threads.
+  if (!future_->completed() && (timeout == kUseOpTimeout || timeout >= timeout_)) beforeWait();
   // The backend enforces the op's timeout and fails the work with its own, better message;
   // the margin here only guards against a backend that fails to.
   auto limit = timeout == kUseOpTimeout ? timeout_ + std::chrono::seconds(10) : timeout;

@@ -1,0 +1,424 @@
+#pragma once
+
+// Runs a test body on N ranks, one forked process each, joined by a TCPStore (rank 0 hosts it)
+// and a ProcessGroup of the given backend:
+//
+//   auto outcomes = c10d::test::runRanks({.backend = "gloo", .worldSize = 4},
+//                                        [](c10d::test::RankEnv& env) { ... });
+//   EXPECT_EQ(c10d::test::exitCodes(outcomes), std::vector<int>(4, 0))
+//       << c10d::test::report(outcomes);
+//
+// Inside a rank, use c10d::test::check / checkEq / expectThrows, never gtest macros: the rank
+// is not the gtest process. A failing check prints the rank, the call site, what was checked
+// and expected vs actual to the rank's stderr, and makes the rank exit 1 (an uncaught exception:
+// 2). The parent waits until a deadline (sooner once a rank has failed), SIGKILLs what is left,
+// and reports each rank's exit code and captured output.
+//
+// Call runRanks from a plain test body: it forks, so the parent must not have started threads.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <source_location>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "c10d/Exception.hpp"
+#include "c10d/ProcessGroup.hpp"
+#include "c10d/store/TCPStore.hpp"
+
+namespace c10d::test {
+
+// What a rank's body gets.
+struct RankEnv {
+  ProcessGroup& pg;
+  Store& store;  // the job's TCPStore (keys under "c10d-test/" are the runner's)
+  int rank;
+  int size;
+};
+
+struct RunOptions {
+  std::string backend = "gloo";
+  int worldSize = 2;
+  // The group's default operation timeout (ProcessGroupOptions::timeout), and the store's.
+  std::chrono::milliseconds opTimeout = std::chrono::seconds(30);
+  // The whole run: ranks still alive then are killed (exit code -1).
+  std::chrono::milliseconds deadline = std::chrono::seconds(90);
+  // Once a rank has failed, how long the others get to finish (they are probably stuck in a
+  // collective that waits for the failed one).
+  std::chrono::milliseconds graceAfterFailure = std::chrono::seconds(10);
+};
+
+// Exit codes of a rank.
+inline constexpr int kRankPassed = 0;
+inline constexpr int kRankFailedChecks = 1;
+inline constexpr int kRankThrew = 2;
+inline constexpr int kRankSetupFailed = 3;
+inline constexpr int kRankKilledAtDeadline = -1;  // 128 + N: died of signal N
+
+struct RankOutcome {
+  int rank = -1;
+  int exitCode = kRankKilledAtDeadline;
+  std::string output;  // what the rank wrote to stdout and stderr
+};
+
+// ---- checks inside a rank ----
+
+namespace detail {
+
+inline int& currentRank() {
+  static int rank = -1;
+  return rank;
+}
+
+inline std::atomic<int>& failureCount() {
+  static std::atomic<int> count{0};
+  return count;
+}
+
+inline constexpr int kMaxPrintedFailures = 40;
+
+template <typename T>
+std::string show(const T& value);
+
+template <typename T>
+std::string showOne(const T& value) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return value ? "true" : "false";
+  } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::string_view> ||
+                       std::is_same_v<T, const char*>) {
+    return "'" + std::string(value) + "'";
+  } else {
+    std::ostringstream out;
+    out << value;
+    return out.str();
+  }
+}
+
+template <typename T>
+std::string show(const std::vector<T>& values) {
+  std::string text = "[";
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + show(values[i]);
+  return text + "]";
+}
+
+template <typename T>
+std::string show(const std::optional<T>& value) {
+  return value ? show(*value) : "nullopt";
+}
+
+template <typename T>
+std::string show(const T& value) {
+  return showOne(value);
+}
+
+// The dynamic type of a library error, for messages.
+inline std::string errorKind(const std::exception& e) {
+  if (dynamic_cast<const InvalidArgument*>(&e)) return "InvalidArgument";
+  if (dynamic_cast<const TimeoutError*>(&e)) return "TimeoutError";
+  if (dynamic_cast<const BackendError*>(&e)) return "BackendError";
+  if (dynamic_cast<const StoreError*>(&e)) return "StoreError";
+  if (dynamic_cast<const RemoteError*>(&e)) return "RemoteError";
+  if (dynamic_cast<const Error*>(&e)) return "c10d::Error";
+  return "std::exception";
+}
+
+template <typename E>
+std::string errorName() {
+  if constexpr (std::is_same_v<E, InvalidArgument>) return "InvalidArgument";
+  if constexpr (std::is_same_v<E, TimeoutError>) return "TimeoutError";
+  if constexpr (std::is_same_v<E, BackendError>) return "BackendError";
+  if constexpr (std::is_same_v<E, StoreError>) return "StoreError";
+  if constexpr (std::is_same_v<E, RemoteError>) return "RemoteError";
+  if constexpr (std::is_same_v<E, Error>) return "c10d::Error";
+  return "the expected error type";
+}
+
+}  // namespace detail
+
+inline int currentRank() {
+  return detail::currentRank();
+}
+inline int failureCount() {
+  return detail::failureCount().load();
+}
+
+// Records a failed check of this rank (printed to stderr, makes the rank exit 1).
+inline void fail(const std::string& what,
+                 std::source_location where = std::source_location::current()) {
+  int n = ++detail::failureCount();
+  if (n <= detail::kMaxPrintedFailures) {
+    std::fprintf(stderr, "[rank %d] FAILED (%s:%u): %s\n", detail::currentRank(), where.file_name(),
+                 static_cast<unsigned>(where.line()), what.c_str());
+  } else if (n == detail::kMaxPrintedFailures + 1) {
+    std::fprintf(stderr, "[rank %d] further failures are not printed\n", detail::currentRank());
+  }
+  std::fflush(stderr);
+}
+
+inline bool check(bool condition, const std::string& what,
+                  std::source_location where = std::source_location::current()) {
+  if (!condition) fail(what, where);
+  return condition;
+}
+
+template <typename E, typename A>
+bool checkEq(const E& expected, const A& actual, const std::string& what,
+             std::source_location where = std::source_location::current()) {
+  if (expected == actual) return true;
+  fail(what + ": expected " + detail::show(expected) + ", got " + detail::show(actual), where);
+  return false;
+}
+
+// Runs fn, which must throw ErrorType whose message contains each of needles. Returns the
+// message ("" when the check failed).
+template <typename ErrorType, typename Fn>
+std::string expectThrows(Fn&& fn, const std::string& what,
+                         std::initializer_list<std::string_view> needles = {},
+                         std::source_location where = std::source_location::current()) {
+  try {
+    fn();
+  } catch (const ErrorType& e) {
+    std::string message = e.what();
+    bool ok = true;
+    for (std::string_view needle : needles) {
+      if (message.find(needle) == std::string::npos) {
+        fail(
+            what + ": the error message does not mention '" + std::string(needle) + "': " + message,
+            where);
+        ok = false;
+      }
+    }
+    return ok ? message : "";
+  } catch (const std::exception& e) {
+    fail(what + ": threw " + detail::errorKind(e) + " (" + e.what() + ") instead of " +
+             detail::errorName<ErrorType>(),
+         where);
+    return "";
+  }
+  fail(what + ": did not throw (expected " + detail::errorName<ErrorType>() + ")", where);
+  return "";
+}
+
+// All ranks wait here until every rank arrived (through the store; key is unique per use).
+inline void storeBarrier(Store& store, const std::string& key, int size,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  if (store.add(key + "/count", 1) == size) store.setString(key + "/go", "1");
+  store.wait({key + "/go"}, timeout);
+}
+
+// ---- the runner ----
+
+inline uint16_t freeLoopbackPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+namespace detail {
+
+// The body of one forked rank; returns its exit code.
+inline int runRank(const RunOptions& options, uint16_t port, int rank, FILE* log,
+                   const std::function<void(RankEnv&)>& body) {
+#ifdef __linux__
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the test binary died (e.g. ctest's timeout): follow
+#endif
+  ::dup2(::fileno(log), STDOUT_FILENO);
+  ::dup2(::fileno(log), STDERR_FILENO);
+  currentRank() = rank;
+  const int size = options.worldSize;
+  std::shared_ptr<TCPStore> store;
+  std::shared_ptr<ProcessGroup> pg;
+  try {
+    store =
+        std::make_shared<TCPStore>("127.0.0.1", port,
+                                   TCPStoreOptions{.isServer = rank == 0,
+                                                   .numWorkers = size,
+                                                   .timeout = std::max<std::chrono::milliseconds>(
+                                                       options.opTimeout, std::chrono::seconds(30)),
+                                                   .listenAddress = "127.0.0.1"});
+    pg = std::make_shared<ProcessGroup>(
+        store, rank, size,
+        ProcessGroupOptions{.backend = options.backend, .timeout = options.opTimeout});
+  } catch (const std::exception& e) {
+    std::fprintf(
+        stderr, "[rank %d] setup (TCPStore on port %u, ProcessGroup '%s') failed: %s: %s\n", rank,
+        static_cast<unsigned>(port), options.backend.c_str(), errorKind(e).c_str(), e.what());
+    return kRankSetupFailed;
+  }
+  try {
+    RankEnv env{*pg, *store, rank, size};
+    body(env);
+    // Nobody tears its group down while another rank may still talk to it.
+    storeBarrier(*store, "c10d-test/body-done", size);
+    pg.reset();
+    // Rank 0 hosts the store, so it leaves last: once every rank has counted itself out (a
+    // rank's last store call has been answered then).
+    store->add("c10d-test/finished", 1);
+    if (rank == 0) {
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (store->add("c10d-test/finished", 0) < size) {
+        C10D_CHECK(std::chrono::steady_clock::now() < deadline, TimeoutError,
+                   "ranks did not finish within 30 s of destroying their groups");
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d] uncaught %s: %s\n", rank, errorKind(e).c_str(), e.what());
+    std::fflush(stderr);
+    return kRankThrew;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  return failureCount() == 0 ? kRankPassed : kRankFailedChecks;
+}
+
+inline std::string readAll(FILE* file) {
+  std::string text;
+  std::fflush(file);
+  std::rewind(file);
+  char buffer[4096];
+  size_t got;
+  while ((got = std::fread(buffer, 1, sizeof(buffer), file)) > 0) text.append(buffer, got);
+  return text;
+}
+
+}  // namespace detail
+
+// Forks options.worldSize ranks running body, waits for them and returns their outcomes.
+inline std::vector<RankOutcome> runRanks(const RunOptions& options,
+                                         const std::function<void(RankEnv&)>& body) {
+  using Clock = std::chrono::steady_clock;
+  const int size = options.worldSize;
+  const uint16_t port = freeLoopbackPort();
+  std::vector<RankOutcome> outcomes(size);
+  std::vector<FILE*> logs(size, nullptr);
+  std::vector<pid_t> pids(size, 0);
+  std::fflush(stdout);  // or the children would flush the parent's buffered output again
+  std::fflush(stderr);
+  for (int r = 0; r < size; ++r) {
+    outcomes[r].rank = r;
+    logs[r] = std::tmpfile();
+    if (logs[r] == nullptr) {
+      outcomes[r].output = "runner: tmpfile() failed";
+      continue;
+    }
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int code = kRankThrew;
+      try {
+        code = detail::runRank(options, port, r, logs[r], body);
+      } catch (...) {
+      }
+      std::fflush(stdout);
+      std::fflush(stderr);
+      ::_exit(code);
+    }
+    if (pid < 0) {
+      outcomes[r].output = "runner: fork() failed";
+      continue;
+    }
+    pids[r] = pid;
+  }
+
+  auto deadline = Clock::now() + options.deadline;
+  int running =
+      static_cast<int>(std::count_if(pids.begin(), pids.end(), [](pid_t p) { return p != 0; }));
+  while (running > 0 && Clock::now() < deadline) {
+    bool reaped = false;
+    for (int r = 0; r < size; ++r) {
+      int status = 0;
+      if (pids[r] != 0 && ::waitpid(pids[r], &status, WNOHANG) == pids[r]) {
+        int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        outcomes[r].exitCode = code;
+        pids[r] = 0;
+        --running;
+        reaped = true;
+        if (code != kRankPassed) {
+          deadline = std::min(deadline, Clock::now() + options.graceAfterFailure);
+        }
+      }
+    }
+    if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (int r = 0; r < size; ++r) {
+    if (pids[r] != 0) {
+      ::kill(pids[r], SIGKILL);
+      ::waitpid(pids[r], nullptr, 0);
+      outcomes[r].exitCode = kRankKilledAtDeadline;
+    }
+    if (logs[r] != nullptr) {
+      outcomes[r].output += detail::readAll(logs[r]);
+      std::fclose(logs[r]);
+    }
+  }
+  return outcomes;
+}
+
+inline std::vector<int> exitCodes(const std::vector<RankOutcome>& outcomes) {
+  std::vector<int> codes;
+  for (const RankOutcome& outcome : outcomes) codes.push_back(outcome.exitCode);
+  return codes;
+}
+
+// Every rank's exit code explained, and its output (the last maxChars characters of it).
+inline std::string report(const std::vector<RankOutcome>& outcomes, size_t maxChars = 8000) {
+  std::ostringstream out;
+  for (const RankOutcome& o : outcomes) {
+    out << "rank " << o.rank << ": ";
+    switch (o.exitCode) {
+      case kRankPassed:
+        out << "passed";
+        break;
+      case kRankFailedChecks:
+        out << "failed checks (exit 1)";
+        break;
+      case kRankThrew:
+        out << "uncaught exception (exit 2)";
+        break;
+      case kRankSetupFailed:
+        out << "could not set up its store or process group (exit 3)";
+        break;
+      case kRankKilledAtDeadline:
+        out << "still running at the deadline: killed (hang?)";
+        break;
+      default:
+        out << (o.exitCode > 128 ? "died of signal " + std::to_string(o.exitCode - 128)
+                                 : "exit " + std::to_string(o.exitCode));
+    }
+    out << "\n";
+    if (!o.output.empty()) {
+      std::string text = o.output;
+      if (text.size() > maxChars) text = "...\n" + text.substr(text.size() - maxChars);
+      out << text << (text.back() == '\n' ? "" : "\n");
+    }
+  }
+  return out.str();
+}
+
+}  // namespace c10d::test
