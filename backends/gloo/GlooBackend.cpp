@@ -153,7 +153,7 @@ void GlooBackend::Runtime::fail(const std::string& description, const std::strin
 void GlooBackend::Runtime::trackP2P(const std::shared_ptr<P2PWork>& work) {
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    p2pPending_.push_back(work);
+    p2pPending_.push_back({work, std::chrono::steady_clock::now()});
     p2pAll_.push_back(work);
     if (p2pAll_.size() > 1024) {  // forget completed ones now and then
       std::erase_if(p2pAll_, [](const std::weak_ptr<P2PWork>& w) {
@@ -171,9 +171,14 @@ void GlooBackend::Runtime::startProgressThread() {
     while (true) {
       p2pChanged_.wait(lock, [&] { return p2pStopping_ || !p2pPending_.empty(); });
       if (p2pStopping_) return;
-      std::shared_ptr<P2PWork> work = p2pPending_.front().lock();
+      auto due = p2pPending_.front().posted + kP2PClaimDelay;
+      if (std::chrono::steady_clock::now() < due) {
+        p2pChanged_.wait_until(lock, due, [&] { return p2pStopping_; });
+        continue;
+      }
+      std::shared_ptr<P2PWork> work = p2pPending_.front().work.lock();
       p2pPending_.pop_front();
-      if (!work) continue;
+      if (!work || work->isCompleted()) continue;
       lock.unlock();
       work->completeIfUnclaimed();
       work.reset();

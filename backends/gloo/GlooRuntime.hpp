@@ -64,7 +64,10 @@ struct GlooBackend::Runtime {
   [[noreturn]] void fail(const std::string& description, const std::string& glooMessage);
 
   // Point-to-point operations whose Work nobody has waited for yet: the progress thread waits
-  // for them in order, so their Work completes even if the caller never waits.
+  // for them in order, so their Work completes even if the caller never waits. It leaves each
+  // alone for kP2PClaimDelay first: a caller that waits soon waits on Gloo itself, without a
+  // thread hand-off.
+  static constexpr std::chrono::milliseconds kP2PClaimDelay{2};
   void trackP2P(const std::shared_ptr<P2PWork>& work);
   void startProgressThread();
   void stopP2P();  // aborts outstanding point-to-point waits and joins the thread
@@ -73,7 +76,11 @@ struct GlooBackend::Runtime {
   std::mutex mutex_;
   std::string brokenBy_;  // the first failure's message; empty while healthy
   std::condition_variable p2pChanged_;
-  std::deque<std::weak_ptr<P2PWork>> p2pPending_;
+  struct PendingP2P {
+    std::weak_ptr<P2PWork> work;
+    std::chrono::steady_clock::time_point posted;
+  };
+  std::deque<PendingP2P> p2pPending_;
   std::vector<std::weak_ptr<P2PWork>> p2pAll_;
   bool p2pStopping_ = false;
   std::thread progress_;

@@ -18,7 +18,9 @@ void reduceScatterFlat(GlooBackend::Runtime& runtime, std::vector<uint8_t>& flat
   ScalarType dtype = output.dtype();
   size_t count = static_cast<size_t>(output.numel()) * runtime.size;
   prepareReduce(op, dtype, flat.data(), count);
-  if (count > 0 && runtime.size > 1) {
+  if (SyncMesh* fast = runtime.fastPath(flat.size(), timeout); fast != nullptr && count > 0) {
+    fast->allreduce(flat.data(), count, elementSize(dtype), reduceFunction(op, dtype));
+  } else if (count > 0 && runtime.size > 1) {
     gloo::AllreduceOptions options(runtime.context);
     withWordOfSize(elementSize(dtype), [&]<typename W>() {
       options.setOutput<W>(reinterpret_cast<W*>(flat.data()), count);

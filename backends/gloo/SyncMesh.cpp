@@ -15,13 +15,25 @@ SyncMesh::SyncMesh(std::shared_ptr<gloo::rendezvous::Context> context, bool busy
     auto& pair = context_->getPair(peer);
     pair->setSync(true, busyPoll);
     Peer& p = peers_[peer];
-    p.sendStage.resize(kMaxMessageBytes);
-    p.recvStage.resize(kMaxMessageBytes);
+    p.sendStage.resize(kStageBytes);
+    p.recvStage.resize(kStageBytes);
     // One slot per pair: this context carries nothing else, and a pair delivers in order.
-    p.sendBuffer = pair->createSendBuffer(0, p.sendStage.data(), kMaxMessageBytes);
-    p.recvBuffer = pair->createRecvBuffer(0, p.recvStage.data(), kMaxMessageBytes);
+    p.sendBuffer = pair->createSendBuffer(0, p.sendStage.data(), kStageBytes);
+    p.recvBuffer = pair->createRecvBuffer(0, p.recvStage.data(), kStageBytes);
   }
-  scratch_.resize(kMaxMessageBytes);
+  scratch_.resize(kStageBytes);
+  // Size every socket's send buffer now (see kStageBytes). The lower rank of a pair sends first,
+  // so no two blocking writes ever wait on each other.
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    if (rank_ < peer) {
+      send(peer, scratch_.data(), kStageBytes);
+      recv(peer, scratch_.data(), kStageBytes);
+    } else {
+      recv(peer, scratch_.data(), kStageBytes);
+      send(peer, scratch_.data(), kStageBytes);
+    }
+  }
 }
 
 void SyncMesh::send(int peer, const void* data, size_t bytes) {
@@ -117,6 +129,18 @@ void SyncMesh::allgather(void* output, size_t bytes) {
     int sendBlock = (rank_ - step + size_) % size_;
     int recvBlock = (rank_ - step - 1 + size_) % size_;
     exchange(right, blocks + sendBlock * bytes, left, blocks + recvBlock * bytes, bytes);
+  }
+}
+
+// Pairwise: in step s, send to rank + s and receive from rank - s.
+void SyncMesh::alltoall(const void* input, void* output, size_t blockBytes) {
+  const auto* in = static_cast<const uint8_t*>(input);
+  auto* out = static_cast<uint8_t*>(output);
+  std::memcpy(out + rank_ * blockBytes, in + rank_ * blockBytes, blockBytes);
+  for (int step = 1; step < size_; ++step) {
+    int to = (rank_ + step) % size_;
+    int from = (rank_ - step + size_) % size_;
+    exchange(to, in + to * blockBytes, from, out + from * blockBytes, blockBytes);
   }
 }
 

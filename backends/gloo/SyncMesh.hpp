@@ -19,7 +19,11 @@ class SyncMesh {
  public:
   // Messages up to this size are safe to send from both ends of a pair at once: the kernel's
   // socket buffers hold them, so neither blocking write waits for the other side to read.
-  static constexpr size_t kMaxMessageBytes = 64 * 1024;
+  // The staging buffers are twice as large: the construction sends one message that big on
+  // every pair, which makes Gloo size the sockets' send buffers once, with room to spare. (A
+  // send buffer sized to the message made the write wait for an ACK the peer delays by 40 ms.)
+  static constexpr size_t kMaxMessageBytes = 32 * 1024;
+  static constexpr size_t kStageBytes = 2 * kMaxMessageBytes;
 
   // Switches every pair of context (already connected) to sync mode; busyPoll spins on reads
   // instead of sleeping (only sensible with a core per rank).
@@ -39,6 +43,8 @@ class SyncMesh {
   void broadcast(void* data, size_t bytes, int root);
   // output holds size() blocks of bytes; block rank() must already hold our input.
   void allgather(void* output, size_t bytes);
+  // Block r of input goes to rank r; block r of output comes from rank r.
+  void alltoall(const void* input, void* output, size_t blockBytes);
   void barrier();
 
  private:
