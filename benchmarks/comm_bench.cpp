@@ -1,0 +1,1337 @@
+// c10d-comm-bench: bandwidth and latency of the collectives of a c10d process group, measured
+// the way nccl-tests measures NCCL's, with the same columns; optionally side by side with the
+// same operation run straight on Gloo, so the cost of the c10d layer shows.
+//
+//   c10drun --nproc-per-node N c10d-comm-bench [--op OP|all] [-b MIN] [-e MAX] [-f STEP]
+//           [-d DTYPE] [-o REDOP] [-r ROOT] [-n ITERS] [-w WARMUP] [--raw] [--json]
+//           [--check|--no-check]
+//
+// Also runs under mpirun, srun or anything else initProcessGroup() understands; the backend
+// comes from C10D_BACKEND (default gloo).
+//
+// Method (nccl-tests'): per size, `warmup` untimed then `iters` timed blocking operations
+// (op()->wait()). `time` is the slowest rank's average per operation; p50/p99 are taken over
+// every rank's individual iterations, min/max over the ranks' averages. algbw = size / time,
+// busbw = algbw * the op's bus factor (allreduce 2(n-1)/n; allgather, reduce_scatter, alltoall
+// (n-1)/n; broadcast, reduce, sendrecv 1). For allgather, reduce_scatter and alltoall `size` is
+// the whole (gathered / scattered / exchanged) buffer and `count` the elements of one rank's
+// share; sizes too small to give every rank an element are skipped.
+//
+// --check (the default) fills the inputs so that every result is known, runs the op once per
+// size before timing it, and counts the wrong elements over all ranks (#wrong). --raw adds a row
+// per size for the same op made straight on Gloo (a context of its own over the job's store,
+// under the prefix "raw-gloo"): the difference between the rows is the c10d layer.
+//
+// Rank 0 prints; with --json it prints exactly one JSON line (an array of rows) on stdout.
+// Exit status: 0 when every check passed, 3 when any element was wrong (after printing), 2 on a
+// usage error, 1 on any other failure.
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "c10d/Backend.hpp"
+#include "c10d/Half.hpp"
+#include "c10d/Init.hpp"
+#include "c10d/ProcessGroup.hpp"
+#include "c10d/ReduceOp.hpp"
+#include "c10d/ScalarType.hpp"
+#include "c10d/Tensor.hpp"
+#include "c10d/Work.hpp"
+#include "c10d/backends/common/Reduce.hpp"
+#include "c10d/store/PrefixStore.hpp"
+#include "c10d/store/Store.hpp"
+#include "c10d/store/TCPStore.hpp"
+
+#if C10D_WITH_GLOO
+// Only the transport-independent headers and tcp/device.h: the other gloo/transport/tcp headers
+// of Debian's Gloo snapshot do not compile (they include a gloo/common/memory.h it lacks).
+#include <arpa/inet.h>
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#endif
+
+namespace {
+
+using c10d::ReduceOp;
+using c10d::ScalarType;
+using c10d::Tensor;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kRuntimeErrorExitCode = 1;
+constexpr int kUsageExitCode = 2;
+constexpr int kWrongResultsExitCode = 3;
+
+// premul_sum needs a factor and the command line has no place for one; 2 is exact in every
+// dtype, so the check stays exact, and unlike 1 it proves the factor is applied.
+constexpr double kPremulFactor = 2.0;
+
+// ---- operations ----
+
+enum class Op { Allreduce, Allgather, ReduceScatter, Broadcast, Reduce, Alltoall, SendRecv };
+
+struct OpInfo {
+  Op op;
+  const char* name;
+  bool reduces;  // takes the reduce op
+  bool rooted;   // takes the root
+};
+
+constexpr OpInfo kOps[] = {
+    {Op::Allreduce, "allreduce", true, false},
+    {Op::Allgather, "allgather", false, false},
+    {Op::ReduceScatter, "reduce_scatter", true, false},
+    {Op::Broadcast, "broadcast", false, true},
+    {Op::Reduce, "reduce", true, true},
+    {Op::Alltoall, "alltoall", false, false},
+    {Op::SendRecv, "sendrecv", false, false},
+};
+
+const OpInfo& info(Op op) {
+  for (const OpInfo& entry : kOps) {
+    if (entry.op == op) return entry;
+  }
+  std::abort();  // every Op is in kOps
+}
+
+// nccl-tests' bus bandwidth factors: what each rank's link must carry relative to the size,
+// so that busbw compares across ops and rank counts with the hardware's peak.
+double busFactor(Op op, int ranks) {
+  double n = ranks;
+  switch (op) {
+    case Op::Allreduce:
+      return 2.0 * (n - 1) / n;
+    case Op::Allgather:
+    case Op::ReduceScatter:
+    case Op::Alltoall:
+      return (n - 1) / n;
+    case Op::Broadcast:
+    case Op::Reduce:
+    case Op::SendRecv:
+      return 1.0;
+  }
+  return 1.0;
+}
+
+// Element counts of one size: `count` is what the table prints (per rank for the ops that split
+// a buffer among ranks), input/output what the buffers hold. In-place ops have output == 0.
+struct Shape {
+  int64_t bytes = 0;  // the size column: count rounded to whole elements (and ranks)
+  int64_t count = 0;
+  int64_t inputCount = 0;
+  int64_t outputCount = 0;
+};
+
+Shape shapeFor(Op op, int64_t bytes, int ranks, size_t elementSize) {
+  auto element = static_cast<int64_t>(elementSize);
+  Shape shape;
+  switch (op) {
+    case Op::Allreduce:
+    case Op::Broadcast:
+    case Op::Reduce:
+      shape.count = bytes / element;
+      shape.inputCount = shape.count;
+      shape.bytes = shape.count * element;
+      break;
+    case Op::SendRecv:
+      shape.count = bytes / element;
+      shape.inputCount = shape.outputCount = shape.count;
+      shape.bytes = shape.count * element;
+      break;
+    case Op::Allgather:
+      shape.count = bytes / (element * ranks);
+      shape.inputCount = shape.count;
+      shape.outputCount = shape.count * ranks;
+      shape.bytes = shape.outputCount * element;
+      break;
+    case Op::ReduceScatter:
+      shape.count = bytes / (element * ranks);
+      shape.inputCount = shape.count * ranks;
+      shape.outputCount = shape.count;
+      shape.bytes = shape.inputCount * element;
+      break;
+    case Op::Alltoall:
+      shape.count = bytes / (element * ranks);
+      shape.inputCount = shape.outputCount = shape.count * ranks;
+      shape.bytes = shape.inputCount * element;
+      break;
+  }
+  return shape;
+}
+
+// ---- options ----
+
+struct Options {
+  std::vector<Op> ops{Op::Allreduce};
+  int64_t minBytes = 8;
+  int64_t maxBytes = int64_t{32} << 20;
+  int64_t stepFactor = 2;
+  ScalarType dtype = ScalarType::Float32;
+  ReduceOp redop = ReduceOp::SUM;
+  int root = 0;
+  int iters = 20;
+  int warmup = 5;
+  bool raw = false;
+  bool json = false;
+  bool check = true;
+};
+
+[[noreturn]] void usageError(const std::string& message) {
+  std::fprintf(stderr, "c10d-comm-bench: %s (see --help)\n", message.c_str());
+  std::exit(kUsageExitCode);
+}
+
+// "8", "64K", "32M", "1G" (powers of 1024, as nccl-tests reads them; a trailing B is allowed).
+std::optional<int64_t> parseBytes(std::string text) {
+  if (!text.empty() && (text.back() == 'B' || text.back() == 'b')) text.pop_back();
+  int64_t multiplier = 1;
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 'k':
+      case 'K':
+        multiplier = int64_t{1} << 10;
+        break;
+      case 'm':
+      case 'M':
+        multiplier = int64_t{1} << 20;
+        break;
+      case 'g':
+      case 'G':
+        multiplier = int64_t{1} << 30;
+        break;
+      default:
+        break;
+    }
+    if (multiplier != 1) text.pop_back();
+  }
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
+      text.size() > 12) {
+    return std::nullopt;
+  }
+  int64_t value = std::stoll(text);
+  if (value > std::numeric_limits<int64_t>::max() / multiplier / 1024) return std::nullopt;
+  return value * multiplier;
+}
+
+Options parseOptions(int argc, char** argv) {
+  Options options;
+  std::string op = "allreduce";
+  std::string minBytes = "8";
+  std::string maxBytes = "32M";
+  std::string dtype = "float32";
+  std::string redop = "sum";
+  std::string opNames = "all";
+  for (const OpInfo& entry : kOps) opNames += std::string(", ") + entry.name;
+
+  CLI::App app{"Measures c10d collectives like nccl-tests (run it under c10drun or mpirun).",
+               "c10d-comm-bench"};
+  app.add_option("--op", op, "Operation: " + opNames)->capture_default_str();
+  app.add_option("-b,--minbytes", minBytes, "Smallest size in bytes (K/M/G suffixes)")
+      ->capture_default_str();
+  app.add_option("-e,--maxbytes", maxBytes, "Largest size in bytes (K/M/G suffixes)")
+      ->capture_default_str();
+  app.add_option("-f,--stepfactor", options.stepFactor, "Size multiplier between rows")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("-d,--datatype", dtype, "Element type (any c10d dtype name)")
+      ->capture_default_str();
+  app.add_option("-o,--op-reduce", redop,
+                 "Reduce op: sum, avg, product, min, max, band, bor, bxor, premul_sum (factor 2)")
+      ->capture_default_str();
+  app.add_option("-r,--root", options.root, "Root rank of broadcast and reduce")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("-n,--iters", options.iters, "Timed iterations per size")
+      ->check(CLI::Range(1, 100000000))
+      ->capture_default_str();
+  app.add_option("-w,--warmup", options.warmup, "Untimed iterations per size before timing")
+      ->check(CLI::Range(0, 100000000))
+      ->capture_default_str();
+  app.add_flag("--raw", options.raw,
+               "Also run each op straight on Gloo (no c10d layer) for comparison");
+  app.add_flag("--json", options.json, "Rank 0 prints one JSON line instead of tables");
+  app.add_flag("--check,!--no-check", options.check,
+               "Verify every size's result once before timing it (default: on)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) std::exit(app.exit(e));  // --help
+    usageError(e.what());
+  }
+
+  if (op == "all") {
+    options.ops.clear();
+    for (const OpInfo& entry : kOps) options.ops.push_back(entry.op);
+  } else {
+    auto it = std::find_if(std::begin(kOps), std::end(kOps),
+                           [&](const OpInfo& entry) { return op == entry.name; });
+    if (it == std::end(kOps)) usageError("unknown --op '" + op + "'; expected " + opNames);
+    options.ops = {it->op};
+  }
+  std::optional<int64_t> low = parseBytes(minBytes);
+  std::optional<int64_t> high = parseBytes(maxBytes);
+  if (!low || *low < 1) usageError("--minbytes '" + minBytes + "' is not a positive byte count");
+  if (!high || *high < 1) usageError("--maxbytes '" + maxBytes + "' is not a positive byte count");
+  if (*low > *high) usageError("--minbytes is larger than --maxbytes");
+  options.minBytes = *low;
+  options.maxBytes = *high;
+  try {
+    options.dtype = c10d::scalarTypeFromName(dtype);
+    ReduceOp::Kind kind = c10d::reduceOpFromName(redop);
+    options.redop =
+        kind == ReduceOp::PREMUL_SUM ? ReduceOp::premulSum(kPremulFactor) : ReduceOp(kind);
+  } catch (const c10d::InvalidArgument& e) {
+    usageError(e.what());
+  }
+#if !C10D_WITH_GLOO
+  if (options.raw) usageError("--raw needs Gloo, and this c10d-comm-bench was built without it");
+#endif
+  // Refused here, identically on every rank, rather than by the first collective.
+  for (Op selected : options.ops) {
+    if (info(selected).reduces && !c10d::supports(options.redop, options.dtype)) {
+      usageError(std::string("reduce op ") + std::string(c10d::name(options.redop.kind())) +
+                 " is not defined on " + std::string(c10d::name(options.dtype)) + " (needed by " +
+                 info(selected).name + ")");
+    }
+  }
+  return options;
+}
+
+// ---- element access ----
+
+// Calls fn.template operator()<T>() with T the C++ type stored for dtype.
+template <typename Fn>
+decltype(auto) withType(ScalarType dtype, Fn&& fn) {
+  switch (dtype) {
+    case ScalarType::Float32:
+      return fn.template operator()<float>();
+    case ScalarType::Float64:
+      return fn.template operator()<double>();
+    case ScalarType::Float16:
+      return fn.template operator()<c10d::Half>();
+    case ScalarType::BFloat16:
+      return fn.template operator()<c10d::BFloat16>();
+    case ScalarType::Int8:
+      return fn.template operator()<int8_t>();
+    case ScalarType::Int16:
+      return fn.template operator()<int16_t>();
+    case ScalarType::Int32:
+      return fn.template operator()<int32_t>();
+    case ScalarType::Int64:
+      return fn.template operator()<int64_t>();
+    case ScalarType::UInt8:
+      return fn.template operator()<uint8_t>();
+    case ScalarType::Bool:
+      return fn.template operator()<bool>();
+  }
+  std::abort();
+}
+
+template <typename T>
+constexpr bool kViaFloat = std::is_same_v<T, c10d::Half> || std::is_same_v<T, c10d::BFloat16>;
+
+template <typename T>
+void store(void* data, int64_t i, double value) {
+  T* out = static_cast<T*>(data) + i;
+  if constexpr (kViaFloat<T>) {
+    *out = T(static_cast<float>(value));
+  } else if constexpr (std::is_same_v<T, bool>) {
+    *out = value != 0.0;
+  } else if constexpr (std::is_integral_v<T>) {
+    *out = static_cast<T>(static_cast<int64_t>(value));  // wraps like the kernels would
+  } else {
+    *out = static_cast<T>(value);
+  }
+}
+
+template <typename T>
+double load(const void* data, int64_t i) {
+  if constexpr (std::is_same_v<T, bool>) {
+    // Read as bytes: a byte other than 0 or 1 (garbage, or the poison) must count as wrong, and
+    // reading it as bool would be undefined.
+    uint8_t byte = static_cast<const uint8_t*>(data)[i];
+    return byte <= 1 ? static_cast<double>(byte) : 2.0;
+  } else {
+    return static_cast<double>(static_cast<float>(static_cast<const T*>(data)[i]));
+  }
+}
+
+template <>
+double load<double>(const void* data, int64_t i) {
+  return static_cast<const double*>(data)[i];
+}
+template <>
+double load<int64_t>(const void* data, int64_t i) {
+  return static_cast<double>(static_cast<const int64_t*>(data)[i]);
+}
+template <>
+double load<int32_t>(const void* data, int64_t i) {
+  return static_cast<double>(static_cast<const int32_t*>(data)[i]);
+}
+
+// value as the dtype holds it, back in double: what an exact collective would produce.
+double roundTrip(ScalarType dtype, double value) {
+  return withType(dtype, [&]<typename T>() {
+    T stored{};
+    store<T>(&stored, 0, value);
+    return load<T>(&stored, 0);
+  });
+}
+
+// Largest integer such that every integer up to it is exact in dtype (and fits).
+double exactLimit(ScalarType dtype) {
+  switch (dtype) {
+    case ScalarType::Float32:
+      return 16777216.0;
+    case ScalarType::Float64:
+      return 9007199254740992.0;
+    case ScalarType::Float16:
+      return 2048.0;
+    case ScalarType::BFloat16:
+      return 256.0;
+    case ScalarType::Int8:
+      return 127.0;
+    case ScalarType::Int16:
+      return 32767.0;
+    case ScalarType::Int32:
+      return 2147483647.0;
+    case ScalarType::Int64:
+      return 4611686018427387904.0;
+    case ScalarType::UInt8:
+      return 254.0;  // 255 is the poison (see poison())
+    case ScalarType::Bool:
+      return 1.0;
+  }
+  return 1.0;
+}
+
+// Relative tolerance: only avg divides, and c10d rounds its quotient through float where this
+// program rounds from double, which can differ by one unit in the last place.
+double tolerance(ScalarType dtype) {
+  switch (dtype) {
+    case ScalarType::Float32:
+      return 1e-6;
+    case ScalarType::Float64:
+      return 1e-12;
+    case ScalarType::Float16:
+      return 2e-3;
+    case ScalarType::BFloat16:
+      return 1.6e-2;
+    default:
+      return 0.0;
+  }
+}
+
+// ---- check pattern ----
+
+// Small integers chosen per op so that every result, reductions over all ranks included, is
+// exactly representable in the dtype (no rounding, no overflow): the expected value can then be
+// computed here independently and compared exactly. Values depend on rank and index, so a
+// block landing at the wrong offset or from the wrong rank is caught.
+class Pattern {
+ public:
+  Pattern(const OpInfo& op, const ReduceOp& redop, ScalarType dtype, int ranks)
+      : redop_(redop),
+        dtype_(dtype),
+        ranks_(ranks),
+        reduces_(op.reduces),
+        isBool_(dtype == ScalarType::Bool) {
+    double limit = exactLimit(dtype);
+    auto clampModulus = [](double m) { return static_cast<int64_t>(std::clamp(m, 1.0, 100.0)); };
+    modulus_ = clampModulus(limit);
+    if (reduces_) {
+      switch (redop.kind()) {
+        case ReduceOp::SUM:
+        case ReduceOp::AVG:
+          modulus_ = clampModulus(std::floor(limit / ranks));
+          break;
+        case ReduceOp::PREMUL_SUM:
+          modulus_ = clampModulus(std::floor(limit / (ranks * redop.factor())));
+          break;
+        case ReduceOp::PRODUCT:
+          // Only ranks below twos_ contribute a 2: the product stays a power of two <= limit.
+          twos_ = std::min<int64_t>(ranks, static_cast<int64_t>(std::floor(std::log2(limit))));
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
+  // Rank r's input element i.
+  double value(int r, int64_t i) const {
+    if (isBool_) return (r + i) % (reduces_ ? 3 : 2) == 0 ? 1.0 : 0.0;
+    if (reduces_ && redop_.kind() == ReduceOp::PRODUCT) {
+      return r < twos_ && (r + i) % 2 == 0 ? 2.0 : 1.0;
+    }
+    if (reduces_ && (redop_.kind() == ReduceOp::BAND || redop_.kind() == ReduceOp::BOR ||
+                     redop_.kind() == ReduceOp::BXOR)) {
+      return static_cast<double>((r * 7 + i * 5 + 3) % (modulus_ + 1));
+    }
+    return static_cast<double>(1 + (r * 7 + i) % modulus_);
+  }
+
+  // The reduction of element i over every rank's input, as the dtype holds it.
+  double reduced(int64_t i) const {
+    double acc = 0.0;
+    for (int r = 0; r < ranks_; ++r) {
+      double v = value(r, i);
+      if (redop_.kind() == ReduceOp::PREMUL_SUM) v *= redop_.factor();
+      if (r == 0) {
+        acc = v;
+        continue;
+      }
+      switch (redop_.kind()) {
+        case ReduceOp::SUM:
+        case ReduceOp::AVG:
+        case ReduceOp::PREMUL_SUM:
+          acc = isBool_ ? static_cast<double>(acc != 0.0 || v != 0.0) : acc + v;
+          break;
+        case ReduceOp::PRODUCT:
+          acc = isBool_ ? static_cast<double>(acc != 0.0 && v != 0.0) : acc * v;
+          break;
+        case ReduceOp::MIN:
+          acc = std::min(acc, v);
+          break;
+        case ReduceOp::MAX:
+          acc = std::max(acc, v);
+          break;
+        case ReduceOp::BAND:
+          acc = static_cast<double>(static_cast<int64_t>(acc) & static_cast<int64_t>(v));
+          break;
+        case ReduceOp::BOR:
+          acc = static_cast<double>(static_cast<int64_t>(acc) | static_cast<int64_t>(v));
+          break;
+        case ReduceOp::BXOR:
+          acc = static_cast<double>(static_cast<int64_t>(acc) ^ static_cast<int64_t>(v));
+          break;
+      }
+    }
+    if (redop_.kind() == ReduceOp::AVG) {
+      acc = c10d::isIntegral(dtype_)
+                ? static_cast<double>(static_cast<int64_t>(acc) / ranks_)  // truncates, as c10d
+                : acc / ranks_;
+    }
+    return roundTrip(dtype_, acc);
+  }
+
+  // Fills count elements of data with rank r's input.
+  void fill(void* data, int r, int64_t count) const {
+    withType(dtype_, [&]<typename T>() {
+      for (int64_t i = 0; i < count; ++i) store<T>(data, i, value(r, i));
+    });
+  }
+
+  // Elements of data that differ from expected(i), i over [0, count).
+  template <typename Expected>
+  int64_t countWrong(const void* data, int64_t count, Expected&& expected) const {
+    double tol = tolerance(dtype_);
+    return withType(dtype_, [&]<typename T>() {
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < count; ++i) {
+        double got = load<T>(data, i);
+        double want = expected(i);
+        if (got == want) continue;
+        if (tol > 0.0 && std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want))) continue;
+        ++wrong;
+      }
+      return wrong;
+    });
+  }
+
+ private:
+  ReduceOp redop_;
+  ScalarType dtype_;
+  int ranks_;
+  bool reduces_;
+  bool isBool_;
+  int64_t modulus_ = 1;
+  int64_t twos_ = 0;
+};
+
+// Output memory gets all-ones bytes, which no correct result here holds (NaN for floats, -1 for
+// signed integers, 255 for uint8, an invalid bool), so an output never written counts as wrong.
+void poison(void* data, int64_t count, ScalarType dtype) {
+  std::memset(data, 0xff, static_cast<size_t>(count) * c10d::elementSize(dtype));
+}
+
+// ---- buffers ----
+
+// One op's memory, allocated once for the largest size (as nccl-tests does); each size uses a
+// prefix of it.
+struct Buffers {
+  Tensor input;
+  Tensor output;   // undefined for in-place ops
+  Tensor scratch;  // raw reduce_scatter's full-size allreduce buffer
+};
+
+Tensor view(const Tensor& memory, int64_t count, ScalarType dtype) {
+  return Tensor::fromBlob(memory.data(), dtype, {count});
+}
+
+struct Case {
+  const OpInfo& op;
+  Shape shape;
+  ScalarType dtype;
+  ReduceOp redop;
+  int root;
+  int rank;
+  int ranks;
+  Tensor input;   // views of this size
+  Tensor output;  // == input for in-place ops
+  void* scratch;
+};
+
+// Sets up inputs (and poisons outputs) so that one run of the op gives a known result.
+void prepare(const Case& c, const Pattern& pattern) {
+  const Shape& s = c.shape;
+  switch (c.op.op) {
+    case Op::Broadcast:
+      if (c.rank == c.root) {
+        pattern.fill(c.input.data(), c.root, s.inputCount);
+      } else {
+        poison(c.input.data(), s.inputCount, c.dtype);
+      }
+      break;
+    case Op::Allreduce:
+    case Op::Reduce:
+      pattern.fill(c.input.data(), c.rank, s.inputCount);
+      break;
+    case Op::Allgather:
+    case Op::ReduceScatter:
+    case Op::Alltoall:
+    case Op::SendRecv:
+      pattern.fill(c.input.data(), c.rank, s.inputCount);
+      poison(c.output.data(), s.outputCount, c.dtype);
+      break;
+  }
+}
+
+// Elements of this rank's result that differ from the independently computed expectation.
+int64_t countWrong(const Case& c, const Pattern& pattern) {
+  const Shape& s = c.shape;
+  const int64_t count = s.count;
+  switch (c.op.op) {
+    case Op::Allreduce:
+      return pattern.countWrong(c.input.data(), count,
+                                [&](int64_t i) { return pattern.reduced(i); });
+    case Op::Reduce:
+      if (c.rank != c.root) return 0;  // non-roots' buffers are unspecified afterwards
+      return pattern.countWrong(c.input.data(), count,
+                                [&](int64_t i) { return pattern.reduced(i); });
+    case Op::Broadcast:
+      return pattern.countWrong(c.input.data(), count, [&](int64_t i) {
+        return roundTrip(c.dtype, pattern.value(c.root, i));
+      });
+    case Op::Allgather:
+      return pattern.countWrong(c.output.data(), s.outputCount, [&](int64_t k) {
+        return roundTrip(c.dtype, pattern.value(static_cast<int>(k / count), k % count));
+      });
+    case Op::ReduceScatter:
+      return pattern.countWrong(c.output.data(), count,
+                                [&](int64_t i) { return pattern.reduced(c.rank * count + i); });
+    case Op::Alltoall:
+      // Block p of the output is rank p's input block for this rank.
+      return pattern.countWrong(c.output.data(), s.outputCount, [&](int64_t k) {
+        return roundTrip(c.dtype,
+                         pattern.value(static_cast<int>(k / count), c.rank * count + k % count));
+      });
+    case Op::SendRecv: {
+      int from = (c.rank - 1 + c.ranks) % c.ranks;
+      return pattern.countWrong(c.output.data(), count, [&](int64_t i) {
+        return roundTrip(c.dtype, pattern.value(from, i));
+      });
+    }
+  }
+  return 0;
+}
+
+// ---- the c10d path ----
+
+using Runner = std::function<void()>;
+
+Runner c10dRunner(c10d::ProcessGroup& pg, const Case& c) {
+  Tensor input = c.input;
+  Tensor output = c.output;
+  ReduceOp redop = c.redop;
+  int root = c.root;
+  switch (c.op.op) {
+    case Op::Allreduce:
+      return [&pg, input, redop] { pg.allreduce(input, {.reduceOp = redop})->wait(); };
+    case Op::Allgather:
+      return [&pg, input, output] { pg.allgatherIntoTensor(output, input)->wait(); };
+    case Op::ReduceScatter:
+      return [&pg, input, output, redop] {
+        pg.reduceScatterTensor(output, input, {.reduceOp = redop})->wait();
+      };
+    case Op::Broadcast:
+      return [&pg, input, root] { pg.broadcast(input, {.rootRank = root})->wait(); };
+    case Op::Reduce:
+      return [&pg, input, redop, root] {
+        pg.reduce(input, {.reduceOp = redop, .rootRank = root})->wait();
+      };
+    case Op::Alltoall:
+      return [&pg, input, output] { pg.alltoallBase(output, input)->wait(); };
+    case Op::SendRecv: {
+      // Both posted before either is waited for, as nccl-tests groups its send and recv.
+      int to = (c.rank + 1) % c.ranks;
+      int from = (c.rank - 1 + c.ranks) % c.ranks;
+      return [&pg, input, output, to, from] {
+        std::shared_ptr<c10d::Work> send = pg.send(input, to);
+        std::shared_ptr<c10d::Work> recv = pg.recv(output, from);
+        recv->wait();
+        send->wait();
+      };
+    }
+  }
+  return {};
+}
+
+// ---- the raw Gloo path ----
+
+#if C10D_WITH_GLOO
+
+// Gloo's rendezvous calls get() on keys that may not exist yet: it must wait (as c10d's own
+// adapter in the Gloo backend does).
+class GlooStore : public gloo::rendezvous::Store {
+ public:
+  GlooStore(std::shared_ptr<c10d::Store> store, std::chrono::milliseconds timeout)
+      : store_(std::move(store)), timeout_(timeout) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_->set(key, c10d::Store::Bytes(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    c10d::Store::Bytes value = store_->get(key, timeout_);
+    return std::vector<char>(value.begin(), value.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { store_->wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    store_->wait(keys, timeout.count() > 0 ? timeout : timeout_);
+  }
+
+ private:
+  std::shared_ptr<c10d::Store> store_;
+  std::chrono::milliseconds timeout_;
+};
+
+const c10d::TCPStore* findTCPStore(const c10d::Store* store) {
+  while (store != nullptr) {
+    if (auto* tcp = dynamic_cast<const c10d::TCPStore*>(store)) return tcp;
+    auto* prefix = dynamic_cast<const c10d::PrefixStore*>(store);
+    store = prefix != nullptr ? prefix->underlying().get() : nullptr;
+  }
+  return nullptr;
+}
+
+// The local address the kernel would use to reach host.
+std::string localAddressToward(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* results = nullptr;
+  if (getaddrinfo(host.c_str(), "9", &hints, &results) != 0) return "";
+  std::string address;
+  for (addrinfo* ai = results; ai != nullptr && address.empty(); ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t length = sizeof(local);
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
+      char text[INET6_ADDRSTRLEN] = {0};
+      const void* raw =
+          local.ss_family == AF_INET6
+              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+              : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+      if (inet_ntop(local.ss_family, raw, text, sizeof(text)) != nullptr) address = text;
+    }
+    ::close(fd);
+  }
+  freeaddrinfo(results);
+  return address;
+}
+
+// The same choice of address as c10d's Gloo backend, so both paths use the same network.
+gloo::transport::tcp::attr rawDeviceAttributes(const c10d::Store& store) {
+  gloo::transport::tcp::attr attr;
+  for (const char* variable : {"C10D_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
+    const char* iface = std::getenv(variable);
+    if (iface != nullptr && *iface != '\0') {
+      attr.iface = iface;
+      return attr;
+    }
+  }
+  const c10d::TCPStore* tcp = findTCPStore(&store);
+  const std::string host = tcp != nullptr ? tcp->host() : "";
+  if (tcp == nullptr || host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1") {
+    attr.hostname = "127.0.0.1";
+    return attr;
+  }
+  attr.hostname = localAddressToward(host);
+  C10D_CHECK(!attr.hostname.empty(), c10d::BackendError,
+             "raw Gloo: no local address routes to the store host '", host,
+             "'; set C10D_SOCKET_IFNAME to the interface to use");
+  return attr;
+}
+
+struct RawGloo {
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  std::chrono::milliseconds timeout{0};
+  // Every operation gets a fresh tag, as c10d gives its own: ops on one tag must not overlap,
+  // and fresh ones rule out one op's late message meeting the next op's receive.
+  uint32_t tag = 0;
+  // Point-to-point slots: below 2^56, so they never meet the collectives' slots.
+  uint64_t p2pSlot = 1;
+};
+
+// One Gloo context of its own over the process group's store, under a prefix no c10d group uses.
+std::shared_ptr<RawGloo> connectRaw(c10d::ProcessGroup& pg) {
+  auto raw = std::make_shared<RawGloo>();
+  raw->timeout = pg.timeout();
+  auto store = std::make_shared<c10d::PrefixStore>("raw-gloo", pg.store());
+  GlooStore adapter(store, pg.timeout());
+  raw->device = gloo::transport::tcp::CreateDevice(rawDeviceAttributes(*pg.store()));
+  raw->context = std::make_shared<gloo::rendezvous::Context>(pg.rank(), pg.size());
+  raw->context->setTimeout(pg.timeout());
+  raw->context->connectFullMesh(adapter, raw->device);
+  return raw;
+}
+
+using GlooReduce = void (*)(void*, const void*, const void*, size_t);
+
+// Gloo's templated setters only use sizeof(T), and its reduce functions get element counts:
+// opaque words of the element's size make one instantiation serve every dtype of that size.
+template <size_t N>
+struct alignas(N) Word {
+  uint8_t bytes[N];
+};
+
+template <typename Fn>
+void withWordOfSize(size_t elementSize, Fn&& fn) {
+  switch (elementSize) {
+    case 1:
+      return fn.template operator()<Word<1>>();
+    case 2:
+      return fn.template operator()<Word<2>>();
+    case 4:
+      return fn.template operator()<Word<4>>();
+    case 8:
+      return fn.template operator()<Word<8>>();
+  }
+  C10D_THROW(c10d::InvalidArgument, "raw Gloo: unsupported element size ", elementSize);
+}
+
+template <typename T>
+GlooReduce glooKernel(ReduceOp::Kind kind) {
+  switch (kind) {
+    case ReduceOp::SUM:
+      return static_cast<GlooReduce>(&gloo::sum<T>);
+    case ReduceOp::PRODUCT:
+      return static_cast<GlooReduce>(&gloo::product<T>);
+    case ReduceOp::MIN:
+      return static_cast<GlooReduce>(&gloo::min<T>);
+    case ReduceOp::MAX:
+      return static_cast<GlooReduce>(&gloo::max<T>);
+    default:
+      return nullptr;
+  }
+}
+
+struct RawKernel {
+  GlooReduce fn = nullptr;  // null: raw Gloo cannot do this reduction (avg, premul_sum)
+  bool fromGloo = false;    // false: c10d's element kernel stands in for one Gloo lacks
+};
+
+// Gloo's own kernels where it has them (sum, product, min, max on its native types). Gloo has
+// no bfloat16, bool or bitwise kernels: there a Gloo user must bring their own, and c10d's is
+// the natural one to bring. avg and premul_sum are c10d steps around a sum, not Gloo reductions.
+RawKernel rawKernel(const ReduceOp& op, ScalarType dtype) {
+  ReduceOp::Kind kind = op.kind();
+  if (kind == ReduceOp::AVG || kind == ReduceOp::PREMUL_SUM) return {};
+  GlooReduce native = nullptr;
+  switch (dtype) {
+    case ScalarType::Float32:
+      native = glooKernel<float>(kind);
+      break;
+    case ScalarType::Float64:
+      native = glooKernel<double>(kind);
+      break;
+    case ScalarType::Float16:
+      native = glooKernel<gloo::float16>(kind);
+      break;
+    case ScalarType::Int8:
+      native = glooKernel<int8_t>(kind);
+      break;
+    case ScalarType::Int16:
+      native = glooKernel<int16_t>(kind);
+      break;
+    case ScalarType::Int32:
+      native = glooKernel<int32_t>(kind);
+      break;
+    case ScalarType::Int64:
+      native = glooKernel<int64_t>(kind);
+      break;
+    case ScalarType::UInt8:
+      native = glooKernel<uint8_t>(kind);
+      break;
+    case ScalarType::BFloat16:
+    case ScalarType::Bool:
+      break;
+  }
+  if (native != nullptr) return {native, true};
+  return {c10d::reduceFunction(op, dtype), false};
+}
+
+uint8_t* bytesOf(const Tensor& tensor) {
+  return static_cast<uint8_t*>(tensor.data());
+}
+
+// The op as a Gloo user would write it: the same calls c10d's Gloo backend makes, minus the
+// Tensor/Work/queue layer (and minus per-op allocations where the backend makes them).
+Runner rawRunner(const std::shared_ptr<RawGloo>& raw, const Case& c, GlooReduce kernel) {
+  std::shared_ptr<gloo::Context> context = raw->context;
+  uint8_t* input = bytesOf(c.input);
+  uint8_t* output = bytesOf(c.output);
+  const size_t element = c10d::elementSize(c.dtype);
+  const auto count = static_cast<size_t>(c.shape.count);
+  const int root = c.root;
+  switch (c.op.op) {
+    case Op::Allreduce:
+      return [raw, context, input, count, element, kernel] {
+        gloo::AllreduceOptions options(context);
+        withWordOfSize(element, [&]<typename W>() {
+          options.setOutput<W>(reinterpret_cast<W*>(input), count);
+        });
+        options.setReduceFunction(kernel);
+        options.setTag(raw->tag++);
+        gloo::allreduce(options);
+      };
+    case Op::Allgather:
+      return [raw, context, input, output, count, element] {
+        gloo::AllgatherOptions options(context);
+        options.setInput<uint8_t>(input, count * element);
+        options.setOutput<uint8_t>(output, count * element * context->size);
+        options.setTag(raw->tag++);
+        gloo::allgather(options);
+      };
+    case Op::ReduceScatter: {
+      // Gloo 0.5 has no reduce-scatter over unbound buffers: allreduce the whole input in a
+      // scratch copy and keep this rank's block, exactly as c10d's Gloo backend does.
+      uint8_t* scratch = static_cast<uint8_t*>(c.scratch);
+      const size_t total = count * context->size;
+      const size_t offset = static_cast<size_t>(context->rank) * count * element;
+      return [raw, context, input, output, scratch, count, total, offset, element, kernel] {
+        std::memcpy(scratch, input, total * element);
+        gloo::AllreduceOptions options(context);
+        withWordOfSize(element, [&]<typename W>() {
+          options.setOutput<W>(reinterpret_cast<W*>(scratch), total);
+        });
+        options.setReduceFunction(kernel);
+        options.setTag(raw->tag++);
+        gloo::allreduce(options);
+        std::memcpy(output, scratch + offset, count * element);
+      };
+    }
+    case Op::Broadcast:
+      return [raw, context, input, count, element, root] {
+        gloo::BroadcastOptions options(context);
+        options.setOutput<uint8_t>(input, count * element);
+        options.setRoot(root);
+        options.setTag(raw->tag++);
+        gloo::broadcast(options);
+      };
+    case Op::Reduce:
+      return [raw, context, input, count, element, root, kernel] {
+        gloo::ReduceOptions options(context);
+        withWordOfSize(element, [&]<typename W>() {
+          options.setInput<W>(reinterpret_cast<W*>(input), count);
+          options.setOutput<W>(reinterpret_cast<W*>(input), count);
+        });
+        options.setRoot(root);
+        options.setReduceFunction(kernel);
+        options.setTag(raw->tag++);
+        gloo::reduce(options);
+      };
+    case Op::Alltoall:
+      return [raw, context, input, output, count, element] {
+        gloo::AlltoallOptions options(context);
+        const size_t bytes = count * element * context->size;
+        options.setInput<uint8_t>(input, bytes);
+        options.setOutput<uint8_t>(output, bytes);
+        options.setTag(raw->tag++);
+        gloo::alltoall(options);
+      };
+    case Op::SendRecv: {
+      // Registered once per size and reused: unbound buffers allow it, and it is what a Gloo
+      // user moving the same buffers repeatedly would do.
+      std::shared_ptr<gloo::transport::UnboundBuffer> send =
+          context->createUnboundBuffer(input, count * element);
+      std::shared_ptr<gloo::transport::UnboundBuffer> recv =
+          context->createUnboundBuffer(output, count * element);
+      const int to = (c.rank + 1) % c.ranks;
+      const int from = (c.rank - 1 + c.ranks) % c.ranks;
+      return [raw, send, recv, to, from] {
+        uint64_t slot = raw->p2pSlot++;
+        recv->recv(from, slot);
+        send->send(to, slot);
+        C10D_CHECK(recv->waitRecv(raw->timeout) && send->waitSend(raw->timeout), c10d::BackendError,
+                   "raw Gloo sendrecv was aborted");
+      };
+    }
+  }
+  return {};
+}
+
+#endif  // C10D_WITH_GLOO
+
+// ---- measurement ----
+
+struct Stats {
+  double timeUs = 0.0;  // the slowest rank's average
+  double p50Us = 0.0;
+  double p99Us = 0.0;
+  double minUs = 0.0;  // the fastest rank's average
+  double maxUs = 0.0;
+};
+
+// Warm-up, then timed blocking iterations; microseconds per iteration on this rank.
+std::vector<double> timeIterations(c10d::ProcessGroup& pg, const Runner& run, int warmup,
+                                   int iters) {
+  for (int i = 0; i < warmup; ++i) run();
+  // Without it a rank that left warm-up early would charge its wait for the others to its
+  // first timed iteration.
+  pg.barrier()->wait();
+  std::vector<double> samples(static_cast<size_t>(iters));
+  for (double& sample : samples) {
+    Clock::time_point start = Clock::now();
+    run();
+    sample = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  }
+  return samples;
+}
+
+// Every rank's samples, gathered over the process group itself (after the timed loop, so it
+// costs the measurement nothing).
+Stats summarize(c10d::ProcessGroup& pg, std::vector<double> samples) {
+  const int ranks = pg.size();
+  const auto iters = static_cast<int64_t>(samples.size());
+  Tensor mine = Tensor::fromBlob(samples.data(), ScalarType::Float64, {iters});
+  Tensor all = Tensor::empty({iters * ranks}, ScalarType::Float64);
+  pg.allgatherIntoTensor(all, mine)->wait();
+  const double* values = all.data<double>();
+
+  Stats stats;
+  stats.minUs = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < ranks; ++r) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < iters; ++i) sum += values[r * iters + i];
+    double average = sum / static_cast<double>(iters);
+    stats.minUs = std::min(stats.minUs, average);
+    stats.maxUs = std::max(stats.maxUs, average);
+  }
+  stats.timeUs = stats.maxUs;
+  std::vector<double> sorted(values, values + iters * ranks);
+  std::sort(sorted.begin(), sorted.end());
+  // Nearest-rank percentiles.
+  auto percentile = [&](double p) {
+    auto index = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
+    return sorted[std::clamp<size_t>(index, 1, sorted.size()) - 1];
+  };
+  stats.p50Us = percentile(0.50);
+  stats.p99Us = percentile(0.99);
+  return stats;
+}
+
+int64_t sumOverRanks(c10d::ProcessGroup& pg, int64_t value) {
+  Tensor tensor = Tensor::empty({1}, ScalarType::Int64);
+  *tensor.data<int64_t>() = value;
+  pg.allreduce(tensor)->wait();
+  return *tensor.data<int64_t>();
+}
+
+// ---- output ----
+
+struct Row {
+  const char* op;
+  int64_t bytes;
+  int64_t count;
+  std::string dtype;
+  std::string redop;
+  int root;
+  Stats stats;
+  double algbw;
+  double busbw;
+  std::optional<int64_t> wrong;  // nullopt with --no-check
+  const char* path;
+};
+
+std::string formatTime(double us) {
+  char text[32];
+  std::snprintf(text, sizeof(text), us < 1e5 ? "%.2f" : "%.0f", us);
+  return text;
+}
+
+class Reporter {
+ public:
+  Reporter(const Options& options, bool printing) : options_(options), printing_(printing) {}
+
+  void preamble(int ranks, const std::string& backend) {
+    if (!printing_ || options_.json) return;
+    std::printf(
+        "# c10d-comm-bench: %d rank%s, backend %s, %s, %d warm-up + %d timed iterations "
+        "per size, check %s\n",
+        ranks, ranks == 1 ? "" : "s", backend.c_str(),
+        std::string(c10d::name(options_.dtype)).c_str(), options_.warmup, options_.iters,
+        options_.check ? "on" : "off");
+    std::printf(
+        "# time: the slowest rank's average per op; p50, p99: over every rank's "
+        "iterations; min, max: of the ranks' averages (all in us)\n");
+    if (options_.raw) {
+      std::printf(
+          "# path raw: the same op straight on Gloo (its own context over the same "
+          "store, no c10d layer)\n");
+    }
+    std::fflush(stdout);
+  }
+
+  void beginOp(const OpInfo& op, const std::vector<std::string>& notes) {
+    rows_in_op_.clear();
+    if (!printing_ || options_.json) return;
+    std::printf("#\n# op: %s\n", op.name);
+    for (const std::string& note : notes) std::printf("# %s\n", note.c_str());
+    std::printf("#%11s  %12s  %8s  %10s  %6s  %9s  %7s  %7s  %6s  %9s  %9s  %9s  %9s  %s\n", "size",
+                "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "p50", "p99",
+                "min", "max", "path");
+    std::printf("#%11s  %12s  %8s  %10s  %6s  %9s  %7s  %7s  %6s  %9s  %9s  %9s  %9s\n", "(B)",
+                "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)",
+                "(us)");
+    std::fflush(stdout);
+  }
+
+  void row(const Row& row) {
+    rows_.push_back(row);
+    rows_in_op_.push_back(row);
+    if (!printing_ || options_.json) return;
+    std::string wrong = row.wrong ? std::to_string(*row.wrong) : "N/A";
+    std::printf("%12lld  %12lld  %8s  %10s  %6d  %9s  %7.2f  %7.2f  %6s  %9s  %9s  %9s  %9s  %s\n",
+                static_cast<long long>(row.bytes), static_cast<long long>(row.count),
+                row.dtype.c_str(), row.redop.c_str(), row.root,
+                formatTime(row.stats.timeUs).c_str(), row.algbw, row.busbw, wrong.c_str(),
+                formatTime(row.stats.p50Us).c_str(), formatTime(row.stats.p99Us).c_str(),
+                formatTime(row.stats.minUs).c_str(), formatTime(row.stats.maxUs).c_str(), row.path);
+    std::fflush(stdout);
+  }
+
+  // nccl-tests' closing line, per path.
+  void endOp() {
+    if (!printing_ || options_.json) return;
+    std::string line;
+    for (const char* path : {"c10d", "raw"}) {
+      double sum = 0.0;
+      int rows = 0;
+      for (const Row& row : rows_in_op_) {
+        if (std::strcmp(row.path, path) != 0) continue;
+        sum += row.busbw;
+        ++rows;
+      }
+      if (rows == 0) continue;
+      char text[96];
+      std::snprintf(text, sizeof(text), "%s%s %.3f GB/s", line.empty() ? "" : ", ", path,
+                    sum / rows);
+      line += text;
+    }
+    if (!line.empty()) std::printf("# Avg bus bandwidth: %s\n", line.c_str());
+    std::fflush(stdout);
+  }
+
+  void finish() {
+    if (!printing_ || !options_.json) return;
+    std::string out = "[";
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      const Row& r = rows_[i];
+      char text[768];
+      std::snprintf(text, sizeof(text),
+                    "%s{\"op\":\"%s\",\"bytes\":%lld,\"count\":%lld,\"dtype\":\"%s\","
+                    "\"redop\":\"%s\",\"root\":%d,\"time_us\":%.3f,\"algbw\":%.6f,"
+                    "\"busbw\":%.6f,\"wrong\":%s,\"path\":\"%s\",\"p50_us\":%.3f,"
+                    "\"p99_us\":%.3f,\"min_us\":%.3f,\"max_us\":%.3f}",
+                    i == 0 ? "" : ",", r.op, static_cast<long long>(r.bytes),
+                    static_cast<long long>(r.count), r.dtype.c_str(), r.redop.c_str(), r.root,
+                    r.stats.timeUs, r.algbw, r.busbw,
+                    r.wrong ? std::to_string(*r.wrong).c_str() : "null", r.path, r.stats.p50Us,
+                    r.stats.p99Us, r.stats.minUs, r.stats.maxUs);
+      out += text;
+    }
+    out += "]\n";
+    std::fputs(out.c_str(), stdout);
+    std::fflush(stdout);
+  }
+
+ private:
+  const Options& options_;
+  bool printing_;
+  std::vector<Row> rows_;
+  std::vector<Row> rows_in_op_;
+};
+
+// ---- driver ----
+
+Buffers allocate(Op op, const Options& options, int ranks) {
+  Shape largest = shapeFor(op, options.maxBytes, ranks, c10d::elementSize(options.dtype));
+  Buffers buffers;
+  auto bytes = [&](int64_t count) {
+    return std::max<int64_t>(count, 1) * static_cast<int64_t>(c10d::elementSize(options.dtype));
+  };
+  buffers.input = Tensor::empty({bytes(largest.inputCount)}, ScalarType::UInt8);
+  if (largest.outputCount > 0) {
+    buffers.output = Tensor::empty({bytes(largest.outputCount)}, ScalarType::UInt8);
+  }
+  if (op == Op::ReduceScatter && options.raw) {
+    buffers.scratch = Tensor::empty({bytes(largest.inputCount)}, ScalarType::UInt8);
+  }
+  return buffers;
+}
+
+int run(const Options& options) {
+  std::shared_ptr<c10d::ProcessGroup> pg = c10d::initProcessGroup();
+  const int rank = pg->rank();
+  const int ranks = pg->size();
+  C10D_CHECK(options.root < ranks, c10d::InvalidArgument, "--root ", options.root,
+             " is not a rank of this ", ranks, "-rank job");
+#if C10D_WITH_GLOO
+  std::shared_ptr<RawGloo> raw;
+  if (options.raw) raw = connectRaw(*pg);
+#endif
+
+  Reporter reporter(options, rank == 0);
+  std::shared_ptr<c10d::Backend> cpuBackend = pg->backend(c10d::DeviceType::CPU);
+  reporter.preamble(ranks, cpuBackend != nullptr ? cpuBackend->name() : "(none for CPU)");
+  const std::string dtypeName(c10d::name(options.dtype));
+  const std::string redopName(c10d::name(options.redop.kind()));
+  int64_t wrongTotal = 0;
+
+  for (Op op : options.ops) {
+    const OpInfo& opInfo = info(op);
+    std::vector<std::string> notes;
+    if (op == Op::SendRecv && ranks < 2) {
+      notes.push_back("skipped: sendrecv needs at least 2 ranks");
+      reporter.beginOp(opInfo, notes);
+      reporter.endOp();
+      continue;
+    }
+    bool rawHere = options.raw;
+#if C10D_WITH_GLOO
+    RawKernel kernel;
+    if (rawHere && opInfo.reduces) {
+      kernel = rawKernel(options.redop, options.dtype);
+      if (kernel.fn == nullptr) {
+        rawHere = false;
+        notes.push_back("raw: Gloo has no " + redopName +
+                        " (c10d builds it around a sum); no raw rows");
+      } else if (!kernel.fromGloo) {
+        notes.push_back("raw: Gloo has no " + redopName + " kernel for " + dtypeName +
+                        "; raw passes Gloo c10d's element-wise kernel");
+      }
+    }
+    if (rawHere && op == Op::ReduceScatter) {
+      notes.push_back(
+          "raw: Gloo 0.5 has no reduce-scatter; raw allreduces the whole buffer and "
+          "keeps its block, as c10d's Gloo backend does (busbw assumes a real "
+          "reduce-scatter)");
+    }
+#endif
+    reporter.beginOp(opInfo, notes);
+    Buffers buffers = allocate(op, options, ranks);
+    const Pattern pattern(opInfo, options.redop, options.dtype, ranks);
+    const size_t element = c10d::elementSize(options.dtype);
+
+    for (int64_t bytes = options.minBytes; bytes <= options.maxBytes;) {
+      Shape shape = shapeFor(op, bytes, ranks, element);
+      if (shape.count > 0) {
+        Tensor input = view(buffers.input, shape.inputCount, options.dtype);
+        Tensor output =
+            shape.outputCount > 0 ? view(buffers.output, shape.outputCount, options.dtype) : input;
+        Case c{.op = opInfo,
+               .shape = shape,
+               .dtype = options.dtype,
+               .redop = options.redop,
+               .root = options.root,
+               .rank = rank,
+               .ranks = ranks,
+               .input = input,
+               .output = output,
+               .scratch = buffers.scratch.defined() ? buffers.scratch.data() : nullptr};
+        for (const char* path : {"c10d", "raw"}) {
+          Runner runner;
+          if (std::strcmp(path, "c10d") == 0) {
+            runner = c10dRunner(*pg, c);
+          } else {
+            if (!rawHere) continue;
+#if C10D_WITH_GLOO
+            runner = rawRunner(raw, c, kernel.fn);
+#endif
+          }
+          std::optional<int64_t> wrong;
+          prepare(c, pattern);
+          if (options.check) {
+            runner();
+            wrong = sumOverRanks(*pg, countWrong(c, pattern));
+            wrongTotal += *wrong;
+          }
+          Stats stats = summarize(*pg, timeIterations(*pg, runner, options.warmup, options.iters));
+          double algbw = static_cast<double>(shape.bytes) / (stats.timeUs * 1e-6) / 1e9;
+          reporter.row({opInfo.name, shape.bytes, shape.count, dtypeName,
+                        opInfo.reduces ? redopName : "none", opInfo.rooted ? options.root : -1,
+                        stats, algbw, algbw * busFactor(op, ranks), wrong, path});
+        }
+      }
+      if (bytes > options.maxBytes / options.stepFactor) break;
+      bytes *= options.stepFactor;
+    }
+    reporter.endOp();
+  }
+  reporter.finish();
+  // Nobody tears down its connections while a slower rank still reads the last statistics.
+  pg->barrier()->wait();
+  return wrongTotal > 0 ? kWrongResultsExitCode : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options = parseOptions(argc, argv);
+  try {
+    return run(options);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "c10d-comm-bench: %s\n", e.what());
+    return kRuntimeErrorExitCode;
+  }
+}
