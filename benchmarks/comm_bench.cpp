@@ -699,12 +699,13 @@ Runner c10dRunner(c10d::ProcessGroup& pg, const Case& c) {
     case Op::Alltoall:
       return [&pg, input, output] { pg.alltoallBase(output, input)->wait(); };
     case Op::SendRecv: {
-      // Both posted before either is waited for, as nccl-tests groups its send and recv.
+      // Both posted before either is waited for, as nccl-tests groups its send and recv; the
+      // receive first, in the same order as the raw path, so Gloo's rendezvous is the same.
       int to = (c.rank + 1) % c.ranks;
       int from = (c.rank - 1 + c.ranks) % c.ranks;
       return [&pg, input, output, to, from] {
-        std::shared_ptr<c10d::Work> send = pg.send(input, to);
         std::shared_ptr<c10d::Work> recv = pg.recv(output, from);
+        std::shared_ptr<c10d::Work> send = pg.send(input, to);
         recv->wait();
         send->wait();
       };

@@ -2,6 +2,7 @@
 """Plots c10d-comm-bench results: bus bandwidth and latency against message size.
 
 Usage: plot_comm_bench.py OUTPUT_PREFIX LABEL=RESULTS.json [LABEL=RESULTS.json ...]
+       plot_comm_bench.py --table LABEL=RESULTS.json [...]   (markdown tables on stdout)
 
 Each RESULTS.json is what `c10d-comm-bench --op all --raw --json` printed (one JSON array).
 Writes OUTPUT_PREFIX_busbw.png and OUTPUT_PREFIX_latency.png with one panel per op, a line per
@@ -62,7 +63,27 @@ def plot(series, metric, ylabel, output, logy):
     print(f"wrote {output}")
 
 
+def table(series, sizes=(4, 1024, 32768, 262144, 1048576, 4194304)):
+    for op in sorted(series):
+        labels = sorted({label for label, _ in series[op]})
+        for label in labels:
+            ours = {p[0]: p for p in series[op].get((label, "c10d"), [])}
+            raw = {p[0]: p for p in series[op].get((label, "raw"), [])}
+            print(f"\n{op}, {label}:\n")
+            print("| bytes | c10d time (us) | raw time (us) | c10d busbw (GB/s) | raw busbw (GB/s) |")
+            print("|---:|---:|---:|---:|---:|")
+            for size in sizes:
+                if size not in ours:
+                    continue
+                r = raw.get(size)
+                print(f"| {size} | {ours[size][2]:.1f} | {r[2] if r else float('nan'):.1f} | "
+                      f"{ours[size][1]:.3f} | {r[1] if r else float('nan'):.3f} |")
+
+
 def main():
+    if len(sys.argv) >= 3 and sys.argv[1] == "--table":
+        table(load(sys.argv[2:]))
+        return
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     series = load(sys.argv[2:])

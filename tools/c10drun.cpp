@@ -53,7 +53,7 @@ constexpr auto kDrainAfterExit = std::chrono::seconds(2);
 
 // A rank writing without newlines (progress bars) must not make the launcher buffer without
 // bound; past this size the partial line is emitted as if it were complete.
-constexpr size_t kMaxPendingLine = 64 * 1024;
+constexpr size_t kMaxPendingLine = 4 * 1024 * 1024;
 
 // Caps the poll wait even when no deadline is pending, so that a wakeup lost for any reason
 // costs at most this much latency instead of a hang.

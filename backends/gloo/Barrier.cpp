@@ -10,7 +10,7 @@ std::shared_ptr<Work> GlooBackend::barrier(const BarrierOptions& options) {
   std::shared_ptr<Runtime> runtime = runtime_;
   return enqueue("barrier", "", options.timeout, {}, [runtime, options](uint32_t tag) {
     if (runtime->size == 1) return;
-    if (SyncMesh* fast = runtime->fastPath(1, options.timeout)) {
+    if (SyncMesh* fast = runtime->fastPath(options.timeout)) {
       fast->barrier();
       return;
     }

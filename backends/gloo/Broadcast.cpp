@@ -13,7 +13,7 @@ std::shared_ptr<Work> GlooBackend::broadcast(const Tensor& tensor,
   return enqueue("broadcast", detail::concat(tensor.describe(), " root ", options.rootRank),
                  options.timeout, {tensor}, [runtime, tensor, options](uint32_t tag) {
                    if (tensor.nbytes() == 0 || runtime->size == 1) return;
-                   if (SyncMesh* fast = runtime->fastPath(tensor.nbytes(), options.timeout)) {
+                   if (SyncMesh* fast = runtime->fastPath(options.timeout)) {
                      fast->broadcast(tensor.data(), tensor.nbytes(), options.rootRank);
                      return;
                    }

@@ -151,8 +151,10 @@ void GlooBackend::Runtime::fail(const std::string& description, const std::strin
 }
 
 void GlooBackend::Runtime::trackP2P(const std::shared_ptr<P2PWork>& work) {
+  bool wasIdle;
   {
     std::lock_guard<std::mutex> guard(mutex_);
+    wasIdle = p2pPending_.empty();
     p2pPending_.push_back({work, std::chrono::steady_clock::now()});
     p2pAll_.push_back(work);
     if (p2pAll_.size() > 1024) {  // forget completed ones now and then
@@ -162,7 +164,9 @@ void GlooBackend::Runtime::trackP2P(const std::shared_ptr<P2PWork>& work) {
       });
     }
   }
-  p2pChanged_.notify_one();
+  // A busy progress thread is already waiting for the front entry's due time and will get to
+  // this one; waking it per operation cost a context switch per send on a loaded host.
+  if (wasIdle) p2pChanged_.notify_one();
 }
 
 void GlooBackend::Runtime::startProgressThread() {
@@ -263,7 +267,8 @@ GlooBackend::GlooBackend(const BackendContext& context)
     runtime_->defaultTimeout = context.timeout;
     GlooStore store(std::make_shared<PrefixStore>("main", context.store), context.timeout);
     runtime_->context->connectFullMesh(store, runtime_->device);
-    if (context.size > 1) {
+    const char* fastPath = std::getenv("C10D_GLOO_FAST_PATH");
+    if (context.size > 1 && !(fastPath != nullptr && std::string(fastPath) == "0")) {
       auto fast = std::make_shared<gloo::rendezvous::Context>(context.rank, context.size);
       fast->setTimeout(context.timeout);
       GlooStore fastStore(std::make_shared<PrefixStore>("fast", context.store), context.timeout);

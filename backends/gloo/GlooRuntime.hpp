@@ -37,12 +37,11 @@ struct GlooBackend::Runtime {
   std::unique_ptr<SyncMesh> fast;
   std::chrono::milliseconds defaultTimeout{0};
 
-  // The fast path for a collective whose largest message is bytes, or null when it does not
-  // apply: too large, or a per-op timeout other than the group's (sync sockets carry the
-  // group's timeout, fixed at connection).
-  SyncMesh* fastPath(size_t bytes, std::chrono::milliseconds timeout) const {
-    return fast && bytes <= SyncMesh::kMaxMessageBytes && timeout == defaultTimeout ? fast.get()
-                                                                                    : nullptr;
+  // The SyncMesh, or null when an op must take Gloo's own algorithms: a group of one, or a
+  // per-op timeout other than the group's (sync sockets carry the group's timeout, fixed when
+  // they connected).
+  SyncMesh* fastPath(std::chrono::milliseconds timeout) const {
+    return fast && timeout == defaultTimeout ? fast.get() : nullptr;
   }
 
   // Throws BackendError when an earlier failure closed the context.

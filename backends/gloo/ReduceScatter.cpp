@@ -1,6 +1,6 @@
-// reduce_scatter (list in) and reduce_scatter_tensor (flat in). Gloo 0.5 has no reduce-scatter
-// over unbound buffers, so we allreduce a copy of the whole input and keep our block: simple and
-// correct, at twice the bytes of a ring reduce-scatter.
+// reduce_scatter (list in) and reduce_scatter_tensor (flat in): a ring reduce-scatter on the
+// SyncMesh. Gloo 0.5 has none over unbound buffers, so with a per-op timeout we allreduce a copy
+// of the whole input there and keep our block (twice the bytes).
 
 #include <cstring>
 
@@ -18,8 +18,8 @@ void reduceScatterFlat(GlooBackend::Runtime& runtime, std::vector<uint8_t>& flat
   ScalarType dtype = output.dtype();
   size_t count = static_cast<size_t>(output.numel()) * runtime.size;
   prepareReduce(op, dtype, flat.data(), count);
-  if (SyncMesh* fast = runtime.fastPath(flat.size(), timeout); fast != nullptr && count > 0) {
-    fast->allreduce(flat.data(), count, elementSize(dtype), reduceFunction(op, dtype));
+  if (SyncMesh* fast = runtime.fastPath(timeout); fast != nullptr && count > 0) {
+    fast->reduceScatter(flat.data(), output.numel(), elementSize(dtype), reduceFunction(op, dtype));
   } else if (count > 0 && runtime.size > 1) {
     gloo::AllreduceOptions options(runtime.context);
     withWordOfSize(elementSize(dtype), [&]<typename W>() {

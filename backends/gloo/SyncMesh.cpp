@@ -2,6 +2,7 @@
 
 #include <gloo/transport/pair.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "c10d/Exception.hpp"
@@ -50,15 +51,25 @@ void SyncMesh::recv(int peer, void* data, size_t bytes) {
   if (bytes > 0) std::memcpy(data, p.recvStage.data(), bytes);
 }
 
-void SyncMesh::exchange(int to, const void* sendData, int from, void* recvData, size_t bytes) {
-  send(to, sendData, bytes);
-  recv(from, recvData, bytes);
+namespace {
+
+// Calls fn(offset, length) for consecutive pieces of at most piece units covering total.
+template <typename Fn>
+void inPieces(size_t total, size_t piece, Fn&& fn) {
+  for (size_t offset = 0; offset < total; offset += piece)
+    fn(offset, std::min(piece, total - offset));
 }
 
-// Recursive doubling among the largest power of two p' <= size; the size - p' ranks above it
-// first fold their data into a partner below and get the result back at the end. Partners
-// combine each other's data in the same order, so every rank ends with identical bits.
+}  // namespace
+
 void SyncMesh::allreduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce) {
+  if (count * elementSize > kMaxMessageBytes) {
+    ringAllreduce(data, count, elementSize, reduce);
+    return;
+  }
+  // Recursive doubling among the largest power of two p' <= size; the size - p' ranks above it
+  // first fold their data into a partner below and get the result back at the end. Partners
+  // combine each other's data in the same order, so every rank ends with identical bits.
   const size_t bytes = count * elementSize;
   int pow2 = 1;
   while (pow2 * 2 <= size_) pow2 *= 2;
@@ -75,9 +86,9 @@ void SyncMesh::allreduce(void* data, size_t count, size_t elementSize, ReduceFun
   }
   for (int distance = 1; distance < pow2; distance *= 2) {
     int partner = rank_ ^ distance;
-    exchange(partner, data, partner, incoming, bytes);
-    // The lower rank's data goes first on both sides.
-    if (partner < rank_) {
+    send(partner, data, bytes);
+    recv(partner, incoming, bytes);
+    if (partner < rank_) {  // the lower rank's data goes first on both sides
       reduce(data, incoming, data, count);
     } else {
       reduce(data, data, incoming, count);
@@ -86,53 +97,112 @@ void SyncMesh::allreduce(void* data, size_t count, size_t elementSize, ReduceFun
   if (rank_ < extra) send(rank_ + pow2, data, bytes);
 }
 
-// Binomial tree toward root over ranks relative to it.
-void SyncMesh::reduce(void* data, size_t count, size_t elementSize, ReduceFunction reduceFn,
-                      int root) {
-  const size_t bytes = count * elementSize;
-  const int relative = (rank_ - root + size_) % size_;
-  uint8_t* incoming = scratch_.data();
-  for (int mask = 1; mask < size_; mask *= 2) {
-    if (relative & mask) {
-      send((relative - mask + root) % size_, data, bytes);
-      return;
-    }
-    int child = relative + mask;
-    if (child < size_) {
-      recv((child + root) % size_, incoming, bytes);
-      reduceFn(data, data, incoming, count);
-    }
-  }
-}
-
-void SyncMesh::broadcast(void* data, size_t bytes, int root) {
-  const int relative = (rank_ - root + size_) % size_;
-  int mask = 1;
-  while (mask < size_) {
-    if (relative & mask) {
-      recv((relative - mask + root) % size_, data, bytes);
-      break;
-    }
-    mask *= 2;
-  }
-  for (mask /= 2; mask > 0; mask /= 2) {
-    if (relative + mask < size_) send((relative + mask + root) % size_, data, bytes);
-  }
-}
-
-// Ring: in step s every rank passes the block it received last to its right neighbour.
-void SyncMesh::allgather(void* output, size_t bytes) {
-  auto* blocks = static_cast<uint8_t*>(output);
+// Reduce-scatter phase of the ring: segment index i holds elements bounds(i). In step s rank r
+// sends its partial of segment (r - s + shift) to the right and folds the left neighbour's
+// partial of segment (r - s - 1 + shift) into its own; after size-1 steps it holds the full
+// reduction of segment (r + shift + 1).
+void SyncMesh::ringReduceScatterPhase(uint8_t* base, size_t count, size_t segment,
+                                      size_t elementSize, ReduceFunction reduce, int shift) {
   const int right = (rank_ + 1) % size_;
   const int left = (rank_ - 1 + size_) % size_;
+  const size_t piece = kMaxMessageBytes / elementSize;
+  auto begin = [&](int index) {
+    return std::min(count, static_cast<size_t>((index % size_ + size_) % size_) * segment);
+  };
+  auto length = [&](int index) { return std::min(count, begin(index) + segment) - begin(index); };
+  uint8_t* incoming = scratch_.data();
   for (int step = 0; step < size_ - 1; ++step) {
-    int sendBlock = (rank_ - step + size_) % size_;
-    int recvBlock = (rank_ - step - 1 + size_) % size_;
-    exchange(right, blocks + sendBlock * bytes, left, blocks + recvBlock * bytes, bytes);
+    int sendIndex = rank_ - step + shift, recvIndex = rank_ - step - 1 + shift;
+    size_t sendCount = length(sendIndex), recvCount = length(recvIndex);
+    inPieces(std::max(sendCount, recvCount), piece, [&](size_t done, size_t) {
+      size_t s = done < sendCount ? std::min(piece, sendCount - done) : 0;
+      size_t r = done < recvCount ? std::min(piece, recvCount - done) : 0;
+      send(right, base + (begin(sendIndex) + done) * elementSize, s * elementSize);
+      recv(left, incoming, r * elementSize);
+      uint8_t* target = base + (begin(recvIndex) + done) * elementSize;
+      reduce(target, incoming, target, r);
+    });
   }
 }
 
-// Pairwise: in step s, send to rank + s and receive from rank - s.
+// Allgather phase of the ring: rank r starts owning segment (r + shift) and passes segments on.
+void SyncMesh::ringAllgatherPhase(uint8_t* base, size_t count, size_t segment, size_t elementSize,
+                                  int shift) {
+  const int right = (rank_ + 1) % size_;
+  const int left = (rank_ - 1 + size_) % size_;
+  const size_t piece = kMaxMessageBytes / elementSize;
+  auto begin = [&](int index) {
+    return std::min(count, static_cast<size_t>((index % size_ + size_) % size_) * segment);
+  };
+  auto length = [&](int index) { return std::min(count, begin(index) + segment) - begin(index); };
+  for (int step = 0; step < size_ - 1; ++step) {
+    int sendIndex = rank_ - step + shift, recvIndex = rank_ - step - 1 + shift;
+    size_t sendCount = length(sendIndex), recvCount = length(recvIndex);
+    inPieces(std::max(sendCount, recvCount), piece, [&](size_t done, size_t) {
+      size_t s = done < sendCount ? std::min(piece, sendCount - done) : 0;
+      size_t r = done < recvCount ? std::min(piece, recvCount - done) : 0;
+      send(right, base + (begin(sendIndex) + done) * elementSize, s * elementSize);
+      recv(left, base + (begin(recvIndex) + done) * elementSize, r * elementSize);
+    });
+  }
+}
+
+void SyncMesh::ringAllreduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce) {
+  auto* base = static_cast<uint8_t*>(data);
+  const size_t segment = (count + size_ - 1) / size_;
+  // Each segment's final value is computed once, by its owner, and then copied: identical bits
+  // on every rank.
+  ringReduceScatterPhase(base, count, segment, elementSize, reduce, 0);
+  ringAllgatherPhase(base, count, segment, elementSize, 1);
+}
+
+void SyncMesh::reduceScatter(void* data, size_t blockCount, size_t elementSize,
+                             ReduceFunction reduce) {
+  // Shift -1 so that rank r ends up owning block r.
+  ringReduceScatterPhase(static_cast<uint8_t*>(data), blockCount * size_, blockCount, elementSize,
+                         reduce, -1);
+}
+
+// Binomial tree toward root over ranks relative to it, piece by piece.
+void SyncMesh::reduce(void* data, size_t count, size_t elementSize, ReduceFunction reduceFn,
+                      int root) {
+  const int relative = (rank_ - root + size_) % size_;
+  uint8_t* incoming = scratch_.data();
+  inPieces(count, kMaxMessageBytes / elementSize, [&](size_t offset, size_t n) {
+    uint8_t* piece = static_cast<uint8_t*>(data) + offset * elementSize;
+    for (int mask = 1; mask < size_; mask *= 2) {
+      if (relative & mask) {
+        send((relative - mask + root) % size_, piece, n * elementSize);
+        return;
+      }
+      int child = relative + mask;
+      if (child < size_) {
+        recv((child + root) % size_, incoming, n * elementSize);
+        reduceFn(piece, piece, incoming, n);
+      }
+    }
+  });
+}
+
+// Binomial tree from root, piece by piece (each rank forwards a piece as soon as it has it).
+void SyncMesh::broadcast(void* data, size_t bytes, int root) {
+  const int relative = (rank_ - root + size_) % size_;
+  int parentMask = 1;
+  while (parentMask < size_ && !(relative & parentMask)) parentMask *= 2;
+  inPieces(bytes, kMaxMessageBytes, [&](size_t offset, size_t n) {
+    uint8_t* piece = static_cast<uint8_t*>(data) + offset;
+    if (parentMask < size_) recv((relative - parentMask + root) % size_, piece, n);
+    for (int mask = parentMask / 2; mask > 0; mask /= 2) {
+      if (relative + mask < size_) send((relative + mask + root) % size_, piece, n);
+    }
+  });
+}
+
+void SyncMesh::allgather(void* output, size_t bytes) {
+  ringAllgatherPhase(static_cast<uint8_t*>(output), bytes * size_, bytes, 1, 0);
+}
+
+// Pairwise: in step s, send to rank + s and receive from rank - s, piece by piece.
 void SyncMesh::alltoall(const void* input, void* output, size_t blockBytes) {
   const auto* in = static_cast<const uint8_t*>(input);
   auto* out = static_cast<uint8_t*>(output);
@@ -140,7 +210,10 @@ void SyncMesh::alltoall(const void* input, void* output, size_t blockBytes) {
   for (int step = 1; step < size_; ++step) {
     int to = (rank_ + step) % size_;
     int from = (rank_ - step + size_) % size_;
-    exchange(to, in + to * blockBytes, from, out + from * blockBytes, blockBytes);
+    inPieces(blockBytes, kMaxMessageBytes, [&](size_t offset, size_t n) {
+      send(to, in + to * blockBytes + offset, n);
+      recv(from, out + from * blockBytes + offset, n);
+    });
   }
 }
 
@@ -148,7 +221,8 @@ void SyncMesh::alltoall(const void* input, void* output, size_t blockBytes) {
 void SyncMesh::barrier() {
   uint8_t token = 0;
   for (int distance = 1; distance < size_; distance *= 2) {
-    exchange((rank_ + distance) % size_, &token, (rank_ - distance + size_) % size_, &token, 1);
+    send((rank_ + distance) % size_, &token, 1);
+    recv((rank_ - distance + size_) % size_, &token, 1);
   }
 }
 

@@ -22,7 +22,7 @@ class SyncMesh {
   // The staging buffers are twice as large: the construction sends one message that big on
   // every pair, which makes Gloo size the sockets' send buffers once, with room to spare. (A
   // send buffer sized to the message made the write wait for an ACK the peer delays by 40 ms.)
-  static constexpr size_t kMaxMessageBytes = 32 * 1024;
+  static constexpr size_t kMaxMessageBytes = 256 * 1024;
   static constexpr size_t kStageBytes = 2 * kMaxMessageBytes;
 
   // Switches every pair of context (already connected) to sync mode; busyPoll spins on reads
@@ -32,13 +32,16 @@ class SyncMesh {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
+  // Blocking point-to-point messages of at most kMaxMessageBytes.
   void send(int peer, const void* data, size_t bytes);
   void recv(int peer, void* data, size_t bytes);
-  // Sends to one peer and receives from another (or the same); both messages <= kMaxMessageBytes.
-  void exchange(int to, const void* sendData, int from, void* recvData, size_t bytes);
 
-  // The collectives, each for a whole buffer of at most kMaxMessageBytes.
+  // Collectives over whole buffers of any size; larger ones travel in kMaxMessageBytes pieces.
+  // allreduce: recursive doubling up to kMaxMessageBytes (fewest steps), a ring beyond (fewest
+  // bytes per rank).
   void allreduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce);
+  // data holds size() blocks of blockCount elements; afterwards block rank() is the reduction.
+  void reduceScatter(void* data, size_t blockCount, size_t elementSize, ReduceFunction reduce);
   void reduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce, int root);
   void broadcast(void* data, size_t bytes, int root);
   // output holds size() blocks of bytes; block rank() must already hold our input.
@@ -48,6 +51,12 @@ class SyncMesh {
   void barrier();
 
  private:
+  void ringAllreduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce);
+  void ringReduceScatterPhase(uint8_t* base, size_t count, size_t segment, size_t elementSize,
+                              ReduceFunction reduce, int shift);
+  void ringAllgatherPhase(uint8_t* base, size_t count, size_t segment, size_t elementSize,
+                          int shift);
+
   struct Peer {
     std::vector<uint8_t> sendStage, recvStage;
     std::unique_ptr<gloo::transport::Buffer> sendBuffer, recvBuffer;
