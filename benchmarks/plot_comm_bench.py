@@ -31,7 +31,7 @@ def load(specs):
         for row in rows:
             key = (label, row["path"])
             series[row["op"]].setdefault(key, []).append(
-                (row["bytes"], row["busbw"], row["time_us"]))
+                (row["bytes"], row["busbw"], row["time_us"], row["p50_us"]))
     return series
 
 
@@ -70,14 +70,17 @@ def table(series, sizes=(4, 1024, 32768, 262144, 1048576, 4194304)):
             ours = {p[0]: p for p in series[op].get((label, "c10d"), [])}
             raw = {p[0]: p for p in series[op].get((label, "raw"), [])}
             print(f"\n{op}, {label}:\n")
-            print("| bytes | c10d time (us) | raw time (us) | c10d busbw (GB/s) | raw busbw (GB/s) |")
-            print("|---:|---:|---:|---:|---:|")
+            print("| bytes | c10d time (us) | raw time (us) | c10d p50 (us) | raw p50 (us) "
+                  "| c10d busbw (GB/s) | raw busbw (GB/s) |")
+            print("|---:|---:|---:|---:|---:|---:|---:|")
             for size in sizes:
                 if size not in ours:
                     continue
                 r = raw.get(size)
-                print(f"| {size} | {ours[size][2]:.1f} | {r[2] if r else float('nan'):.1f} | "
-                      f"{ours[size][1]:.3f} | {r[1] if r else float('nan'):.3f} |")
+                nan = float("nan")
+                print(f"| {size} | {ours[size][2]:.1f} | {r[2] if r else nan:.1f} | "
+                      f"{ours[size][3]:.1f} | {r[3] if r else nan:.1f} | "
+                      f"{ours[size][1]:.3f} | {r[1] if r else nan:.3f} |")
 
 
 def main():
