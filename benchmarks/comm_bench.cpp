@@ -51,6 +51,7 @@
 #include "c10d/ScalarType.hpp"
 #include "c10d/Tensor.hpp"
 #include "c10d/Work.hpp"
+#include "c10d/backends/common/Dispatch.hpp"
 #include "c10d/backends/common/Reduce.hpp"
 #include "c10d/store/PrefixStore.hpp"
 #include "c10d/store/Store.hpp"
@@ -59,7 +60,6 @@
 #if C10D_WITH_GLOO
 // Only the transport-independent headers and tcp/device.h: the other gloo/transport/tcp headers
 // of Debian's Gloo snapshot do not compile (they include a gloo/common/memory.h it lacks).
-#include <arpa/inet.h>
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoall.h>
@@ -67,13 +67,10 @@
 #include <gloo/math.h>
 #include <gloo/reduce.h>
 #include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/store.h>
-#include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
+
+#include "c10d/backends/gloo/GlooSetup.hpp"
 #endif
 
 namespace {
@@ -325,41 +322,10 @@ Options parseOptions(int argc, char** argv) {
 
 // ---- element access ----
 
-// Calls fn.template operator()<T>() with T the C++ type stored for dtype.
-template <typename Fn>
-decltype(auto) withType(ScalarType dtype, Fn&& fn) {
-  switch (dtype) {
-    case ScalarType::Float32:
-      return fn.template operator()<float>();
-    case ScalarType::Float64:
-      return fn.template operator()<double>();
-    case ScalarType::Float16:
-      return fn.template operator()<c10d::Half>();
-    case ScalarType::BFloat16:
-      return fn.template operator()<c10d::BFloat16>();
-    case ScalarType::Int8:
-      return fn.template operator()<int8_t>();
-    case ScalarType::Int16:
-      return fn.template operator()<int16_t>();
-    case ScalarType::Int32:
-      return fn.template operator()<int32_t>();
-    case ScalarType::Int64:
-      return fn.template operator()<int64_t>();
-    case ScalarType::UInt8:
-      return fn.template operator()<uint8_t>();
-    case ScalarType::Bool:
-      return fn.template operator()<bool>();
-  }
-  std::abort();
-}
-
-template <typename T>
-constexpr bool kViaFloat = std::is_same_v<T, c10d::Half> || std::is_same_v<T, c10d::BFloat16>;
-
 template <typename T>
 void store(void* data, int64_t i, double value) {
   T* out = static_cast<T*>(data) + i;
-  if constexpr (kViaFloat<T>) {
+  if constexpr (c10d::kComputesViaFloat<T>) {
     *out = T(static_cast<float>(value));
   } else if constexpr (std::is_same_v<T, bool>) {
     *out = value != 0.0;
@@ -397,7 +363,7 @@ double load<int32_t>(const void* data, int64_t i) {
 
 // value as the dtype holds it, back in double: what an exact collective would produce.
 double roundTrip(ScalarType dtype, double value) {
-  return withType(dtype, [&]<typename T>() {
+  return c10d::dispatchByDtype(dtype, [&]<typename T>() {
     T stored{};
     store<T>(&stored, 0, value);
     return load<T>(&stored, 0);
@@ -543,7 +509,7 @@ class Pattern {
 
   // Fills count elements of data with rank r's input.
   void fill(void* data, int r, int64_t count) const {
-    withType(dtype_, [&]<typename T>() {
+    c10d::dispatchByDtype(dtype_, [&]<typename T>() {
       for (int64_t i = 0; i < count; ++i) store<T>(data, i, value(r, i));
     });
   }
@@ -552,7 +518,7 @@ class Pattern {
   template <typename Expected>
   int64_t countWrong(const void* data, int64_t count, Expected&& expected) const {
     double tol = tolerance(dtype_);
-    return withType(dtype_, [&]<typename T>() {
+    return c10d::dispatchByDtype(dtype_, [&]<typename T>() {
       int64_t wrong = 0;
       for (int64_t i = 0; i < count; ++i) {
         double got = load<T>(data, i);
@@ -718,90 +684,6 @@ Runner c10dRunner(c10d::ProcessGroup& pg, const Case& c) {
 
 #if C10D_WITH_GLOO
 
-// Gloo's rendezvous calls get() on keys that may not exist yet: it must wait (as c10d's own
-// adapter in the Gloo backend does).
-class GlooStore : public gloo::rendezvous::Store {
- public:
-  GlooStore(std::shared_ptr<c10d::Store> store, std::chrono::milliseconds timeout)
-      : store_(std::move(store)), timeout_(timeout) {}
-
-  void set(const std::string& key, const std::vector<char>& data) override {
-    store_->set(key, c10d::Store::Bytes(data.begin(), data.end()));
-  }
-  std::vector<char> get(const std::string& key) override {
-    c10d::Store::Bytes value = store_->get(key, timeout_);
-    return std::vector<char>(value.begin(), value.end());
-  }
-  void wait(const std::vector<std::string>& keys) override { store_->wait(keys, timeout_); }
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override {
-    store_->wait(keys, timeout.count() > 0 ? timeout : timeout_);
-  }
-
- private:
-  std::shared_ptr<c10d::Store> store_;
-  std::chrono::milliseconds timeout_;
-};
-
-const c10d::TCPStore* findTCPStore(const c10d::Store* store) {
-  while (store != nullptr) {
-    if (auto* tcp = dynamic_cast<const c10d::TCPStore*>(store)) return tcp;
-    auto* prefix = dynamic_cast<const c10d::PrefixStore*>(store);
-    store = prefix != nullptr ? prefix->underlying().get() : nullptr;
-  }
-  return nullptr;
-}
-
-// The local address the kernel would use to reach host.
-std::string localAddressToward(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* results = nullptr;
-  if (getaddrinfo(host.c_str(), "9", &hints, &results) != 0) return "";
-  std::string address;
-  for (addrinfo* ai = results; ai != nullptr && address.empty(); ai = ai->ai_next) {
-    int fd = ::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    sockaddr_storage local{};
-    socklen_t length = sizeof(local);
-    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
-      char text[INET6_ADDRSTRLEN] = {0};
-      const void* raw =
-          local.ss_family == AF_INET6
-              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
-              : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
-      if (inet_ntop(local.ss_family, raw, text, sizeof(text)) != nullptr) address = text;
-    }
-    ::close(fd);
-  }
-  freeaddrinfo(results);
-  return address;
-}
-
-// The same choice of address as c10d's Gloo backend, so both paths use the same network.
-gloo::transport::tcp::attr rawDeviceAttributes(const c10d::Store& store) {
-  gloo::transport::tcp::attr attr;
-  for (const char* variable : {"C10D_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
-    const char* iface = std::getenv(variable);
-    if (iface != nullptr && *iface != '\0') {
-      attr.iface = iface;
-      return attr;
-    }
-  }
-  const c10d::TCPStore* tcp = findTCPStore(&store);
-  const std::string host = tcp != nullptr ? tcp->host() : "";
-  if (tcp == nullptr || host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1") {
-    attr.hostname = "127.0.0.1";
-    return attr;
-  }
-  attr.hostname = localAddressToward(host);
-  C10D_CHECK(!attr.hostname.empty(), c10d::BackendError,
-             "raw Gloo: no local address routes to the store host '", host,
-             "'; set C10D_SOCKET_IFNAME to the interface to use");
-  return attr;
-}
-
 struct RawGloo {
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::rendezvous::Context> context;
@@ -818,8 +700,8 @@ std::shared_ptr<RawGloo> connectRaw(c10d::ProcessGroup& pg) {
   auto raw = std::make_shared<RawGloo>();
   raw->timeout = pg.timeout();
   auto store = std::make_shared<c10d::PrefixStore>("raw-gloo", pg.store());
-  GlooStore adapter(store, pg.timeout());
-  raw->device = gloo::transport::tcp::CreateDevice(rawDeviceAttributes(*pg.store()));
+  c10d::GlooStore adapter(store, pg.timeout());
+  raw->device = gloo::transport::tcp::CreateDevice(c10d::deviceAttributes(*pg.store()));
   raw->context = std::make_shared<gloo::rendezvous::Context>(pg.rank(), pg.size());
   raw->context->setTimeout(pg.timeout());
   raw->context->connectFullMesh(adapter, raw->device);
@@ -827,28 +709,6 @@ std::shared_ptr<RawGloo> connectRaw(c10d::ProcessGroup& pg) {
 }
 
 using GlooReduce = void (*)(void*, const void*, const void*, size_t);
-
-// Gloo's templated setters only use sizeof(T), and its reduce functions get element counts:
-// opaque words of the element's size make one instantiation serve every dtype of that size.
-template <size_t N>
-struct alignas(N) Word {
-  uint8_t bytes[N];
-};
-
-template <typename Fn>
-void withWordOfSize(size_t elementSize, Fn&& fn) {
-  switch (elementSize) {
-    case 1:
-      return fn.template operator()<Word<1>>();
-    case 2:
-      return fn.template operator()<Word<2>>();
-    case 4:
-      return fn.template operator()<Word<4>>();
-    case 8:
-      return fn.template operator()<Word<8>>();
-  }
-  C10D_THROW(c10d::InvalidArgument, "raw Gloo: unsupported element size ", elementSize);
-}
 
 template <typename T>
 GlooReduce glooKernel(ReduceOp::Kind kind) {
@@ -928,7 +788,7 @@ Runner rawRunner(const std::shared_ptr<RawGloo>& raw, const Case& c, GlooReduce 
     case Op::Allreduce:
       return [raw, context, input, count, element, kernel] {
         gloo::AllreduceOptions options(context);
-        withWordOfSize(element, [&]<typename W>() {
+        c10d::withWordOfSize(element, [&]<typename W>() {
           options.setOutput<W>(reinterpret_cast<W*>(input), count);
         });
         options.setReduceFunction(kernel);
@@ -952,7 +812,7 @@ Runner rawRunner(const std::shared_ptr<RawGloo>& raw, const Case& c, GlooReduce 
       return [raw, context, input, output, scratch, count, total, offset, element, kernel] {
         std::memcpy(scratch, input, total * element);
         gloo::AllreduceOptions options(context);
-        withWordOfSize(element, [&]<typename W>() {
+        c10d::withWordOfSize(element, [&]<typename W>() {
           options.setOutput<W>(reinterpret_cast<W*>(scratch), total);
         });
         options.setReduceFunction(kernel);
@@ -972,7 +832,7 @@ Runner rawRunner(const std::shared_ptr<RawGloo>& raw, const Case& c, GlooReduce 
     case Op::Reduce:
       return [raw, context, input, count, element, root, kernel] {
         gloo::ReduceOptions options(context);
-        withWordOfSize(element, [&]<typename W>() {
+        c10d::withWordOfSize(element, [&]<typename W>() {
           options.setInput<W>(reinterpret_cast<W*>(input), count);
           options.setOutput<W>(reinterpret_cast<W*>(input), count);
         });

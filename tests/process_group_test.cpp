@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "MultiProcess.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/Init.hpp"
 #include "c10d/ProcessGroup.hpp"
@@ -250,18 +251,6 @@ TEST(WorldDetectionTest, MissingOrBadVariablesNameThemselves) {
   }
 }
 
-uint16_t freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
 void expectWorkingGroupOfOne(const std::shared_ptr<ProcessGroup>& pg) {
   ASSERT_EQ(pg->size(), 1);
   Tensor t = Tensor::empty({2}, ScalarType::Float64);
@@ -274,7 +263,7 @@ void expectWorkingGroupOfOne(const std::shared_ptr<ProcessGroup>& pg) {
 
 TEST(InitTest, EnvTcpAndFileMethodsBuildAWorkingGroup) {
   {
-    std::string port = std::to_string(freePort());
+    std::string port = std::to_string(test::freeLoopbackPort());
     ScopedEnv env({{"RANK", "0"},
                    {"WORLD_SIZE", "1"},
                    {"MASTER_ADDR", "127.0.0.1"},
@@ -287,7 +276,8 @@ TEST(InitTest, EnvTcpAndFileMethodsBuildAWorkingGroup) {
   {
     ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "1"}});
     expectWorkingGroupOfOne(initProcessGroup(
-        {.initMethod = "tcp://127.0.0.1:" + std::to_string(freePort()), .timeout = 20s}));
+        {.initMethod = "tcp://127.0.0.1:" + std::to_string(test::freeLoopbackPort()),
+         .timeout = 20s}));
   }
   {
     ScopedEnv env({});

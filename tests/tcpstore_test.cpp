@@ -14,6 +14,7 @@
 #include <functional>
 #include <thread>
 
+#include "MultiProcess.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/store/StoreProtocol.hpp"
 #include "c10d/store/TCPStore.hpp"
@@ -22,18 +23,6 @@ namespace c10d {
 namespace {
 
 using namespace std::chrono_literals;
-
-uint16_t freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
 
 // Forked children running body(i). wait() returns their exit codes; a child still running at the
 // deadline is killed and reported as -1, so a hang fails the test instead of stalling it.
@@ -91,7 +80,7 @@ class Children {
 
 TEST(TCPStoreProcessTest, RanksInSeparateProcessesRendezvous) {
   constexpr int kWorld = 4;
-  const uint16_t port = freePort();
+  const uint16_t port = test::freeLoopbackPort();
   // The other ranks start before the server exists: their connects must retry until it listens.
   Children ranks(kWorld - 1, [port](int i) {
     int rank = i + 1;
@@ -348,7 +337,7 @@ TEST(TCPStoreScaleTest, FiveHundredTwelveConcurrentClients) {
 // ---- connection lifecycle ----
 
 TEST(TCPStoreLifecycleTest, ConnectRetriesUntilTheServerAppears) {
-  const uint16_t port = freePort();
+  const uint16_t port = test::freeLoopbackPort();
   std::unique_ptr<TCPStoreServer> server;
   std::thread starter([&] {
     std::this_thread::sleep_for(300ms);
@@ -363,7 +352,7 @@ TEST(TCPStoreLifecycleTest, ConnectRetriesUntilTheServerAppears) {
 }
 
 TEST(TCPStoreLifecycleTest, NoServerTimesOutNamingTheAddress) {
-  const uint16_t port = freePort();
+  const uint16_t port = test::freeLoopbackPort();
   auto start = std::chrono::steady_clock::now();
   try {
     TCPStore client("127.0.0.1", port, TCPStoreOptions{.timeout = 500ms});
@@ -393,7 +382,7 @@ TEST(TCPStoreLifecycleTest, LostServerFailsCallsInsteadOfHanging) {
 }
 
 TEST(TCPStoreLifecycleTest, NumWorkersWaitsForEveryoneOrSaysWhoIsMissing) {
-  const uint16_t port = freePort();
+  const uint16_t port = test::freeLoopbackPort();
   std::thread worker([port] {
     std::this_thread::sleep_for(100ms);
     TCPStore client("127.0.0.1", port, TCPStoreOptions{.numWorkers = 2, .timeout = 10s});

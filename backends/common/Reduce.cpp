@@ -3,14 +3,10 @@
 #include <algorithm>
 
 #include "c10d/Exception.hpp"
-#include "c10d/Half.hpp"
+#include "c10d/backends/common/Dispatch.hpp"
 
 namespace c10d {
 namespace {
-
-// Float-like storage types whose arithmetic goes through float.
-template <typename T>
-constexpr bool kViaFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
 template <typename T, typename Combine>
 void apply(void* out, const void* a, const void* b, size_t n, Combine combine) {
@@ -18,7 +14,7 @@ void apply(void* out, const void* a, const void* b, size_t n, Combine combine) {
   const auto* x = static_cast<const T*>(a);
   const auto* y = static_cast<const T*>(b);
   for (size_t i = 0; i < n; ++i) {
-    if constexpr (kViaFloat<T>) {
+    if constexpr (kComputesViaFloat<T>) {
       o[i] = T(combine(static_cast<float>(x[i]), static_cast<float>(y[i])));
     } else {
       o[i] = static_cast<T>(combine(x[i], y[i]));
@@ -95,39 +91,11 @@ ReduceFunction integral(ReduceOp::Kind kind) {
   }
 }
 
-// Calls fn.template operator()<T>() with T the C++ type of dtype.
-template <typename Fn>
-auto dispatch(ScalarType dtype, Fn&& fn) {
-  switch (dtype) {
-    case ScalarType::Float32:
-      return fn.template operator()<float>();
-    case ScalarType::Float64:
-      return fn.template operator()<double>();
-    case ScalarType::Float16:
-      return fn.template operator()<Half>();
-    case ScalarType::BFloat16:
-      return fn.template operator()<BFloat16>();
-    case ScalarType::Int8:
-      return fn.template operator()<int8_t>();
-    case ScalarType::Int16:
-      return fn.template operator()<int16_t>();
-    case ScalarType::Int32:
-      return fn.template operator()<int32_t>();
-    case ScalarType::Int64:
-      return fn.template operator()<int64_t>();
-    case ScalarType::UInt8:
-      return fn.template operator()<uint8_t>();
-    case ScalarType::Bool:
-      return fn.template operator()<bool>();
-  }
-  C10D_THROW(InvalidArgument, "invalid dtype ", static_cast<int>(dtype));
-}
-
 }  // namespace
 
 ReduceFunction reduceFunction(const ReduceOp& op, ScalarType dtype) {
   checkReduceOp(op, dtype, "reduce");
-  ReduceFunction fn = dispatch(dtype, [&]<typename T>() -> ReduceFunction {
+  ReduceFunction fn = dispatchByDtype(dtype, [&]<typename T>() -> ReduceFunction {
     if constexpr (std::is_integral_v<T>) {
       return integral<T>(op.kind());
     } else {
@@ -141,11 +109,11 @@ ReduceFunction reduceFunction(const ReduceOp& op, ScalarType dtype) {
 void prepareReduce(const ReduceOp& op, ScalarType dtype, void* data, size_t n) {
   if (op.kind() != ReduceOp::PREMUL_SUM) return;
   const double factor = op.factor();
-  dispatch(dtype, [&]<typename T>() {
+  dispatchByDtype(dtype, [&]<typename T>() {
     if constexpr (!std::is_same_v<T, bool>) {
       auto* values = static_cast<T*>(data);
       for (size_t i = 0; i < n; ++i) {
-        if constexpr (kViaFloat<T>) {
+        if constexpr (kComputesViaFloat<T>) {
           values[i] =
               T(static_cast<float>(static_cast<double>(static_cast<float>(values[i])) * factor));
         } else {
@@ -158,11 +126,11 @@ void prepareReduce(const ReduceOp& op, ScalarType dtype, void* data, size_t n) {
 
 void finishReduce(const ReduceOp& op, ScalarType dtype, void* data, size_t n, int groupSize) {
   if (op.kind() != ReduceOp::AVG) return;
-  dispatch(dtype, [&]<typename T>() {
+  dispatchByDtype(dtype, [&]<typename T>() {
     if constexpr (!std::is_same_v<T, bool>) {
       auto* values = static_cast<T*>(data);
       for (size_t i = 0; i < n; ++i) {
-        if constexpr (kViaFloat<T>) {
+        if constexpr (kComputesViaFloat<T>) {
           values[i] = T(static_cast<float>(values[i]) / static_cast<float>(groupSize));
         } else if constexpr (std::is_integral_v<T>) {
           values[i] = static_cast<T>(static_cast<int64_t>(values[i]) / groupSize);

@@ -20,6 +20,7 @@
 #include "c10d/Exception.hpp"
 #include "c10d/Tensor.hpp"
 #include "c10d/backends/gloo/GlooBackend.hpp"
+#include "c10d/backends/gloo/GlooSetup.hpp"
 #include "c10d/backends/gloo/SyncMesh.hpp"
 
 namespace c10d {
@@ -119,32 +120,6 @@ inline uint64_t p2pSlot(int tag) {
 // Bytes of a tensor's memory, for operations that only move data.
 inline uint8_t* bytesOf(const Tensor& tensor) {
   return static_cast<uint8_t*>(tensor.data());
-}
-
-}  // namespace c10d
-
-namespace c10d {
-
-// Gloo's templated setters only use sizeof(T); moving elements as opaque words of the right size
-// lets one instantiation serve every dtype of that size (reduce functions know the real type).
-template <size_t N>
-struct alignas(N) Word {
-  uint8_t bytes[N];
-};
-
-template <typename Fn>
-void withWordOfSize(size_t elementSize, Fn&& fn) {
-  switch (elementSize) {
-    case 1:
-      return fn.template operator()<Word<1>>();
-    case 2:
-      return fn.template operator()<Word<2>>();
-    case 4:
-      return fn.template operator()<Word<4>>();
-    case 8:
-      return fn.template operator()<Word<8>>();
-  }
-  C10D_THROW(InvalidArgument, "gloo backend: unsupported element size ", elementSize);
 }
 
 }  // namespace c10d
