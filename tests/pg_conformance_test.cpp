@@ -1366,6 +1366,33 @@ std::string paramName(const ::testing::TestParamInfo<Param>& info) {
   return "W" + std::to_string(info.param.worldSize);
 }
 
+TEST_P(ProcessGroupConformance, CollectiveAloneTimesOutWithTheGroupTimeout) {
+  if (worldSize() < 2) GTEST_SKIP() << "needs a peer that does not take part";
+  runOnRanks([](RankEnv& env) {
+    // The group's default timeout (not a per-op one) governs the backend's default path: for
+    // Gloo that is the SyncMesh, whose sockets carry the group's timeout.
+    std::vector<int> everyone(env.size);
+    std::iota(everyone.begin(), everyone.end(), 0);
+    ProcessGroupOptions options;
+    options.backend = env.pg.backend(DeviceType::CPU)->name();
+    options.timeout = 500ms;
+    auto shortGroup = env.pg.newGroup(everyone, options);
+    const std::string done = "test/group-timeout/rank0-done";
+    if (env.rank != 0) {
+      env.store.wait({done}, 30s);
+      return;
+    }
+    Tensor alone = make(ScalarType::Float32, {1024});
+    auto start = Clock::now();
+    expectThrows<TimeoutError>([&] { shortGroup->allreduce(alone)->wait(); },
+                               "allreduce nobody else joins", {"allreduce"});
+    auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    env.store.setString(done, "1");
+    check(elapsed >= 400ms, str("timed out after ", elapsed.count(), " ms, before 500 ms"));
+    check(elapsed <= 5s, str("timed out only after ", elapsed.count(), " ms"));
+  });
+}
+
 // One line per backend (e.g. INSTANTIATE_TEST_SUITE_P(Mpi, ..., worldSizes("mpi"), paramName));
 // a backend this build lacks is skipped.
 INSTANTIATE_TEST_SUITE_P(Gloo, ProcessGroupConformance, ::testing::ValuesIn(worldSizes("gloo")),

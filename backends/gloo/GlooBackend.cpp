@@ -47,7 +47,10 @@ void GlooBackend::Runtime::fail(const std::string& description, const std::strin
     if (brokenBy_.empty()) brokenBy_ = message;
   }
   C10D_LOG(Warning, message);
-  if (glooMessage.find("Timed out") != std::string::npos) {
+  // Gloo says "Timed out ..." for unbound buffers and "Read timeout"/"Write timeout" for pairs
+  // in sync mode.
+  if (glooMessage.find("Timed out") != std::string::npos ||
+      glooMessage.find("timeout") != std::string::npos) {
     C10D_THROW(TimeoutError, message);
   }
   C10D_THROW(BackendError, message);
