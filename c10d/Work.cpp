@@ -10,12 +10,17 @@ bool Future::completed() const {
   return completed_;
 }
 
-void Future::wait(std::chrono::milliseconds timeout, const std::string& what) {
+bool Future::waitFor(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!done_.wait_for(lock, timeout, [&] { return completed_; })) {
+  if (!done_.wait_for(lock, timeout, [&] { return completed_; })) return false;
+  if (error_) std::rethrow_exception(error_);
+  return true;
+}
+
+void Future::wait(std::chrono::milliseconds timeout, const std::string& what) {
+  if (!waitFor(timeout)) {
     C10D_THROW(TimeoutError, what, ": not complete after ", timeout.count(), " ms");
   }
-  if (error_) std::rethrow_exception(error_);
 }
 
 void Future::wait() {
@@ -93,11 +98,14 @@ bool Future::complete(std::vector<Tensor> value, std::exception_ptr error) {
   return true;
 }
 
-Work::Work(std::string description, std::chrono::milliseconds timeout, std::vector<Tensor> outputs)
-    : description_(std::move(description)),
+Work::Work(Describe describe, std::chrono::milliseconds timeout, std::vector<Tensor> outputs)
+    : describe_(std::move(describe)),
       timeout_(timeout),
       outputs_(std::move(outputs)),
       future_(std::make_shared<Future>()) {}
+
+Work::Work(std::string description, std::chrono::milliseconds timeout, std::vector<Tensor> outputs)
+    : Work([text = std::move(description)] { return text; }, timeout, std::move(outputs)) {}
 
 void Work::wait(std::chrono::milliseconds timeout) {
   // Running the op here blocks for as long as the op takes: only when the caller is willing to
@@ -106,17 +114,19 @@ void Work::wait(std::chrono::milliseconds timeout) {
   // The backend enforces the op's timeout and fails the work with its own, better message;
   // the margin here only guards against a backend that fails to.
   auto limit = timeout == kUseOpTimeout ? timeout_ + std::chrono::seconds(10) : timeout;
-  future_->wait(limit, description_);
+  if (!future_->waitFor(limit)) {
+    C10D_THROW(TimeoutError, description(), ": not complete after ", limit.count(), " ms");
+  }
 }
 
 int Work::sourceRank() const {
-  C10D_CHECK(isCompleted(), Error, description_, ": sourceRank() before completion");
-  C10D_CHECK(sourceRank_ >= 0, Error, description_, ": sourceRank() is only defined for receives");
+  C10D_CHECK(isCompleted(), Error, description(), ": sourceRank() before completion");
+  C10D_CHECK(sourceRank_ >= 0, Error, description(), ": sourceRank() is only defined for receives");
   return sourceRank_;
 }
 
 std::vector<Tensor> Work::result() const {
-  C10D_CHECK(isCompleted(), Error, description_, ": result() before completion");
+  C10D_CHECK(isCompleted(), Error, description(), ": result() before completion");
   if (future_->hasError()) std::rethrow_exception(future_->error());
   return outputs_;
 }

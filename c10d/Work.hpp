@@ -23,6 +23,8 @@ class Future : public std::enable_shared_from_this<Future> {
   using Callback = std::function<void(Future&)>;
 
   bool completed() const;
+  // Blocks until complete or timeout; returns false on timeout, rethrows the error otherwise.
+  bool waitFor(std::chrono::milliseconds timeout);
   // Blocks until complete; rethrows the error. Throws TimeoutError naming what after timeout.
   void wait(std::chrono::milliseconds timeout, const std::string& what = "future");
   void wait();  // no deadline: for futures whose producer has its own timeout
@@ -58,7 +60,11 @@ class Future : public std::enable_shared_from_this<Future> {
 class Work {
  public:
   static constexpr std::chrono::milliseconds kUseOpTimeout{-1};
+  // Produces the description when one is needed (an error, a log line): formatting it for every
+  // op cost more than a small collective's own work.
+  using Describe = std::function<std::string()>;
 
+  Work(Describe describe, std::chrono::milliseconds timeout, std::vector<Tensor> outputs);
   Work(std::string description, std::chrono::milliseconds timeout, std::vector<Tensor> outputs);
   virtual ~Work() = default;
   Work(const Work&) = delete;
@@ -81,7 +87,7 @@ class Work {
   std::shared_ptr<Future> getFuture() const { return future_; }
 
   // "allreduce float32[1024] sum (group 'default', seq 12)": for errors and logs.
-  const std::string& description() const { return description_; }
+  std::string description() const { return describe_(); }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
   // Producer side, used by backends.
@@ -95,7 +101,7 @@ class Work {
   virtual void beforeWait() {}
 
  private:
-  std::string description_;
+  Describe describe_;
   std::chrono::milliseconds timeout_;
   std::vector<Tensor> outputs_;
   std::shared_ptr<Future> future_;

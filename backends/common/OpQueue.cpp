@@ -32,9 +32,9 @@ struct QueuedWork::QueueState {
   }
 };
 
-QueuedWork::QueuedWork(std::string description, std::chrono::milliseconds timeout,
+QueuedWork::QueuedWork(Describe describe, std::chrono::milliseconds timeout,
                        std::vector<Tensor> outputs, std::function<void()> run)
-    : Work(std::move(description), timeout, std::move(outputs)), run_(std::move(run)) {}
+    : Work(std::move(describe), timeout, std::move(outputs)), run_(std::move(run)) {}
 
 void QueuedWork::beforeWait() {
   std::shared_ptr<QueueState> state = queue_;

@@ -19,8 +19,8 @@ class OpQueue;
 // is what makes a blocking call (op then wait) cost no thread hand-off.
 class QueuedWork : public Work {
  public:
-  QueuedWork(std::string description, std::chrono::milliseconds timeout,
-             std::vector<Tensor> outputs, std::function<void()> run);
+  QueuedWork(Describe describe, std::chrono::milliseconds timeout, std::vector<Tensor> outputs,
+             std::function<void()> run);
 
  protected:
   void beforeWait() override;

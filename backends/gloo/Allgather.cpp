@@ -36,25 +36,26 @@ std::shared_ptr<Work> GlooBackend::allgather(const std::vector<Tensor>& outputs,
                                              const Tensor& input, const AllgatherOptions& options) {
   checkCPU(input, "allgather");
   std::shared_ptr<Runtime> runtime = runtime_;
-  return enqueue("allgather", input.describe(), options.timeout, outputs,
-                 [runtime, outputs, input, options](uint32_t tag) {
-                   std::vector<uint8_t> flat(input.nbytes() * runtime->size);
-                   allgatherFlat(*runtime, input, flat.data(), tag, options.timeout);
-                   for (size_t r = 0; r < outputs.size(); ++r) {
-                     std::memcpy(outputs[r].data(), flat.data() + r * input.nbytes(),
-                                 input.nbytes());
-                   }
-                 });
+  return enqueue(
+      "allgather", [=] { return input.describe(); }, options.timeout, outputs,
+      [runtime, outputs, input, options](uint32_t tag) {
+        std::vector<uint8_t> flat(input.nbytes() * runtime->size);
+        allgatherFlat(*runtime, input, flat.data(), tag, options.timeout);
+        for (size_t r = 0; r < outputs.size(); ++r) {
+          std::memcpy(outputs[r].data(), flat.data() + r * input.nbytes(), input.nbytes());
+        }
+      });
 }
 
 std::shared_ptr<Work> GlooBackend::allgatherIntoTensor(const Tensor& output, const Tensor& input,
                                                        const AllgatherOptions& options) {
   checkCPU(input, "allgather_into_tensor");
   std::shared_ptr<Runtime> runtime = runtime_;
-  return enqueue("allgather_into_tensor", input.describe(), options.timeout, {output},
-                 [runtime, output, input, options](uint32_t tag) {
-                   allgatherFlat(*runtime, input, bytesOf(output), tag, options.timeout);
-                 });
+  return enqueue(
+      "allgather_into_tensor", [=] { return input.describe(); }, options.timeout, {output},
+      [runtime, output, input, options](uint32_t tag) {
+        allgatherFlat(*runtime, input, bytesOf(output), tag, options.timeout);
+      });
 }
 
 }  // namespace c10d

@@ -34,11 +34,13 @@ std::shared_ptr<Work> GlooBackend::allreduce(const Tensor& tensor,
                                              const AllreduceOptions& options) {
   checkCPU(tensor, "allreduce");
   std::shared_ptr<Runtime> runtime = runtime_;
-  return enqueue("allreduce", detail::concat(tensor.describe(), " ", options.reduceOp),
-                 options.timeout, {tensor}, [runtime, tensor, options](uint32_t tag) {
-                   allreduceInPlace(*runtime, tensor.data(), tensor.dtype(), tensor.numel(),
-                                    options.reduceOp, tag, options.timeout);
-                 });
+  return enqueue(
+      "allreduce", [=] { return detail::concat(tensor.describe(), " ", options.reduceOp); },
+      options.timeout, {tensor},
+      [runtime, tensor, options](uint32_t tag) {
+        allreduceInPlace(*runtime, tensor.data(), tensor.dtype(), tensor.numel(), options.reduceOp,
+                         tag, options.timeout);
+      });
 }
 
 std::shared_ptr<Work> GlooBackend::allreduceCoalesced(const std::vector<Tensor>& tensors,
@@ -48,26 +50,30 @@ std::shared_ptr<Work> GlooBackend::allreduceCoalesced(const std::vector<Tensor>&
   size_t total = 0;
   for (const Tensor& tensor : tensors) total += tensor.numel();
   // One flat buffer, one allreduce: many small tensors cost one round of latency.
-  return enqueue("allreduce_coalesced",
-                 detail::concat(tensors.size(), " tensors, ", total, " ", tensors[0].dtype(), " ",
-                                options.reduceOp),
-                 options.timeout, tensors, [runtime, tensors, total, options](uint32_t tag) {
-                   ScalarType dtype = tensors[0].dtype();
-                   size_t elementBytes = elementSize(dtype);
-                   std::vector<uint8_t> flat(total * elementBytes);
-                   size_t offset = 0;
-                   for (const Tensor& tensor : tensors) {
-                     std::memcpy(flat.data() + offset, tensor.data(), tensor.nbytes());
-                     offset += tensor.nbytes();
-                   }
-                   allreduceInPlace(*runtime, flat.data(), dtype, total, options.reduceOp, tag,
-                                    options.timeout);
-                   offset = 0;
-                   for (const Tensor& tensor : tensors) {
-                     std::memcpy(tensor.data(), flat.data() + offset, tensor.nbytes());
-                     offset += tensor.nbytes();
-                   }
-                 });
+  return enqueue(
+      "allreduce_coalesced",
+      [=] {
+        return detail::concat(tensors.size(), " tensors, ", total, " ", tensors[0].dtype(), " ",
+                              options.reduceOp);
+      },
+      options.timeout, tensors,
+      [runtime, tensors, total, options](uint32_t tag) {
+        ScalarType dtype = tensors[0].dtype();
+        size_t elementBytes = elementSize(dtype);
+        std::vector<uint8_t> flat(total * elementBytes);
+        size_t offset = 0;
+        for (const Tensor& tensor : tensors) {
+          std::memcpy(flat.data() + offset, tensor.data(), tensor.nbytes());
+          offset += tensor.nbytes();
+        }
+        allreduceInPlace(*runtime, flat.data(), dtype, total, options.reduceOp, tag,
+                         options.timeout);
+        offset = 0;
+        for (const Tensor& tensor : tensors) {
+          std::memcpy(tensor.data(), flat.data() + offset, tensor.nbytes());
+          offset += tensor.nbytes();
+        }
+      });
 }
 
 }  // namespace c10d

@@ -36,39 +36,41 @@ std::shared_ptr<Work> GlooBackend::alltoall(const std::vector<Tensor>& outputs,
                                             const AllToAllOptions& options) {
   checkCPU(inputs[0], "alltoall");
   std::shared_ptr<Runtime> runtime = runtime_;
-  return enqueue("alltoall", detail::concat(inputs.size(), " x ", inputs[0].describe()),
-                 options.timeout, outputs, [runtime, outputs, inputs, options](uint32_t tag) {
-                   // Lists may differ in size per peer: pack them and go through alltoallv.
-                   std::vector<int64_t> sendBytes, recvBytes;
-                   std::vector<uint8_t> in, out;
-                   for (const Tensor& t : inputs) {
-                     sendBytes.push_back(static_cast<int64_t>(t.nbytes()));
-                     in.insert(in.end(), bytesOf(t), bytesOf(t) + t.nbytes());
-                   }
-                   size_t total = 0;
-                   for (const Tensor& t : outputs) {
-                     recvBytes.push_back(static_cast<int64_t>(t.nbytes()));
-                     total += t.nbytes();
-                   }
-                   out.resize(total);
-                   if (runtime->size == 1) {
-                     out = in;
-                   } else {
-                     // Gloo's unbound buffers need memory even when every count is zero.
-                     uint8_t dummyIn = 0, dummyOut = 0;
-                     gloo::AlltoallvOptions gloo(runtime->context);
-                     gloo.setInput<uint8_t>(in.empty() ? &dummyIn : in.data(), sendBytes);
-                     gloo.setOutput<uint8_t>(out.empty() ? &dummyOut : out.data(), recvBytes);
-                     gloo.setTag(tag);
-                     gloo.setTimeout(options.timeout);
-                     gloo::alltoallv(gloo);
-                   }
-                   size_t offset = 0;
-                   for (const Tensor& t : outputs) {
-                     std::memcpy(t.data(), out.data() + offset, t.nbytes());
-                     offset += t.nbytes();
-                   }
-                 });
+  return enqueue(
+      "alltoall", [=] { return detail::concat(inputs.size(), " x ", inputs[0].describe()); },
+      options.timeout, outputs,
+      [runtime, outputs, inputs, options](uint32_t tag) {
+        // Lists may differ in size per peer: pack them and go through alltoallv.
+        std::vector<int64_t> sendBytes, recvBytes;
+        std::vector<uint8_t> in, out;
+        for (const Tensor& t : inputs) {
+          sendBytes.push_back(static_cast<int64_t>(t.nbytes()));
+          in.insert(in.end(), bytesOf(t), bytesOf(t) + t.nbytes());
+        }
+        size_t total = 0;
+        for (const Tensor& t : outputs) {
+          recvBytes.push_back(static_cast<int64_t>(t.nbytes()));
+          total += t.nbytes();
+        }
+        out.resize(total);
+        if (runtime->size == 1) {
+          out = in;
+        } else {
+          // Gloo's unbound buffers need memory even when every count is zero.
+          uint8_t dummyIn = 0, dummyOut = 0;
+          gloo::AlltoallvOptions gloo(runtime->context);
+          gloo.setInput<uint8_t>(in.empty() ? &dummyIn : in.data(), sendBytes);
+          gloo.setOutput<uint8_t>(out.empty() ? &dummyOut : out.data(), recvBytes);
+          gloo.setTag(tag);
+          gloo.setTimeout(options.timeout);
+          gloo::alltoallv(gloo);
+        }
+        size_t offset = 0;
+        for (const Tensor& t : outputs) {
+          std::memcpy(t.data(), out.data() + offset, t.nbytes());
+          offset += t.nbytes();
+        }
+      });
 }
 
 std::shared_ptr<Work> GlooBackend::alltoallBase(const Tensor& output, const Tensor& input,
@@ -80,7 +82,10 @@ std::shared_ptr<Work> GlooBackend::alltoallBase(const Tensor& output, const Tens
   bool equal = outputSplitSizes.empty() && inputSplitSizes.empty();
   return enqueue(
       "alltoall_base",
-      detail::concat(input.describe(), " -> ", output.describe(), equal ? "" : " (uneven splits)"),
+      [=] {
+        return detail::concat(input.describe(), " -> ", output.describe(),
+                              equal ? "" : " (uneven splits)");
+      },
       options.timeout, {output},
       [runtime, output, input, outputSplitSizes, inputSplitSizes, options](uint32_t tag) {
         if (outputSplitSizes.empty() && inputSplitSizes.empty()) {

@@ -8,17 +8,19 @@ namespace c10d {
 
 std::shared_ptr<Work> GlooBackend::barrier(const BarrierOptions& options) {
   std::shared_ptr<Runtime> runtime = runtime_;
-  return enqueue("barrier", "", options.timeout, {}, [runtime, options](uint32_t tag) {
-    if (runtime->size == 1) return;
-    if (SyncMesh* fast = runtime->fastPath(options.timeout)) {
-      fast->barrier();
-      return;
-    }
-    gloo::BarrierOptions gloo(runtime->context);
-    gloo.setTag(tag);
-    gloo.setTimeout(options.timeout);
-    gloo::barrier(gloo);
-  });
+  return enqueue(
+      "barrier", [] { return std::string(); }, options.timeout, {},
+      [runtime, options](uint32_t tag) {
+        if (runtime->size == 1) return;
+        if (SyncMesh* fast = runtime->fastPath(options.timeout)) {
+          fast->barrier();
+          return;
+        }
+        gloo::BarrierOptions gloo(runtime->context);
+        gloo.setTag(tag);
+        gloo.setTimeout(options.timeout);
+        gloo::barrier(gloo);
+      });
 }
 
 }  // namespace c10d

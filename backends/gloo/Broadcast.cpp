@@ -10,20 +10,22 @@ std::shared_ptr<Work> GlooBackend::broadcast(const Tensor& tensor,
                                              const BroadcastOptions& options) {
   checkCPU(tensor, "broadcast");
   std::shared_ptr<Runtime> runtime = runtime_;
-  return enqueue("broadcast", detail::concat(tensor.describe(), " root ", options.rootRank),
-                 options.timeout, {tensor}, [runtime, tensor, options](uint32_t tag) {
-                   if (tensor.nbytes() == 0 || runtime->size == 1) return;
-                   if (SyncMesh* fast = runtime->fastPath(options.timeout)) {
-                     fast->broadcast(tensor.data(), tensor.nbytes(), options.rootRank);
-                     return;
-                   }
-                   gloo::BroadcastOptions gloo(runtime->context);
-                   gloo.setOutput<uint8_t>(bytesOf(tensor), tensor.nbytes());
-                   gloo.setRoot(options.rootRank);
-                   gloo.setTag(tag);
-                   gloo.setTimeout(options.timeout);
-                   gloo::broadcast(gloo);
-                 });
+  return enqueue(
+      "broadcast", [=] { return detail::concat(tensor.describe(), " root ", options.rootRank); },
+      options.timeout, {tensor},
+      [runtime, tensor, options](uint32_t tag) {
+        if (tensor.nbytes() == 0 || runtime->size == 1) return;
+        if (SyncMesh* fast = runtime->fastPath(options.timeout)) {
+          fast->broadcast(tensor.data(), tensor.nbytes(), options.rootRank);
+          return;
+        }
+        gloo::BroadcastOptions gloo(runtime->context);
+        gloo.setOutput<uint8_t>(bytesOf(tensor), tensor.nbytes());
+        gloo.setRoot(options.rootRank);
+        gloo.setTag(tag);
+        gloo.setTimeout(options.timeout);
+        gloo::broadcast(gloo);
+      });
 }
 
 }  // namespace c10d

@@ -12,26 +12,28 @@ std::shared_ptr<Work> GlooBackend::gather(const std::vector<Tensor>& outputs, co
                                           const GatherOptions& options) {
   checkCPU(input, "gather");
   std::shared_ptr<Runtime> runtime = runtime_;
-  return enqueue("gather", detail::concat(input.describe(), " root ", options.rootRank),
-                 options.timeout, outputs, [runtime, outputs, input, options](uint32_t tag) {
-                   size_t bytes = input.nbytes();
-                   bool root = runtime->rank == options.rootRank;
-                   std::vector<uint8_t> flat(root ? bytes * runtime->size : 0);
-                   if (runtime->size == 1 || bytes == 0) {
-                     if (root) std::memcpy(flat.data(), input.data(), bytes);
-                   } else {
-                     gloo::GatherOptions gloo(runtime->context);
-                     gloo.setInput<uint8_t>(bytesOf(input), bytes);
-                     if (root) gloo.setOutput<uint8_t>(flat.data(), flat.size());
-                     gloo.setRoot(options.rootRank);
-                     gloo.setTag(tag);
-                     gloo.setTimeout(options.timeout);
-                     gloo::gather(gloo);
-                   }
-                   for (size_t r = 0; r < outputs.size(); ++r) {
-                     std::memcpy(outputs[r].data(), flat.data() + r * bytes, bytes);
-                   }
-                 });
+  return enqueue(
+      "gather", [=] { return detail::concat(input.describe(), " root ", options.rootRank); },
+      options.timeout, outputs,
+      [runtime, outputs, input, options](uint32_t tag) {
+        size_t bytes = input.nbytes();
+        bool root = runtime->rank == options.rootRank;
+        std::vector<uint8_t> flat(root ? bytes * runtime->size : 0);
+        if (runtime->size == 1 || bytes == 0) {
+          if (root) std::memcpy(flat.data(), input.data(), bytes);
+        } else {
+          gloo::GatherOptions gloo(runtime->context);
+          gloo.setInput<uint8_t>(bytesOf(input), bytes);
+          if (root) gloo.setOutput<uint8_t>(flat.data(), flat.size());
+          gloo.setRoot(options.rootRank);
+          gloo.setTag(tag);
+          gloo.setTimeout(options.timeout);
+          gloo::gather(gloo);
+        }
+        for (size_t r = 0; r < outputs.size(); ++r) {
+          std::memcpy(outputs[r].data(), flat.data() + r * bytes, bytes);
+        }
+      });
 }
 
 }  // namespace c10d

@@ -30,10 +30,10 @@ bool busyPollWanted() {
 
 // ---- Runtime ----
 
-void GlooBackend::Runtime::checkUsable(const std::string& description) {
+void GlooBackend::Runtime::checkUsable(const Work::Describe& describe) {
   std::lock_guard<std::mutex> guard(mutex_);
   if (!brokenBy_.empty()) {
-    C10D_THROW(BackendError, description,
+    C10D_THROW(BackendError, describe(),
                ": the group's Gloo context was closed by an earlier "
                "failure (",
                brokenBy_, "); create a new process group to continue");
@@ -75,6 +75,31 @@ void GlooBackend::Runtime::trackP2P(const std::shared_ptr<P2PWork>& work) {
   if (wasIdle) p2pChanged_.notify_one();
 }
 
+std::unique_ptr<gloo::transport::UnboundBuffer> GlooBackend::Runtime::acquireBuffer(void* data,
+                                                                                    size_t size) {
+  {
+    std::lock_guard<std::mutex> guard(buffersMutex_);
+    for (auto it = idleBuffers_.begin(); it != idleBuffers_.end(); ++it) {
+      if ((*it)->ptr == data && (*it)->size == size) {
+        std::unique_ptr<gloo::transport::UnboundBuffer> buffer = std::move(*it);
+        idleBuffers_.erase(it);
+        return buffer;
+      }
+    }
+  }
+  return context->createUnboundBuffer(data, size);
+}
+
+void GlooBackend::Runtime::releaseBuffer(std::unique_ptr<gloo::transport::UnboundBuffer> buffer) {
+  std::unique_ptr<gloo::transport::UnboundBuffer> evicted;
+  std::lock_guard<std::mutex> guard(buffersMutex_);
+  idleBuffers_.push_back(std::move(buffer));
+  if (idleBuffers_.size() > kMaxIdleBuffers) {
+    evicted = std::move(idleBuffers_.front());
+    idleBuffers_.pop_front();
+  }
+}
+
 void GlooBackend::Runtime::startProgressThread() {
   progress_ = std::thread([this] {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -113,15 +138,15 @@ void GlooBackend::Runtime::stopP2P() {
 
 // ---- P2PWork ----
 
-P2PWork::P2PWork(std::string description, std::chrono::milliseconds timeout, Tensor tensor,
-                 bool isSend, std::shared_ptr<GlooBackend::Runtime> runtime)
-    : Work(std::move(description), timeout, isSend ? std::vector<Tensor>{} : std::vector{tensor}),
+P2PWork::P2PWork(Describe describe, std::chrono::milliseconds timeout, Tensor tensor, bool isSend,
+                 std::shared_ptr<GlooBackend::Runtime> runtime)
+    : Work(std::move(describe), timeout, isSend ? std::vector<Tensor>{} : std::vector{tensor}),
       tensor_(std::move(tensor)),
       isSend_(isSend),
       runtime_(std::move(runtime)) {
   void* data = tensor_.nbytes() == 0 ? static_cast<void*>(&scratch_) : tensor_.data();
   size_t size = tensor_.nbytes() == 0 ? 1 : tensor_.nbytes();
-  buffer_ = runtime_->context->createUnboundBuffer(data, size);
+  buffer_ = runtime_->acquireBuffer(data, size);
 }
 
 void P2PWork::completeIfUnclaimed() {
@@ -129,14 +154,22 @@ void P2PWork::completeIfUnclaimed() {
   try {
     int peer = -1;
     bool completed = false;
-    runtime_->guarded(description(), [&] {
-      completed =
-          isSend_ ? buffer_->waitSend(&peer, timeout()) : buffer_->waitRecv(&peer, timeout());
-    });
+    runtime_->guarded([this] { return description(); },
+                      [&] {
+                        completed = isSend_ ? buffer_->waitSend(&peer, timeout())
+                                            : buffer_->waitRecv(&peer, timeout());
+                      });
     if (!completed) {
       C10D_THROW(BackendError, description(), ": aborted because the process group shut down");
     }
     if (!isSend_) setSourceRank(peer);
+    // Only a buffer whose op completed goes back: an aborted receive stays posted in Gloo.
+    std::unique_ptr<gloo::transport::UnboundBuffer> done;
+    {
+      std::lock_guard<std::mutex> guard(bufferMutex_);
+      done = std::move(buffer_);
+    }
+    runtime_->releaseBuffer(std::move(done));
     finish();
   } catch (...) {
     finishWithError(std::current_exception());
@@ -144,10 +177,13 @@ void P2PWork::completeIfUnclaimed() {
 }
 
 void P2PWork::abortWait() {
-  if (isSend_) {
-    buffer_->abortWaitSend();
-  } else {
-    buffer_->abortWaitRecv();
+  {
+    std::lock_guard<std::mutex> guard(bufferMutex_);
+    if (buffer_ && isSend_) {
+      buffer_->abortWaitSend();
+    } else if (buffer_) {
+      buffer_->abortWaitRecv();
+    }
   }
   // Not yet claimed: nobody is waiting on Gloo for it, so fail it here.
   if (!claimed_.exchange(true)) {
@@ -208,20 +244,23 @@ void GlooBackend::checkCPU(const Tensor& tensor, const char* op) const {
              tensor.describe(), "; this build's Gloo backend takes CPU tensors only");
 }
 
-std::shared_ptr<Work> GlooBackend::enqueue(const char* op, const std::string& details,
+std::shared_ptr<Work> GlooBackend::enqueue(const char* op, std::function<std::string()> details,
                                            std::chrono::milliseconds timeout,
                                            std::vector<Tensor> outputs,
                                            std::function<void(uint32_t tag)> fn) {
   C10D_CHECK(queue_ != nullptr, InvalidArgument, op, ": gloo backend of group '", groupName_,
              "' was shut down");
   uint64_t sequence = sequence_.fetch_add(1);
-  std::string description = detail::concat(op, details.empty() ? "" : " ", details, " (group '",
-                                           groupName_, "', seq ", sequence, ")");
+  Work::Describe describe = [op, details = std::move(details), group = groupName_, sequence] {
+    std::string arguments = details();
+    return detail::concat(op, arguments.empty() ? "" : " ", arguments, " (group '", group,
+                          "', seq ", sequence, ")");
+  };
   auto tag = static_cast<uint32_t>(sequence);
   std::shared_ptr<Runtime> runtime = runtime_;
-  auto work = std::make_shared<QueuedWork>(description, timeout, std::move(outputs),
-                                           [runtime, description, tag, fn = std::move(fn)] {
-                                             runtime->guarded(description, [&] { fn(tag); });
+  auto work = std::make_shared<QueuedWork>(describe, timeout, std::move(outputs),
+                                           [runtime, describe, tag, fn = std::move(fn)] {
+                                             runtime->guarded(describe, [&] { fn(tag); });
                                            });
   queue_->enqueue(work);
   return work;
@@ -233,13 +272,14 @@ std::shared_ptr<Work> GlooBackend::startP2P(bool isSend, const Tensor& tensor, i
   checkCPU(tensor, op);
   C10D_CHECK(queue_ != nullptr, InvalidArgument, op, ": gloo backend of group '", groupName_,
              "' was shut down");
-  std::string description =
-      peer < 0
-          ? detail::concat(op, " ", tensor.describe(), " tag ", tag, " (group '", groupName_, "')")
-          : detail::concat(op, " ", tensor.describe(), isSend ? " to rank " : " from rank ", peer,
-                           " tag ", tag, " (group '", groupName_, "')");
-  auto work = std::make_shared<P2PWork>(description, timeout, tensor, isSend, runtime_);
-  runtime_->guarded(description, [&] {
+  Work::Describe describe = [op, tensor, isSend, peer, tag, group = groupName_] {
+    return peer < 0
+               ? detail::concat(op, " ", tensor.describe(), " tag ", tag, " (group '", group, "')")
+               : detail::concat(op, " ", tensor.describe(), isSend ? " to rank " : " from rank ",
+                                peer, " tag ", tag, " (group '", group, "')");
+  };
+  auto work = std::make_shared<P2PWork>(describe, timeout, tensor, isSend, runtime_);
+  runtime_->guarded(describe, [&] {
     if (isSend) {
       work->buffer().send(peer, p2pSlot(tag));
     } else if (peer >= 0) {
@@ -249,7 +289,7 @@ std::shared_ptr<Work> GlooBackend::startP2P(bool isSend, const Tensor& tensor, i
       for (int r = 0; r < size(); ++r) {
         if (r != rank()) sources.push_back(r);
       }
-      C10D_CHECK(!sources.empty(), InvalidArgument, description,
+      C10D_CHECK(!sources.empty(), InvalidArgument, describe(),
                  ": a group of one has nobody to receive from");
       work->buffer().recv(sources, p2pSlot(tag));
     }

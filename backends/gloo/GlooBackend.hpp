@@ -73,7 +73,8 @@ class GlooBackend : public Backend {
 
  private:
   // Queues a collective: fn runs with the op's sequence number as its Gloo tag.
-  std::shared_ptr<Work> enqueue(const char* op, const std::string& details,
+  // details describes the op's arguments; it runs only when a description is needed.
+  std::shared_ptr<Work> enqueue(const char* op, std::function<std::string()> details,
                                 std::chrono::milliseconds timeout, std::vector<Tensor> outputs,
                                 std::function<void(uint32_t tag)> fn);
   void checkCPU(const Tensor& tensor, const char* op) const;

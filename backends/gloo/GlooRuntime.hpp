@@ -46,19 +46,19 @@ struct GlooBackend::Runtime {
   }
 
   // Throws BackendError when an earlier failure closed the context.
-  void checkUsable(const std::string& description);
+  void checkUsable(const Work::Describe& describe);
 
   // Runs fn (which calls Gloo) and turns Gloo's exceptions into TimeoutError / BackendError
   // whose message names the operation; the first failure marks the context unusable.
   template <typename Fn>
-  void guarded(const std::string& description, Fn&& fn) {
-    checkUsable(description);
+  void guarded(const Work::Describe& describe, Fn&& fn) {
+    checkUsable(describe);
     try {
       fn();
     } catch (const gloo::Exception& e) {
-      fail(description, e.what());
+      fail(describe(), e.what());
     } catch (const gloo::EnforceNotMet& e) {
-      fail(description, e.what());
+      fail(describe(), e.what());
     }
   }
   [[noreturn]] void fail(const std::string& description, const std::string& glooMessage);
@@ -69,6 +69,12 @@ struct GlooBackend::Runtime {
   // thread hand-off.
   static constexpr std::chrono::milliseconds kP2PClaimDelay{2};
   void trackP2P(const std::shared_ptr<P2PWork>& work);
+
+  // Unbound buffers for point-to-point ops. Creating and destroying one per op cost about a
+  // third of a small send/recv's time here (they register with the context, which the device
+  // thread also locks), so buffers whose op completed are kept for the same memory.
+  std::unique_ptr<gloo::transport::UnboundBuffer> acquireBuffer(void* data, size_t size);
+  void releaseBuffer(std::unique_ptr<gloo::transport::UnboundBuffer> buffer);
   void startProgressThread();
   void stopP2P();  // aborts outstanding point-to-point waits and joins the thread
 
@@ -84,13 +90,16 @@ struct GlooBackend::Runtime {
   std::vector<std::weak_ptr<P2PWork>> p2pAll_;
   bool p2pStopping_ = false;
   std::thread progress_;
+  static constexpr size_t kMaxIdleBuffers = 64;
+  std::mutex buffersMutex_;
+  std::deque<std::unique_ptr<gloo::transport::UnboundBuffer>> idleBuffers_;
 };
 
 // A send or receive on a Gloo unbound buffer. Whoever claims it first waits on the buffer: the
 // caller in Work::wait, or the runtime's progress thread.
 class P2PWork : public Work {
  public:
-  P2PWork(std::string description, std::chrono::milliseconds timeout, Tensor tensor, bool isSend,
+  P2PWork(Describe describe, std::chrono::milliseconds timeout, Tensor tensor, bool isSend,
           std::shared_ptr<GlooBackend::Runtime> runtime);
 
   gloo::transport::UnboundBuffer& buffer() { return *buffer_; }
@@ -106,7 +115,8 @@ class P2PWork : public Work {
   Tensor tensor_;
   bool isSend_;
   std::shared_ptr<GlooBackend::Runtime> runtime_;
-  uint8_t scratch_ = 0;  // stands in for an empty tensor: Gloo cannot move zero bytes
+  uint8_t scratch_ = 0;     // stands in for an empty tensor: Gloo cannot move zero bytes
+  std::mutex bufferMutex_;  // guards buffer_ against abortWait() while it goes back to the cache
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
   std::atomic<bool> claimed_{false};
 };

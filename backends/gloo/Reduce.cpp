@@ -12,8 +12,11 @@ std::shared_ptr<Work> GlooBackend::reduce(const Tensor& tensor, const ReduceOpti
   std::shared_ptr<Runtime> runtime = runtime_;
   return enqueue(
       "reduce",
-      detail::concat(tensor.describe(), " ", options.reduceOp, " root ", options.rootRank),
-      options.timeout, {tensor}, [runtime, tensor, options](uint32_t tag) {
+      [=] {
+        return detail::concat(tensor.describe(), " ", options.reduceOp, " root ", options.rootRank);
+      },
+      options.timeout, {tensor},
+      [runtime, tensor, options](uint32_t tag) {
         ScalarType dtype = tensor.dtype();
         size_t count = tensor.numel();
         prepareReduce(options.reduceOp, dtype, tensor.data(), count);

@@ -42,8 +42,9 @@ std::shared_ptr<Work> GlooBackend::reduceScatter(const Tensor& output,
   checkCPU(output, "reduce_scatter");
   std::shared_ptr<Runtime> runtime = runtime_;
   return enqueue(
-      "reduce_scatter", detail::concat(output.describe(), " ", options.reduceOp), options.timeout,
-      {output}, [runtime, output, inputs, options](uint32_t tag) {
+      "reduce_scatter", [=] { return detail::concat(output.describe(), " ", options.reduceOp); },
+      options.timeout, {output},
+      [runtime, output, inputs, options](uint32_t tag) {
         std::vector<uint8_t> flat(output.nbytes() * inputs.size());
         for (size_t r = 0; r < inputs.size(); ++r) {
           std::memcpy(flat.data() + r * output.nbytes(), inputs[r].data(), output.nbytes());
@@ -56,14 +57,17 @@ std::shared_ptr<Work> GlooBackend::reduceScatterTensor(const Tensor& output, con
                                                        const ReduceScatterOptions& options) {
   checkCPU(output, "reduce_scatter_tensor");
   std::shared_ptr<Runtime> runtime = runtime_;
-  return enqueue("reduce_scatter_tensor",
-                 detail::concat(input.describe(), " -> ", output.describe(), " ", options.reduceOp),
-                 options.timeout, {output}, [runtime, output, input, options](uint32_t tag) {
-                   const auto* begin = static_cast<const uint8_t*>(input.data());
-                   std::vector<uint8_t> flat(begin, begin + input.nbytes());
-                   reduceScatterFlat(*runtime, flat, output, options.reduceOp, tag,
-                                     options.timeout);
-                 });
+  return enqueue(
+      "reduce_scatter_tensor",
+      [=] {
+        return detail::concat(input.describe(), " -> ", output.describe(), " ", options.reduceOp);
+      },
+      options.timeout, {output},
+      [runtime, output, input, options](uint32_t tag) {
+        const auto* begin = static_cast<const uint8_t*>(input.data());
+        std::vector<uint8_t> flat(begin, begin + input.nbytes());
+        reduceScatterFlat(*runtime, flat, output, options.reduceOp, tag, options.timeout);
+      });
 }
 
 }  // namespace c10d
