@@ -17,7 +17,7 @@ void allgatherFlat(GlooBackend::Runtime& runtime, const Tensor& input, uint8_t* 
     std::memcpy(flat, input.data(), bytes);
     return;
   }
-  if (SyncMesh* fast = runtime.fastPath(timeout)) {
+  if (SyncMesh* fast = runtime.fastPath(timeout, bytes * runtime.size)) {
     std::memcpy(flat + runtime.rank * bytes, input.data(), bytes);
     fast->allgather(flat, bytes);
     return;

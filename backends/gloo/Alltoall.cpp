@@ -17,7 +17,7 @@ void alltoallEqual(GlooBackend::Runtime& runtime, uint8_t* input, uint8_t* outpu
     std::memcpy(output, input, bytes);
     return;
   }
-  if (SyncMesh* fast = runtime.fastPath(timeout)) {
+  if (SyncMesh* fast = runtime.fastPath(timeout, bytes)) {
     fast->alltoall(input, output, bytes / runtime.size);
     return;
   }

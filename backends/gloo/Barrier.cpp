@@ -12,7 +12,7 @@ std::shared_ptr<Work> GlooBackend::barrier(const BarrierOptions& options) {
       "barrier", [] { return std::string(); }, options.timeout, {},
       [runtime, options](uint32_t tag) {
         if (runtime->size == 1) return;
-        if (SyncMesh* fast = runtime->fastPath(options.timeout)) {
+        if (SyncMesh* fast = runtime->fastPath(options.timeout, 0)) {
           fast->barrier();
           return;
         }

@@ -15,7 +15,7 @@ std::shared_ptr<Work> GlooBackend::broadcast(const Tensor& tensor,
       options.timeout, {tensor},
       [runtime, tensor, options](uint32_t tag) {
         if (tensor.nbytes() == 0 || runtime->size == 1) return;
-        if (SyncMesh* fast = runtime->fastPath(options.timeout)) {
+        if (SyncMesh* fast = runtime->fastPath(options.timeout, tensor.nbytes())) {
           fast->broadcast(tensor.data(), tensor.nbytes(), options.rootRank);
           return;
         }

@@ -26,6 +26,17 @@ bool busyPollWanted() {
   return false;
 }
 
+// Whether any rank of the group reads without spinning; every rank gets the same answer.
+bool anyRankSleeps(Store& store, const BackendContext& context, bool spin) {
+  store.setString("fast/spin/" + std::to_string(context.rank), spin ? "1" : "0");
+  std::vector<std::string> keys;
+  for (int r = 0; r < context.size; ++r) keys.push_back("fast/spin/" + std::to_string(r));
+  for (const Store::Bytes& value : store.multiGet(keys, context.timeout)) {
+    if (toString(value) != "1") return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 // ---- Runtime ----
@@ -209,13 +220,17 @@ GlooBackend::GlooBackend(const BackendContext& context)
     runtime_->defaultTimeout = context.timeout;
     GlooStore store(std::make_shared<PrefixStore>("main", context.store), context.timeout);
     runtime_->context->connectFullMesh(store, runtime_->device);
-    const char* fastPath = std::getenv("C10D_GLOO_FAST_PATH");
-    if (context.size > 1 && !(fastPath != nullptr && std::string(fastPath) == "0")) {
+    // C10D_GLOO_FAST_PATH: 0 never, all for every size, else by size (same on every rank).
+    const char* fastPathEnv = std::getenv("C10D_GLOO_FAST_PATH");
+    const std::string fastPath = fastPathEnv != nullptr ? fastPathEnv : "";
+    if (context.size > 1 && fastPath != "0") {
       auto fast = std::make_shared<gloo::rendezvous::Context>(context.rank, context.size);
       fast->setTimeout(context.timeout);
       GlooStore fastStore(std::make_shared<PrefixStore>("fast", context.store), context.timeout);
       fast->connectFullMesh(fastStore, runtime_->device);
-      runtime_->fast = std::make_unique<SyncMesh>(fast, busyPollWanted());
+      bool spin = busyPollWanted();
+      runtime_->fast = std::make_unique<SyncMesh>(fast, spin);
+      runtime_->largeViaGloo = fastPath != "all" && anyRankSleeps(*context.store, context, spin);
     }
   } catch (const gloo::Exception& e) {
     C10D_THROW(BackendError, "gloo backend of group '", context.groupName, "': rank ", context.rank,

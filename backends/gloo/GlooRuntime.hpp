@@ -38,11 +38,19 @@ struct GlooBackend::Runtime {
   std::unique_ptr<SyncMesh> fast;
   std::chrono::milliseconds defaultTimeout{0};
 
-  // The SyncMesh, or null when an op must take Gloo's own algorithms: a group of one, or a
+  // Messages from this size on go to Gloo's own algorithms when any rank of the group sleeps in
+  // its reads (more ranks than cores on its host): there, many 256 KiB pieces each paying a
+  // wake-up lost to Gloo's asynchronous transfers (docs/performance.md). Agreed by all ranks
+  // at construction, since every rank must take the same path.
+  static constexpr size_t kLargeBytes = 2 * 1024 * 1024;
+  bool largeViaGloo = false;
+
+  // The SyncMesh, or null when an op must take Gloo's own algorithms: a group of one, a
   // per-op timeout other than the group's (sync sockets carry the group's timeout, fixed when
-  // they connected).
-  SyncMesh* fastPath(std::chrono::milliseconds timeout) const {
-    return fast && timeout == defaultTimeout ? fast.get() : nullptr;
+  // they connected), or a large message where largeViaGloo. bytes: the op's whole buffer.
+  SyncMesh* fastPath(std::chrono::milliseconds timeout, size_t bytes) const {
+    if (!fast || timeout != defaultTimeout) return nullptr;
+    return largeViaGloo && bytes >= kLargeBytes ? nullptr : fast.get();
   }
 
   // Throws BackendError when an earlier failure closed the context.

@@ -20,7 +20,8 @@ std::shared_ptr<Work> GlooBackend::reduce(const Tensor& tensor, const ReduceOpti
         ScalarType dtype = tensor.dtype();
         size_t count = tensor.numel();
         prepareReduce(options.reduceOp, dtype, tensor.data(), count);
-        if (SyncMesh* fast = runtime->fastPath(options.timeout); fast != nullptr && count > 0) {
+        if (SyncMesh* fast = runtime->fastPath(options.timeout, tensor.nbytes());
+            fast != nullptr && count > 0) {
           fast->reduce(tensor.data(), count, elementSize(dtype),
                        reduceFunction(options.reduceOp, dtype), options.rootRank);
         } else if (count > 0 && runtime->size > 1) {

@@ -18,7 +18,7 @@ void reduceScatterFlat(GlooBackend::Runtime& runtime, std::vector<uint8_t>& flat
   ScalarType dtype = output.dtype();
   size_t count = static_cast<size_t>(output.numel()) * runtime.size;
   prepareReduce(op, dtype, flat.data(), count);
-  if (SyncMesh* fast = runtime.fastPath(timeout); fast != nullptr && count > 0) {
+  if (SyncMesh* fast = runtime.fastPath(timeout, flat.size()); fast != nullptr && count > 0) {
     fast->reduceScatter(flat.data(), output.numel(), elementSize(dtype), reduceFunction(op, dtype));
   } else if (count > 0 && runtime.size > 1) {
     gloo::AllreduceOptions options(runtime.context);
