@@ -1,4 +1,5 @@
-// broadcast from a root over gloo::broadcast.
+// broadcast from a root: the SyncMesh's binomial tree up to one message (256 KiB); beyond,
+// gloo::broadcast, whose one large transfer beat our 256 KiB pieces (docs/performance.md).
 
 #include <gloo/broadcast.h>
 
@@ -15,7 +16,8 @@ std::shared_ptr<Work> GlooBackend::broadcast(const Tensor& tensor,
       options.timeout, {tensor},
       [runtime, tensor, options](uint32_t tag) {
         if (tensor.nbytes() == 0 || runtime->size == 1) return;
-        if (SyncMesh* fast = runtime->fastPath(options.timeout, tensor.nbytes())) {
+        if (SyncMesh* fast =
+                runtime->fastPath(options.timeout, tensor.nbytes(), SyncMesh::kMaxMessageBytes)) {
           fast->broadcast(tensor.data(), tensor.nbytes(), options.rootRank);
           return;
         }

@@ -10,6 +10,7 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -47,9 +48,11 @@ struct GlooBackend::Runtime {
 
   // The SyncMesh, or null when an op must take Gloo's own algorithms: a group of one, a
   // per-op timeout other than the group's (sync sockets carry the group's timeout, fixed when
-  // they connected), or a large message where largeViaGloo. bytes: the op's whole buffer.
-  SyncMesh* fastPath(std::chrono::milliseconds timeout, size_t bytes) const {
-    if (!fast || timeout != defaultTimeout) return nullptr;
+  // they connected), a large message where largeViaGloo, or one over an op's own limit.
+  // bytes: the op's whole buffer.
+  SyncMesh* fastPath(std::chrono::milliseconds timeout, size_t bytes,
+                     size_t limit = SIZE_MAX) const {
+    if (!fast || timeout != defaultTimeout || bytes > limit) return nullptr;
     return largeViaGloo && bytes >= kLargeBytes ? nullptr : fast.get();
   }
 
