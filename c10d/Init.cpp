@@ -76,34 +76,40 @@ WorldInfo detectWorld(const InitOptions& options) {
   return info;
 }
 
-std::shared_ptr<ProcessGroup> initProcessGroup(InitOptions options) {
-  if (options.backend.empty()) options.backend = env("C10D_BACKEND").value_or("gloo");
-  if (options.timeout.count() == 0) {
-    if (auto seconds = env("C10D_TIMEOUT")) {
-      options.timeout = std::chrono::seconds(parseInt("C10D_TIMEOUT", *seconds, 1, 86400 * 365));
-    } else {
-      options.timeout = std::chrono::minutes(30);
-    }
-  }
-  C10D_CHECK(options.timeout.count() > 0, InvalidArgument, "init timeout must be positive");
-  WorldInfo world = detectWorld(options);
+namespace {
 
-  std::shared_ptr<Store> store;
+std::chrono::milliseconds resolveTimeout(std::chrono::milliseconds timeout) {
+  if (timeout.count() != 0) {
+    C10D_CHECK(timeout.count() > 0, InvalidArgument, "init timeout must be positive, got ",
+               timeout.count(), " ms");
+    return timeout;
+  }
+  if (auto seconds = env("C10D_TIMEOUT")) {
+    return std::chrono::seconds(parseInt("C10D_TIMEOUT", *seconds, 1, 86400 * 365));
+  }
+  return std::chrono::minutes(30);
+}
+
+}  // namespace
+
+std::shared_ptr<Store> connectStore(const InitOptions& options, const WorldInfo& world) {
+  const std::chrono::milliseconds timeout = resolveTimeout(options.timeout);
   const std::string& method = options.initMethod;
   auto tcpStore = [&](const std::string& host, const std::string& portText) {
     auto port = static_cast<uint16_t>(parseInt("port", portText, 1, 65535));
     TCPStoreOptions storeOptions;
     storeOptions.isServer = world.rank == 0;
     storeOptions.numWorkers = world.worldSize;
-    storeOptions.timeout = options.timeout;
+    storeOptions.timeout = timeout;
     return std::make_shared<TCPStore>(host, port, storeOptions);
   };
   if (method == "env://") {
     const char* why = "the env:// init method needs the address of rank 0's store";
     std::string host = requireEnv("MASTER_ADDR", why);
     std::string port = requireEnv("MASTER_PORT", why);
-    store = tcpStore(host, port);
-  } else if (method.rfind("tcp://", 0) == 0) {
+    return tcpStore(host, port);
+  }
+  if (method.rfind("tcp://", 0) == 0) {
     std::string rest = method.substr(6);
     size_t colon = rest.rfind(':');
     C10D_CHECK(colon != std::string::npos && colon > 0, InvalidArgument, "init method '", method,
@@ -112,16 +118,23 @@ std::shared_ptr<ProcessGroup> initProcessGroup(InitOptions options) {
     if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
       host = host.substr(1, host.size() - 2);  // [IPv6]
     }
-    store = tcpStore(host, rest.substr(colon + 1));
-  } else if (method.rfind("file://", 0) == 0) {
+    return tcpStore(host, rest.substr(colon + 1));
+  }
+  if (method.rfind("file://", 0) == 0) {
     std::string path = method.substr(7);
     C10D_CHECK(!path.empty(), InvalidArgument, "init method '", method,
                "' must be file:///absolute/path");
-    store = std::make_shared<FileStore>(path, world.worldSize, options.timeout);
-  } else {
-    C10D_THROW(InvalidArgument, "unknown init method '", method,
-               "'; expected env://, tcp://host:port or file:///path");
+    return std::make_shared<FileStore>(path, world.worldSize, timeout);
   }
+  C10D_THROW(InvalidArgument, "unknown init method '", method,
+             "'; expected env://, tcp://host:port or file:///path");
+}
+
+std::shared_ptr<ProcessGroup> initProcessGroup(InitOptions options) {
+  if (options.backend.empty()) options.backend = env("C10D_BACKEND").value_or("gloo");
+  options.timeout = resolveTimeout(options.timeout);
+  WorldInfo world = detectWorld(options);
+  std::shared_ptr<Store> store = connectStore(options, world);
   ProcessGroupOptions groupOptions;
   groupOptions.backend = options.backend;
   groupOptions.timeout = options.timeout;

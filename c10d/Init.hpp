@@ -5,6 +5,7 @@
 #include <string>
 
 #include "c10d/ProcessGroup.hpp"
+#include "c10d/store/Store.hpp"
 
 namespace c10d {
 
@@ -35,10 +36,15 @@ struct WorldInfo {
 // InitOptions documents. Throws InvalidArgument naming the variables it looked for.
 WorldInfo detectWorld(const InitOptions& options);
 
-// Creates the job's default process group: makes the store of the init method (rank 0 hosts a
-// TCPStore for env:// and tcp://), then the backends. Every rank must call it. Throws
-// InvalidArgument for a bad init method or a missing variable (named), TimeoutError when the
-// other ranks do not show up within the timeout.
+// The store of options.initMethod for this process: env:// and tcp:// connect to a TCPStore that
+// rank 0 hosts and return once all world.worldSize ranks are there; file:// opens a FileStore.
+// Throws InvalidArgument for a bad init method or a missing MASTER_ADDR/MASTER_PORT (named),
+// TimeoutError when the other ranks do not show up within the timeout.
+std::shared_ptr<Store> connectStore(const InitOptions& options, const WorldInfo& world);
+
+// Creates the job's default process group: connectStore, then the backends. Every rank must call
+// it. Throws InvalidArgument for a bad init method or a missing variable (named), TimeoutError when
+// the other ranks do not show up within the timeout.
 std::shared_ptr<ProcessGroup> initProcessGroup(InitOptions options = {});
 
 }  // namespace c10d

@@ -13,14 +13,15 @@
 #include <vector>
 
 #include "c10d/Exception.hpp"
-#include "c10d/Rendezvous.hpp"
+#include "c10d/Init.hpp"
 #include "c10d/store/PrefixStore.hpp"
 
 int main() {
   try {
-    c10d::RendezvousInfo info = c10d::rendezvousFromEnv();
-    auto store = std::make_shared<c10d::PrefixStore>(
-        "example", c10d::connectStore(info, std::chrono::seconds(60)));
+    c10d::InitOptions options;
+    options.timeout = std::chrono::seconds(60);
+    c10d::WorldInfo info = c10d::detectWorld(options);
+    auto store = std::make_shared<c10d::PrefixStore>("example", c10d::connectStore(options, info));
     const int rank = info.rank;
     const int world = info.worldSize;
 
