@@ -97,12 +97,14 @@ void SyncMesh::allreduce(void* data, size_t count, size_t elementSize, ReduceFun
   if (rank_ < extra) send(rank_ + pow2, data, bytes);
 }
 
-// Reduce-scatter phase of the ring: segment index i holds elements bounds(i). In step s rank r
-// sends its partial of segment (r - s + shift) to the right and folds the left neighbour's
-// partial of segment (r - s - 1 + shift) into its own; after size-1 steps it holds the full
-// reduction of segment (r + shift + 1).
-void SyncMesh::ringReduceScatterPhase(uint8_t* base, size_t count, size_t segment,
-                                      size_t elementSize, ReduceFunction reduce, int shift) {
+// One phase of a ring over `count` elements cut in size() segments of `segment` elements. In
+// step s rank r sends segment (r - s + shift) to its right and receives segment
+// (r - s - 1 + shift) from its left. With reduce (reduce-scatter), what arrives is folded into
+// our copy of that segment, and after size-1 steps we hold the full reduction of segment
+// (r + shift + 1). Without it (allgather), what arrives replaces our copy, starting from the
+// segment (r + shift) we own.
+void SyncMesh::ringPhase(uint8_t* base, size_t count, size_t segment, size_t elementSize, int shift,
+                         ReduceFunction reduce) {
   const int right = (rank_ + 1) % size_;
   const int left = (rank_ - 1 + size_) % size_;
   const size_t piece = kMaxMessageBytes / elementSize;
@@ -110,39 +112,16 @@ void SyncMesh::ringReduceScatterPhase(uint8_t* base, size_t count, size_t segmen
     return std::min(count, static_cast<size_t>((index % size_ + size_) % size_) * segment);
   };
   auto length = [&](int index) { return std::min(count, begin(index) + segment) - begin(index); };
-  uint8_t* incoming = scratch_.data();
   for (int step = 0; step < size_ - 1; ++step) {
     int sendIndex = rank_ - step + shift, recvIndex = rank_ - step - 1 + shift;
     size_t sendCount = length(sendIndex), recvCount = length(recvIndex);
     inPieces(std::max(sendCount, recvCount), piece, [&](size_t done, size_t) {
       size_t s = done < sendCount ? std::min(piece, sendCount - done) : 0;
       size_t r = done < recvCount ? std::min(piece, recvCount - done) : 0;
-      send(right, base + (begin(sendIndex) + done) * elementSize, s * elementSize);
-      recv(left, incoming, r * elementSize);
       uint8_t* target = base + (begin(recvIndex) + done) * elementSize;
-      reduce(target, incoming, target, r);
-    });
-  }
-}
-
-// Allgather phase of the ring: rank r starts owning segment (r + shift) and passes segments on.
-void SyncMesh::ringAllgatherPhase(uint8_t* base, size_t count, size_t segment, size_t elementSize,
-                                  int shift) {
-  const int right = (rank_ + 1) % size_;
-  const int left = (rank_ - 1 + size_) % size_;
-  const size_t piece = kMaxMessageBytes / elementSize;
-  auto begin = [&](int index) {
-    return std::min(count, static_cast<size_t>((index % size_ + size_) % size_) * segment);
-  };
-  auto length = [&](int index) { return std::min(count, begin(index) + segment) - begin(index); };
-  for (int step = 0; step < size_ - 1; ++step) {
-    int sendIndex = rank_ - step + shift, recvIndex = rank_ - step - 1 + shift;
-    size_t sendCount = length(sendIndex), recvCount = length(recvIndex);
-    inPieces(std::max(sendCount, recvCount), piece, [&](size_t done, size_t) {
-      size_t s = done < sendCount ? std::min(piece, sendCount - done) : 0;
-      size_t r = done < recvCount ? std::min(piece, recvCount - done) : 0;
       send(right, base + (begin(sendIndex) + done) * elementSize, s * elementSize);
-      recv(left, base + (begin(recvIndex) + done) * elementSize, r * elementSize);
+      recv(left, reduce ? scratch_.data() : target, r * elementSize);
+      if (reduce) reduce(target, scratch_.data(), target, r);
     });
   }
 }
@@ -152,15 +131,14 @@ void SyncMesh::ringAllreduce(void* data, size_t count, size_t elementSize, Reduc
   const size_t segment = (count + size_ - 1) / size_;
   // Each segment's final value is computed once, by its owner, and then copied: identical bits
   // on every rank.
-  ringReduceScatterPhase(base, count, segment, elementSize, reduce, 0);
-  ringAllgatherPhase(base, count, segment, elementSize, 1);
+  ringPhase(base, count, segment, elementSize, 0, reduce);
+  ringPhase(base, count, segment, elementSize, 1, nullptr);
 }
 
 void SyncMesh::reduceScatter(void* data, size_t blockCount, size_t elementSize,
                              ReduceFunction reduce) {
   // Shift -1 so that rank r ends up owning block r.
-  ringReduceScatterPhase(static_cast<uint8_t*>(data), blockCount * size_, blockCount, elementSize,
-                         reduce, -1);
+  ringPhase(static_cast<uint8_t*>(data), blockCount * size_, blockCount, elementSize, -1, reduce);
 }
 
 // Binomial tree toward root over ranks relative to it, piece by piece.
@@ -199,7 +177,7 @@ void SyncMesh::broadcast(void* data, size_t bytes, int root) {
 }
 
 void SyncMesh::allgather(void* output, size_t bytes) {
-  ringAllgatherPhase(static_cast<uint8_t*>(output), bytes * size_, bytes, 1, 0);
+  ringPhase(static_cast<uint8_t*>(output), bytes * size_, bytes, 1, 0, nullptr);
 }
 
 // Pairwise: in step s, send to rank + s and receive from rank - s, piece by piece.

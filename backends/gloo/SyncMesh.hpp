@@ -52,10 +52,8 @@ class SyncMesh {
 
  private:
   void ringAllreduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce);
-  void ringReduceScatterPhase(uint8_t* base, size_t count, size_t segment, size_t elementSize,
-                              ReduceFunction reduce, int shift);
-  void ringAllgatherPhase(uint8_t* base, size_t count, size_t segment, size_t elementSize,
-                          int shift);
+  void ringPhase(uint8_t* base, size_t count, size_t segment, size_t elementSize, int shift,
+                 ReduceFunction reduce);
 
   struct Peer {
     std::vector<uint8_t> sendStage, recvStage;
