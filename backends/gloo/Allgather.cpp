@@ -14,11 +14,11 @@ void allgatherFlat(GlooBackend::Runtime& runtime, const Tensor& input, uint8_t* 
                    std::chrono::milliseconds timeout) {
   size_t bytes = input.nbytes();
   if (runtime.size == 1 || bytes == 0) {
-    std::memcpy(flat, input.data(), bytes);
+    copyBytes(flat, input.data(), bytes);
     return;
   }
   if (SyncMesh* fast = runtime.fastPath(timeout, bytes * runtime.size)) {
-    std::memcpy(flat + runtime.rank * bytes, input.data(), bytes);
+    copyBytes(flat + runtime.rank * bytes, input.data(), bytes);
     fast->allgather(flat, bytes);
     return;
   }
@@ -42,7 +42,7 @@ std::shared_ptr<Work> GlooBackend::allgather(const std::vector<Tensor>& outputs,
         std::vector<uint8_t> flat(input.nbytes() * runtime->size);
         allgatherFlat(*runtime, input, flat.data(), tag, options.timeout);
         for (size_t r = 0; r < outputs.size(); ++r) {
-          std::memcpy(outputs[r].data(), flat.data() + r * input.nbytes(), input.nbytes());
+          copyBytes(outputs[r].data(), flat.data() + r * input.nbytes(), input.nbytes());
         }
       });
 }

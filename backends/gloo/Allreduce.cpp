@@ -64,14 +64,14 @@ std::shared_ptr<Work> GlooBackend::allreduceCoalesced(const std::vector<Tensor>&
         std::vector<uint8_t> flat(total * elementBytes);
         size_t offset = 0;
         for (const Tensor& tensor : tensors) {
-          std::memcpy(flat.data() + offset, tensor.data(), tensor.nbytes());
+          copyBytes(flat.data() + offset, tensor.data(), tensor.nbytes());
           offset += tensor.nbytes();
         }
         allreduceInPlace(*runtime, flat.data(), dtype, total, options.reduceOp, tag,
                          options.timeout);
         offset = 0;
         for (const Tensor& tensor : tensors) {
-          std::memcpy(tensor.data(), flat.data() + offset, tensor.nbytes());
+          copyBytes(tensor.data(), flat.data() + offset, tensor.nbytes());
           offset += tensor.nbytes();
         }
       });

@@ -14,7 +14,7 @@ namespace {
 void alltoallEqual(GlooBackend::Runtime& runtime, uint8_t* input, uint8_t* output, size_t bytes,
                    uint32_t tag, std::chrono::milliseconds timeout) {
   if (runtime.size == 1 || bytes == 0) {
-    std::memcpy(output, input, bytes);
+    copyBytes(output, input, bytes);
     return;
   }
   if (SyncMesh* fast = runtime.fastPath(timeout, bytes)) {
@@ -67,7 +67,7 @@ std::shared_ptr<Work> GlooBackend::alltoall(const std::vector<Tensor>& outputs,
         }
         size_t offset = 0;
         for (const Tensor& t : outputs) {
-          std::memcpy(t.data(), out.data() + offset, t.nbytes());
+          copyBytes(t.data(), out.data() + offset, t.nbytes());
           offset += t.nbytes();
         }
       });
@@ -107,7 +107,7 @@ std::shared_ptr<Work> GlooBackend::alltoallBase(const Tensor& output, const Tens
         std::vector<int64_t> sendBytes = bytesPerRank(inputSplitSizes, input);
         std::vector<int64_t> recvBytes = bytesPerRank(outputSplitSizes, output);
         if (runtime->size == 1) {
-          std::memcpy(output.data(), input.data(), static_cast<size_t>(sendBytes[0]));
+          copyBytes(output.data(), input.data(), static_cast<size_t>(sendBytes[0]));
           return;
         }
         // Gloo's unbound buffers need memory even when every count is zero.

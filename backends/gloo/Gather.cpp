@@ -20,7 +20,7 @@ std::shared_ptr<Work> GlooBackend::gather(const std::vector<Tensor>& outputs, co
         bool root = runtime->rank == options.rootRank;
         std::vector<uint8_t> flat(root ? bytes * runtime->size : 0);
         if (runtime->size == 1 || bytes == 0) {
-          if (root) std::memcpy(flat.data(), input.data(), bytes);
+          if (root) copyBytes(flat.data(), input.data(), bytes);
         } else {
           gloo::GatherOptions gloo(runtime->context);
           gloo.setInput<uint8_t>(bytesOf(input), bytes);
@@ -31,7 +31,7 @@ std::shared_ptr<Work> GlooBackend::gather(const std::vector<Tensor>& outputs, co
           gloo::gather(gloo);
         }
         for (size_t r = 0; r < outputs.size(); ++r) {
-          std::memcpy(outputs[r].data(), flat.data() + r * bytes, bytes);
+          copyBytes(outputs[r].data(), flat.data() + r * bytes, bytes);
         }
       });
 }

@@ -10,8 +10,8 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include <chrono>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -131,6 +132,12 @@ void withWordOfSize(size_t elementSize, Fn&& fn) {
       return fn.template operator()<Word<8>>();
   }
   C10D_THROW(InvalidArgument, "gloo backend: unsupported element size ", elementSize);
+}
+
+// memcpy that accepts the null pointers of empty tensors (memcpy's contract forbids them even for
+// zero bytes).
+inline void copyBytes(void* destination, const void* source, size_t bytes) {
+  if (bytes > 0) std::memcpy(destination, source, bytes);
 }
 
 }  // namespace c10d

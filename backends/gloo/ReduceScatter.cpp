@@ -30,7 +30,7 @@ void reduceScatterFlat(GlooBackend::Runtime& runtime, std::vector<uint8_t>& flat
     options.setTimeout(timeout);
     gloo::allreduce(options);
   }
-  std::memcpy(output.data(), flat.data() + runtime.rank * output.nbytes(), output.nbytes());
+  copyBytes(output.data(), flat.data() + runtime.rank * output.nbytes(), output.nbytes());
   finishReduce(op, dtype, output.data(), output.numel(), runtime.size);
 }
 
@@ -47,7 +47,7 @@ std::shared_ptr<Work> GlooBackend::reduceScatter(const Tensor& output,
       [runtime, output, inputs, options](uint32_t tag) {
         std::vector<uint8_t> flat(output.nbytes() * inputs.size());
         for (size_t r = 0; r < inputs.size(); ++r) {
-          std::memcpy(flat.data() + r * output.nbytes(), inputs[r].data(), output.nbytes());
+          copyBytes(flat.data() + r * output.nbytes(), inputs[r].data(), output.nbytes());
         }
         reduceScatterFlat(*runtime, flat, output, options.reduceOp, tag, options.timeout);
       });

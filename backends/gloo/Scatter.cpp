@@ -18,7 +18,7 @@ std::shared_ptr<Work> GlooBackend::scatter(const Tensor& output, const std::vect
       [runtime, output, inputs, options](uint32_t tag) {
         size_t bytes = output.nbytes();
         if (runtime->size == 1 || bytes == 0) {
-          if (!inputs.empty()) std::memcpy(output.data(), inputs[0].data(), bytes);
+          if (!inputs.empty()) copyBytes(output.data(), inputs[0].data(), bytes);
           return;
         }
         gloo::ScatterOptions gloo(runtime->context);

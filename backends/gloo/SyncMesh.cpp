@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "c10d/Exception.hpp"
+#include "c10d/backends/gloo/GlooSetup.hpp"
 
 namespace c10d {
 
@@ -39,7 +40,7 @@ SyncMesh::SyncMesh(std::shared_ptr<gloo::rendezvous::Context> context, bool busy
 
 void SyncMesh::send(int peer, const void* data, size_t bytes) {
   Peer& p = peers_[peer];
-  if (bytes > 0) std::memcpy(p.sendStage.data(), data, bytes);
+  if (bytes > 0) copyBytes(p.sendStage.data(), data, bytes);
   // A zero-length message still travels: the receiver's read is what completes its wait.
   p.sendBuffer->send(0, bytes, 0);
   p.sendBuffer->waitSend();
@@ -48,7 +49,7 @@ void SyncMesh::send(int peer, const void* data, size_t bytes) {
 void SyncMesh::recv(int peer, void* data, size_t bytes) {
   Peer& p = peers_[peer];
   p.recvBuffer->waitRecv();
-  if (bytes > 0) std::memcpy(data, p.recvStage.data(), bytes);
+  if (bytes > 0) copyBytes(data, p.recvStage.data(), bytes);
 }
 
 namespace {
@@ -184,7 +185,7 @@ void SyncMesh::allgather(void* output, size_t bytes) {
 void SyncMesh::alltoall(const void* input, void* output, size_t blockBytes) {
   const auto* in = static_cast<const uint8_t*>(input);
   auto* out = static_cast<uint8_t*>(output);
-  std::memcpy(out + rank_ * blockBytes, in + rank_ * blockBytes, blockBytes);
+  copyBytes(out + rank_ * blockBytes, in + rank_ * blockBytes, blockBytes);
   for (int step = 1; step < size_; ++step) {
     int to = (rank_ + step) % size_;
     int from = (rank_ - step + size_) % size_;
