@@ -1293,6 +1293,40 @@ TEST_P(ProcessGroupConformance, ShorterWaitGivesUpButTheOpGoesOn) {
   });
 }
 
+TEST_P(ProcessGroupConformance, PointToPointCompletesWithoutAnyWait) {
+  if (worldSize() < 2) GTEST_SKIP() << "point-to-point needs two ranks";
+  runOnRanks([](RankEnv& env) {
+    const int right = (env.rank + 1) % env.size;
+    const int left = (env.rank + env.size - 1) % env.size;
+    // Nobody calls wait(): isCompleted() and the future's callbacks must still get there. The
+    // pause between rounds lets a backend's progress machinery go idle before the next round.
+    for (int round = 0; round < 2; ++round) {
+      if (round > 0) std::this_thread::sleep_for(500ms);
+      Tensor out = make(ScalarType::Int32, {1000});
+      Tensor in = make(ScalarType::Int32, {1000});
+      fill(out, [&](int64_t i) { return pattern(ScalarType::Int32, 1200 + env.rank, i); });
+      fillSentinel(in);
+      auto recv = env.pg.recv(in, left, 40 + round);
+      auto send = env.pg.send(out, right, 40 + round);
+      auto callbacks = std::make_shared<std::atomic<int>>(0);  // may outlive a failed round
+      recv->getFuture()->addCallback([callbacks](Future&) { ++*callbacks; });
+      send->getFuture()->addCallback([callbacks](Future&) { ++*callbacks; });
+      auto deadline = Clock::now() + 20s;
+      while (!(recv->isCompleted() && send->isCompleted() && *callbacks == 2) &&
+             Clock::now() < deadline) {
+        std::this_thread::sleep_for(1ms);
+      }
+      std::string what = str("round ", round, ": send to ", right, " and recv from ", left,
+                             " with no wait()");
+      check(recv->isCompleted() && recv->isSuccess(), what + ": the recv never completed");
+      check(send->isCompleted() && send->isSuccess(), what + ": the send never completed");
+      checkEq(2, callbacks->load(), what + ": future callbacks run");
+      checkTensor(
+          in, [&](int64_t i) { return pattern(ScalarType::Int32, 1200 + left, i); }, what);
+    }
+  });
+}
+
 TEST_P(ProcessGroupConformance, RecvAndCollectiveTimeOutWhenPeersDoNotTakePart) {
   if (worldSize() < 2) GTEST_SKIP() << "needs a peer that does not take part";
   runOnRanks([](RankEnv& env) {

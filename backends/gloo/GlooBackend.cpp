@@ -42,6 +42,7 @@ bool anyRankSleeps(Store& store, const BackendContext& context, bool spin) {
 // ---- Runtime ----
 
 void GlooBackend::Runtime::checkUsable(const Work::Describe& describe) {
+  if (!broken_.load(std::memory_order_acquire)) return;  // every op passes here: no lock
   std::lock_guard<std::mutex> guard(mutex_);
   if (!brokenBy_.empty()) {
     C10D_THROW(BackendError, describe(),
@@ -56,6 +57,7 @@ void GlooBackend::Runtime::fail(const std::string& description, const std::strin
   {
     std::lock_guard<std::mutex> guard(mutex_);
     if (brokenBy_.empty()) brokenBy_ = message;
+    broken_.store(true, std::memory_order_release);
   }
   C10D_LOG(Warning, message);
   // Gloo says "Timed out ..." for unbound buffers and "Read timeout"/"Write timeout" for pairs
@@ -68,11 +70,13 @@ void GlooBackend::Runtime::fail(const std::string& description, const std::strin
 }
 
 void GlooBackend::Runtime::trackP2P(const std::shared_ptr<P2PWork>& work) {
-  bool wasIdle;
+  bool wake;
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    wasIdle = p2pPending_.empty();
-    p2pPending_.push_back({work, std::chrono::steady_clock::now()});
+    wake = progressAsleep_;
+    progressAsleep_ = false;
+    lastPosted_ = std::chrono::steady_clock::now();
+    p2pPending_.push_back({work, lastPosted_});
     p2pAll_.push_back(work);
     if (p2pAll_.size() > 1024) {  // forget completed ones now and then
       std::erase_if(p2pAll_, [](const std::weak_ptr<P2PWork>& w) {
@@ -81,9 +85,7 @@ void GlooBackend::Runtime::trackP2P(const std::shared_ptr<P2PWork>& work) {
       });
     }
   }
-  // A busy progress thread is already waiting for the front entry's due time and will get to
-  // this one; waking it per operation cost a context switch per send on a loaded host.
-  if (wasIdle) p2pChanged_.notify_one();
+  if (wake) p2pChanged_.notify_one();
 }
 
 std::unique_ptr<gloo::transport::UnboundBuffer> GlooBackend::Runtime::acquireBuffer(void* data,
@@ -114,21 +116,26 @@ void GlooBackend::Runtime::releaseBuffer(std::unique_ptr<gloo::transport::Unboun
 void GlooBackend::Runtime::startProgressThread() {
   progress_ = std::thread([this] {
     std::unique_lock<std::mutex> lock(mutex_);
-    while (true) {
-      p2pChanged_.wait(lock, [&] { return p2pStopping_ || !p2pPending_.empty(); });
-      if (p2pStopping_) return;
-      auto due = p2pPending_.front().posted + kP2PClaimDelay;
-      if (std::chrono::steady_clock::now() < due) {
-        p2pChanged_.wait_until(lock, due, [&] { return p2pStopping_; });
+    while (!p2pStopping_) {
+      auto now = std::chrono::steady_clock::now();
+      if (!p2pPending_.empty() && p2pPending_.front().posted + kP2PClaimDelay <= now) {
+        std::shared_ptr<P2PWork> work = p2pPending_.front().work.lock();
+        p2pPending_.pop_front();
+        if (!work || work->isCompleted()) continue;
+        lock.unlock();
+        work->completeIfUnclaimed();
+        work.reset();
+        lock.lock();
         continue;
       }
-      std::shared_ptr<P2PWork> work = p2pPending_.front().work.lock();
-      p2pPending_.pop_front();
-      if (!work || work->isCompleted()) continue;
-      lock.unlock();
-      work->completeIfUnclaimed();
-      work.reset();
-      lock.lock();
+      if (p2pPending_.empty() && now - lastPosted_ >= kP2PIdleAfter) {
+        progressAsleep_ = true;
+        p2pChanged_.wait(lock, [&] { return p2pStopping_ || !p2pPending_.empty(); });
+        progressAsleep_ = false;
+        continue;
+      }
+      // One look per kP2PClaimDelay, not one per op's due time.
+      p2pChanged_.wait_until(lock, now + kP2PClaimDelay, [&] { return p2pStopping_; });
     }
   });
 }

@@ -9,6 +9,7 @@
 #include <gloo/transport/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -79,6 +80,10 @@ struct GlooBackend::Runtime {
   // alone for kP2PClaimDelay first: a caller that waits soon waits on Gloo itself, without a
   // thread hand-off.
   static constexpr std::chrono::milliseconds kP2PClaimDelay{2};
+  // While point-to-point traffic goes on, the progress thread looks at the queue once per
+  // kP2PClaimDelay, not once per op (a wake-up per op cost a context switch and contention on
+  // mutex_ in every small send/recv); after kP2PIdleAfter without an op it sleeps until woken.
+  static constexpr std::chrono::milliseconds kP2PIdleAfter{200};
   void trackP2P(const std::shared_ptr<P2PWork>& work);
 
   // Unbound buffers for point-to-point ops. Creating and destroying one per op cost about a
@@ -92,6 +97,7 @@ struct GlooBackend::Runtime {
  private:
   std::mutex mutex_;
   std::string brokenBy_;  // the first failure's message; empty while healthy
+  std::atomic<bool> broken_{false};
   std::condition_variable p2pChanged_;
   struct PendingP2P {
     std::weak_ptr<P2PWork> work;
@@ -100,6 +106,8 @@ struct GlooBackend::Runtime {
   std::deque<PendingP2P> p2pPending_;
   std::vector<std::weak_ptr<P2PWork>> p2pAll_;
   bool p2pStopping_ = false;
+  bool progressAsleep_ = false;  // in an untimed wait: the next op must wake it
+  std::chrono::steady_clock::time_point lastPosted_;
   std::thread progress_;
   static constexpr size_t kMaxIdleBuffers = 64;
   std::mutex buffersMutex_;
