@@ -8,6 +8,12 @@
 #ifdef C10D_WITH_GLOO
 #include "c10d/backends/gloo/GlooBackend.hpp"
 #endif
+#ifdef C10D_WITH_MPI
+#include "c10d/backends/mpi/MpiBackend.hpp"
+#endif
+#ifdef C10D_WITH_NCCL
+#include "c10d/backends/nccl/NcclBackend.hpp"
+#endif
 
 namespace c10d {
 
@@ -77,6 +83,9 @@ std::vector<std::shared_ptr<Work>> Backend::batchIsendIrecv(const std::vector<P2
                                                             std::chrono::milliseconds) {
   unsupported("batch_isend_irecv");
 }
+std::shared_ptr<void> Backend::splitForSubgroup(const std::vector<int>&) {
+  return nullptr;
+}
 
 namespace {
 
@@ -88,6 +97,16 @@ struct Registry {
 #ifdef C10D_WITH_GLOO
     factories["gloo"] = [](const BackendContext& context) {
       return std::make_shared<GlooBackend>(context);
+    };
+#endif
+#ifdef C10D_WITH_MPI
+    factories["mpi"] = [](const BackendContext& context) {
+      return std::make_shared<MpiBackend>(context);
+    };
+#endif
+#ifdef C10D_WITH_NCCL
+    factories["nccl"] = [](const BackendContext& context) {
+      return std::make_shared<NcclBackend>(context);
     };
 #endif
   }

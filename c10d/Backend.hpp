@@ -77,6 +77,13 @@ class Backend {
   // ProcessGroup::shutdown; later calls fail.
   virtual void shutdown() {}
 
+  // Called on every rank of this group, in the same order on all of them, when newGroup/split
+  // makes a subgroup of ranksInParent (this group's ranks, in the subgroup's rank order); this
+  // rank is a member when it appears there. What it returns reaches the member's new backend of
+  // the same name as BackendContext::fromParent. Backends whose library splits a communicator
+  // collectively (MPI_Comm_split, ncclCommSplit) do it here; the default returns null.
+  virtual std::shared_ptr<void> splitForSubgroup(const std::vector<int>& ranksInParent);
+
  protected:
   [[noreturn]] void unsupported(const char* op) const;
 
@@ -93,6 +100,9 @@ struct BackendContext {
   int size;
   std::chrono::milliseconds timeout;
   std::string groupName;
+  // For a subgroup's backend: what the parent group's backend of the same name returned from
+  // splitForSubgroup; null for a job's first group.
+  std::shared_ptr<void> fromParent;
 };
 
 using BackendFactory = std::function<std::shared_ptr<Backend>(const BackendContext&)>;

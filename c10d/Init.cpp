@@ -1,11 +1,14 @@
 #include "c10d/Init.hpp"
 
+#include "c10d/store/HashStore.hpp"
+
 #include <charconv>
 #include <cstdlib>
 #include <optional>
 
 #include "c10d/Exception.hpp"
 #include "c10d/store/FileStore.hpp"
+#include "c10d/store/HashStore.hpp"
 #include "c10d/store/TCPStore.hpp"
 
 namespace c10d {
@@ -134,8 +137,17 @@ std::shared_ptr<ProcessGroup> initProcessGroup(InitOptions options) {
   if (options.backend.empty()) options.backend = env("C10D_BACKEND").value_or("gloo");
   options.timeout = resolveTimeout(options.timeout);
   WorldInfo world = detectWorld(options);
-  std::shared_ptr<Store> store = connectStore(options, world);
   ProcessGroupOptions groupOptions;
+  // MPI finds its peers itself: under mpirun an MPI-only job needs no MASTER_ADDR and no store.
+  bool mpiOnly = true;
+  for (const auto& [device, name] : parseBackendSpec(options.backend)) mpiOnly &= name == "mpi";
+  std::shared_ptr<Store> store;
+  if (mpiOnly && options.initMethod == "env://" && !env("MASTER_ADDR").has_value()) {
+    store = std::make_shared<HashStore>();
+    groupOptions.storeIsShared = false;
+  } else {
+    store = connectStore(options, world);
+  }
   groupOptions.backend = options.backend;
   groupOptions.timeout = options.timeout;
   groupOptions.groupName = options.groupName;

@@ -93,6 +93,11 @@ std::map<DeviceType, std::string> parseBackendSpec(const std::string& spec) {
 
 ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
                            ProcessGroupOptions options)
+    : ProcessGroup(std::move(store), rank, size, std::move(options), {}) {}
+
+ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
+                           ProcessGroupOptions options,
+                           const std::map<std::string, std::shared_ptr<void>>& fromParent)
     : store_(std::move(store)), rank_(rank), size_(size), options_(std::move(options)) {
   C10D_CHECK(store_ != nullptr, InvalidArgument, "ProcessGroup: null store");
   C10D_CHECK(size_ >= 1, InvalidArgument, "ProcessGroup: size must be >= 1, got ", size_);
@@ -107,8 +112,13 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
   for (const auto& [device, name] : parseBackendSpec(options_.backend)) {
     auto& backend = byName[name];
     if (!backend) {
+      auto parentPart = fromParent.find(name);
       BackendContext context{std::make_shared<PrefixStore>(options_.groupName + "/" + name, store_),
-                             rank_, size_, options_.timeout, options_.groupName};
+                             rank_,
+                             size_,
+                             options_.timeout,
+                             options_.groupName,
+                             parentPart == fromParent.end() ? nullptr : parentPart->second};
       backend = createBackend(name, context);
     }
     backends_[device] = backend;
@@ -377,6 +387,10 @@ std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& options) {
 
 void ProcessGroup::monitoredBarrier(const BarrierOptions& options, bool waitAllRanks) {
   checkUsable("monitored_barrier");
+  C10D_CHECK(options_.storeIsShared, InvalidArgument, "monitored_barrier in group '",
+             options_.groupName,
+             "' needs a store shared by the ranks; this job has none (start it with "
+             "MASTER_ADDR and MASTER_PORT set)");
   auto timeout = resolve(options.timeout);
   auto deadline = std::chrono::steady_clock::now() + timeout;
   // Through the store rather than the backend: the point is to name ranks that never arrive,
@@ -470,22 +484,14 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key,
                                                   std::optional<ProcessGroupOptions> options) {
   checkUsable("split");
   std::string name = options_.groupName + ".split" + std::to_string(subgroupCounter_++);
-  // Everyone publishes (color, key); each reads all and keeps the ranks of its own color.
-  std::string prefix = "split/" + name + "/";
-  store_->setString(prefix + std::to_string(rank_),
-                    std::to_string(color) + " " + std::to_string(key));
-  std::vector<std::string> keys;
-  for (int r = 0; r < size_; ++r) keys.push_back(prefix + std::to_string(r));
-  std::vector<Store::Bytes> values = store_->multiGet(keys, options_.timeout);
-  if (color < 0) {
-    return std::shared_ptr<ProcessGroup>(new ProcessGroup(NonMember{}, name));
-  }
-  std::vector<std::tuple<int, int>> members;  // (key, rank)
-  for (int r = 0; r < size_; ++r) {
-    std::istringstream in(toString(values[r]));
-    int c = 0, k = 0;
-    in >> c >> k;
-    if (c == color) members.emplace_back(k, r);
+  std::vector<std::pair<int, int>> members;  // (key, rank) of this rank's color
+  if (color >= 0) {
+    std::vector<std::array<int, 2>> all = exchangeColors(name, color, key);
+    for (int r = 0; r < size_; ++r) {
+      if (all[r][0] == color) members.emplace_back(all[r][1], r);
+    }
+  } else {
+    exchangeColors(name, color, key);
   }
   std::sort(members.begin(), members.end());
   std::vector<int> ranks;
@@ -493,17 +499,60 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key,
   return makeSubgroup(ranks, name + ".color" + std::to_string(color), options);
 }
 
+std::vector<std::array<int, 2>> ProcessGroup::exchangeColors(const std::string& name, int color,
+                                                             int key) {
+  std::vector<std::array<int, 2>> all(size_);
+  if (options_.storeIsShared) {
+    std::string prefix = "split/" + name + "/";
+    store_->setString(prefix + std::to_string(rank_),
+                      std::to_string(color) + " " + std::to_string(key));
+    std::vector<std::string> keys;
+    for (int r = 0; r < size_; ++r) keys.push_back(prefix + std::to_string(r));
+    std::vector<Store::Bytes> values = store_->multiGet(keys, options_.timeout);
+    for (int r = 0; r < size_; ++r) {
+      std::istringstream in(toString(values[r]));
+      in >> all[r][0] >> all[r][1];
+    }
+    return all;
+  }
+  // No shared store: through the backend, as one allgather of (color, key) per rank.
+  auto cpu = backends_.find(DeviceType::CPU);
+  C10D_CHECK(cpu != backends_.end(), InvalidArgument, "split in group '", options_.groupName,
+             "': without a shared store (MASTER_ADDR) it needs a CPU backend");
+  Tensor mine = Tensor::empty({2}, ScalarType::Int32);
+  static_cast<int32_t*>(mine.data())[0] = color;
+  static_cast<int32_t*>(mine.data())[1] = key;
+  Tensor gathered = Tensor::empty({2 * static_cast<int64_t>(size_)}, ScalarType::Int32);
+  cpu->second->allgatherIntoTensor(gathered, mine, {.timeout = options_.timeout})->wait();
+  for (int r = 0; r < size_; ++r) {
+    all[r][0] = static_cast<int32_t*>(gathered.data())[2 * r];
+    all[r][1] = static_cast<int32_t*>(gathered.data())[2 * r + 1];
+  }
+  return all;
+}
+
 std::shared_ptr<ProcessGroup> ProcessGroup::makeSubgroup(
     const std::vector<int>& memberRanks, const std::string& name,
     std::optional<ProcessGroupOptions> options) {
+  // Every rank of this group gets here for every subgroup, members or not: the backends that
+  // split a communicator collectively need all of them.
+  std::map<std::string, std::shared_ptr<void>> fromParent;
+  std::map<Backend*, bool> asked;
+  for (auto& [device, backend] : backends_) {
+    if (asked[backend.get()]) continue;
+    asked[backend.get()] = true;
+    fromParent[backend->name()] = backend->splitForSubgroup(memberRanks);
+  }
   auto it = std::find(memberRanks.begin(), memberRanks.end(), rank_);
   if (it == memberRanks.end()) {
     return std::shared_ptr<ProcessGroup>(new ProcessGroup(NonMember{}, name));
   }
   ProcessGroupOptions subOptions = options.value_or(options_);
   subOptions.groupName = name;
-  auto group = std::make_shared<ProcessGroup>(store_, static_cast<int>(it - memberRanks.begin()),
-                                              static_cast<int>(memberRanks.size()), subOptions);
+  subOptions.storeIsShared = options_.storeIsShared;
+  std::shared_ptr<ProcessGroup> group(
+      new ProcessGroup(store_, static_cast<int>(it - memberRanks.begin()),
+                       static_cast<int>(memberRanks.size()), subOptions, fromParent));
   for (size_t i = 0; i < memberRanks.size(); ++i) {
     group->globalRanks_[i] = globalRanks_[memberRanks[i]];
   }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -24,6 +25,10 @@ struct ProcessGroupOptions {
   std::string backend = "gloo";  // a backend spec, see parseBackendSpec
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
   std::string groupName = "default";
+  // False when the store is private to this process (an MPI job started without MASTER_ADDR):
+  // split then exchanges colors through the group's CPU backend, and monitoredBarrier, which
+  // needs a store the ranks share, is unavailable.
+  bool storeIsShared = true;
 };
 
 // A group of ranks that run collectives and point-to-point operations together, like
@@ -43,6 +48,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // rank and size are this process's place in the group. Throws InvalidArgument on a bad rank,
   // size, spec or backend name; the backends' errors (e.g. TimeoutError while peers connect).
   ProcessGroup(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options = {});
+  // As above, handing each backend (by name) what reaches it as BackendContext::fromParent: a
+  // subgroup's split, or a communicator a program hands in (newMpiProcessGroup).
+  ProcessGroup(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options,
+               const std::map<std::string, std::shared_ptr<void>>& fromParent);
   ~ProcessGroup();
 
   int rank() const { return rank_; }
@@ -126,6 +135,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  private:
   struct NonMember {};
   ProcessGroup(NonMember, std::string groupName);
+  // (color, key) of every rank of this group, for split.
+  std::vector<std::array<int, 2>> exchangeColors(const std::string& name, int color, int key);
 
   std::chrono::milliseconds resolve(std::chrono::milliseconds timeout) const;
   Backend& route(const Tensor& tensor, const char* op) const;

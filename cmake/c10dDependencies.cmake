@@ -62,7 +62,12 @@ set(C10D_BACKENDS_BUILT "")
 if(C10D_USE_GLOO_ENABLED)
   list(APPEND C10D_BACKENDS_BUILT gloo)
 endif()
-# mpi and nccl join this list when their backends exist (their options already resolve).
+if(C10D_USE_MPI_ENABLED)
+  list(APPEND C10D_BACKENDS_BUILT mpi)
+endif()
+if(C10D_USE_NCCL_ENABLED)
+  list(APPEND C10D_BACKENDS_BUILT nccl)
+endif()
 
 # Links target against what the enabled parts need. Everything stays PRIVATE: c10d's public
 # headers include none of these libraries, so consumers need only dlpack.
@@ -82,6 +87,14 @@ function(c10d_link_backends target)
       backends/gloo/SyncMesh.cpp)
     target_link_libraries(${target} PRIVATE gloo)
     target_compile_definitions(${target} PRIVATE C10D_WITH_GLOO=1)
+  endif()
+  if(C10D_USE_MPI_ENABLED)
+    target_sources(${target} PRIVATE
+      backends/mpi/MpiBackend.cpp
+      backends/mpi/MpiProgress.cpp
+      backends/mpi/MpiTypes.cpp)
+    target_link_libraries(${target} PRIVATE MPI::MPI_C)
+    target_compile_definitions(${target} PRIVATE C10D_WITH_MPI=1)
   endif()
   if(C10D_WITH_CUDA)
     # The static runtime keeps libc10d.so loadable on machines without the toolkit's libraries.

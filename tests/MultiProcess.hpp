@@ -30,6 +30,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -44,6 +45,7 @@
 
 #include "c10d/Exception.hpp"
 #include "c10d/ProcessGroup.hpp"
+#include "c10d/store/PrefixStore.hpp"
 #include "c10d/store/TCPStore.hpp"
 
 namespace c10d::test {
@@ -310,9 +312,72 @@ inline std::string readAll(FILE* file) {
 
 }  // namespace detail
 
-// Forks options.worldSize ranks running body, waits for them and returns their outcomes.
+// The world size of the mpirun that started this process, or 0 when mpirun did not.
+inline int mpirunWorldSize() {
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  return size != nullptr ? std::atoi(size) : 0;
+}
+
+namespace detail {
+
+// The "mpi" backend's ranks are mpirun's processes, not forks: each runs body as its own rank,
+// with a TCPStore at MASTER_ADDR:MASTER_PORT (tests/run_under_mpirun.sh) shared by every run of
+// the process. Each process checks its own rank; mpirun's exit code and each process's gtest
+// result carry the verdict. This rank's outcome goes in its slot, the others read 0.
+inline std::vector<RankOutcome> runThisMpiRank(const RunOptions& options,
+                                               const std::function<void(RankEnv&)>& body) {
+  const int size = options.worldSize;
+  const int rank = std::atoi(std::getenv("OMPI_COMM_WORLD_RANK"));
+  std::vector<RankOutcome> outcomes(size);
+  for (int r = 0; r < size; ++r) outcomes[r] = {r, kRankPassed, ""};
+  RankOutcome& mine = outcomes[rank];
+  currentRank() = rank;
+  static std::shared_ptr<TCPStore> shared;
+  static int runs = 0;
+  const int failuresBefore = failureCount();
+  try {
+    if (!shared) {
+      const char* host = std::getenv("MASTER_ADDR");
+      const char* port = std::getenv("MASTER_PORT");
+      C10D_CHECK(
+          host != nullptr && port != nullptr, InvalidArgument,
+          "MPI conformance runs need MASTER_ADDR and MASTER_PORT (tests/run_under_mpirun.sh)");
+      shared = std::make_shared<TCPStore>(
+          host, static_cast<uint16_t>(std::atoi(port)),
+          TCPStoreOptions{
+              .isServer = rank == 0, .numWorkers = size, .timeout = std::chrono::seconds(60)});
+    }
+    auto store = std::make_shared<PrefixStore>("run" + std::to_string(runs++), shared);
+    auto pg = std::make_shared<ProcessGroup>(
+        store, rank, size,
+        ProcessGroupOptions{.backend = options.backend, .timeout = options.opTimeout});
+    RankEnv env{*pg, *store, rank, size};
+    body(env);
+    storeBarrier(*store, "c10d-test/body-done", size);
+    pg.reset();
+  } catch (const std::exception& e) {
+    mine.exitCode = kRankThrew;
+    mine.output = c10d::detail::concat("[rank ", rank, "] uncaught ", errorKind(e), ": ", e.what());
+    return outcomes;
+  }
+  if (failureCount() != failuresBefore) {
+    mine.exitCode = kRankFailedChecks;
+    mine.output = "(the failed checks are printed above)";
+  }
+  return outcomes;
+}
+
+}  // namespace detail
+
+// Forks options.worldSize ranks running body, waits for them and returns their outcomes. With
+// the "mpi" backend under mpirun, runs this process's rank instead (detail::runThisMpiRank).
 inline std::vector<RankOutcome> runRanks(const RunOptions& options,
                                          const std::function<void(RankEnv&)>& body) {
+  if (options.backend == "mpi" && mpirunWorldSize() > 0) {
+    C10D_CHECK(mpirunWorldSize() == options.worldSize, InvalidArgument, "a ", options.worldSize,
+               "-rank MPI case under an mpirun of ", mpirunWorldSize(), " processes");
+    return detail::runThisMpiRank(options, body);
+  }
   using Clock = std::chrono::steady_clock;
   const int size = options.worldSize;
   const uint16_t port = freeLoopbackPort();

@@ -1,0 +1,117 @@
+#pragma once
+
+// The Open MPI backend ("mpi"): every ProcessGroup operation on CPU tensors over an MPI
+// communicator. Include this header only to hand in a communicator of your own
+// (newMpiProcessGroup); selecting the backend by name (C10D_BACKEND=mpi) needs nothing from it.
+// It includes <mpi.h>, so a program that includes it compiles and links against MPI itself.
+
+// MPI's C API only: Open MPI's deprecated C++ bindings would need libmpi_cxx at link time.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "c10d/Backend.hpp"
+#include "c10d/ProcessGroup.hpp"
+
+namespace c10d {
+
+class OpQueue;
+namespace mpi {
+struct Communicator;
+}
+
+// Collectives run in issue order on the backend's own thread, or on the caller's thread when it
+// waits for the op it just issued (no hand-off); point-to-point ops are posted at once
+// (MPI_Isend/MPI_Irecv) on the caller's thread and completed by whoever waits, or by a
+// progress thread for Works nobody waits on. Both need MPI_THREAD_MULTIPLE: the backend
+// initialises MPI with it when the program has not, and refuses (BackendError) an MPI that was
+// initialised with less.
+//
+// Timeouts: a point-to-point op that passes its timeout fails with TimeoutError (a receive is
+// cancelled). MPI cannot abandon a collective: when one passes its timeout the backend logs the
+// op, group, sequence number and rank, and (unless C10D_MPI_ABORT_ON_TIMEOUT=0) ends the job
+// with MPI_Abort rather than hang; a caller that waits for it on another thread gets
+// TimeoutError.
+class MpiBackend : public Backend {
+ public:
+  // The job's group (fromParent null): MPI_COMM_WORLD, whose rank and size must be the group's.
+  // A subgroup: the communicator its parent split off (splitForSubgroup).
+  explicit MpiBackend(const BackendContext& context);
+  ~MpiBackend() override;
+
+  std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& options) override;
+  std::shared_ptr<Work> allreduce(const Tensor& tensor, const AllreduceOptions& options) override;
+  std::shared_ptr<Work> allreduceCoalesced(const std::vector<Tensor>& tensors,
+                                           const AllreduceOptions& options) override;
+  std::shared_ptr<Work> reduce(const Tensor& tensor, const ReduceOptions& options) override;
+  std::shared_ptr<Work> allgather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                  const AllgatherOptions& options) override;
+  std::shared_ptr<Work> allgatherIntoTensor(const Tensor& output, const Tensor& input,
+                                            const AllgatherOptions& options) override;
+  std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                               const GatherOptions& options) override;
+  std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                const ScatterOptions& options) override;
+  std::shared_ptr<Work> reduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                      const ReduceScatterOptions& options) override;
+  std::shared_ptr<Work> reduceScatterTensor(const Tensor& output, const Tensor& input,
+                                            const ReduceScatterOptions& options) override;
+  std::shared_ptr<Work> alltoall(const std::vector<Tensor>& outputs,
+                                 const std::vector<Tensor>& inputs,
+                                 const AllToAllOptions& options) override;
+  std::shared_ptr<Work> alltoallBase(const Tensor& output, const Tensor& input,
+                                     const std::vector<int64_t>& outputSplitSizes,
+                                     const std::vector<int64_t>& inputSplitSizes,
+                                     const AllToAllOptions& options) override;
+  std::shared_ptr<Work> barrier(const BarrierOptions& options) override;
+  std::shared_ptr<Work> send(const Tensor& tensor, int dstRank, int tag,
+                             std::chrono::milliseconds timeout) override;
+  std::shared_ptr<Work> recv(const Tensor& tensor, int srcRank, int tag,
+                             std::chrono::milliseconds timeout) override;
+  std::shared_ptr<Work> recvAnysource(const Tensor& tensor, int tag,
+                                      std::chrono::milliseconds timeout) override;
+  std::vector<std::shared_ptr<Work>> batchIsendIrecv(const std::vector<P2POp>& ops,
+                                                     std::chrono::milliseconds timeout) override;
+  void shutdown() override;
+  // MPI_Comm_split of this backend's communicator, run in issue order with the collectives.
+  std::shared_ptr<void> splitForSubgroup(const std::vector<int>& ranksInParent) override;
+
+  MPI_Comm communicator() const { return comm_; }
+
+  // The backend's progress thread: completes point-to-point Works nobody waits on, fails those
+  // past their timeout, and watches the running collective's timeout (MpiProgress.hpp).
+  struct Progress;
+
+ private:
+  std::shared_ptr<Work> enqueue(const char* op, std::function<std::string()> details,
+                                std::chrono::milliseconds timeout, std::vector<Tensor> outputs,
+                                std::function<void()> fn);
+  std::shared_ptr<Work> startP2P(bool isSend, const Tensor& tensor, int peer, int tag,
+                                 std::chrono::milliseconds timeout);
+  void checkCPU(const Tensor& tensor, const char* op) const;
+
+  std::string groupName_;
+  std::shared_ptr<mpi::Communicator> owned_;  // a duplicate or a split: ours alone
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int tagUpperBound_ = 32767;  // MPI_TAG_UB; the standard guarantees at least this
+  std::atomic<uint64_t> sequence_{0};
+  std::shared_ptr<Progress> progress_;
+  std::unique_ptr<OpQueue> queue_;
+};
+
+// A process group over comm, for a program that initialised MPI itself (with
+// MPI_THREAD_MULTIPLE). Rank and size are comm's; the backend works on a duplicate of comm, so
+// the program's own traffic on comm never mixes with it. There is no shared store: split
+// exchanges colors through MPI and monitoredBarrier is unavailable. comm must outlive nothing:
+// the duplicate is the group's. Throws BackendError when MPI is not initialised or lacks
+// MPI_THREAD_MULTIPLE.
+std::shared_ptr<ProcessGroup> newMpiProcessGroup(MPI_Comm comm, ProcessGroupOptions options = {});
+
+}  // namespace c10d

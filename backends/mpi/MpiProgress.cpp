@@ -1,0 +1,229 @@
+#include "c10d/backends/mpi/MpiProgress.hpp"
+
+#include <sched.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "c10d/Exception.hpp"
+#include "c10d/Logging.hpp"
+
+namespace c10d {
+
+// ---- MpiP2PWork ----
+
+MpiP2PWork::MpiP2PWork(Describe describe, std::chrono::milliseconds timeout, Tensor tensor,
+                       bool isRecv, std::shared_ptr<MpiBackend::Progress> progress)
+    : Work(std::move(describe), timeout, isRecv ? std::vector{tensor} : std::vector<Tensor>{}),
+      tensor_(std::move(tensor)),
+      isRecv_(isRecv),
+      progress_(std::move(progress)),
+      deadline_(std::chrono::steady_clock::now() + timeout) {}
+
+MpiP2PWork::~MpiP2PWork() {
+  // Still posted (the group shut down first): MPI may yet write the tensor, so keep it alive.
+  if (request_ != MPI_REQUEST_NULL) progress_->abandon(request_, tensor_);
+}
+
+void MpiP2PWork::complete(const MPI_Status& status) {
+  if (!isRecv_) {
+    finish();
+    return;
+  }
+  int received = 0;
+  MPI_Get_count(&status, MPI_BYTE, &received);
+  if (static_cast<size_t>(received) != tensor_.nbytes()) {
+    finishWithError(std::make_exception_ptr(BackendError(detail::concat(
+        description(), " on rank ", progress_->rank, ": rank ", status.MPI_SOURCE, " sent ",
+        received, " bytes, the receive tensor holds ", tensor_.nbytes()))));
+    return;
+  }
+  setSourceRank(status.MPI_SOURCE);
+  finish();
+}
+
+bool MpiP2PWork::poll() {
+  MPI_Status status;
+  std::memset(&status, 0, sizeof(status));
+  int code = MPI_SUCCESS;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (done_) return true;
+    int flag = 0;
+    code = MPI_Test(&request_, &flag, &status);
+    if (code == MPI_SUCCESS && !flag) return false;
+    done_ = true;
+  }
+  // Finished outside the lock: callbacks may call back into this Work.
+  try {
+    mpi::check(code, "MPI_Test",
+               [&] { return detail::concat(description(), " on rank ", progress_->rank); });
+    complete(status);
+  } catch (...) {
+    finishWithError(std::current_exception());
+  }
+  return true;
+}
+
+bool MpiP2PWork::expireIfLate(std::chrono::steady_clock::time_point now) {
+  if (now < deadline_) return false;
+  MPI_Status status;
+  std::memset(&status, 0, sizeof(status));
+  bool cancelled = false;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (done_) return false;
+    if (isRecv_) {
+      // A receive not yet matched can be cancelled; one matched meanwhile completes normally.
+      MPI_Cancel(&request_);
+      MPI_Wait(&request_, &status);
+      int flag = 0;
+      MPI_Test_cancelled(&status, &flag);
+      cancelled = flag != 0;
+    } else {
+      progress_->abandon(request_, tensor_);  // MPI cannot take a send back
+      request_ = MPI_REQUEST_NULL;
+      cancelled = true;
+    }
+    done_ = true;
+  }
+  if (!cancelled) {
+    try {
+      complete(status);
+    } catch (...) {
+      finishWithError(std::current_exception());
+    }
+    return false;
+  }
+  finishWithError(std::make_exception_ptr(
+      TimeoutError(detail::concat(description(), " on rank ", progress_->rank,
+                                  ": not complete after ", timeout().count(), " ms"))));
+  return true;
+}
+
+void MpiP2PWork::beforeWait() {
+  // Open MPI progresses transfers only inside MPI calls, so the waiter keeps testing; yielding
+  // between tests lets another rank sharing the core run.
+  for (unsigned spins = 0;; ++spins) {
+    if (poll()) return;
+    if ((spins & 63) == 0 && expireIfLate(std::chrono::steady_clock::now())) return;
+    sched_yield();
+  }
+}
+
+// ---- Progress ----
+
+MpiBackend::Progress::Progress(std::string groupName, int rankInGroup)
+    : group(std::move(groupName)), rank(rankInGroup) {
+  const char* abortEnv = std::getenv("C10D_MPI_ABORT_ON_TIMEOUT");
+  abortOnTimeout_ = abortEnv == nullptr || std::strcmp(abortEnv, "0") != 0;
+  thread_ = std::thread([this] { run(); });
+}
+
+MpiBackend::Progress::~Progress() {
+  stop();
+}
+
+void MpiBackend::Progress::stop() {
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void MpiBackend::Progress::track(const std::shared_ptr<MpiP2PWork>& work) {
+  bool wake;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    lastPosted_ = std::chrono::steady_clock::now();
+    pending_.emplace_back(work, lastPosted_);
+    wake = asleep_;
+    asleep_ = false;
+  }
+  if (wake) changed_.notify_one();
+}
+
+void MpiBackend::Progress::abandon(MPI_Request request, Tensor tensor) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  abandoned_.emplace_back(request, std::move(tensor));
+}
+
+void MpiBackend::Progress::collectiveStarted(const Work::Describe& describe,
+                                             std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> guard(collectiveMutex_);
+  running_ = describe;
+  runningDeadline_ = std::chrono::steady_clock::now() + timeout;
+  reported_ = false;
+}
+
+void MpiBackend::Progress::collectiveEnded() {
+  std::lock_guard<std::mutex> guard(collectiveMutex_);
+  running_ = nullptr;
+}
+
+void MpiBackend::Progress::checkCollective(std::chrono::steady_clock::time_point now) {
+  std::string what;
+  {
+    std::lock_guard<std::mutex> guard(collectiveMutex_);
+    if (!running_ || reported_ || now < runningDeadline_) return;
+    reported_ = true;
+    what = running_();
+  }
+  std::string message = detail::concat(
+      "mpi backend: ", what, " on rank ", rank,
+      " passed its timeout; MPI cannot abandon a collective, so a rank of the group probably "
+      "never called it (or called a different one)");
+  if (!abortOnTimeout_) {
+    C10D_LOG(Error, message, ". C10D_MPI_ABORT_ON_TIMEOUT=0: leaving the job running");
+    return;
+  }
+  C10D_LOG(Error, message,
+           ". Ending the job with MPI_Abort (C10D_MPI_ABORT_ON_TIMEOUT=0 keeps it)");
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+void MpiBackend::Progress::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    auto now = std::chrono::steady_clock::now();
+    // Unclaimed point-to-point ops: test the ones posted at least kClaimDelay ago.
+    std::vector<std::shared_ptr<MpiP2PWork>> due;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      auto work = it->first.lock();
+      if (!work || work->isCompleted()) {
+        it = pending_.erase(it);
+      } else {
+        if (it->second + kClaimDelay <= now) due.push_back(std::move(work));
+        ++it;
+      }
+    }
+    auto abandoned = std::move(abandoned_);
+    abandoned_.clear();
+    lock.unlock();
+    for (auto& work : due) {
+      if (!work->poll()) work->expireIfLate(now);
+    }
+    due.clear();
+    for (auto it = abandoned.begin(); it != abandoned.end();) {
+      int flag = 0;
+      MPI_Test(&it->first, &flag, MPI_STATUS_IGNORE);
+      it = flag ? abandoned.erase(it) : it + 1;
+    }
+    checkCollective(now);
+    lock.lock();
+    for (auto& entry : abandoned) abandoned_.push_back(std::move(entry));
+    if (stopping_) break;
+    bool busy = !pending_.empty() || !abandoned_.empty() || now - lastPosted_ < kIdleAfter;
+    if (busy) {
+      changed_.wait_for(lock, kClaimDelay);
+    } else {
+      asleep_ = true;
+      changed_.wait_for(lock, kWatchdogTick);
+      asleep_ = false;
+    }
+  }
+}
+
+}  // namespace c10d
