@@ -77,7 +77,9 @@ class Work {
   // Blocks until the operation completes and rethrows its error. With kUseOpTimeout the
   // operation's own timeout applies; a shorter one throws TimeoutError when it passes (the
   // operation itself goes on and still completes or fails by its own timeout).
-  void wait(std::chrono::milliseconds timeout = kUseOpTimeout);
+  // Virtual for device backends, whose wait may order the caller's stream after the op instead
+  // (NCCL).
+  virtual void wait(std::chrono::milliseconds timeout = kUseOpTimeout);
 
   // The source rank of a completed receive (recvAnysource reports who sent). Throws Error for
   // other operations or before completion.
