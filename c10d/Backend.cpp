@@ -83,6 +83,17 @@ std::vector<std::shared_ptr<Work>> Backend::batchIsendIrecv(const std::vector<P2
                                                             std::chrono::milliseconds) {
   unsupported("batch_isend_irecv");
 }
+std::vector<std::shared_ptr<Work>> Backend::postEachInTurn(const std::vector<P2POp>& ops,
+                                                           std::chrono::milliseconds timeout) {
+  std::vector<std::shared_ptr<Work>> works;
+  works.reserve(ops.size());
+  for (const P2POp& op : ops) {
+    works.push_back(op.kind == P2POp::Send ? send(op.tensor, op.peer, op.tag, timeout)
+                                           : recv(op.tensor, op.peer, op.tag, timeout));
+  }
+  return works;
+}
+
 std::shared_ptr<void> Backend::splitForSubgroup(const std::vector<int>&) {
   return nullptr;
 }

@@ -86,6 +86,10 @@ class Backend {
 
  protected:
   [[noreturn]] void unsupported(const char* op) const;
+  // batchIsendIrecv for a backend whose send and recv never block when posted: starting each op
+  // in turn starts them together.
+  std::vector<std::shared_ptr<Work>> postEachInTurn(const std::vector<P2POp>& ops,
+                                                    std::chrono::milliseconds timeout);
 
  private:
   std::string name_;

@@ -435,6 +435,7 @@ std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dstRank, int 
   Backend& backend = route(tensor, "send");
   checkRank(dstRank, "destination", "send");
   C10D_CHECK(tag >= 0, InvalidArgument, "send: tag must be >= 0, got ", tag);
+  C10D_CHECK(dstRank != rank_, InvalidArgument, "send: rank ", rank_, " cannot send to itself");
   return backend.send(tensor, dstRank, tag, resolve(timeout));
 }
 
@@ -443,6 +444,8 @@ std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int srcRank, int 
   Backend& backend = route(tensor, "recv");
   checkRank(srcRank, "source", "recv");
   C10D_CHECK(tag >= 0, InvalidArgument, "recv: tag must be >= 0, got ", tag);
+  C10D_CHECK(srcRank != rank_, InvalidArgument, "recv: rank ", rank_,
+             " cannot receive from itself");
   return backend.recv(tensor, srcRank, tag, resolve(timeout));
 }
 
@@ -450,6 +453,8 @@ std::shared_ptr<Work> ProcessGroup::recvAnysource(const Tensor& tensor, int tag,
                                                   std::chrono::milliseconds timeout) {
   Backend& backend = route(tensor, "recv_anysource");
   C10D_CHECK(tag >= 0, InvalidArgument, "recv_anysource: tag must be >= 0, got ", tag);
+  C10D_CHECK(size_ > 1, InvalidArgument, "recv_anysource ", tensor.describe(), " tag ", tag,
+             " (group '", options_.groupName, "'): a group of one has nobody to receive from");
   return backend.recvAnysource(tensor, tag, resolve(timeout));
 }
 
@@ -463,6 +468,8 @@ std::vector<std::shared_ptr<Work>> ProcessGroup::batchIsendIrecv(
                "batch_isend_irecv: all tensors must be on one device");
     checkRank(op.peer, op.kind == P2POp::Send ? "destination" : "source", "batch_isend_irecv");
     C10D_CHECK(op.tag >= 0, InvalidArgument, "batch_isend_irecv: tag must be >= 0");
+    C10D_CHECK(op.peer != rank_, InvalidArgument, "batch_isend_irecv: rank ", rank_,
+               op.kind == P2POp::Send ? " cannot send to itself" : " cannot receive from itself");
   }
   return backend.batchIsendIrecv(ops, resolve(timeout));
 }
@@ -484,14 +491,10 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key,
                                                   std::optional<ProcessGroupOptions> options) {
   checkUsable("split");
   std::string name = options_.groupName + ".split" + std::to_string(subgroupCounter_++);
-  std::vector<std::pair<int, int>> members;  // (key, rank) of this rank's color
-  if (color >= 0) {
-    std::vector<std::array<int, 2>> all = exchangeColors(name, color, key);
-    for (int r = 0; r < size_; ++r) {
-      if (all[r][0] == color) members.emplace_back(all[r][1], r);
-    }
-  } else {
-    exchangeColors(name, color, key);
+  std::vector<std::array<int, 2>> all = exchangeColors(name, color, key);
+  std::vector<std::pair<int, int>> members;  // (key, rank) of this rank's color, if it has one
+  for (int r = 0; r < size_ && color >= 0; ++r) {
+    if (all[r][0] == color) members.emplace_back(all[r][1], r);
   }
   std::sort(members.begin(), members.end());
   std::vector<int> ranks;
@@ -537,11 +540,11 @@ std::shared_ptr<ProcessGroup> ProcessGroup::makeSubgroup(
   // Every rank of this group gets here for every subgroup, members or not: the backends that
   // split a communicator collectively need all of them.
   std::map<std::string, std::shared_ptr<void>> fromParent;
-  std::map<Backend*, bool> asked;
   for (auto& [device, backend] : backends_) {
-    if (asked[backend.get()]) continue;
-    asked[backend.get()] = true;
-    fromParent[backend->name()] = backend->splitForSubgroup(memberRanks);
+    // One backend may serve several device types: split it once.
+    if (fromParent.count(backend->name()) == 0) {
+      fromParent[backend->name()] = backend->splitForSubgroup(memberRanks);
+    }
   }
   auto it = std::find(memberRanks.begin(), memberRanks.end(), rank_);
   if (it == memberRanks.end()) {

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "c10d/Logging.hpp"
+#include "c10d/backends/common/Describe.hpp"
 #include "c10d/backends/common/OpQueue.hpp"
 #include "c10d/backends/gloo/GlooRuntime.hpp"
 #include "c10d/backends/gloo/GlooSetup.hpp"
@@ -273,11 +274,7 @@ std::shared_ptr<Work> GlooBackend::enqueue(const char* op, std::function<std::st
   C10D_CHECK(queue_ != nullptr, InvalidArgument, op, ": gloo backend of group '", groupName_,
              "' was shut down");
   uint64_t sequence = sequence_.fetch_add(1);
-  Work::Describe describe = [op, details = std::move(details), group = groupName_, sequence] {
-    std::string arguments = details();
-    return detail::concat(op, arguments.empty() ? "" : " ", arguments, " (group '", group,
-                          "', seq ", sequence, ")");
-  };
+  Work::Describe describe = describeCollective(op, std::move(details), groupName_, sequence);
   auto tag = static_cast<uint32_t>(sequence);
   std::shared_ptr<Runtime> runtime = runtime_;
   auto work = std::make_shared<QueuedWork>(describe, timeout, std::move(outputs),
@@ -294,12 +291,7 @@ std::shared_ptr<Work> GlooBackend::startP2P(bool isSend, const Tensor& tensor, i
   checkCPU(tensor, op);
   C10D_CHECK(queue_ != nullptr, InvalidArgument, op, ": gloo backend of group '", groupName_,
              "' was shut down");
-  Work::Describe describe = [op, tensor, isSend, peer, tag, group = groupName_] {
-    return peer < 0
-               ? detail::concat(op, " ", tensor.describe(), " tag ", tag, " (group '", group, "')")
-               : detail::concat(op, " ", tensor.describe(), isSend ? " to rank " : " from rank ",
-                                peer, " tag ", tag, " (group '", group, "')");
-  };
+  Work::Describe describe = describePointToPoint(op, tensor, isSend, peer, tag, groupName_);
   auto work = std::make_shared<P2PWork>(describe, timeout, tensor, isSend, runtime_);
   runtime_->guarded(describe, [&] {
     if (isSend) {
@@ -311,8 +303,6 @@ std::shared_ptr<Work> GlooBackend::startP2P(bool isSend, const Tensor& tensor, i
       for (int r = 0; r < size(); ++r) {
         if (r != rank()) sources.push_back(r);
       }
-      C10D_CHECK(!sources.empty(), InvalidArgument, describe(),
-                 ": a group of one has nobody to receive from");
       work->buffer().recv(sources, p2pSlot(tag));
     }
   });
@@ -322,14 +312,11 @@ std::shared_ptr<Work> GlooBackend::startP2P(bool isSend, const Tensor& tensor, i
 
 std::shared_ptr<Work> GlooBackend::send(const Tensor& tensor, int dstRank, int tag,
                                         std::chrono::milliseconds timeout) {
-  C10D_CHECK(dstRank != rank(), InvalidArgument, "send: rank ", rank(), " cannot send to itself");
   return startP2P(true, tensor, dstRank, tag, timeout);
 }
 
 std::shared_ptr<Work> GlooBackend::recv(const Tensor& tensor, int srcRank, int tag,
                                         std::chrono::milliseconds timeout) {
-  C10D_CHECK(srcRank != rank(), InvalidArgument, "recv: rank ", rank(),
-             " cannot receive from itself");
   return startP2P(false, tensor, srcRank, tag, timeout);
 }
 
@@ -341,13 +328,7 @@ std::shared_ptr<Work> GlooBackend::recvAnysource(const Tensor& tensor, int tag,
 std::vector<std::shared_ptr<Work>> GlooBackend::batchIsendIrecv(const std::vector<P2POp>& ops,
                                                                 std::chrono::milliseconds timeout) {
   // Unbound buffers never block when posted, so starting each op in turn starts them together.
-  std::vector<std::shared_ptr<Work>> works;
-  works.reserve(ops.size());
-  for (const P2POp& op : ops) {
-    works.push_back(op.kind == P2POp::Send ? send(op.tensor, op.peer, op.tag, timeout)
-                                           : recv(op.tensor, op.peer, op.tag, timeout));
-  }
-  return works;
+  return postEachInTurn(ops, timeout);
 }
 
 }  // namespace c10d

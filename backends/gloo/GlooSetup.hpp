@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "c10d/Exception.hpp"
+#include "c10d/backends/common/Flatten.hpp"
 #include "c10d/store/PrefixStore.hpp"
 #include "c10d/store/TCPStore.hpp"
 
@@ -132,12 +133,6 @@ void withWordOfSize(size_t elementSize, Fn&& fn) {
       return fn.template operator()<Word<8>>();
   }
   C10D_THROW(InvalidArgument, "gloo backend: unsupported element size ", elementSize);
-}
-
-// memcpy that accepts the null pointers of empty tensors (memcpy's contract forbids them even for
-// zero bytes).
-inline void copyBytes(void* destination, const void* source, size_t bytes) {
-  if (bytes > 0) std::memcpy(destination, source, bytes);
 }
 
 }  // namespace c10d

@@ -8,6 +8,8 @@
 #include <cstring>
 
 #include "c10d/Exception.hpp"
+#include "c10d/backends/common/Describe.hpp"
+#include "c10d/backends/common/Flatten.hpp"
 #include "c10d/backends/common/OpQueue.hpp"
 #include "c10d/backends/common/Reduce.hpp"
 #include "c10d/backends/mpi/MpiProgress.hpp"
@@ -15,33 +17,6 @@
 #include "c10d/store/HashStore.hpp"
 
 namespace c10d {
-
-namespace {
-
-void copyBytes(void* to, const void* from, size_t n) {
-  if (n > 0) std::memcpy(to, from, n);
-}
-
-// The tensors of a list op packed into one buffer, rank by rank, and back.
-Tensor pack(const std::vector<Tensor>& parts, int64_t each, ScalarType dtype) {
-  Tensor flat = Tensor::empty({each * static_cast<int64_t>(parts.size())}, dtype);
-  auto* out = static_cast<char*>(flat.data());
-  for (const Tensor& part : parts) {
-    copyBytes(out, part.data(), part.nbytes());
-    out += part.nbytes();
-  }
-  return flat;
-}
-
-void unpack(const Tensor& flat, const std::vector<Tensor>& parts) {
-  const auto* in = static_cast<const char*>(flat.data());
-  for (const Tensor& part : parts) {
-    copyBytes(part.data(), in, part.nbytes());
-    in += part.nbytes();
-  }
-}
-
-}  // namespace
 
 MpiBackend::MpiBackend(const BackendContext& context)
     : Backend("mpi", context.rank, context.size), groupName_(context.groupName) {
@@ -95,25 +70,16 @@ std::shared_ptr<Work> MpiBackend::enqueue(const char* op, std::function<std::str
   C10D_CHECK(queue_ != nullptr, InvalidArgument, op, ": mpi backend of group '", groupName_,
              "' was shut down");
   uint64_t sequence = sequence_.fetch_add(1);
-  Work::Describe describe = [op, details = std::move(details), group = groupName_, sequence] {
-    std::string arguments = details ? details() : std::string();
-    return detail::concat(op, arguments.empty() ? "" : " ", arguments, " (group '", group,
-                          "', seq ", sequence, ")");
-  };
+  Work::Describe describe = describeCollective(op, std::move(details), groupName_, sequence);
   auto work = std::make_shared<QueuedWork>(
       describe, timeout, std::move(outputs),
       [progress = progress_, describe, timeout, rank = rank(), fn = std::move(fn)] {
-        progress->collectiveStarted(describe, timeout);
+        Progress::RunningCollective running(*progress, describe, timeout);
         try {
           fn();
         } catch (const BackendError& e) {
-          progress->collectiveEnded();
           C10D_THROW(BackendError, describe(), " on rank ", rank, ": ", e.what());
-        } catch (...) {
-          progress->collectiveEnded();
-          throw;
         }
-        progress->collectiveEnded();
       });
   queue_->enqueue(work);
   return work;
@@ -152,6 +118,22 @@ std::shared_ptr<Work> MpiBackend::broadcast(const Tensor& tensor, const Broadcas
       });
 }
 
+namespace {
+
+void allreduceInPlace(const Tensor& tensor, const ReduceOp& op, int groupSize, MPI_Comm comm,
+                      const char* name) {
+  auto what = [name] { return std::string(name); };
+  ScalarType dtype = tensor.dtype();
+  size_t n = tensor.numel();
+  prepareReduce(op, dtype, tensor.data(), n);
+  C10D_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, tensor.data(), mpi::count(n, what),
+                               mpi::datatype(dtype), mpi::combineOp(op, dtype), comm),
+                 what);
+  finishReduce(op, dtype, tensor.data(), n, groupSize);
+}
+
+}  // namespace
+
 std::shared_ptr<Work> MpiBackend::allreduce(const Tensor& tensor, const AllreduceOptions& options) {
   checkCPU(tensor, "allreduce");
   MPI_Comm comm = comm_;
@@ -159,17 +141,7 @@ std::shared_ptr<Work> MpiBackend::allreduce(const Tensor& tensor, const Allreduc
   return enqueue(
       "allreduce", [=] { return detail::concat(tensor.describe(), " ", options.reduceOp); },
       options.timeout, {tensor},
-      [=] {
-        auto what = [] { return std::string("allreduce"); };
-        ScalarType dtype = tensor.dtype();
-        size_t n = tensor.numel();
-        prepareReduce(options.reduceOp, dtype, tensor.data(), n);
-        C10D_MPI_CHECK(
-            MPI_Allreduce(MPI_IN_PLACE, tensor.data(), mpi::count(n, what), mpi::datatype(dtype),
-                          mpi::combineOp(options.reduceOp, dtype), comm),
-            what);
-        finishReduce(options.reduceOp, dtype, tensor.data(), n, groupSize);
-      });
+      [=] { allreduceInPlace(tensor, options.reduceOp, groupSize, comm, "allreduce"); });
 }
 
 std::shared_ptr<Work> MpiBackend::allreduceCoalesced(const std::vector<Tensor>& tensors,
@@ -182,16 +154,8 @@ std::shared_ptr<Work> MpiBackend::allreduceCoalesced(const std::vector<Tensor>& 
       [=] { return detail::concat(tensors.size(), " tensors ", options.reduceOp); },
       options.timeout, tensors,
       [=] {
-        auto what = [] { return std::string("allreduce_coalesced"); };
         for (const Tensor& tensor : tensors) {
-          ScalarType dtype = tensor.dtype();
-          size_t n = tensor.numel();
-          prepareReduce(options.reduceOp, dtype, tensor.data(), n);
-          C10D_MPI_CHECK(
-              MPI_Allreduce(MPI_IN_PLACE, tensor.data(), mpi::count(n, what), mpi::datatype(dtype),
-                            mpi::combineOp(options.reduceOp, dtype), comm),
-              what);
-          finishReduce(options.reduceOp, dtype, tensor.data(), n, groupSize);
+          allreduceInPlace(tensor, options.reduceOp, groupSize, comm, "allreduce_coalesced");
         }
       });
 }
@@ -235,7 +199,7 @@ std::shared_ptr<Work> MpiBackend::allgather(const std::vector<Tensor>& outputs, 
         int n = mpi::count(input.numel(), what);
         MPI_Datatype type = mpi::datatype(input.dtype());
         C10D_MPI_CHECK(MPI_Allgather(input.data(), n, type, flat.data(), n, type, comm), what);
-        unpack(flat, outputs);
+        unpackTensors(flat, outputs);
       });
 }
 
@@ -273,7 +237,7 @@ std::shared_ptr<Work> MpiBackend::gather(const std::vector<Tensor>& outputs, con
         C10D_MPI_CHECK(MPI_Gather(input.data(), n, type, root ? flat.data() : nullptr, n, type,
                                   options.rootRank, comm),
                        what);
-        if (root) unpack(flat, outputs);
+        if (root) unpackTensors(flat, outputs);
       });
 }
 
@@ -291,7 +255,7 @@ std::shared_ptr<Work> MpiBackend::scatter(const Tensor& output, const std::vecto
         int n = mpi::count(output.numel(), what);
         MPI_Datatype type = mpi::datatype(output.dtype());
         Tensor flat;
-        if (root) flat = pack(inputs, output.numel(), output.dtype());
+        if (root) flat = packTensors(inputs, output.dtype());
         C10D_MPI_CHECK(MPI_Scatter(root ? flat.data() : nullptr, n, type, output.data(), n, type,
                                    options.rootRank, comm),
                        what);
@@ -326,7 +290,7 @@ std::shared_ptr<Work> MpiBackend::reduceScatter(const Tensor& output,
       "reduce_scatter", [=] { return detail::concat(output.describe(), " ", options.reduceOp); },
       options.timeout, {output},
       [=] {
-        Tensor flat = pack(inputs, output.numel(), output.dtype());
+        Tensor flat = packTensors(inputs, output.dtype());
         reduceScatterFlat(output, flat, options.reduceOp, groupSize, comm, "reduce_scatter");
       });
 }
@@ -376,18 +340,13 @@ std::shared_ptr<Work> MpiBackend::alltoall(const std::vector<Tensor>& outputs,
           sendTotal += sendCounts[r];
           recvTotal += recvCounts[r];
         }
-        Tensor sendFlat = Tensor::empty({sendTotal}, ScalarType::UInt8);
+        Tensor sendFlat = packTensors(inputs, ScalarType::UInt8);
         Tensor recvFlat = Tensor::empty({recvTotal}, ScalarType::UInt8);
-        auto* out = static_cast<char*>(sendFlat.data());
-        for (const Tensor& t : inputs) {
-          copyBytes(out, t.data(), t.nbytes());
-          out += t.nbytes();
-        }
         C10D_MPI_CHECK(
             MPI_Alltoallv(sendFlat.data(), sendCounts.data(), sendOffsets.data(), MPI_BYTE,
                           recvFlat.data(), recvCounts.data(), recvOffsets.data(), MPI_BYTE, comm),
             what);
-        unpack(recvFlat, outputs);
+        unpackTensors(recvFlat, outputs);
       });
 }
 
@@ -447,18 +406,9 @@ std::shared_ptr<Work> MpiBackend::startP2P(bool isSend, const Tensor& tensor, in
   checkCPU(tensor, op);
   C10D_CHECK(queue_ != nullptr, InvalidArgument, op, ": mpi backend of group '", groupName_,
              "' was shut down");
-  Work::Describe describe = [op, tensor, isSend, peer, tag, group = groupName_] {
-    return peer < 0
-               ? detail::concat(op, " ", tensor.describe(), " tag ", tag, " (group '", group, "')")
-               : detail::concat(op, " ", tensor.describe(), isSend ? " to rank " : " from rank ",
-                                peer, " tag ", tag, " (group '", group, "')");
-  };
-  C10D_CHECK(tag >= 0 && tag <= tagUpperBound_, InvalidArgument, describe(),
-             ": MPI tags go from 0 to ", tagUpperBound_);
-  if (!isSend && peer < 0) {
-    C10D_CHECK(size() > 1, InvalidArgument, describe(),
-               ": a group of one has nobody to receive from");
-  }
+  Work::Describe describe = describePointToPoint(op, tensor, isSend, peer, tag, groupName_);
+  C10D_CHECK(tag <= tagUpperBound_, InvalidArgument, describe(), ": MPI tags go from 0 to ",
+             tagUpperBound_);
   auto what = [&] { return detail::concat(describe(), " on rank ", rank()); };
   int bytes = mpi::count(static_cast<int64_t>(tensor.nbytes()), what);
   auto work = std::make_shared<MpiP2PWork>(describe, timeout, tensor, !isSend, progress_);
@@ -476,14 +426,11 @@ std::shared_ptr<Work> MpiBackend::startP2P(bool isSend, const Tensor& tensor, in
 
 std::shared_ptr<Work> MpiBackend::send(const Tensor& tensor, int dstRank, int tag,
                                        std::chrono::milliseconds timeout) {
-  C10D_CHECK(dstRank != rank(), InvalidArgument, "send: rank ", rank(), " cannot send to itself");
   return startP2P(true, tensor, dstRank, tag, timeout);
 }
 
 std::shared_ptr<Work> MpiBackend::recv(const Tensor& tensor, int srcRank, int tag,
                                        std::chrono::milliseconds timeout) {
-  C10D_CHECK(srcRank != rank(), InvalidArgument, "recv: rank ", rank(),
-             " cannot receive from itself");
   return startP2P(false, tensor, srcRank, tag, timeout);
 }
 
@@ -494,14 +441,7 @@ std::shared_ptr<Work> MpiBackend::recvAnysource(const Tensor& tensor, int tag,
 
 std::vector<std::shared_ptr<Work>> MpiBackend::batchIsendIrecv(const std::vector<P2POp>& ops,
                                                                std::chrono::milliseconds timeout) {
-  // Posting never blocks, so posting each in turn starts them together.
-  std::vector<std::shared_ptr<Work>> works;
-  works.reserve(ops.size());
-  for (const P2POp& op : ops) {
-    works.push_back(op.kind == P2POp::Send ? send(op.tensor, op.peer, op.tag, timeout)
-                                           : recv(op.tensor, op.peer, op.tag, timeout));
-  }
-  return works;
+  return postEachInTurn(ops, timeout);  // posting an MPI request never blocks
 }
 
 // ---- a communicator handed in ----

@@ -150,17 +150,19 @@ void MpiBackend::Progress::abandon(MPI_Request request, Tensor tensor) {
   abandoned_.emplace_back(request, std::move(tensor));
 }
 
-void MpiBackend::Progress::collectiveStarted(const Work::Describe& describe,
-                                             std::chrono::milliseconds timeout) {
-  std::lock_guard<std::mutex> guard(collectiveMutex_);
-  running_ = describe;
-  runningDeadline_ = std::chrono::steady_clock::now() + timeout;
-  reported_ = false;
+MpiBackend::Progress::RunningCollective::RunningCollective(Progress& progress,
+                                                           const Work::Describe& describe,
+                                                           std::chrono::milliseconds timeout)
+    : progress_(progress) {
+  std::lock_guard<std::mutex> guard(progress_.collectiveMutex_);
+  progress_.running_ = &describe;
+  progress_.runningDeadline_ = std::chrono::steady_clock::now() + timeout;
+  progress_.reported_ = false;
 }
 
-void MpiBackend::Progress::collectiveEnded() {
-  std::lock_guard<std::mutex> guard(collectiveMutex_);
-  running_ = nullptr;
+MpiBackend::Progress::RunningCollective::~RunningCollective() {
+  std::lock_guard<std::mutex> guard(progress_.collectiveMutex_);
+  progress_.running_ = nullptr;
 }
 
 void MpiBackend::Progress::checkCollective(std::chrono::steady_clock::time_point now) {
@@ -169,7 +171,7 @@ void MpiBackend::Progress::checkCollective(std::chrono::steady_clock::time_point
     std::lock_guard<std::mutex> guard(collectiveMutex_);
     if (!running_ || reported_ || now < runningDeadline_) return;
     reported_ = true;
-    what = running_();
+    what = (*running_)();
   }
   std::string message = detail::concat(
       "mpi backend: ", what, " on rank ", rank,

@@ -55,9 +55,19 @@ struct MpiBackend::Progress {
   // with the tensor it reads kept alive.
   void abandon(MPI_Request request, Tensor tensor);
 
-  // The collective now running, for the watchdog. Cheap: no wake-up.
-  void collectiveStarted(const Work::Describe& describe, std::chrono::milliseconds timeout);
-  void collectiveEnded();
+  // Marks a collective as running for its scope, for the watchdog: no wake-up and no copy of
+  // its description (which outlives the scope).
+  class RunningCollective {
+   public:
+    RunningCollective(Progress& progress, const Work::Describe& describe,
+                      std::chrono::milliseconds timeout);
+    ~RunningCollective();
+    RunningCollective(const RunningCollective&) = delete;
+    RunningCollective& operator=(const RunningCollective&) = delete;
+
+   private:
+    Progress& progress_;
+  };
 
   void stop();  // joins the thread; idempotent
 
@@ -80,7 +90,7 @@ struct MpiBackend::Progress {
   std::vector<std::pair<MPI_Request, Tensor>> abandoned_;
   // The running collective.
   std::mutex collectiveMutex_;
-  Work::Describe running_;
+  const Work::Describe* running_ = nullptr;
   std::chrono::steady_clock::time_point runningDeadline_;
   bool reported_ = false;
   bool abortOnTimeout_ = true;

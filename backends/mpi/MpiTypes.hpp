@@ -31,7 +31,8 @@ MPI_Datatype datatype(ScalarType dtype);
 
 // The op that combines two ranks' dtype values for op: MPI's own where it means the same thing,
 // else a user op over c10d's kernels (float16, bfloat16, bool). AVG and PREMUL_SUM combine by
-// summing around prepareReduce/finishReduce, as in every backend.
+// summing around prepareReduce/finishReduce, as in every backend. op must be defined on dtype
+// (ProcessGroup checked it).
 MPI_Op combineOp(const ReduceOp& op, ScalarType dtype);
 
 // n as an MPI count; throws InvalidArgument naming what when it does not fit in an int.

@@ -18,6 +18,7 @@
 #include "c10d/Exception.hpp"
 #include "c10d/Half.hpp"
 #include "c10d/Logging.hpp"
+#include "c10d/backends/common/Describe.hpp"
 #include "c10d/store/Store.hpp"
 
 namespace c10d {
@@ -90,8 +91,8 @@ struct Reduction {
   bool created = false;
 };
 
+// op is defined on dtype (ProcessGroup checked it); NCCL may still lack it.
 Reduction reduction(const ReduceOp& op, ScalarType dtype, ncclComm_t comm, const char* name) {
-  checkReduceOp(op, dtype, name);
   if (dtype == ScalarType::Bool) {
     // PyTorch's mapping: SUM and MAX are OR, PRODUCT and MIN are AND.
     switch (op.kind()) {
@@ -292,11 +293,7 @@ struct NcclBackend::Impl {
     C10D_CHECK(!stopping, InvalidArgument, op, ": ", where(), " was shut down");
     ensureComm(onDevice < 0 ? (device >= 0 ? device : defaultDevice()) : onDevice);
     uint64_t seq = sequence++;
-    Work::Describe describe = [op, details = std::move(details), group = group, seq] {
-      std::string arguments = details ? details() : std::string();
-      return detail::concat(op, arguments.empty() ? "" : " ", arguments, " (group '", group,
-                            "', seq ", seq, ")");
-    };
+    Work::Describe describe = describeCollective(op, std::move(details), group, seq);
     auto what = [&] { return detail::concat(describe(), " on rank ", rank); };
     DeviceGuard deviceGuard(device);
     cudaEvent_t before = nullptr, done = nullptr;
