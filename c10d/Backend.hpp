@@ -73,6 +73,11 @@ class Backend {
   virtual std::vector<std::shared_ptr<Work>> batchIsendIrecv(const std::vector<P2POp>& ops,
                                                              std::chrono::milliseconds timeout);
 
+  // Whether this backend moves tensors of the device type itself. ProcessGroup serves CUDA
+  // tensors routed to a backend that handles only CPU ones by staging them through host memory
+  // (HostStagingBackend). The default: CPU only.
+  virtual bool handlesDevice(DeviceType type) const { return type == DeviceType::CPU; }
+
   // Aborts pending operations (they fail) and releases the backend's resources. Called by
   // ProcessGroup::shutdown; later calls fail.
   virtual void shutdown() {}

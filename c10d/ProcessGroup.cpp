@@ -6,6 +6,7 @@
 
 #include "c10d/Exception.hpp"
 #include "c10d/Logging.hpp"
+#include "c10d/backends/common/HostStaging.hpp"
 #include "c10d/store/PrefixStore.hpp"
 
 namespace c10d {
@@ -122,6 +123,10 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
       backend = createBackend(name, context);
     }
     backends_[device] = backend;
+    // A backend that moves only CPU tensors still serves CUDA ones, through host memory.
+    routes_[device] = backend->handlesDevice(device) || !backend->handlesDevice(DeviceType::CPU)
+                          ? backend
+                          : std::make_shared<HostStagingBackend>(backend);
   }
   C10D_LOG(Info, "process group '", options_.groupName, "' rank ", rank_, " of ", size_,
            " backends ", options_.backend);
@@ -190,7 +195,10 @@ std::chrono::milliseconds ProcessGroup::resolve(std::chrono::milliseconds timeou
 Backend& ProcessGroup::route(const Tensor& tensor, const char* op) const {
   checkUsable(op);
   checkTensor(tensor, op, "the");
-  return *backend(tensor.device().type);
+  DeviceType device = tensor.device().type;
+  auto it = routes_.find(device);
+  if (it == routes_.end()) backend(device);  // throws, naming the spec
+  return *it->second;
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& tensor,

@@ -154,6 +154,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::atomic<bool> shutdown_{false};
   std::vector<int> globalRanks_;
   std::map<DeviceType, std::shared_ptr<Backend>> backends_;
+  // What ops on each device type go to: the backend, or a HostStagingBackend over it.
+  std::map<DeviceType, std::shared_ptr<Backend>> routes_;
   uint64_t subgroupCounter_ = 0;
 };
 

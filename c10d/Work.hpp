@@ -84,6 +84,8 @@ class Work {
   // The source rank of a completed receive (recvAnysource reports who sent). Throws Error for
   // other operations or before completion.
   int sourceRank() const;
+  // Whether sourceRank() has a value (a completed receive).
+  bool hasSourceRank() const { return isCompleted() && sourceRank_ >= 0; }
   // The tensors the operation wrote (its outputs), once it has succeeded.
   std::vector<Tensor> result() const;
   std::shared_ptr<Future> getFuture() const { return future_; }

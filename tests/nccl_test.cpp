@@ -1,11 +1,14 @@
 // The NCCL backend. Without a CUDA device only the parts that need none run (registration,
 // routing, the clear error for CPU tensors); the ops skip with a message saying so. With one
-// (the device tool), world size 1 runs every op on real GPU memory.
+// (the device tool), world size 1 runs every op on every dtype NCCL moves, a timeout, and Gloo's
+// host staging of CUDA tensors, on real GPU memory.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <thread>
 #include <vector>
 
+#include "c10d/Cuda.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/ProcessGroup.hpp"
 #include "c10d/backends/nccl/NcclBackend.hpp"
@@ -84,6 +87,111 @@ TEST_F(NcclOnDevice, EveryCollectiveOnOneRank) {
   Tensor l = upload(longs, ScalarType::Int64);
   pg->allreduce(l, {.reduceOp = ReduceOp::MAX})->wait();
   EXPECT_EQ(download<int64_t>(l), longs);
+}
+
+// Every dtype NCCL moves, through every op, at world size 1 (where each result is the input or a
+// copy of it, so the check is exact for any dtype).
+TEST_F(NcclOnDevice, EveryOpOnEveryDtype) {
+  setenv("C10D_NCCL_BLOCKING_WAIT", "1", 1);
+  auto pg = group("nccl");
+  const Device gpu = Device::cuda(0);
+  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
+                           ScalarType::BFloat16, ScalarType::Int8, ScalarType::UInt8,
+                           ScalarType::Int32, ScalarType::Int64, ScalarType::Bool}) {
+    SCOPED_TRACE(std::string(name(dtype)));
+    const size_t bytes = 8 * elementSize(dtype);
+    // Bytes that are a valid value in every dtype: 0 or 1 in each byte.
+    std::vector<uint8_t> pattern(bytes);
+    for (size_t i = 0; i < bytes; ++i) pattern[i] = (i % elementSize(dtype) == 0) ? (i / 3) % 2 : 0;
+    Tensor t = Tensor::empty({8}, dtype, gpu);
+    auto reset = [&] { copyTensor(t, Tensor::fromBlob(pattern.data(), dtype, {8})); };
+    auto expectPattern = [&](const Tensor& out, const char* op) {
+      std::vector<uint8_t> got(out.nbytes());
+      copyTensor(Tensor::fromBlob(got.data(), dtype, {out.numel()}), out);
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i], pattern[i % bytes]) << op << " byte " << i;
+      }
+    };
+    auto fresh = [&] { return Tensor::empty({8}, dtype, gpu); };
+    bool reducible = dtype != ScalarType::Bool;
+    reset();
+    if (reducible) {
+      pg->allreduce(t)->wait();
+      expectPattern(t, "allreduce");
+      pg->allreduceCoalesced({t, t})->wait();
+      expectPattern(t, "allreduce_coalesced");
+      pg->reduce(t)->wait();
+      expectPattern(t, "reduce");
+      Tensor out = fresh();
+      pg->reduceScatterTensor(out, t)->wait();
+      expectPattern(out, "reduce_scatter_tensor");
+      out = fresh();
+      pg->reduceScatter(out, {t})->wait();
+      expectPattern(out, "reduce_scatter");
+    }
+    pg->broadcast(t)->wait();
+    expectPattern(t, "broadcast");
+    Tensor out = fresh();
+    pg->allgatherIntoTensor(out, t)->wait();
+    expectPattern(out, "allgather_into_tensor");
+    std::vector<Tensor> list{fresh()};
+    pg->allgather(list, t)->wait();
+    expectPattern(list[0], "allgather");
+    list = {fresh()};
+    pg->gather(list, t)->wait();
+    expectPattern(list[0], "gather");
+    out = fresh();
+    pg->scatter(out, {t})->wait();
+    expectPattern(out, "scatter");
+    out = fresh();
+    pg->alltoallBase(out, t, {8}, {8})->wait();
+    expectPattern(out, "alltoall_base");
+    list = {fresh()};
+    pg->alltoall(list, {t})->wait();
+    expectPattern(list[0], "alltoall");
+  }
+  pg->barrier()->wait();
+}
+
+// The op waits on the caller's stream, which a host function holds for 3 s: the watchdog must
+// fail the Work at its 300 ms timeout, naming the op, and abort the communicator.
+TEST_F(NcclOnDevice, AnOpPastItsTimeoutFailsAndBreaksTheGroup) {
+  setenv("C10D_NCCL_BLOCKING_WAIT", "1", 1);
+  auto pg = group("nccl");
+  Tensor t = upload(std::vector<float>{1.0f, 2.0f}, ScalarType::Float32);
+  pg->allreduce(t)->wait();  // the communicator exists before the stall
+  cudaStream_t stalled = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stalled), cudaSuccess);
+  ASSERT_EQ(
+      cudaLaunchHostFunc(
+          stalled, [](void*) { std::this_thread::sleep_for(std::chrono::seconds(3)); }, nullptr),
+      cudaSuccess);
+  setCurrentCudaStream(stalled);
+  std::shared_ptr<Work> work = pg->allreduce(t, {.timeout = std::chrono::milliseconds(300)});
+  setCurrentCudaStream(nullptr);
+  try {
+    work->wait();
+    FAIL() << "an allreduce behind a 3 s stall finished within its 300 ms timeout";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("allreduce"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("timed out after 300 ms"), std::string::npos) << e.what();
+  }
+  // The group is broken now, and says why.
+  EXPECT_THROW(pg->allreduce(t)->wait(), Error);
+  pg->shutdown();
+  cudaStreamSynchronize(stalled);
+  cudaStreamDestroy(stalled);
+}
+
+// Gloo moves CUDA tensors too, through host memory.
+TEST_F(NcclOnDevice, GlooStagesCudaTensorsThroughTheHost) {
+  auto pg = group("gloo");
+  Tensor t = upload(std::vector<float>{4, 5, 6}, ScalarType::Float32);
+  pg->allreduce(t, {.reduceOp = ReduceOp::premulSum(3.0)})->wait();
+  EXPECT_EQ(download<float>(t), (std::vector<float>{12, 15, 18}));
+  Tensor out = Tensor::empty({3}, ScalarType::Float32, Device::cuda(0));
+  pg->allgatherIntoTensor(out, t)->wait();
+  EXPECT_EQ(download<float>(out), (std::vector<float>{12, 15, 18}));
 }
 
 TEST_F(NcclOnDevice, WhatNcclLacksIsAClearError) {

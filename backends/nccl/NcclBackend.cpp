@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "c10d/Cuda.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/Half.hpp"
 #include "c10d/Logging.hpp"
@@ -24,8 +25,6 @@
 namespace c10d {
 
 namespace {
-
-thread_local void* tlsCurrentStream = nullptr;
 
 void cudaCheck(cudaError_t status, const char* call, const std::function<std::string()>& what) {
   if (status == cudaSuccess) return;
@@ -141,23 +140,6 @@ Reduction reduction(const ReduceOp& op, ScalarType dtype, ncclComm_t comm, const
 }
 
 }  // namespace
-
-void setCurrentCudaStream(void* stream) {
-  tlsCurrentStream = stream;
-}
-
-void* currentCudaStream() {
-  return tlsCurrentStream;
-}
-
-int cudaDeviceCount() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no device" error
-    return 0;
-  }
-  return count;
-}
 
 // ---- Work ----
 

@@ -8,14 +8,9 @@
 #include <vector>
 
 #include "c10d/Backend.hpp"
+#include "c10d/Cuda.hpp"  // currentCudaStream(): each op's stream waits on it
 
 namespace c10d {
-
-// The stream the calling thread's work runs on, as a cudaStream_t (nullptr: the legacy default
-// stream). Each op's NCCL stream first waits on it, and Work::wait makes it wait on the op.
-// Thread-local, like PyTorch's current stream.
-void setCurrentCudaStream(void* stream);
-void* currentCudaStream();
 
 // One NCCL communicator per group, created at the group's first op on the device of its tensors
 // from a unique id that rank 0 publishes in the group's store (so a group that never touches a
@@ -66,6 +61,7 @@ class NcclBackend : public Backend {
                              std::chrono::milliseconds timeout) override;
   std::vector<std::shared_ptr<Work>> batchIsendIrecv(const std::vector<P2POp>& ops,
                                                      std::chrono::milliseconds timeout) override;
+  bool handlesDevice(DeviceType type) const override { return type == DeviceType::CUDA; }
   void shutdown() override;
   std::shared_ptr<void> splitForSubgroup(const std::vector<int>& ranksInParent) override;
 
@@ -74,9 +70,5 @@ class NcclBackend : public Backend {
  private:
   std::shared_ptr<Impl> impl_;
 };
-
-// The number of CUDA devices this process sees (0 without a GPU or driver). For tests and
-// examples that skip without one.
-int cudaDeviceCount();
 
 }  // namespace c10d
