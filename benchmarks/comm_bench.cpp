@@ -3,7 +3,8 @@
 // same operation run straight on Gloo, so the cost of the c10d layer shows.
 //
 //   c10drun --nproc-per-node N c10d-comm-bench [--op OP|all] [-b MIN] [-e MAX] [-f STEP]
-//           [-d DTYPE] [-o REDOP] [-r ROOT] [-n ITERS] [-w WARMUP] [--raw] [--json]
+//           [-d DTYPE] [-o REDOP] [-r ROOT] [-n ITERS] [-w WARMUP] [--device cpu|cuda]
+//           [--raw] [--json]
 //           [--check|--no-check]
 //
 // Also runs under mpirun, srun or anything else initProcessGroup() understands; the backend
@@ -19,8 +20,14 @@
 //
 // --check (the default) fills the inputs so that every result is known, runs the op once per
 // size before timing it, and counts the wrong elements over all ranks (#wrong). --raw adds a row
-// per size for the same op made straight on Gloo (a context of its own over the job's store,
-// under the prefix "raw-gloo"): the difference between the rows is the c10d layer.
+// per size for the same op made straight on the library of the backend that serves CPU tensors:
+// Gloo (a context of its own over the job's store, under the prefix "raw-gloo") or MPI (one
+// blocking call on a duplicate of MPI_COMM_WORLD). The difference between the rows is the c10d
+// layer. The raw paths live in comm_bench_raw_<library>.cpp.
+//
+// --device cuda puts the buffers on cuda:LOCAL_RANK (the NCCL backend with C10D_BACKEND=nccl,
+// or a CPU backend staging through host memory); each timed op then ends when the calling
+// thread's stream has finished it.
 //
 // Rank 0 prints; with --json it prints exactly one JSON line (an array of rows) on stdout.
 // Exit status: 0 when every check passed, 3 when any element was wrong (after printing), 2 on a
@@ -43,7 +50,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "CommBench.hpp"
 #include "c10d/Backend.hpp"
+#include "c10d/Cuda.hpp"
 #include "c10d/Half.hpp"
 #include "c10d/Init.hpp"
 #include "c10d/ProcessGroup.hpp"
@@ -52,32 +61,10 @@
 #include "c10d/Tensor.hpp"
 #include "c10d/Work.hpp"
 #include "c10d/backends/common/Dispatch.hpp"
-#include "c10d/backends/common/Reduce.hpp"
-#include "c10d/store/PrefixStore.hpp"
-#include "c10d/store/Store.hpp"
-#include "c10d/store/TCPStore.hpp"
 
-#if C10D_WITH_GLOO
-// Only the transport-independent headers and tcp/device.h: the other gloo/transport/tcp headers
-// of Debian's Gloo snapshot do not compile (they include a gloo/common/memory.h it lacks).
-#include <gloo/allgather.h>
-#include <gloo/allreduce.h>
-#include <gloo/alltoall.h>
-#include <gloo/broadcast.h>
-#include <gloo/math.h>
-#include <gloo/reduce.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/transport/unbound_buffer.h>
-#include <gloo/types.h>
-
-#include "c10d/backends/gloo/GlooSetup.hpp"
-#endif
-
+namespace commbench {
 namespace {
 
-using c10d::ReduceOp;
-using c10d::ScalarType;
-using c10d::Tensor;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kRuntimeErrorExitCode = 1;
@@ -87,27 +74,6 @@ constexpr int kWrongResultsExitCode = 3;
 // premul_sum needs a factor and the command line has no place for one; 2 is exact in every
 // dtype, so the check stays exact, and unlike 1 it proves the factor is applied.
 constexpr double kPremulFactor = 2.0;
-
-// ---- operations ----
-
-enum class Op { Allreduce, Allgather, ReduceScatter, Broadcast, Reduce, Alltoall, SendRecv };
-
-struct OpInfo {
-  Op op;
-  const char* name;
-  bool reduces;  // takes the reduce op
-  bool rooted;   // takes the root
-};
-
-constexpr OpInfo kOps[] = {
-    {Op::Allreduce, "allreduce", true, false},
-    {Op::Allgather, "allgather", false, false},
-    {Op::ReduceScatter, "reduce_scatter", true, false},
-    {Op::Broadcast, "broadcast", false, true},
-    {Op::Reduce, "reduce", true, true},
-    {Op::Alltoall, "alltoall", false, false},
-    {Op::SendRecv, "sendrecv", false, false},
-};
 
 const OpInfo& info(Op op) {
   for (const OpInfo& entry : kOps) {
@@ -134,15 +100,6 @@ double busFactor(Op op, int ranks) {
   }
   return 1.0;
 }
-
-// Element counts of one size: `count` is what the table prints (per rank for the ops that split
-// a buffer among ranks), input/output what the buffers hold. In-place ops have output == 0.
-struct Shape {
-  int64_t bytes = 0;  // the size column: count rounded to whole elements (and ranks)
-  int64_t count = 0;
-  int64_t inputCount = 0;
-  int64_t outputCount = 0;
-};
 
 Shape shapeFor(Op op, int64_t bytes, int ranks, size_t elementSize) {
   auto element = static_cast<int64_t>(elementSize);
@@ -194,6 +151,7 @@ struct Options {
   int iters = 20;
   int warmup = 5;
   bool raw = false;
+  bool cuda = false;
   bool json = false;
   bool check = true;
 };
@@ -270,7 +228,12 @@ Options parseOptions(int argc, char** argv) {
       ->check(CLI::Range(0, 100000000))
       ->capture_default_str();
   app.add_flag("--raw", options.raw,
-               "Also run each op straight on Gloo (no c10d layer) for comparison");
+               "Also run each op straight on the CPU backend's library (Gloo or MPI, no c10d "
+               "layer) for comparison");
+  std::string device = "cpu";
+  app.add_option("--device", device, "Where the buffers live: cpu, or cuda (cuda:LOCAL_RANK)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   app.add_flag("--json", options.json, "Rank 0 prints one JSON line instead of tables");
   app.add_flag("--check,!--no-check", options.check,
                "Verify every size's result once before timing it (default: on)");
@@ -306,9 +269,8 @@ Options parseOptions(int argc, char** argv) {
   } catch (const c10d::InvalidArgument& e) {
     usageError(e.what());
   }
-#if !C10D_WITH_GLOO
-  if (options.raw) usageError("--raw needs Gloo, and this c10d-comm-bench was built without it");
-#endif
+  options.cuda = device == "cuda";
+  if (options.raw && options.cuda) usageError("--raw compares CPU paths; it has no --device cuda");
   // Refused here, identically on every rank, rather than by the first collective.
   for (Op selected : options.ops) {
     if (info(selected).reduces && !c10d::supports(options.redop, options.dtype)) {
@@ -553,26 +515,15 @@ void poison(void* data, int64_t count, ScalarType dtype) {
 // prefix of it.
 struct Buffers {
   Tensor input;
-  Tensor output;   // undefined for in-place ops
-  Tensor scratch;  // raw reduce_scatter's full-size allreduce buffer
+  Tensor output;     // undefined for in-place ops
+  Tensor scratch;    // raw reduce_scatter's full-size allreduce buffer
+  Tensor hostInput;  // with --device cuda: where checks fill and read
+  Tensor hostOutput;
 };
 
 Tensor view(const Tensor& memory, int64_t count, ScalarType dtype) {
-  return Tensor::fromBlob(memory.data(), dtype, {count});
+  return Tensor::fromBlob(memory.data(), dtype, {count}, memory.device());
 }
-
-struct Case {
-  const OpInfo& op;
-  Shape shape;
-  ScalarType dtype;
-  ReduceOp redop;
-  int root;
-  int rank;
-  int ranks;
-  Tensor input;   // views of this size
-  Tensor output;  // == input for in-place ops
-  void* scratch;
-};
 
 // Sets up inputs (and poisons outputs) so that one run of the op gives a known result.
 void prepare(const Case& c, const Pattern& pattern) {
@@ -580,21 +531,21 @@ void prepare(const Case& c, const Pattern& pattern) {
   switch (c.op.op) {
     case Op::Broadcast:
       if (c.rank == c.root) {
-        pattern.fill(c.input.data(), c.root, s.inputCount);
+        pattern.fill(c.hostInput.data(), c.root, s.inputCount);
       } else {
-        poison(c.input.data(), s.inputCount, c.dtype);
+        poison(c.hostInput.data(), s.inputCount, c.dtype);
       }
       break;
     case Op::Allreduce:
     case Op::Reduce:
-      pattern.fill(c.input.data(), c.rank, s.inputCount);
+      pattern.fill(c.hostInput.data(), c.rank, s.inputCount);
       break;
     case Op::Allgather:
     case Op::ReduceScatter:
     case Op::Alltoall:
     case Op::SendRecv:
-      pattern.fill(c.input.data(), c.rank, s.inputCount);
-      poison(c.output.data(), s.outputCount, c.dtype);
+      pattern.fill(c.hostInput.data(), c.rank, s.inputCount);
+      poison(c.hostOutput.data(), s.outputCount, c.dtype);
       break;
   }
 }
@@ -605,32 +556,32 @@ int64_t countWrong(const Case& c, const Pattern& pattern) {
   const int64_t count = s.count;
   switch (c.op.op) {
     case Op::Allreduce:
-      return pattern.countWrong(c.input.data(), count,
+      return pattern.countWrong(c.hostInput.data(), count,
                                 [&](int64_t i) { return pattern.reduced(i); });
     case Op::Reduce:
       if (c.rank != c.root) return 0;  // non-roots' buffers are unspecified afterwards
-      return pattern.countWrong(c.input.data(), count,
+      return pattern.countWrong(c.hostInput.data(), count,
                                 [&](int64_t i) { return pattern.reduced(i); });
     case Op::Broadcast:
-      return pattern.countWrong(c.input.data(), count, [&](int64_t i) {
+      return pattern.countWrong(c.hostInput.data(), count, [&](int64_t i) {
         return roundTrip(c.dtype, pattern.value(c.root, i));
       });
     case Op::Allgather:
-      return pattern.countWrong(c.output.data(), s.outputCount, [&](int64_t k) {
+      return pattern.countWrong(c.hostOutput.data(), s.outputCount, [&](int64_t k) {
         return roundTrip(c.dtype, pattern.value(static_cast<int>(k / count), k % count));
       });
     case Op::ReduceScatter:
-      return pattern.countWrong(c.output.data(), count,
+      return pattern.countWrong(c.hostOutput.data(), count,
                                 [&](int64_t i) { return pattern.reduced(c.rank * count + i); });
     case Op::Alltoall:
       // Block p of the output is rank p's input block for this rank.
-      return pattern.countWrong(c.output.data(), s.outputCount, [&](int64_t k) {
+      return pattern.countWrong(c.hostOutput.data(), s.outputCount, [&](int64_t k) {
         return roundTrip(c.dtype,
                          pattern.value(static_cast<int>(k / count), c.rank * count + k % count));
       });
     case Op::SendRecv: {
       int from = (c.rank - 1 + c.ranks) % c.ranks;
-      return pattern.countWrong(c.output.data(), count, [&](int64_t i) {
+      return pattern.countWrong(c.hostOutput.data(), count, [&](int64_t i) {
         return roundTrip(c.dtype, pattern.value(from, i));
       });
     }
@@ -638,9 +589,20 @@ int64_t countWrong(const Case& c, const Pattern& pattern) {
   return 0;
 }
 
-// ---- the c10d path ----
+// With --device cuda: the host views to the device before a run, and back after it.
+void upload(const Case& c) {
+  if (c.input.device().isCPU()) return;
+  c10d::copyTensor(c.input, c.hostInput);
+  if (c.output.data() != c.input.data()) c10d::copyTensor(c.output, c.hostOutput);
+}
 
-using Runner = std::function<void()>;
+void download(const Case& c) {
+  if (c.input.device().isCPU()) return;
+  c10d::copyTensor(c.hostInput, c.input);
+  if (c.output.data() != c.input.data()) c10d::copyTensor(c.hostOutput, c.output);
+}
+
+// ---- the c10d path ----
 
 Runner c10dRunner(c10d::ProcessGroup& pg, const Case& c) {
   Tensor input = c.input;
@@ -680,198 +642,15 @@ Runner c10dRunner(c10d::ProcessGroup& pg, const Case& c) {
   return {};
 }
 
-// ---- the raw Gloo path ----
-
-#if C10D_WITH_GLOO
-
-struct RawGloo {
-  std::shared_ptr<gloo::transport::Device> device;
-  std::shared_ptr<gloo::rendezvous::Context> context;
-  std::chrono::milliseconds timeout{0};
-  // Every operation gets a fresh tag, as c10d gives its own: ops on one tag must not overlap,
-  // and fresh ones rule out one op's late message meeting the next op's receive.
-  uint32_t tag = 0;
-  // Point-to-point slots: below 2^56, so they never meet the collectives' slots.
-  uint64_t p2pSlot = 1;
-};
-
-// One Gloo context of its own over the process group's store, under a prefix no c10d group uses.
-std::shared_ptr<RawGloo> connectRaw(c10d::ProcessGroup& pg) {
-  auto raw = std::make_shared<RawGloo>();
-  raw->timeout = pg.timeout();
-  auto store = std::make_shared<c10d::PrefixStore>("raw-gloo", pg.store());
-  c10d::GlooStore adapter(store, pg.timeout());
-  raw->device = gloo::transport::tcp::CreateDevice(c10d::deviceAttributes(*pg.store()));
-  raw->context = std::make_shared<gloo::rendezvous::Context>(pg.rank(), pg.size());
-  raw->context->setTimeout(pg.timeout());
-  raw->context->connectFullMesh(adapter, raw->device);
-  return raw;
+// Device work counts until the calling thread's stream has finished it (a NCCL Work's wait()
+// only orders that stream after the op).
+Runner onDevice(Runner run, const c10d::Device& device) {
+  if (device.isCPU()) return run;
+  return [run = std::move(run), device] {
+    run();
+    c10d::synchronizeCurrentStream(device);
+  };
 }
-
-using GlooReduce = void (*)(void*, const void*, const void*, size_t);
-
-template <typename T>
-GlooReduce glooKernel(ReduceOp::Kind kind) {
-  switch (kind) {
-    case ReduceOp::SUM:
-      return static_cast<GlooReduce>(&gloo::sum<T>);
-    case ReduceOp::PRODUCT:
-      return static_cast<GlooReduce>(&gloo::product<T>);
-    case ReduceOp::MIN:
-      return static_cast<GlooReduce>(&gloo::min<T>);
-    case ReduceOp::MAX:
-      return static_cast<GlooReduce>(&gloo::max<T>);
-    default:
-      return nullptr;
-  }
-}
-
-struct RawKernel {
-  GlooReduce fn = nullptr;  // null: raw Gloo cannot do this reduction (avg, premul_sum)
-  bool fromGloo = false;    // false: c10d's element kernel stands in for one Gloo lacks
-};
-
-// Gloo's own kernels where it has them (sum, product, min, max on its native types). Gloo has
-// no bfloat16, bool or bitwise kernels: there a Gloo user must bring their own, and c10d's is
-// the natural one to bring. avg and premul_sum are c10d steps around a sum, not Gloo reductions.
-RawKernel rawKernel(const ReduceOp& op, ScalarType dtype) {
-  ReduceOp::Kind kind = op.kind();
-  if (kind == ReduceOp::AVG || kind == ReduceOp::PREMUL_SUM) return {};
-  GlooReduce native = nullptr;
-  switch (dtype) {
-    case ScalarType::Float32:
-      native = glooKernel<float>(kind);
-      break;
-    case ScalarType::Float64:
-      native = glooKernel<double>(kind);
-      break;
-    case ScalarType::Float16:
-      native = glooKernel<gloo::float16>(kind);
-      break;
-    case ScalarType::Int8:
-      native = glooKernel<int8_t>(kind);
-      break;
-    case ScalarType::Int16:
-      native = glooKernel<int16_t>(kind);
-      break;
-    case ScalarType::Int32:
-      native = glooKernel<int32_t>(kind);
-      break;
-    case ScalarType::Int64:
-      native = glooKernel<int64_t>(kind);
-      break;
-    case ScalarType::UInt8:
-      native = glooKernel<uint8_t>(kind);
-      break;
-    case ScalarType::BFloat16:
-    case ScalarType::Bool:
-      break;
-  }
-  if (native != nullptr) return {native, true};
-  return {c10d::reduceFunction(op, dtype), false};
-}
-
-uint8_t* bytesOf(const Tensor& tensor) {
-  return static_cast<uint8_t*>(tensor.data());
-}
-
-// The op as a Gloo user would write it: the same calls c10d's Gloo backend makes, minus the
-// Tensor/Work/queue layer (and minus per-op allocations where the backend makes them).
-Runner rawRunner(const std::shared_ptr<RawGloo>& raw, const Case& c, GlooReduce kernel) {
-  std::shared_ptr<gloo::Context> context = raw->context;
-  uint8_t* input = bytesOf(c.input);
-  uint8_t* output = bytesOf(c.output);
-  const size_t element = c10d::elementSize(c.dtype);
-  const auto count = static_cast<size_t>(c.shape.count);
-  const int root = c.root;
-  switch (c.op.op) {
-    case Op::Allreduce:
-      return [raw, context, input, count, element, kernel] {
-        gloo::AllreduceOptions options(context);
-        c10d::withWordOfSize(element, [&]<typename W>() {
-          options.setOutput<W>(reinterpret_cast<W*>(input), count);
-        });
-        options.setReduceFunction(kernel);
-        options.setTag(raw->tag++);
-        gloo::allreduce(options);
-      };
-    case Op::Allgather:
-      return [raw, context, input, output, count, element] {
-        gloo::AllgatherOptions options(context);
-        options.setInput<uint8_t>(input, count * element);
-        options.setOutput<uint8_t>(output, count * element * context->size);
-        options.setTag(raw->tag++);
-        gloo::allgather(options);
-      };
-    case Op::ReduceScatter: {
-      // Gloo 0.5 has no reduce-scatter over unbound buffers: allreduce the whole input in a
-      // scratch copy and keep this rank's block, exactly as c10d's Gloo backend does.
-      uint8_t* scratch = static_cast<uint8_t*>(c.scratch);
-      const size_t total = count * context->size;
-      const size_t offset = static_cast<size_t>(context->rank) * count * element;
-      return [raw, context, input, output, scratch, count, total, offset, element, kernel] {
-        std::memcpy(scratch, input, total * element);
-        gloo::AllreduceOptions options(context);
-        c10d::withWordOfSize(element, [&]<typename W>() {
-          options.setOutput<W>(reinterpret_cast<W*>(scratch), total);
-        });
-        options.setReduceFunction(kernel);
-        options.setTag(raw->tag++);
-        gloo::allreduce(options);
-        std::memcpy(output, scratch + offset, count * element);
-      };
-    }
-    case Op::Broadcast:
-      return [raw, context, input, count, element, root] {
-        gloo::BroadcastOptions options(context);
-        options.setOutput<uint8_t>(input, count * element);
-        options.setRoot(root);
-        options.setTag(raw->tag++);
-        gloo::broadcast(options);
-      };
-    case Op::Reduce:
-      return [raw, context, input, count, element, root, kernel] {
-        gloo::ReduceOptions options(context);
-        c10d::withWordOfSize(element, [&]<typename W>() {
-          options.setInput<W>(reinterpret_cast<W*>(input), count);
-          options.setOutput<W>(reinterpret_cast<W*>(input), count);
-        });
-        options.setRoot(root);
-        options.setReduceFunction(kernel);
-        options.setTag(raw->tag++);
-        gloo::reduce(options);
-      };
-    case Op::Alltoall:
-      return [raw, context, input, output, count, element] {
-        gloo::AlltoallOptions options(context);
-        const size_t bytes = count * element * context->size;
-        options.setInput<uint8_t>(input, bytes);
-        options.setOutput<uint8_t>(output, bytes);
-        options.setTag(raw->tag++);
-        gloo::alltoall(options);
-      };
-    case Op::SendRecv: {
-      // Registered once per size and reused: unbound buffers allow it, and it is what a Gloo
-      // user moving the same buffers repeatedly would do.
-      std::shared_ptr<gloo::transport::UnboundBuffer> send =
-          context->createUnboundBuffer(input, count * element);
-      std::shared_ptr<gloo::transport::UnboundBuffer> recv =
-          context->createUnboundBuffer(output, count * element);
-      const int to = (c.rank + 1) % c.ranks;
-      const int from = (c.rank - 1 + c.ranks) % c.ranks;
-      return [raw, send, recv, to, from] {
-        uint64_t slot = raw->p2pSlot++;
-        recv->recv(from, slot);
-        send->send(to, slot);
-        C10D_CHECK(recv->waitRecv(raw->timeout) && send->waitSend(raw->timeout), c10d::BackendError,
-                   "raw Gloo sendrecv was aborted");
-      };
-    }
-  }
-  return {};
-}
-
-#endif  // C10D_WITH_GLOO
 
 // ---- measurement ----
 
@@ -964,7 +743,7 @@ class Reporter {
  public:
   Reporter(const Options& options, bool printing) : options_(options), printing_(printing) {}
 
-  void preamble(int ranks, const std::string& backend) {
+  void preamble(int ranks, const std::string& backend, const std::string& rawPath) {
     if (!printing_ || options_.json) return;
     std::printf(
         "# c10d-comm-bench: %d rank%s, backend %s, %s, %d warm-up + %d timed iterations "
@@ -975,11 +754,7 @@ class Reporter {
     std::printf(
         "# time: the slowest rank's average per op; p50, p99: over every rank's "
         "iterations; min, max: of the ranks' averages (all in us)\n");
-    if (options_.raw) {
-      std::printf(
-          "# path raw: the same op straight on Gloo (its own context over the same "
-          "store, no c10d layer)\n");
-    }
+    if (!rawPath.empty()) std::printf("# path %s\n", rawPath.c_str());
     std::fflush(stdout);
   }
 
@@ -1065,20 +840,35 @@ class Reporter {
 
 // ---- driver ----
 
-Buffers allocate(Op op, const Options& options, int ranks) {
+Buffers allocate(Op op, const Options& options, int ranks, const c10d::Device& device,
+                 bool scratch) {
   Shape largest = shapeFor(op, options.maxBytes, ranks, c10d::elementSize(options.dtype));
   Buffers buffers;
   auto bytes = [&](int64_t count) {
     return std::max<int64_t>(count, 1) * static_cast<int64_t>(c10d::elementSize(options.dtype));
   };
-  buffers.input = Tensor::empty({bytes(largest.inputCount)}, ScalarType::UInt8);
+  buffers.input = Tensor::empty({bytes(largest.inputCount)}, ScalarType::UInt8, device);
+  buffers.hostInput = device.isCPU()
+                          ? buffers.input
+                          : Tensor::empty({bytes(largest.inputCount)}, ScalarType::UInt8);
   if (largest.outputCount > 0) {
-    buffers.output = Tensor::empty({bytes(largest.outputCount)}, ScalarType::UInt8);
+    buffers.output = Tensor::empty({bytes(largest.outputCount)}, ScalarType::UInt8, device);
+    buffers.hostOutput = device.isCPU()
+                             ? buffers.output
+                             : Tensor::empty({bytes(largest.outputCount)}, ScalarType::UInt8);
   }
-  if (op == Op::ReduceScatter && options.raw) {
-    buffers.scratch = Tensor::empty({bytes(largest.inputCount)}, ScalarType::UInt8);
-  }
+  if (scratch) buffers.scratch = Tensor::empty({bytes(largest.inputCount)}, ScalarType::UInt8);
   return buffers;
+}
+
+// The GPU of this rank on its node: LOCAL_RANK's, as every launcher sets it.
+c10d::Device benchmarkDevice(const Options& options) {
+  if (!options.cuda) return c10d::Device::cpu();
+  int devices = c10d::cudaDeviceCount();
+  C10D_CHECK(devices > 0, c10d::InvalidArgument, "--device cuda: no CUDA device is visible here");
+  const char* local = std::getenv("LOCAL_RANK");
+  int index = local != nullptr ? std::atoi(local) : 0;
+  return c10d::Device::cuda(index % devices);
 }
 
 int run(const Options& options) {
@@ -1087,14 +877,14 @@ int run(const Options& options) {
   const int ranks = pg->size();
   C10D_CHECK(options.root < ranks, c10d::InvalidArgument, "--root ", options.root,
              " is not a rank of this ", ranks, "-rank job");
-#if C10D_WITH_GLOO
-  std::shared_ptr<RawGloo> raw;
-  if (options.raw) raw = connectRaw(*pg);
-#endif
+  const c10d::Device device = benchmarkDevice(options);
+  std::unique_ptr<RawPath> raw;
+  if (options.raw) raw = connectRawPath(*pg);
 
   Reporter reporter(options, rank == 0);
-  std::shared_ptr<c10d::Backend> cpuBackend = pg->backend(c10d::DeviceType::CPU);
-  reporter.preamble(ranks, cpuBackend != nullptr ? cpuBackend->name() : "(none for CPU)");
+  std::shared_ptr<c10d::Backend> backend = pg->backend(device.type);
+  reporter.preamble(ranks, backend->name() + " on " + device.str(),
+                    raw ? raw->describe() : std::string());
   const std::string dtypeName(c10d::name(options.dtype));
   const std::string redopName(c10d::name(options.redop.kind()));
   int64_t wrongTotal = 0;
@@ -1108,29 +898,9 @@ int run(const Options& options) {
       reporter.endOp();
       continue;
     }
-    bool rawHere = options.raw;
-#if C10D_WITH_GLOO
-    RawKernel kernel;
-    if (rawHere && opInfo.reduces) {
-      kernel = rawKernel(options.redop, options.dtype);
-      if (kernel.fn == nullptr) {
-        rawHere = false;
-        notes.push_back("raw: Gloo has no " + redopName +
-                        " (c10d builds it around a sum); no raw rows");
-      } else if (!kernel.fromGloo) {
-        notes.push_back("raw: Gloo has no " + redopName + " kernel for " + dtypeName +
-                        "; raw passes Gloo c10d's element-wise kernel");
-      }
-    }
-    if (rawHere && op == Op::ReduceScatter) {
-      notes.push_back(
-          "raw: Gloo 0.5 has no reduce-scatter; raw allreduces the whole buffer and "
-          "keeps its block, as c10d's Gloo backend does (busbw assumes a real "
-          "reduce-scatter)");
-    }
-#endif
+    const bool rawHere = raw && raw->prepareOp(opInfo, options.redop, options.dtype, notes);
     reporter.beginOp(opInfo, notes);
-    Buffers buffers = allocate(op, options, ranks);
+    Buffers buffers = allocate(op, options, ranks, device, rawHere && raw->needsScratch(op));
     const Pattern pattern(opInfo, options.redop, options.dtype, ranks);
     const size_t element = c10d::elementSize(options.dtype);
 
@@ -1138,8 +908,11 @@ int run(const Options& options) {
       Shape shape = shapeFor(op, bytes, ranks, element);
       if (shape.count > 0) {
         Tensor input = view(buffers.input, shape.inputCount, options.dtype);
-        Tensor output =
-            shape.outputCount > 0 ? view(buffers.output, shape.outputCount, options.dtype) : input;
+        Tensor hostInput = view(buffers.hostInput, shape.inputCount, options.dtype);
+        bool inPlace = shape.outputCount == 0;
+        Tensor output = inPlace ? input : view(buffers.output, shape.outputCount, options.dtype);
+        Tensor hostOutput =
+            inPlace ? hostInput : view(buffers.hostOutput, shape.outputCount, options.dtype);
         Case c{.op = opInfo,
                .shape = shape,
                .dtype = options.dtype,
@@ -1149,21 +922,23 @@ int run(const Options& options) {
                .ranks = ranks,
                .input = input,
                .output = output,
+               .hostInput = hostInput,
+               .hostOutput = hostOutput,
                .scratch = buffers.scratch.defined() ? buffers.scratch.data() : nullptr};
         for (const char* path : {"c10d", "raw"}) {
           Runner runner;
           if (std::strcmp(path, "c10d") == 0) {
-            runner = c10dRunner(*pg, c);
+            runner = onDevice(c10dRunner(*pg, c), device);
           } else {
             if (!rawHere) continue;
-#if C10D_WITH_GLOO
-            runner = rawRunner(raw, c, kernel.fn);
-#endif
+            runner = raw->runner(c);
           }
           std::optional<int64_t> wrong;
           prepare(c, pattern);
+          upload(c);
           if (options.check) {
             runner();
+            download(c);
             wrong = sumOverRanks(*pg, countWrong(c, pattern));
             wrongTotal += *wrong;
           }
@@ -1180,6 +955,7 @@ int run(const Options& options) {
     reporter.endOp();
   }
   reporter.finish();
+  raw.reset();
   // Nobody tears down its connections while a slower rank still reads the last statistics.
   pg->barrier()->wait();
   return wrongTotal > 0 ? kWrongResultsExitCode : 0;
@@ -1187,7 +963,22 @@ int run(const Options& options) {
 
 }  // namespace
 
+std::unique_ptr<RawPath> connectRawPath(c10d::ProcessGroup& pg) {
+  std::shared_ptr<c10d::Backend> backend = pg.backend(c10d::DeviceType::CPU);
+#if C10D_WITH_GLOO
+  if (backend->name() == "gloo") return connectRawGloo(pg);
+#endif
+#if C10D_WITH_MPI
+  if (backend->name() == "mpi") return connectRawMpi(pg);
+#endif
+  C10D_THROW(c10d::InvalidArgument, "--raw: this c10d-comm-bench has no raw path for backend '",
+             backend->name(), "' (it has one for the gloo and mpi backends it was built with)");
+}
+
+}  // namespace commbench
+
 int main(int argc, char** argv) {
+  using namespace commbench;
   Options options = parseOptions(argc, argv);
   try {
     return run(options);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -16,7 +17,8 @@ class OpQueue;
 
 // A Work whose operation runs later, in issue order: on the queue's worker thread, or on the
 // first thread that waits for it when it is next in line and the worker is idle. The second path
-// is what makes a blocking call (op then wait) cost no thread hand-off.
+// is what makes a blocking call (op then wait) cost no thread hand-off; the worker leaves a new
+// op to its caller for a while (see kBlockingCallerGrace) before taking it.
 class QueuedWork : public Work {
  public:
   QueuedWork(Describe describe, std::chrono::milliseconds timeout, std::vector<Tensor> outputs,
@@ -30,6 +32,7 @@ class QueuedWork : public Work {
   struct QueueState;
   std::function<void()> run_;  // throws the operation's error; released after running
   std::shared_ptr<QueueState> queue_;
+  std::chrono::steady_clock::time_point enqueuedAt_;
 };
 
 // Runs QueuedWork one at a time in enqueue order, so the collectives of a group hit the wire in
