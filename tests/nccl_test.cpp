@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -89,15 +90,16 @@ TEST_F(NcclOnDevice, EveryCollectiveOnOneRank) {
   EXPECT_EQ(download<int64_t>(l), longs);
 }
 
-// Every dtype NCCL moves, through every op, at world size 1 (where each result is the input or a
-// copy of it, so the check is exact for any dtype).
+// Every dtype through every op (reductions on the dtypes NCCL has), at world size 1 (where each
+// result is the input or a copy of it, so the check is exact for any dtype).
 TEST_F(NcclOnDevice, EveryOpOnEveryDtype) {
   setenv("C10D_NCCL_BLOCKING_WAIT", "1", 1);
   auto pg = group("nccl");
   const Device gpu = Device::cuda(0);
-  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
-                           ScalarType::BFloat16, ScalarType::Int8, ScalarType::UInt8,
-                           ScalarType::Int32, ScalarType::Int64, ScalarType::Bool}) {
+  for (ScalarType dtype :
+       {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16, ScalarType::BFloat16,
+        ScalarType::Int8, ScalarType::UInt8, ScalarType::Int16, ScalarType::Int32,
+        ScalarType::Int64, ScalarType::Bool}) {
     SCOPED_TRACE(std::string(name(dtype)));
     const size_t bytes = 8 * elementSize(dtype);
     // Bytes that are a valid value in every dtype: 0 or 1 in each byte.
@@ -113,7 +115,7 @@ TEST_F(NcclOnDevice, EveryOpOnEveryDtype) {
       }
     };
     auto fresh = [&] { return Tensor::empty({8}, dtype, gpu); };
-    bool reducible = dtype != ScalarType::Bool;
+    bool reducible = dtype != ScalarType::Int16;  // NCCL has no 16-bit integers to add
     reset();
     if (reducible) {
       pg->allreduce(t)->wait();
@@ -194,12 +196,30 @@ TEST_F(NcclOnDevice, GlooStagesCudaTensorsThroughTheHost) {
   EXPECT_EQ(download<float>(out), (std::vector<float>{12, 15, 18}));
 }
 
-TEST_F(NcclOnDevice, WhatNcclLacksIsAClearError) {
+// Refused before any device work, so this runs without a GPU: the tensors only claim to be on
+// cuda:0, and a refusal that came later would fail on the missing device instead.
+TEST(NcclBackend, WhatNcclLacksIsRefusedBeforeTouchingTheDevice) {
   auto pg = group("nccl");
-  Tensor shorts = Tensor::empty({4}, ScalarType::Int16, Device::cuda(0));
-  EXPECT_THROW(pg->allreduce(shorts)->wait(), BackendError);
-  Tensor ints = Tensor::empty({4}, ScalarType::Int32, Device::cuda(0));
-  EXPECT_THROW(pg->allreduce(ints, {.reduceOp = ReduceOp::BOR})->wait(), BackendError);
+  std::vector<int16_t> shortsMemory(4);
+  Tensor shorts = Tensor::fromBlob(shortsMemory.data(), ScalarType::Int16, {4}, Device::cuda(0));
+  std::vector<int32_t> intsMemory(4);
+  Tensor ints = Tensor::fromBlob(intsMemory.data(), ScalarType::Int32, {4}, Device::cuda(0));
+  auto expectRefusal = [](const std::function<void()>& op, const std::string& words) {
+    try {
+      op();
+      FAIL() << "accepted; expected a refusal saying '" << words << "'";
+    } catch (const BackendError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  expectRefusal([&] { pg->allreduce(shorts)->wait(); },
+                "backend nccl does not support allreduce on int16");
+  expectRefusal([&] { pg->reduceScatterTensor(shorts, shorts)->wait(); },
+                "backend nccl does not support reduce_scatter_tensor on int16");
+  expectRefusal([&] { pg->allreduce(ints, {.reduceOp = ReduceOp::BOR})->wait(); },
+                "backend nccl does not support allreduce with bor");
+  expectRefusal([&] { pg->reduce(ints, {.reduceOp = ReduceOp::BXOR})->wait(); },
+                "backend nccl does not support reduce with bxor");
 }
 
 }  // namespace

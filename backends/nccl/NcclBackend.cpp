@@ -14,12 +14,14 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include "c10d/Cuda.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/Half.hpp"
 #include "c10d/Logging.hpp"
 #include "c10d/backends/common/Describe.hpp"
+#include "c10d/backends/common/Dispatch.hpp"
 #include "c10d/store/Store.hpp"
 
 namespace c10d {
@@ -84,6 +86,18 @@ ncclDataType_t ncclType(ScalarType dtype, const char* op) {
              " (NCCL has no such type)");
 }
 
+// What NCCL cannot reduce, refused before any device work (and without a device): int16 (NCCL
+// has no 16-bit integer type; ops that only move data send it as bytes) and the bitwise ops.
+void checkReducible(const char* op, ScalarType dtype, const ReduceOp& reduceOp) {
+  ncclType(dtype, op);
+  ReduceOp::Kind kind = reduceOp.kind();
+  bool boolAsLogical = dtype == ScalarType::Bool && kind != ReduceOp::BXOR;
+  C10D_CHECK(
+      boolAsLogical || (kind != ReduceOp::BAND && kind != ReduceOp::BOR && kind != ReduceOp::BXOR),
+      BackendError, "backend nccl does not support ", op, " with ", reduceOp,
+      " (NCCL has no bitwise reductions)");
+}
+
 // A reduction op for NCCL; PREMUL_SUM's is created per op and destroyed after enqueueing.
 struct Reduction {
   ncclRedOp_t op = ncclSum;
@@ -93,13 +107,15 @@ struct Reduction {
 // op is defined on dtype (ProcessGroup checked it); NCCL may still lack it.
 Reduction reduction(const ReduceOp& op, ScalarType dtype, ncclComm_t comm, const char* name) {
   if (dtype == ScalarType::Bool) {
-    // PyTorch's mapping: SUM and MAX are OR, PRODUCT and MIN are AND.
+    // As 0/1 bytes: SUM, MAX and BOR are OR (max); PRODUCT, MIN and BAND are AND (min).
     switch (op.kind()) {
       case ReduceOp::SUM:
       case ReduceOp::MAX:
+      case ReduceOp::BOR:
         return {ncclMax};
       case ReduceOp::PRODUCT:
       case ReduceOp::MIN:
+      case ReduceOp::BAND:
         return {ncclMin};
       default:
         break;
@@ -120,15 +136,14 @@ Reduction reduction(const ReduceOp& op, ScalarType dtype, ncclComm_t comm, const
       Reduction result{ncclSum, true};
       ncclDataType_t type = ncclType(dtype, name);
       auto what = [name] { return std::string(name); };
-      // The factor in the tensor's own type, read by NCCL from host memory at the call.
-      double asDouble = op.factor();
-      float asFloat = static_cast<float>(op.factor());
-      Half asHalf(asFloat);
-      BFloat16 asBFloat16(asFloat);
-      void* scalar = dtype == ScalarType::Float64    ? static_cast<void*>(&asDouble)
-                     : dtype == ScalarType::Float16  ? static_cast<void*>(&asHalf)
-                     : dtype == ScalarType::BFloat16 ? static_cast<void*>(&asBFloat16)
-                                                     : static_cast<void*>(&asFloat);
+      // The factor in the tensor's own type (integers truncate it, as c10d's CPU kernels do),
+      // read by NCCL from host memory at the call.
+      alignas(8) unsigned char scalar[8] = {};
+      dispatchByDtype(dtype, [&]<typename T>() {
+        T factor = static_cast<T>(static_cast<float>(op.factor()));
+        if constexpr (std::is_same_v<T, double>) factor = op.factor();
+        std::memcpy(scalar, &factor, sizeof(T));
+      });
       C10D_NCCL(ncclRedOpCreatePreMulSum(&result.op, scalar, type, ncclScalarHostImmediate, comm),
                 comm, what);
       return result;
@@ -441,10 +456,9 @@ std::shared_ptr<Work> NcclBackend::broadcast(const Tensor& tensor,
       "broadcast", [=] { return detail::concat(tensor.describe(), " root ", options.rootRank); },
       deviceOf(tensor, "broadcast"), options.timeout, {tensor}, {},
       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        C10D_NCCL(
-            ncclBroadcast(tensor.data(), tensor.data(), tensor.numel(),
-                          ncclType(tensor.dtype(), "broadcast"), options.rootRank, comm, stream),
-            comm, what);
+        C10D_NCCL(ncclBroadcast(tensor.data(), tensor.data(), tensor.nbytes(), ncclUint8,
+                                options.rootRank, comm, stream),
+                  comm, what);
       });
 }
 
@@ -464,6 +478,7 @@ void allreduceOne(const Tensor& tensor, const ReduceOp& op, ncclComm_t comm, cud
 
 std::shared_ptr<Work> NcclBackend::allreduce(const Tensor& tensor,
                                              const AllreduceOptions& options) {
+  checkReducible("allreduce", tensor.dtype(), options.reduceOp);
   return impl_->run(
       "allreduce", [=] { return detail::concat(tensor.describe(), " ", options.reduceOp); },
       deviceOf(tensor, "allreduce"), options.timeout, {tensor}, {},
@@ -474,6 +489,8 @@ std::shared_ptr<Work> NcclBackend::allreduce(const Tensor& tensor,
 
 std::shared_ptr<Work> NcclBackend::allreduceCoalesced(const std::vector<Tensor>& tensors,
                                                       const AllreduceOptions& options) {
+  for (const Tensor& t : tensors)
+    checkReducible("allreduce_coalesced", t.dtype(), options.reduceOp);
   return impl_->run(
       "allreduce_coalesced",
       [=] { return detail::concat(tensors.size(), " tensors ", options.reduceOp); },
@@ -486,6 +503,7 @@ std::shared_ptr<Work> NcclBackend::allreduceCoalesced(const std::vector<Tensor>&
 }
 
 std::shared_ptr<Work> NcclBackend::reduce(const Tensor& tensor, const ReduceOptions& options) {
+  checkReducible("reduce", tensor.dtype(), options.reduceOp);
   return impl_->run(
       "reduce",
       [=] {
@@ -509,9 +527,9 @@ std::shared_ptr<Work> NcclBackend::allgatherIntoTensor(const Tensor& output, con
       "allgather_into_tensor", [=] { return input.describe(); },
       deviceOf(input, "allgather_into_tensor"), options.timeout, {output}, {input},
       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        C10D_NCCL(ncclAllGather(input.data(), output.data(), input.numel(),
-                                ncclType(input.dtype(), "allgather"), comm, stream),
-                  comm, what);
+        C10D_NCCL(
+            ncclAllGather(input.data(), output.data(), input.nbytes(), ncclUint8, comm, stream),
+            comm, what);
       });
 }
 
@@ -525,8 +543,7 @@ std::shared_ptr<Work> NcclBackend::allgather(const std::vector<Tensor>& outputs,
         void* flat = nullptr;
         size_t bytes = input.nbytes();
         C10D_CUDA(cudaMallocAsync(&flat, bytes * outputs.size() + 1, stream), what);
-        ncclResult_t status = ncclAllGather(input.data(), flat, input.numel(),
-                                            ncclType(input.dtype(), "allgather"), comm, stream);
+        ncclResult_t status = ncclAllGather(input.data(), flat, bytes, ncclUint8, comm, stream);
         for (size_t r = 0; r < outputs.size() && status == ncclSuccess; ++r) {
           C10D_CUDA(cudaMemcpyAsync(outputs[r].data(), static_cast<char*>(flat) + r * bytes, bytes,
                                     cudaMemcpyDeviceToDevice, stream),
@@ -544,7 +561,6 @@ std::shared_ptr<Work> NcclBackend::gather(const std::vector<Tensor>& outputs, co
       "gather", [=] { return detail::concat(input.describe(), " root ", options.rootRank); },
       deviceOf(input, "gather"), options.timeout, outputs, {input},
       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        ncclDataType_t type = ncclType(input.dtype(), "gather");
         C10D_NCCL(ncclGroupStart(), comm, what);
         if (self == options.rootRank) {
           for (size_t r = 0; r < outputs.size(); ++r) {
@@ -553,14 +569,15 @@ std::shared_ptr<Work> NcclBackend::gather(const std::vector<Tensor>& outputs, co
                                         cudaMemcpyDeviceToDevice, stream),
                         what);
             } else {
-              C10D_NCCL(ncclRecv(outputs[r].data(), outputs[r].numel(), type, static_cast<int>(r),
-                                 comm, stream),
+              C10D_NCCL(ncclRecv(outputs[r].data(), outputs[r].nbytes(), ncclUint8,
+                                 static_cast<int>(r), comm, stream),
                         comm, what);
             }
           }
         } else {
-          C10D_NCCL(ncclSend(input.data(), input.numel(), type, options.rootRank, comm, stream),
-                    comm, what);
+          C10D_NCCL(
+              ncclSend(input.data(), input.nbytes(), ncclUint8, options.rootRank, comm, stream),
+              comm, what);
         }
         C10D_NCCL(ncclGroupEnd(), comm, what);
       });
@@ -573,7 +590,6 @@ std::shared_ptr<Work> NcclBackend::scatter(const Tensor& output, const std::vect
       "scatter", [=] { return detail::concat(output.describe(), " root ", options.rootRank); },
       deviceOf(output, "scatter"), options.timeout, {output}, inputs,
       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        ncclDataType_t type = ncclType(output.dtype(), "scatter");
         C10D_NCCL(ncclGroupStart(), comm, what);
         if (self == options.rootRank) {
           for (size_t r = 0; r < inputs.size(); ++r) {
@@ -582,14 +598,15 @@ std::shared_ptr<Work> NcclBackend::scatter(const Tensor& output, const std::vect
                                         cudaMemcpyDeviceToDevice, stream),
                         what);
             } else {
-              C10D_NCCL(ncclSend(inputs[r].data(), inputs[r].numel(), type, static_cast<int>(r),
-                                 comm, stream),
+              C10D_NCCL(ncclSend(inputs[r].data(), inputs[r].nbytes(), ncclUint8,
+                                 static_cast<int>(r), comm, stream),
                         comm, what);
             }
           }
         } else {
-          C10D_NCCL(ncclRecv(output.data(), output.numel(), type, options.rootRank, comm, stream),
-                    comm, what);
+          C10D_NCCL(
+              ncclRecv(output.data(), output.nbytes(), ncclUint8, options.rootRank, comm, stream),
+              comm, what);
         }
         C10D_NCCL(ncclGroupEnd(), comm, what);
       });
@@ -597,6 +614,7 @@ std::shared_ptr<Work> NcclBackend::scatter(const Tensor& output, const std::vect
 
 std::shared_ptr<Work> NcclBackend::reduceScatterTensor(const Tensor& output, const Tensor& input,
                                                        const ReduceScatterOptions& options) {
+  checkReducible("reduce_scatter_tensor", output.dtype(), options.reduceOp);
   deviceOf(input, "reduce_scatter_tensor");
   return impl_->run(
       "reduce_scatter_tensor",
@@ -615,6 +633,7 @@ std::shared_ptr<Work> NcclBackend::reduceScatterTensor(const Tensor& output, con
 std::shared_ptr<Work> NcclBackend::reduceScatter(const Tensor& output,
                                                  const std::vector<Tensor>& inputs,
                                                  const ReduceScatterOptions& options) {
+  checkReducible("reduce_scatter", output.dtype(), options.reduceOp);
   deviceOf(inputs, "reduce_scatter");
   return impl_->run(
       "reduce_scatter", [=] { return detail::concat(output.describe(), " ", options.reduceOp); },

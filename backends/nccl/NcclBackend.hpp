@@ -23,8 +23,9 @@ namespace c10d {
 //
 // Subgroups split the parent's communicator with ncclCommSplit when it exists (every rank of
 // the parent takes part, as newGroup/split require). Point-to-point tags are not part of NCCL:
-// messages between two ranks match in issue order. recv_anysource is not supported; neither
-// are BAND/BOR/BXOR or int16 tensors, which NCCL lacks (BackendError naming them).
+// messages between two ranks match in issue order. recv_anysource is not supported; neither are
+// reductions with BAND/BOR/BXOR or on int16 tensors, which NCCL lacks (BackendError naming them,
+// before any device work). Ops that only move data move every dtype, as bytes.
 class NcclBackend : public Backend {
  public:
   explicit NcclBackend(const BackendContext& context);
