@@ -1,5 +1,10 @@
-// What every process-group example shares: joining the default group, checking results against
-// values the example computes itself, and turning the outcome into an exit status.
+// What every process-group example shares: joining the default group, the device its tensors
+// live on, checking results against values the example computes itself, and turning the outcome
+// into an exit status.
+//
+// Tensors are on the CPU, or on cuda:(LOCAL_RANK % devices) when C10D_EXAMPLE_DEVICE=cuda or
+// when the backend serving CPU tensors cannot take them (C10D_BACKEND=nccl). The helpers below
+// copy through host memory where the tensor is on a GPU, so the examples read the same on both.
 #pragma once
 
 #include <cstdint>
@@ -8,11 +13,76 @@
 #include <memory>
 #include <string>
 
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "c10d/Backend.hpp"
+#include "c10d/Cuda.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/Init.hpp"
 #include "c10d/Tensor.hpp"
 
 namespace examples {
+
+inline c10d::Device& exampleDevice() {
+  static c10d::Device device = c10d::Device::cpu();
+  return device;
+}
+
+inline c10d::Device chooseDevice(c10d::ProcessGroup& pg) {
+  const char* requested = std::getenv("C10D_EXAMPLE_DEVICE");
+  bool cuda = requested != nullptr
+                  ? std::strcmp(requested, "cuda") == 0
+                  : !pg.backend(c10d::DeviceType::CPU)->handlesDevice(c10d::DeviceType::CPU);
+  C10D_CHECK(requested == nullptr || cuda || std::strcmp(requested, "cpu") == 0,
+             c10d::InvalidArgument, "C10D_EXAMPLE_DEVICE='", requested, "': expected cpu or cuda");
+  if (!cuda) return c10d::Device::cpu();
+  int devices = c10d::cudaDeviceCount();
+  C10D_CHECK(devices > 0, c10d::InvalidArgument, "this example's tensors go to a GPU (backend ",
+             pg.backend(c10d::DeviceType::CUDA)->name(), "), but no CUDA device is visible");
+  const char* local = std::getenv("LOCAL_RANK");
+  return c10d::Device::cuda((local != nullptr ? std::atoi(local) : pg.rank()) % devices);
+}
+
+// Uninitialised, on the example's device.
+inline c10d::Tensor empty(std::vector<int64_t> sizes, c10d::ScalarType dtype) {
+  return c10d::Tensor::empty(std::move(sizes), dtype, exampleDevice());
+}
+
+// tensor itself on the CPU, else a host copy of it.
+inline c10d::Tensor toHost(const c10d::Tensor& tensor) {
+  if (tensor.device().isCPU()) return tensor;
+  c10d::Tensor host = c10d::Tensor::empty(tensor.sizes(), tensor.dtype());
+  c10d::copyTensor(host, tensor);
+  return host;
+}
+
+template <typename T>
+T valueAt(const c10d::Tensor& tensor, int64_t i) {
+  return toHost(tensor).data<T>()[i];
+}
+
+// Host memory for computing, and the example's device tensor the collectives move: the same
+// tensor on the CPU. push() and pull() copy between them where they differ.
+class Mirror {
+ public:
+  Mirror(std::vector<int64_t> sizes, c10d::ScalarType dtype)
+      : device_(empty(sizes, dtype)),
+        host_(device_.device().isCPU() ? device_ : c10d::Tensor::empty(sizes, dtype)) {}
+  const c10d::Tensor& host() const { return host_; }
+  const c10d::Tensor& device() const { return device_; }
+  void push() const {
+    if (host_.data() != device_.data()) c10d::copyTensor(device_, host_);
+  }
+  void pull() const {
+    if (host_.data() != device_.data()) c10d::copyTensor(host_, device_);
+  }
+
+ private:
+  c10d::Tensor device_;
+  c10d::Tensor host_;
+};
 
 // Records failed checks instead of stopping at the first one: a rank that left early would make
 // its peers wait in their next collective until the timeout, hiding the real failure behind a
@@ -31,7 +101,8 @@ class Checker {
   // one wrong element usually means a whole wrong chunk.
   template <typename T, typename Expected>
   bool expectValues(const c10d::Tensor& tensor, const Expected& expected, const std::string& what) {
-    const T* data = tensor.data<T>();
+    const c10d::Tensor host = toHost(tensor);
+    const T* data = host.data<T>();
     for (int64_t i = 0; i < tensor.numel(); ++i) {
       if (data[i] != expected(i)) {
         fail(c10d::detail::concat(what, ": element ", i, " is ", +data[i], ", expected ",
@@ -55,11 +126,22 @@ class Checker {
   int failures_ = 0;
 };
 
-// Sets tensor[i] = value(i).
+// Sets tensor[i] = value(i), on whichever device tensor is.
 template <typename T, typename Value>
 void fill(const c10d::Tensor& tensor, const Value& value) {
-  T* data = tensor.data<T>();
+  c10d::Tensor host =
+      tensor.device().isCPU() ? tensor : c10d::Tensor::empty(tensor.sizes(), tensor.dtype());
+  T* data = host.data<T>();
   for (int64_t i = 0; i < tensor.numel(); ++i) data[i] = value(i);
+  if (host.data() != tensor.data()) c10d::copyTensor(tensor, host);
+}
+
+// Zeros on the example's device.
+template <typename T>
+c10d::Tensor zeros(std::vector<int64_t> sizes, c10d::ScalarType dtype) {
+  c10d::Tensor tensor = empty(std::move(sizes), dtype);
+  fill<T>(tensor, [](int64_t) { return T(0); });
+  return tensor;
 }
 
 // Joins the default process group (env://, backend from C10D_BACKEND, default gloo), runs body,
@@ -73,6 +155,7 @@ inline int runExample(const char* program,
   try {
     std::shared_ptr<c10d::ProcessGroup> pg = c10d::initProcessGroup();
     rank = pg->rank();
+    exampleDevice() = chooseDevice(*pg);
     Checker checker(program, rank);
     body(*pg, checker);
     pg->barrier()->wait();

@@ -32,7 +32,7 @@ void run(c10d::ProcessGroup& world, examples::Checker& checks) {
         pair->size() == 2 && pair->rank() == rank && pair->globalRank(pair->rank()) == rank,
         "subgroup reports rank ", pair->rank(), " of ", pair->size(), ", expected rank ", rank,
         " of 2");
-    c10d::Tensor tensor = c10d::Tensor::empty({kCount}, c10d::ScalarType::Float32);
+    c10d::Tensor tensor = examples::empty({kCount}, c10d::ScalarType::Float32);
     examples::fill<float>(tensor, [&](int64_t i) { return contribution(rank, i); });
     pair->allreduce(tensor, {.reduceOp = c10d::ReduceOp::SUM})->wait();
     bool ok = checks.expectValues<float>(
@@ -44,7 +44,7 @@ void run(c10d::ProcessGroup& world, examples::Checker& checks) {
     // A non-member handle refuses every operation rather than hanging the members.
     bool refused = false;
     try {
-      c10d::Tensor probe = c10d::Tensor::zeros({1}, c10d::ScalarType::Float32);
+      c10d::Tensor probe = examples::zeros<float>({1}, c10d::ScalarType::Float32);
       pair->allreduce(probe);
     } catch (const c10d::InvalidArgument&) {
       refused = true;
@@ -54,7 +54,7 @@ void run(c10d::ProcessGroup& world, examples::Checker& checks) {
                 rank);
   }
 
-  c10d::Tensor tensor = c10d::Tensor::empty({kCount}, c10d::ScalarType::Float32);
+  c10d::Tensor tensor = examples::empty({kCount}, c10d::ScalarType::Float32);
   examples::fill<float>(tensor, [&](int64_t i) { return contribution(rank, i); });
   world.allreduce(tensor)->wait();
   bool ok = checks.expectValues<float>(

@@ -20,7 +20,7 @@ namespace {
 constexpr int64_t kCount = 6;  // elements per tensor (per rank's chunk where there are chunks)
 
 c10d::Tensor make(float fillValue = 0.0f) {
-  c10d::Tensor tensor = c10d::Tensor::empty({kCount}, c10d::ScalarType::Float32);
+  c10d::Tensor tensor = examples::empty({kCount}, c10d::ScalarType::Float32);
   examples::fill<float>(tensor, [&](int64_t) { return fillValue; });
   return tensor;
 }

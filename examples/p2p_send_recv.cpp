@@ -24,7 +24,7 @@ float payload(int64_t i) {
 void run(c10d::ProcessGroup& pg, examples::Checker& checks) {
   C10D_CHECK(pg.size() >= 2, c10d::InvalidArgument, "needs at least 2 ranks, got ", pg.size(),
              "; run with c10drun --nproc-per-node 2 (or more)");
-  c10d::Tensor tensor = c10d::Tensor::empty({kCount}, c10d::ScalarType::Float32);
+  c10d::Tensor tensor = examples::empty({kCount}, c10d::ScalarType::Float32);
   if (pg.rank() == 0) {
     examples::fill<float>(tensor, payload);
     // send() only hands the buffer over; wait() returns once the tensor may be reused.

@@ -82,9 +82,10 @@ class Trainer {
   int shardSize() const { return static_cast<int>(shard_.size()); }
   int stepsPerEpoch() const { return (shardSize() + kBatch - 1) / kBatch; }
 
-  void trainEpoch(const c10d::Tensor& params, const c10d::Tensor& grad) {
+  // params on the host (the model is plain C++); grad's device tensor is what gets averaged.
+  void trainEpoch(const c10d::Tensor& params, const examples::Mirror& grad) {
     float* p = params.data<float>();
-    float* g = grad.data<float>();
+    float* g = grad.host().data<float>();
     for (int begin = 0; begin < shardSize(); begin += kBatch) {
       int end = std::min(begin + kBatch, shardSize());
       std::vector<double> sum(kParams, 0.0);
@@ -98,7 +99,9 @@ class Trainer {
       for (int i = 0; i < kParams; ++i) g[i] = static_cast<float>(sum[i] / (end - begin));
       // Every rank's batch has the same size, so the mean of the ranks' mean gradients is the
       // mean gradient of the global batch.
-      pg_.allreduce(grad, {.reduceOp = c10d::ReduceOp::SUM})->wait();
+      grad.push();
+      pg_.allreduce(grad.device(), {.reduceOp = c10d::ReduceOp::SUM})->wait();
+      grad.pull();
       for (int i = 0; i < kParams; ++i) p[i] -= kLearningRate * (g[i] / pg_.size());
     }
   }
@@ -112,11 +115,14 @@ class Trainer {
       loss += lossOf(z, label(k));
       correct += (z > 0.0) == (label(k) > 0.5f) ? 1 : 0;
     }
-    c10d::Tensor stats = c10d::Tensor::empty({2}, c10d::ScalarType::Float64);
-    stats.data<double>()[0] = loss / shardSize();
-    stats.data<double>()[1] = static_cast<double>(correct) / shardSize();
-    pg_.allreduce(stats)->wait();
-    return {stats.data<double>()[0] / pg_.size(), stats.data<double>()[1] / pg_.size()};
+    examples::Mirror stats({2}, c10d::ScalarType::Float64);
+    stats.host().data<double>()[0] = loss / shardSize();
+    stats.host().data<double>()[1] = static_cast<double>(correct) / shardSize();
+    stats.push();
+    pg_.allreduce(stats.device())->wait();
+    stats.pull();
+    const double* mean = stats.host().data<double>();
+    return {mean[0] / pg_.size(), mean[1] / pg_.size()};
   }
 
  private:
@@ -135,14 +141,17 @@ void run(c10d::ProcessGroup& pg, examples::Checker& checks) {
   Dataset data = makeDataset();
   Trainer trainer(pg, data);
 
-  c10d::Tensor params = c10d::Tensor::empty({kParams}, c10d::ScalarType::Float32);
-  c10d::Tensor grad = c10d::Tensor::empty({kParams}, c10d::ScalarType::Float32);
+  examples::Mirror paramsMirror({kParams}, c10d::ScalarType::Float32);
+  const c10d::Tensor& params = paramsMirror.host();
+  examples::Mirror grad({kParams}, c10d::ScalarType::Float32);
   std::mt19937 gen(kInitSeed);
   std::normal_distribution<float> normal(0.0f, 0.1f);
   examples::fill<float>(params, [&](int64_t) { return normal(gen); });
   // The seed already gives every rank the same start; the broadcast makes that hold even for a
   // rank whose standard library draws differently, as torch's DDP does at construction.
-  pg.broadcast(params, {.rootRank = 0})->wait();
+  paramsMirror.push();
+  pg.broadcast(paramsMirror.device(), {.rootRank = 0})->wait();
+  paramsMirror.pull();
 
   double firstLoss = 0.0;
   double lastLoss = 0.0;
@@ -160,8 +169,8 @@ void run(c10d::ProcessGroup& pg, examples::Checker& checks) {
 
   // Identical parameters everywhere means the element-wise max and min over ranks both equal
   // this rank's copy, bit for bit.
-  c10d::Tensor highest = c10d::Tensor::empty({kParams}, c10d::ScalarType::Float32);
-  c10d::Tensor lowest = c10d::Tensor::empty({kParams}, c10d::ScalarType::Float32);
+  c10d::Tensor highest = examples::empty({kParams}, c10d::ScalarType::Float32);
+  c10d::Tensor lowest = examples::empty({kParams}, c10d::ScalarType::Float32);
   for (const c10d::Tensor& copy : {highest, lowest}) {
     examples::fill<float>(copy, [&](int64_t i) { return params.data<float>()[i]; });
   }
