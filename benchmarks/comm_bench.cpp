@@ -11,12 +11,14 @@
 // comes from C10D_BACKEND (default gloo).
 //
 // Method (nccl-tests'): per size, `warmup` untimed then `iters` timed blocking operations
-// (op()->wait()). `time` is the slowest rank's average per operation; p50/p99 are taken over
-// every rank's individual iterations, min/max over the ranks' averages. algbw = size / time,
-// busbw = algbw * the op's bus factor (allreduce 2(n-1)/n; allgather, reduce_scatter, alltoall
-// (n-1)/n; broadcast, reduce, sendrecv 1). For allgather, reduce_scatter and alltoall `size` is
-// the whole (gathered / scattered / exchanged) buffer and `count` the elements of one rank's
-// share; sizes too small to give every rank an element are skipped.
+// (op()->wait()); with --raw the paths run in the order c10d, raw, raw, c10d (half the
+// iterations each time, each after its own warm-up). `time` is the slowest rank's
+// average per operation; p50/p99 are taken over every rank's individual iterations, min/max over
+// the ranks' averages. algbw = size / time, busbw = algbw * the op's bus factor (allreduce
+// 2(n-1)/n; allgather, reduce_scatter, alltoall (n-1)/n; broadcast, reduce, sendrecv 1). For
+// allgather, reduce_scatter and alltoall `size` is the whole (gathered / scattered / exchanged)
+// buffer and `count` the elements of one rank's share; sizes too small to give every rank an
+// element are skipped.
 //
 // --check (the default) fills the inputs so that every result is known, runs the op once per
 // size before timing it, and counts the wrong elements over all ranks (#wrong). --raw adds a row
@@ -662,19 +664,31 @@ struct Stats {
   double maxUs = 0.0;
 };
 
-// Warm-up, then timed blocking iterations; microseconds per iteration on this rank.
-std::vector<double> timeIterations(c10d::ProcessGroup& pg, const Runner& run, int warmup,
-                                   int iters) {
-  for (int i = 0; i < warmup; ++i) run();
-  // Without it a rank that left warm-up early would charge its wait for the others to its
-  // first timed iteration.
-  pg.barrier()->wait();
-  std::vector<double> samples(static_cast<size_t>(iters));
-  for (double& sample : samples) {
-    Clock::time_point start = Clock::now();
-    run();
-    sample = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-  }
+// Warm-up, then timed blocking iterations of every path, in the order A B B A: the first half of
+// each path's iterations in path order, the second half in reverse order. Timed one path after
+// the other (A B), the path that ran second at a size was measured up to 25% faster than the
+// same path run first (4 ranks, alltoall 2 MiB), whichever path that was; strict turns (A B A B)
+// remove that but make each op follow the other path's, which on this 2-vCPU host costs Gloo's
+// spinning path up to 100x at small sizes (its peer is still busy in the event-loop path).
+// Microseconds per iteration on this rank, per path.
+std::vector<std::vector<double>> timeIterations(c10d::ProcessGroup& pg,
+                                                const std::vector<Runner>& paths, int warmup,
+                                                int iters) {
+  std::vector<std::vector<double>> samples(paths.size());
+  auto timed = [&](size_t p, int count) {
+    for (int i = 0; i < warmup; ++i) paths[p]();
+    // Without it a rank that left the warm-up early would charge its wait for the others to
+    // its first timed iteration.
+    pg.barrier()->wait();
+    for (int i = 0; i < count; ++i) {
+      Clock::time_point start = Clock::now();
+      paths[p]();
+      samples[p].push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    }
+  };
+  const int firstHalf = (iters + 1) / 2;
+  for (size_t p = 0; p < paths.size(); ++p) timed(p, firstHalf);
+  for (size_t p = paths.size(); p-- > 0;) timed(p, iters - firstHalf);
   return samples;
 }
 
@@ -925,28 +939,31 @@ int run(const Options& options) {
                .hostInput = hostInput,
                .hostOutput = hostOutput,
                .scratch = buffers.scratch.defined() ? buffers.scratch.data() : nullptr};
-        for (const char* path : {"c10d", "raw"}) {
-          Runner runner;
-          if (std::strcmp(path, "c10d") == 0) {
-            runner = onDevice(c10dRunner(*pg, c), device);
-          } else {
-            if (!rawHere) continue;
-            runner = raw->runner(c);
-          }
-          std::optional<int64_t> wrong;
+        std::vector<const char*> names{"c10d"};
+        std::vector<Runner> runners{onDevice(c10dRunner(*pg, c), device)};
+        if (rawHere) {
+          names.push_back("raw");
+          runners.push_back(raw->runner(c));
+        }
+        std::vector<std::optional<int64_t>> wrong(runners.size());
+        for (size_t p = 0; p < runners.size(); ++p) {
           prepare(c, pattern);
           upload(c);
           if (options.check) {
-            runner();
+            runners[p]();
             download(c);
-            wrong = sumOverRanks(*pg, countWrong(c, pattern));
-            wrongTotal += *wrong;
+            wrong[p] = sumOverRanks(*pg, countWrong(c, pattern));
+            wrongTotal += *wrong[p];
           }
-          Stats stats = summarize(*pg, timeIterations(*pg, runner, options.warmup, options.iters));
+        }
+        std::vector<std::vector<double>> samples =
+            timeIterations(*pg, runners, options.warmup, options.iters);
+        for (size_t p = 0; p < runners.size(); ++p) {
+          Stats stats = summarize(*pg, std::move(samples[p]));
           double algbw = static_cast<double>(shape.bytes) / (stats.timeUs * 1e-6) / 1e9;
           reporter.row({opInfo.name, shape.bytes, shape.count, dtypeName,
                         opInfo.reduces ? redopName : "none", opInfo.rooted ? options.root : -1,
-                        stats, algbw, algbw * busFactor(op, ranks), wrong, path});
+                        stats, algbw, algbw * busFactor(op, ranks), wrong[p], names[p]});
         }
       }
       if (bytes > options.maxBytes / options.stepFactor) break;
