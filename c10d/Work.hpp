@@ -92,6 +92,8 @@ class Work {
 
   // "allreduce float32[1024] sum (group 'default', seq 12)": for errors and logs.
   std::string description() const { return describe_(); }
+  // What description() calls, for a backend that hands it on without formatting it.
+  const Describe& describer() const { return describe_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
   // Producer side, used by backends.

@@ -45,9 +45,9 @@ struct QueuedWork::QueueState {
   void execute(std::unique_lock<std::mutex>& lock, const std::shared_ptr<QueuedWork>& work) {
     running = true;
     lock.unlock();
-    std::function<void()> run = std::move(work->run_);
+    std::function<void(QueuedWork&)> run = std::move(work->run_);
     try {
-      run();
+      run(*work);
       run = nullptr;  // drop captured tensors before waking waiters
       work->finish();
     } catch (...) {
@@ -62,7 +62,7 @@ struct QueuedWork::QueueState {
 };
 
 QueuedWork::QueuedWork(Describe describe, std::chrono::milliseconds timeout,
-                       std::vector<Tensor> outputs, std::function<void()> run)
+                       std::vector<Tensor> outputs, std::function<void(QueuedWork&)> run)
     : Work(std::move(describe), timeout, std::move(outputs)), run_(std::move(run)) {}
 
 void QueuedWork::beforeWait() {

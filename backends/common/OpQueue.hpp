@@ -21,8 +21,10 @@ class OpQueue;
 // op to its caller for a while (see kBlockingCallerGrace) before taking it.
 class QueuedWork : public Work {
  public:
+  // run gets this Work (for its description): capturing a copy of the description instead cost
+  // several allocations per op.
   QueuedWork(Describe describe, std::chrono::milliseconds timeout, std::vector<Tensor> outputs,
-             std::function<void()> run);
+             std::function<void(QueuedWork&)> run);
 
  protected:
   void beforeWait() override;
@@ -30,7 +32,7 @@ class QueuedWork : public Work {
  private:
   friend class OpQueue;
   struct QueueState;
-  std::function<void()> run_;  // throws the operation's error; released after running
+  std::function<void(QueuedWork&)> run_;  // throws the operation's error; released after running
   std::shared_ptr<QueueState> queue_;
   std::chrono::steady_clock::time_point enqueuedAt_;
 };

@@ -277,9 +277,9 @@ std::shared_ptr<Work> GlooBackend::enqueue(const char* op, std::function<std::st
   Work::Describe describe = describeCollective(op, std::move(details), groupName_, sequence);
   auto tag = static_cast<uint32_t>(sequence);
   std::shared_ptr<Runtime> runtime = runtime_;
-  auto work = std::make_shared<QueuedWork>(describe, timeout, std::move(outputs),
-                                           [runtime, describe, tag, fn = std::move(fn)] {
-                                             runtime->guarded(describe, [&] { fn(tag); });
+  auto work = std::make_shared<QueuedWork>(std::move(describe), timeout, std::move(outputs),
+                                           [runtime, tag, fn = std::move(fn)](QueuedWork& self) {
+                                             runtime->guarded(self.describer(), [&] { fn(tag); });
                                            });
   queue_->enqueue(work);
   return work;

@@ -72,13 +72,13 @@ std::shared_ptr<Work> MpiBackend::enqueue(const char* op, std::function<std::str
   uint64_t sequence = sequence_.fetch_add(1);
   Work::Describe describe = describeCollective(op, std::move(details), groupName_, sequence);
   auto work = std::make_shared<QueuedWork>(
-      describe, timeout, std::move(outputs),
-      [progress = progress_, describe, timeout, rank = rank(), fn = std::move(fn)] {
-        Progress::RunningCollective running(*progress, describe, timeout);
+      std::move(describe), timeout, std::move(outputs),
+      [progress = progress_, timeout, rank = rank(), fn = std::move(fn)](QueuedWork& self) {
+        Progress::RunningCollective running(*progress, self.describer(), timeout);
         try {
           fn();
         } catch (const BackendError& e) {
-          C10D_THROW(BackendError, describe(), " on rank ", rank, ": ", e.what());
+          C10D_THROW(BackendError, self.description(), " on rank ", rank, ": ", e.what());
         }
       });
   queue_->enqueue(work);
