@@ -172,6 +172,18 @@ TEST(HostStagingTest, PointToPointReportsTheSourceAndStagesBatches) {
   });
 }
 
+TEST(HostStagingTest, AnOpWhoseWorkWasDroppedStillCopiesBack) {
+  onTwoRanks([](int rank, HostStagingBackend& staging, CopyLog& log) {
+    Tensor t = fakeDevice({3}, ScalarType::Int32);
+    fill(t, rank);
+    staging.allreduce(t, {.reduceOp = ReduceOp::SUM, .timeout = kTimeout});  // Work dropped
+    // Ops run in issue order: once the barrier is done, the allreduce and its copy back are.
+    staging.barrier({.timeout = kTimeout})->wait();
+    EXPECT_EQ(log.toDevice.load(), 1);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(ints(t)[i], 1 + 2 * i);
+  });
+}
+
 TEST(HostStagingTest, AFailedOpLeavesTheDeviceOutputUntouched) {
   std::atomic<bool> done{false};
   onTwoRanks([&done](int rank, HostStagingBackend& staging, CopyLog& log) {

@@ -6,6 +6,28 @@
 
 namespace c10d {
 
+namespace {
+
+// The caller's Work for a staged op. Waiting on it waits on the inner op first, so a queued
+// inner op still runs on the waiting thread (see QueuedWork) instead of costing a hand-off, and
+// the copy back then runs there too.
+class StagedWork : public Work {
+ public:
+  StagedWork(std::shared_ptr<Work> inner, std::vector<Tensor> outputs)
+      : Work([inner] { return inner->description(); }, inner->timeout(), std::move(outputs)),
+        inner_(std::move(inner)) {}
+
+  void wait(std::chrono::milliseconds timeout) override {
+    inner_->wait(timeout);
+    Work::wait(timeout);
+  }
+
+ private:
+  std::shared_ptr<Work> inner_;
+};
+
+}  // namespace
+
 // The host side of one op: host copies of its device inputs, host buffers for its device
 // outputs, and the copies back that complete the op's Work.
 class HostStagingBackend::Staging {
@@ -47,10 +69,10 @@ class HostStagingBackend::Staging {
     std::vector<Tensor> outputs;
     outputs.reserve(back_.size());
     for (const auto& [device, host] : back_) outputs.push_back(device);
-    auto outer = std::make_shared<Work>([inner] { return inner->description(); }, inner->timeout(),
-                                        std::move(outputs));
-    // The callback holds inner (for its source rank) until it has run; the future drops its
-    // callbacks once it completes.
+    auto outer = std::make_shared<StagedWork>(inner, std::move(outputs));
+    // The callback holds inner (for its source rank) and outer (the copy back must happen even
+    // when the caller dropped its Work) until it has run: inner always completes, by its
+    // timeout at the latest, and the future drops its callbacks then.
     inner->getFuture()->addCallback(
         [inner, outer, back = std::move(back_), copy = copy_](Future& future) {
           if (future.hasError()) {
