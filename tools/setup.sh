@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config git
-  libuv1-dev libdlpack-dev libcli11-dev
+  libuv1-dev libdlpack-dev libcli11-dev libmsgpack-cxx-dev
   libgloo-dev libopenmpi-dev openmpi-bin
   libgtest-dev python3
 )

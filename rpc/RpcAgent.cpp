@@ -1,0 +1,466 @@
+// The RPC agent: a registry of functions, a pool that runs incoming calls, the table of calls
+// waiting for their replies (with a thread that fails the late ones), over the Transport.
+
+#include "c10d/rpc/RpcAgent.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <map>
+#include <thread>
+
+#include "c10d/Logging.hpp"
+#include "c10d/rpc/Transport.hpp"
+#include "c10d/store/PrefixStore.hpp"
+
+namespace c10d::rpc {
+
+namespace {
+
+std::string rankKey(const char* what, int rank) {
+  return std::string(what) + "/" + std::to_string(rank);
+}
+
+}  // namespace
+
+struct RpcAgent::Impl {
+  struct Pending {
+    Reply reply;
+    std::chrono::steady_clock::time_point deadline;
+    std::chrono::milliseconds timeout;
+    int to;
+    std::string function;
+  };
+
+  std::shared_ptr<Store> store;
+  RpcOptions options;
+  WorkerInfo self;
+  std::vector<std::string> names;  // by id
+  int worldSize = 0;
+  std::unique_ptr<Transport> transport;
+
+  std::mutex registryMutex;
+  std::map<std::string, Handler> handlers;
+
+  // Pool for incoming calls and for completing outgoing ones.
+  std::mutex poolMutex;
+  std::condition_variable poolChanged;
+  std::deque<std::function<void()>> tasks;
+  std::vector<std::thread> pool;
+  bool poolStopping = false;
+
+  std::mutex pendingMutex;
+  std::condition_variable pendingChanged;
+  std::map<uint64_t, Pending> pending;
+  std::atomic<uint64_t> nextId{1};
+  std::thread deadlines;
+  bool deadlinesStopping = false;
+
+  std::atomic<bool> shutDown{false};
+  // Set when this worker reaches the shutdown barrier: peers closing after it are expected.
+  std::atomic<bool> leaving{false};
+
+  void runOnPool(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> guard(poolMutex);
+      if (poolStopping) return;
+      tasks.push_back(std::move(task));
+    }
+    poolChanged.notify_one();
+  }
+
+  void poolLoop() {
+    std::unique_lock<std::mutex> lock(poolMutex);
+    while (true) {
+      poolChanged.wait(lock, [&] { return poolStopping || !tasks.empty(); });
+      if (tasks.empty()) return;
+      std::function<void()> task = std::move(tasks.front());
+      tasks.pop_front();
+      lock.unlock();
+      try {
+        task();
+      } catch (const std::exception& e) {
+        C10D_LOG(Error, "rpc worker '", self.name, "': ", e.what());
+      }
+      lock.lock();
+    }
+  }
+
+  std::string describeWorker(int id) const {
+    return "worker '" + names[id] + "' (id " + std::to_string(id) + ")";
+  }
+
+  void sendError(int peer, uint64_t id, const std::string& message) {
+    if (shutDown.load()) return;  // nobody is connected any more
+    Frame error;
+    error.kind = FrameKind::Error;
+    error.id = id;
+    error.name = message;
+    try {
+      transport->send(peer, std::move(error));
+    } catch (const std::exception& e) {
+      C10D_LOG(Warning, "rpc worker '", self.name, "': cannot answer ", describeWorker(peer), ": ",
+               e.what());
+    }
+  }
+
+  void serve(int peer, Frame request) {
+    Handler handler;
+    std::string registered;
+    {
+      std::lock_guard<std::mutex> guard(registryMutex);
+      auto it = handlers.find(request.name);
+      if (it != handlers.end()) {
+        handler = it->second;
+      } else {
+        for (const auto& [name, h] : handlers)
+          registered += (registered.empty() ? "" : ", ") + name;
+      }
+    }
+    if (!handler) {
+      sendError(peer, request.id,
+                "unknown function '" + request.name + "' on " + describeWorker(self.id) +
+                    "; registered: " + (registered.empty() ? "none" : registered));
+      return;
+    }
+    Frame response;
+    try {
+      Packed arguments{std::move(request.payload), std::move(request.tensors)};
+      Packed result = handler(arguments);
+      response.kind = FrameKind::Response;
+      response.id = request.id;
+      response.payload = std::move(result.bytes);
+      response.tensors = std::move(result.tensors);
+    } catch (const std::exception& e) {
+      sendError(
+          peer, request.id,
+          "function '" + request.name + "' on " + describeWorker(self.id) + " failed: " + e.what());
+      return;
+    }
+    if (shutDown.load()) return;
+    try {
+      transport->send(peer, std::move(response));
+    } catch (const std::exception& e) {
+      sendError(peer, request.id,
+                "the result of '" + request.name + "' on " + describeWorker(self.id) +
+                    " could not be sent: " + e.what());
+    }
+  }
+
+  std::optional<Pending> takePending(uint64_t id) {
+    std::lock_guard<std::mutex> guard(pendingMutex);
+    auto it = pending.find(id);
+    if (it == pending.end()) return std::nullopt;
+    Pending p = std::move(it->second);
+    pending.erase(it);
+    pendingChanged.notify_all();
+    return p;
+  }
+
+  void onFrame(int peer, Frame frame) {
+    switch (frame.kind) {
+      case FrameKind::Request:
+        runOnPool(
+            [this, peer, frame = std::move(frame)]() mutable { serve(peer, std::move(frame)); });
+        return;
+      case FrameKind::Response:
+      case FrameKind::Error: {
+        std::optional<Pending> call = takePending(frame.id);
+        if (!call) return;  // timed out already
+        runOnPool([call = std::move(*call), frame = std::move(frame)]() mutable {
+          if (frame.kind == FrameKind::Error) {
+            call.reply(std::make_exception_ptr(RemoteError(frame.name)), nullptr);
+          } else {
+            Packed reply{std::move(frame.payload), std::move(frame.tensors)};
+            call.reply(nullptr, &reply);
+          }
+        });
+        return;
+      }
+      default:
+        C10D_LOG(Warning, "rpc worker '", self.name, "': unexpected frame kind ", int(frame.kind),
+                 " from ", describeWorker(peer));
+    }
+  }
+
+  void failCalls(const std::function<bool(const Pending&)>& which,
+                 const std::function<std::exception_ptr(const Pending&)>& error) {
+    std::vector<Pending> failed;
+    {
+      std::lock_guard<std::mutex> guard(pendingMutex);
+      for (auto it = pending.begin(); it != pending.end();) {
+        if (which(it->second)) {
+          failed.push_back(std::move(it->second));
+          it = pending.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      pendingChanged.notify_all();
+    }
+    for (Pending& call : failed) {
+      std::exception_ptr e = error(call);
+      runOnPool([call = std::move(call), e]() mutable { call.reply(e, nullptr); });
+    }
+  }
+
+  void onPeerLost(int peer, const std::string& why) {
+    if (shutDown.load()) return;
+    if (leaving.load()) {
+      C10D_LOG(Info, "rpc worker '", self.name, "': ", describeWorker(peer), " left (", why, ")");
+    } else {
+      C10D_LOG(Warning, "rpc worker '", self.name, "': lost the connection to ",
+               describeWorker(peer), ": ", why);
+    }
+    failCalls([peer](const Pending& p) { return p.to == peer; },
+              [this, why](const Pending& p) {
+                return std::make_exception_ptr(
+                    RemoteError("rpc call '" + p.function + "' to " + describeWorker(p.to) +
+                                " failed: the connection was lost (" + why + ")"));
+              });
+  }
+
+  void deadlineLoop() {
+    std::unique_lock<std::mutex> lock(pendingMutex);
+    while (!deadlinesStopping) {
+      pendingChanged.wait_for(lock, std::chrono::milliseconds(10));
+      auto now = std::chrono::steady_clock::now();
+      bool any = std::any_of(pending.begin(), pending.end(),
+                             [&](const auto& entry) { return entry.second.deadline <= now; });
+      if (!any) continue;
+      lock.unlock();
+      failCalls([now](const Pending& p) { return p.deadline <= now; },
+                [this](const Pending& p) {
+                  return std::make_exception_ptr(TimeoutError(
+                      "rpc call '" + p.function + "' to " + describeWorker(p.to) +
+                      " timed out after " + std::to_string(p.timeout.count()) + " ms"));
+                });
+      lock.lock();
+    }
+  }
+
+  void stopThreads() {
+    {
+      std::lock_guard<std::mutex> guard(pendingMutex);
+      deadlinesStopping = true;
+    }
+    pendingChanged.notify_all();
+    if (deadlines.joinable()) deadlines.join();
+    {
+      std::lock_guard<std::mutex> guard(poolMutex);
+      poolStopping = true;
+    }
+    poolChanged.notify_all();
+    for (auto& t : pool) {
+      if (t.joinable()) t.join();
+    }
+  }
+};
+
+std::shared_ptr<RpcAgent> RpcAgent::create(std::shared_ptr<Store> store, std::string name, int rank,
+                                           int worldSize, RpcOptions options,
+                                           const std::function<void(RpcAgent&)>& setup) {
+  C10D_CHECK(store != nullptr, InvalidArgument, "rpc: null store");
+  C10D_CHECK(worldSize >= 1 && rank >= 0 && rank < worldSize, InvalidArgument, "rpc: rank ", rank,
+             " out of range [0, ", worldSize, ")");
+  C10D_CHECK(!name.empty(), InvalidArgument, "rpc: worker ", rank, " has an empty name");
+  C10D_CHECK(options.threads >= 1, InvalidArgument, "rpc: threads must be >= 1, got ",
+             options.threads);
+  auto impl = std::make_shared<Impl>();
+  impl->store = std::make_shared<PrefixStore>("rpc", std::move(store));
+  impl->options = options;
+  impl->self = WorkerInfo{name, rank};
+  impl->worldSize = worldSize;
+  Impl* raw = impl.get();
+  impl->transport = std::make_unique<Transport>(
+      rank, [raw](int peer, Frame frame) { raw->onFrame(peer, std::move(frame)); },
+      [raw](int peer, const std::string& why) { raw->onPeerLost(peer, why); });
+  for (int i = 0; i < options.threads; ++i) impl->pool.emplace_back([raw] { raw->poolLoop(); });
+  impl->deadlines = std::thread([raw] { raw->deadlineLoop(); });
+  std::shared_ptr<RpcAgent> agent(new RpcAgent(impl));
+
+  const auto deadline = std::chrono::steady_clock::now() + options.initTimeout;
+  std::string address = impl->transport->listen(options.host);
+  impl->store->set(rankKey("name", rank), toBytes(name));
+  impl->store->set(rankKey("address", rank), toBytes(address));
+  std::vector<std::string> nameKeys;
+  for (int r = 0; r < worldSize; ++r) nameKeys.push_back(rankKey("name", r));
+  try {
+    impl->store->wait(nameKeys, options.initTimeout);
+  } catch (const TimeoutError&) {
+    std::string missing;
+    for (int r = 0; r < worldSize; ++r) {
+      if (!impl->store->check({rankKey("name", r)})) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      }
+    }
+    C10D_THROW(TimeoutError, "rpc worker '", name, "': worker(s) ", missing,
+               " did not publish themselves within ", options.initTimeout.count(), " ms");
+  }
+  for (int r = 0; r < worldSize; ++r) {
+    impl->names.push_back(toString(impl->store->get(rankKey("name", r), options.initTimeout)));
+  }
+  for (int r = 0; r < worldSize; ++r) {
+    for (int s = 0; s < r; ++s) {
+      C10D_CHECK(impl->names[r] != impl->names[s], InvalidArgument, "rpc: workers ", s, " and ", r,
+                 " are both named '", impl->names[r], "'");
+    }
+  }
+  // The lower id connects to the higher.
+  for (int peer = rank + 1; peer < worldSize; ++peer) {
+    std::string peerAddress =
+        toString(impl->store->get(rankKey("address", peer), options.initTimeout));
+    impl->transport->connect(peer, peerAddress, deadline);
+  }
+  impl->transport->waitForPeers(worldSize, deadline);
+  if (setup) setup(*agent);
+  // Everybody's functions exist before anybody returns from create().
+  if (impl->store->add("ready", 1) == worldSize) impl->store->set("ready/all", toBytes("1"));
+  try {
+    impl->store->wait({"ready/all"}, std::max(std::chrono::milliseconds(1),
+                                              std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                  deadline - std::chrono::steady_clock::now())));
+  } catch (const TimeoutError&) {
+    C10D_THROW(TimeoutError, "rpc worker '", name, "': not every worker finished its setup within ",
+               options.initTimeout.count(), " ms");
+  }
+  return agent;
+}
+
+RpcAgent::RpcAgent(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+RpcAgent::~RpcAgent() {
+  shutdown(false);
+}
+
+const WorkerInfo& RpcAgent::self() const {
+  return impl_->self;
+}
+
+WorkerInfo RpcAgent::workerInfo(const std::string& name) const {
+  for (size_t i = 0; i < impl_->names.size(); ++i) {
+    if (impl_->names[i] == name) return WorkerInfo{name, static_cast<int>(i)};
+  }
+  std::string known;
+  for (const auto& n : impl_->names) known += (known.empty() ? "" : ", ") + n;
+  C10D_THROW(InvalidArgument, "rpc: no worker named '", name, "' (workers: ", known, ")");
+}
+
+WorkerInfo RpcAgent::workerInfo(int id) const {
+  C10D_CHECK(id >= 0 && id < impl_->worldSize, InvalidArgument, "rpc: no worker with id ", id,
+             " (ids 0..", impl_->worldSize - 1, ")");
+  return WorkerInfo{impl_->names[id], id};
+}
+
+std::vector<WorkerInfo> RpcAgent::workers() const {
+  std::vector<WorkerInfo> all;
+  for (int i = 0; i < impl_->worldSize; ++i) all.push_back(WorkerInfo{impl_->names[i], i});
+  return all;
+}
+
+const RpcOptions& RpcAgent::options() const {
+  return impl_->options;
+}
+
+void RpcAgent::registerHandler(const std::string& name, Handler handler) {
+  C10D_CHECK(!name.empty() && handler, InvalidArgument,
+             "rpc: registerFunction needs a name and a function");
+  std::lock_guard<std::mutex> guard(impl_->registryMutex);
+  C10D_CHECK(impl_->handlers.count(name) == 0, InvalidArgument, "rpc: function '", name,
+             "' is already registered on worker '", impl_->self.name, "'");
+  impl_->handlers[name] = std::move(handler);
+}
+
+void RpcAgent::callRaw(const std::string& to, const std::string& function, Packed arguments,
+                       std::chrono::milliseconds timeout, Reply reply) {
+  C10D_CHECK(!impl_->shutDown.load(), InvalidArgument, "rpc: call '", function, "' to '", to,
+             "' after worker '", impl_->self.name, "' shut down");
+  C10D_CHECK(timeout.count() > 0, InvalidArgument, "rpc: call '", function,
+             "': timeout must be positive, got ", timeout.count(), " ms");
+  WorkerInfo target = workerInfo(to);
+  uint64_t id = impl_->nextId.fetch_add(1);
+  Frame request;
+  request.kind = FrameKind::Request;
+  request.id = id;
+  request.name = function;
+  request.payload = std::move(arguments.bytes);
+  request.tensors = std::move(arguments.tensors);
+  if (target.id == impl_->self.id) {
+    // A call to oneself runs on the pool, as a remote one would.
+    impl_->runOnPool([impl = impl_, request = std::move(request),
+                      reply = std::move(reply)]() mutable {
+      Handler handler;
+      {
+        std::lock_guard<std::mutex> guard(impl->registryMutex);
+        auto it = impl->handlers.find(request.name);
+        if (it != impl->handlers.end()) handler = it->second;
+      }
+      if (!handler) {
+        reply(std::make_exception_ptr(RemoteError("unknown function '" + request.name + "' on " +
+                                                  impl->describeWorker(impl->self.id))),
+              nullptr);
+        return;
+      }
+      try {
+        Packed arguments{std::move(request.payload), std::move(request.tensors)};
+        Packed result = handler(arguments);
+        reply(nullptr, &result);
+      } catch (const std::exception& e) {
+        reply(std::make_exception_ptr(RemoteError("function '" + request.name + "' on " +
+                                                  impl->describeWorker(impl->self.id) +
+                                                  " failed: " + e.what())),
+              nullptr);
+      }
+    });
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> guard(impl_->pendingMutex);
+    impl_->pending[id] = Impl::Pending{std::move(reply), std::chrono::steady_clock::now() + timeout,
+                                       timeout, target.id, function};
+  }
+  try {
+    impl_->transport->send(target.id, std::move(request));
+  } catch (...) {
+    if (auto call = impl_->takePending(id)) call->reply(std::current_exception(), nullptr);
+  }
+}
+
+void RpcAgent::shutdown(bool graceful) {
+  Impl& impl = *impl_;
+  if (impl.shutDown.load()) return;
+  if (graceful) {
+    // Our calls first (their replies are our peers' outstanding work), then everybody's.
+    {
+      std::unique_lock<std::mutex> lock(impl.pendingMutex);
+      impl.pendingChanged.wait(lock, [&] { return impl.pending.empty(); });
+    }
+    impl.leaving = true;
+    impl.store->add("shutdown", 1);
+    auto deadline = std::chrono::steady_clock::now() + impl.options.timeout;
+    auto waitFor = [&](const char* key, const char* what) {
+      while (impl.store->add(key, 0) < impl.worldSize) {
+        C10D_CHECK(std::chrono::steady_clock::now() < deadline, TimeoutError, "rpc worker '",
+                   impl.self.name, "': graceful shutdown: not every worker ", what, " within ",
+                   impl.options.timeout.count(), " ms");
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    };
+    waitFor("shutdown", "reached shutdown");
+    // Worker 0 usually hosts the store (env://): it leaves last, once nobody needs the store.
+    impl.store->add("shutdown/done", 1);
+    if (impl.self.id == 0) waitFor("shutdown/done", "finished shutting down");
+  }
+  if (impl.shutDown.exchange(true)) return;
+  impl.transport->close();
+  impl.failCalls([](const Impl::Pending&) { return true; },
+                 [&impl](const Impl::Pending& p) {
+                   return std::make_exception_ptr(InvalidArgument(
+                       "rpc call '" + p.function + "' to " + impl.describeWorker(p.to) +
+                       " failed: worker '" + impl.self.name + "' shut down"));
+                 });
+  // Replies queued for the pool still run: the pool drains its queue before it stops.
+  impl.stopThreads();
+}
+
+}  // namespace c10d::rpc

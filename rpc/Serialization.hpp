@@ -1,0 +1,155 @@
+#pragma once
+
+// How RPC arguments and results travel: msgpack for every value (scalars, strings, vectors,
+// maps, tuples, and user structs that opt in with msgpack's MSGPACK_DEFINE), and tensors beside
+// it: a tensor inside a value is packed as a msgpack extension holding its index in the
+// message's tensor list, and its bytes travel after the value, straight from and into tensor
+// memory.
+//
+// Threading: pack() and unpack() may run on any thread; the tensor list they use is the calling
+// thread's (thread-local while they run).
+
+#ifndef MSGPACK_NO_BOOST
+#define MSGPACK_NO_BOOST
+#endif
+#include <msgpack.hpp>
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "c10d/Exception.hpp"
+#include "c10d/Tensor.hpp"
+
+namespace c10d::rpc {
+
+// msgpack extension type of a tensor reference.
+inline constexpr int8_t kTensorExtType = 1;
+
+namespace detail {
+
+// The tensors of the message being packed or unpacked on this thread.
+inline thread_local std::vector<Tensor>* tlsTensors = nullptr;
+
+class TensorListScope {
+ public:
+  explicit TensorListScope(std::vector<Tensor>& tensors) : previous_(tlsTensors) {
+    tlsTensors = &tensors;
+  }
+  ~TensorListScope() { tlsTensors = previous_; }
+  TensorListScope(const TensorListScope&) = delete;
+  TensorListScope& operator=(const TensorListScope&) = delete;
+
+ private:
+  std::vector<Tensor>* previous_;
+};
+
+}  // namespace detail
+
+// A value packed for the wire: msgpack bytes plus the tensors it refers to.
+struct Packed {
+  std::string bytes;
+  std::vector<Tensor> tensors;
+};
+
+template <typename T>
+void packInto(msgpack::packer<msgpack::sbuffer>& packer, const T& value) {
+  packer.pack(value);
+}
+
+// Packs value (any msgpack-able type, tensors included).
+template <typename T>
+Packed pack(const T& value) {
+  Packed packed;
+  detail::TensorListScope scope(packed.tensors);
+  msgpack::sbuffer buffer;
+  msgpack::pack(buffer, value);
+  packed.bytes.assign(buffer.data(), buffer.size());
+  return packed;
+}
+
+// Unpacks a T from bytes, taking tensors from tensors. Throws InvalidArgument naming what
+// (e.g. "arguments of 'add'") when the bytes do not hold a T.
+template <typename T>
+T unpack(const std::string& bytes, std::vector<Tensor>& tensors, const std::string& what) {
+  detail::TensorListScope scope(tensors);
+  try {
+    msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size());
+    return handle.get().as<T>();
+  } catch (const msgpack::type_error&) {
+    C10D_THROW(InvalidArgument, what, ": the values sent do not have the expected types");
+  } catch (const msgpack::unpack_error& e) {
+    C10D_THROW(InvalidArgument, what, ": malformed msgpack (", e.what(), ")");
+  }
+}
+
+// Unpacks the arguments of function: a tuple of exactly as many values as it has parameters.
+template <typename Tuple>
+Tuple unpackArguments(const std::string& bytes, std::vector<Tensor>& tensors,
+                      const std::string& function) {
+  detail::TensorListScope scope(tensors);
+  const std::string what = "arguments of '" + function + "'";
+  try {
+    msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size());
+    const msgpack::object& object = handle.get();
+    constexpr size_t expected = std::tuple_size_v<Tuple>;
+    C10D_CHECK(object.type == msgpack::type::ARRAY, InvalidArgument, what,
+               ": expected a list of arguments");
+    C10D_CHECK(object.via.array.size == expected, InvalidArgument, "'", function, "' takes ",
+               expected, " argument(s), got ", object.via.array.size);
+    return object.as<Tuple>();
+  } catch (const msgpack::type_error&) {
+    C10D_THROW(InvalidArgument, what, ": the values sent do not have the expected types");
+  } catch (const msgpack::unpack_error& e) {
+    C10D_THROW(InvalidArgument, what, ": malformed msgpack (", e.what(), ")");
+  }
+}
+
+}  // namespace c10d::rpc
+
+// Tensors inside msgpack values: an extension holding the tensor's index (uint32, big-endian).
+namespace msgpack {
+MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
+  namespace adaptor {
+
+  template <>
+  struct pack<c10d::Tensor> {
+    template <typename Stream>
+    packer<Stream>& operator()(packer<Stream>& out, const c10d::Tensor& tensor) const {
+      auto* tensors = c10d::rpc::detail::tlsTensors;
+      C10D_CHECK(tensors != nullptr, c10d::InvalidArgument,
+                 "a Tensor can only be packed through c10d::rpc::pack");
+      C10D_CHECK(tensor.defined(), c10d::InvalidArgument, "rpc: cannot send an undefined tensor");
+      auto index = static_cast<uint32_t>(tensors->size());
+      tensors->push_back(tensor);
+      char bytes[4] = {static_cast<char>(index >> 24), static_cast<char>(index >> 16),
+                       static_cast<char>(index >> 8), static_cast<char>(index)};
+      out.pack_ext(sizeof(bytes), c10d::rpc::kTensorExtType);
+      out.pack_ext_body(bytes, sizeof(bytes));
+      return out;
+    }
+  };
+
+  template <>
+  struct convert<c10d::Tensor> {
+    const msgpack::object& operator()(const msgpack::object& object, c10d::Tensor& tensor) const {
+      if (object.type != msgpack::type::EXT || object.via.ext.type() != c10d::rpc::kTensorExtType ||
+          object.via.ext.size != 4) {
+        throw msgpack::type_error();
+      }
+      auto* tensors = c10d::rpc::detail::tlsTensors;
+      if (tensors == nullptr) throw msgpack::type_error();
+      const auto* b = reinterpret_cast<const unsigned char*>(object.via.ext.data());
+      uint32_t index =
+          (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | uint32_t{b[3]};
+      C10D_CHECK(index < tensors->size(), c10d::InvalidArgument, "rpc: tensor reference ", index,
+                 " but the message carries ", tensors->size(), " tensor(s)");
+      tensor = (*tensors)[index];
+      return object;
+    }
+  };
+
+  }  // namespace adaptor
+}  // MSGPACK_API_VERSION_NAMESPACE
+}  // namespace msgpack

@@ -1,0 +1,435 @@
+#include "c10d/rpc/Transport.hpp"
+
+#include <netdb.h>
+#include <uv.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "c10d/Exception.hpp"
+#include "c10d/Logging.hpp"
+
+namespace c10d::rpc {
+
+namespace {
+
+// Reads of at least this much go straight into their destination (a tensor); smaller wants are
+// served from one staging buffer, so a small frame costs one read, not one per part.
+constexpr size_t kDirectReadBytes = 64 * 1024;
+
+std::string uvError(int code) {
+  return std::string(uv_err_name(code)) + " (" + uv_strerror(code) + ")";
+}
+
+std::pair<std::string, std::string> splitAddress(const std::string& address) {
+  size_t colon = address.rfind(':');
+  C10D_CHECK(colon != std::string::npos && colon > 0, InvalidArgument, "rpc: bad address '",
+             address, "'");
+  std::string host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return {host, address.substr(colon + 1)};
+}
+
+}  // namespace
+
+struct Transport::Impl {
+  struct Connection {
+    uv_tcp_t handle;  // first: libuv hands the handle back
+    Impl* impl = nullptr;
+    int peer = -1;
+    bool closing = false;
+    FrameReader reader;
+    std::vector<char> staging = std::vector<char>(kDirectReadBytes);
+    bool stagingInUse = false;
+  };
+  struct Write {
+    uv_write_t request;  // first
+    std::string head;
+    std::vector<Tensor> tensors;
+    Connection* connection;
+  };
+
+  int self;
+  OnFrame onFrame;
+  OnPeerLost onPeerLost;
+
+  uv_loop_t loop;
+  uv_async_t wakeup;
+  uv_tcp_t listener;
+  bool listening = false;
+  std::thread thread;
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<std::function<void()>> commands;
+  std::map<int, Connection*> peers;   // guarded by mutex; used on the loop thread
+  std::map<int, std::string> lost;    // peer -> why
+  std::set<Connection*> connections;  // loop thread only
+  bool closed = false;
+
+  void post(std::function<void()> command) {
+    {
+      std::lock_guard<std::mutex> guard(mutex);
+      C10D_CHECK(!closed, InvalidArgument, "rpc transport of worker ", self, " is closed");
+      commands.push_back(std::move(command));
+    }
+    uv_async_send(&wakeup);
+  }
+
+  // Runs fn on the loop thread and returns its result (or rethrows its error).
+  template <typename Fn>
+  auto onLoop(Fn fn) -> decltype(fn()) {
+    using R = decltype(fn());
+    auto promise = std::make_shared<std::promise<R>>();
+    std::future<R> result = promise->get_future();
+    post([promise, fn = std::move(fn)]() mutable {
+      try {
+        if constexpr (std::is_void_v<R>) {
+          fn();
+          promise->set_value();
+        } else {
+          promise->set_value(fn());
+        }
+      } catch (...) {
+        promise->set_exception(std::current_exception());
+      }
+    });
+    return result.get();
+  }
+
+  void drain() {
+    std::deque<std::function<void()>> batch;
+    {
+      std::lock_guard<std::mutex> guard(mutex);
+      batch.swap(commands);
+    }
+    for (auto& command : batch) command();
+  }
+
+  Connection* newConnection() {
+    auto* c = new Connection();
+    c->impl = this;
+    uv_tcp_init(&loop, &c->handle);
+    uv_tcp_nodelay(&c->handle, 1);
+    c->handle.data = c;
+    connections.insert(c);
+    return c;
+  }
+
+  void registerPeer(Connection* c, int peer) {
+    c->peer = peer;
+    std::lock_guard<std::mutex> guard(mutex);
+    peers[peer] = c;
+    lost.erase(peer);
+    changed.notify_all();
+  }
+
+  void drop(Connection* c, const std::string& why) {
+    if (c->closing) return;
+    c->closing = true;
+    int peer = c->peer;
+    bool report = false;
+    if (peer >= 0) {
+      std::lock_guard<std::mutex> guard(mutex);
+      auto it = peers.find(peer);
+      if (it != peers.end() && it->second == c) {
+        peers.erase(it);
+        lost[peer] = why;
+        report = !closed;
+      }
+      changed.notify_all();
+    }
+    uv_close(reinterpret_cast<uv_handle_t*>(&c->handle), [](uv_handle_t* handle) {
+      auto* c = static_cast<Connection*>(handle->data);
+      c->impl->connections.erase(c);
+      delete c;
+    });
+    if (report) onPeerLost(peer, why);
+  }
+
+  void startReading(Connection* c) {
+    uv_read_start(
+        reinterpret_cast<uv_stream_t*>(&c->handle),
+        [](uv_handle_t* handle, size_t, uv_buf_t* buf) {
+          auto* c = static_cast<Connection*>(handle->data);
+          auto [where, want] = c->reader.want();
+          if (want >= kDirectReadBytes) {
+            c->stagingInUse = false;
+            *buf = uv_buf_init(where, static_cast<unsigned>(std::min<size_t>(want, 1u << 30)));
+          } else {
+            c->stagingInUse = true;
+            *buf = uv_buf_init(c->staging.data(), static_cast<unsigned>(c->staging.size()));
+          }
+        },
+        [](uv_stream_t* stream, ssize_t nread, const uv_buf_t*) {
+          auto* c = static_cast<Connection*>(stream->data);
+          if (nread == 0) return;
+          if (nread < 0) {
+            c->impl->drop(c, nread == UV_EOF ? "the peer closed the connection"
+                                             : "read failed: " + uvError(static_cast<int>(nread)));
+            return;
+          }
+          try {
+            if (!c->stagingInUse) {
+              if (auto frame = c->reader.filled(static_cast<size_t>(nread))) {
+                c->impl->deliver(c, std::move(*frame));
+              }
+              return;
+            }
+            size_t offset = 0;
+            auto left = static_cast<size_t>(nread);
+            while (left > 0 && !c->closing) {
+              auto [where, want] = c->reader.want();
+              size_t n = std::min(want, left);
+              std::memcpy(where, c->staging.data() + offset, n);
+              offset += n;
+              left -= n;
+              if (auto frame = c->reader.filled(n)) c->impl->deliver(c, std::move(*frame));
+            }
+          } catch (const std::exception& e) {
+            C10D_LOG(Warning, "rpc worker ", c->impl->self, ": dropping the connection from ",
+                     c->peer >= 0 ? "worker " + std::to_string(c->peer) : std::string("a peer"),
+                     ": ", e.what());
+            c->impl->drop(c, std::string("malformed frame: ") + e.what());
+          }
+        });
+  }
+
+  void deliver(Connection* c, Frame frame) {
+    if (c->peer < 0) {
+      C10D_CHECK(frame.kind == FrameKind::Hello && frame.id < (uint64_t{1} << 31), InvalidArgument,
+                 "rpc: the first frame of a connection must be a Hello");
+      registerPeer(c, static_cast<int>(frame.id));
+      return;
+    }
+    onFrame(c->peer, std::move(frame));
+  }
+
+  void write(Connection* c, std::string head, std::vector<Tensor> tensors) {
+    auto* w = new Write();
+    w->head = std::move(head);
+    w->tensors = std::move(tensors);
+    w->connection = c;
+    std::vector<uv_buf_t> bufs;
+    bufs.reserve(1 + w->tensors.size());
+    bufs.push_back(uv_buf_init(w->head.data(), static_cast<unsigned>(w->head.size())));
+    for (const Tensor& t : w->tensors) {
+      if (t.nbytes() > 0) {
+        bufs.push_back(
+            uv_buf_init(static_cast<char*>(t.data()), static_cast<unsigned>(t.nbytes())));
+      }
+    }
+    int rc = uv_write(&w->request, reinterpret_cast<uv_stream_t*>(&c->handle), bufs.data(),
+                      static_cast<unsigned>(bufs.size()), [](uv_write_t* request, int status) {
+                        auto* w = reinterpret_cast<Write*>(request);
+                        Connection* c = w->connection;
+                        delete w;
+                        if (status < 0 && status != UV_ECANCELED) {
+                          c->impl->drop(c, "write failed: " + uvError(status));
+                        }
+                      });
+    if (rc < 0) {
+      delete w;
+      drop(c, "write failed: " + uvError(rc));
+    }
+  }
+};
+
+Transport::Transport(int self, OnFrame onFrame, OnPeerLost onPeerLost)
+    : impl_(std::make_shared<Impl>()) {
+  Impl& impl = *impl_;
+  impl.self = self;
+  impl.onFrame = std::move(onFrame);
+  impl.onPeerLost = std::move(onPeerLost);
+  C10D_CHECK(uv_loop_init(&impl.loop) == 0, BackendError, "rpc: uv_loop_init failed");
+  uv_async_init(&impl.loop, &impl.wakeup,
+                [](uv_async_t* async) { static_cast<Impl*>(async->data)->drain(); });
+  impl.wakeup.data = &impl;
+  impl.thread = std::thread([&impl] { uv_run(&impl.loop, UV_RUN_DEFAULT); });
+}
+
+Transport::~Transport() {
+  close();
+}
+
+std::string Transport::listen(const std::string& host) {
+  return impl_->onLoop([this, host]() -> std::string {
+    Impl& impl = *impl_;
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    addrinfo* found = nullptr;
+    int rc = getaddrinfo(host.c_str(), "0", &hints, &found);
+    C10D_CHECK(rc == 0 && found != nullptr, InvalidArgument, "rpc: cannot resolve '", host,
+               "': ", gai_strerror(rc));
+    uv_tcp_init(&impl.loop, &impl.listener);
+    impl.listener.data = &impl;
+    rc = uv_tcp_bind(&impl.listener, found->ai_addr, 0);
+    freeaddrinfo(found);
+    if (rc == 0) {
+      rc = uv_listen(reinterpret_cast<uv_stream_t*>(&impl.listener), 128,
+                     [](uv_stream_t* server, int status) {
+                       auto* impl = static_cast<Impl*>(server->data);
+                       if (status < 0) return;
+                       Impl::Connection* c = impl->newConnection();
+                       if (uv_accept(server, reinterpret_cast<uv_stream_t*>(&c->handle)) != 0) {
+                         impl->drop(c, "accept failed");
+                         return;
+                       }
+                       impl->startReading(c);
+                     });
+    }
+    impl.listening = true;
+    C10D_CHECK(rc == 0, BackendError, "rpc: cannot listen on ", host, ": ", uvError(rc));
+    sockaddr_storage bound{};
+    int length = sizeof(bound);
+    uv_tcp_getsockname(&impl.listener, reinterpret_cast<sockaddr*>(&bound), &length);
+    char text[INET6_ADDRSTRLEN] = {};
+    int port = 0;
+    if (bound.ss_family == AF_INET6) {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&bound);
+      uv_ip6_name(a, text, sizeof(text));
+      port = ntohs(a->sin6_port);
+      return "[" + std::string(text) + "]:" + std::to_string(port);
+    }
+    auto* a = reinterpret_cast<sockaddr_in*>(&bound);
+    uv_ip4_name(a, text, sizeof(text));
+    port = ntohs(a->sin_port);
+    return std::string(text) + ":" + std::to_string(port);
+  });
+}
+
+void Transport::connect(int peer, const std::string& address,
+                        std::chrono::steady_clock::time_point deadline) {
+  auto [host, port] = splitAddress(address);
+  std::string lastError;
+  while (true) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
+    if (rc == 0 && found != nullptr) {
+      sockaddr_storage target{};
+      std::memcpy(&target, found->ai_addr, found->ai_addrlen);
+      freeaddrinfo(found);
+      auto result = std::make_shared<std::promise<int>>();
+      std::future<int> done = result->get_future();
+      impl_->post([impl = impl_.get(), target, result, peer] {
+        Impl::Connection* c = impl->newConnection();
+        struct Connect {
+          uv_connect_t request;
+          Impl::Connection* connection;
+          std::shared_ptr<std::promise<int>> result;
+          int peer;
+        };
+        auto* request = new Connect{{}, c, result, peer};
+        int rc = uv_tcp_connect(&request->request, &c->handle,
+                                reinterpret_cast<const sockaddr*>(&target),
+                                [](uv_connect_t* r, int status) {
+                                  auto* request = reinterpret_cast<Connect*>(r);
+                                  Impl::Connection* c = request->connection;
+                                  if (status == 0) {
+                                    c->impl->registerPeer(c, request->peer);
+                                    Frame hello;
+                                    hello.kind = FrameKind::Hello;
+                                    hello.id = static_cast<uint64_t>(c->impl->self);
+                                    c->impl->write(c, encodeHead(hello), {});
+                                    c->impl->startReading(c);
+                                  } else {
+                                    c->impl->drop(c, "connect failed");
+                                  }
+                                  request->result->set_value(status);
+                                  delete request;
+                                });
+        if (rc != 0) {
+          impl->drop(c, "connect failed");
+          result->set_value(rc);
+          delete request;
+        }
+      });
+      rc = done.get();
+      if (rc == 0) return;
+      lastError = uvError(rc);
+    } else {
+      lastError = gai_strerror(rc);
+    }
+    C10D_CHECK(std::chrono::steady_clock::now() < deadline, TimeoutError, "rpc worker ",
+               impl_->self, ": could not connect to worker ", peer, " at ", address, ": ",
+               lastError);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void Transport::waitForPeers(int worldSize, std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(impl_->mutex);
+  auto allUp = [&] { return static_cast<int>(impl_->peers.size()) >= worldSize - 1; };
+  if (!impl_->changed.wait_until(lock, deadline, allUp)) {
+    std::string missing;
+    for (int p = 0; p < worldSize; ++p) {
+      if (p != impl_->self && impl_->peers.count(p) == 0) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+      }
+    }
+    C10D_THROW(TimeoutError, "rpc worker ", impl_->self, ": no connection from worker(s) ", missing,
+               " before the timeout");
+  }
+}
+
+void Transport::send(int peer, Frame frame) {
+  std::string head = encodeHead(frame);
+  {
+    std::lock_guard<std::mutex> guard(impl_->mutex);
+    auto gone = impl_->lost.find(peer);
+    C10D_CHECK(gone == impl_->lost.end(), InvalidArgument, "rpc: the connection to worker ", peer,
+               " is lost (", gone->second, ")");
+    C10D_CHECK(impl_->peers.count(peer) > 0, InvalidArgument, "rpc: no connection to worker ",
+               peer);
+  }
+  impl_->post([impl = impl_.get(), peer, head = std::move(head),
+               tensors = std::move(frame.tensors)]() mutable {
+    Impl::Connection* c = nullptr;
+    {
+      std::lock_guard<std::mutex> guard(impl->mutex);
+      auto it = impl->peers.find(peer);
+      if (it != impl->peers.end()) c = it->second;
+    }
+    if (c != nullptr && !c->closing) impl->write(c, std::move(head), std::move(tensors));
+  });
+}
+
+void Transport::close() {
+  Impl& impl = *impl_;
+  {
+    std::lock_guard<std::mutex> guard(impl.mutex);
+    if (impl.closed || !impl.thread.joinable()) return;
+  }
+  try {
+    impl.onLoop([&impl] {
+      {
+        std::lock_guard<std::mutex> guard(impl.mutex);
+        impl.closed = true;
+      }
+      std::vector<Impl::Connection*> all(impl.connections.begin(), impl.connections.end());
+      for (auto* c : all) impl.drop(c, "the transport was closed");
+      if (impl.listening) uv_close(reinterpret_cast<uv_handle_t*>(&impl.listener), nullptr);
+      uv_close(reinterpret_cast<uv_handle_t*>(&impl.wakeup), nullptr);
+    });
+  } catch (const std::exception& e) {
+    C10D_LOG(Warning, "rpc worker ", impl.self, ": closing the transport: ", e.what());
+  }
+  impl.thread.join();
+  uv_loop_close(&impl.loop);
+}
+
+}  // namespace c10d::rpc

@@ -1,0 +1,51 @@
+#pragma once
+
+// Private to rpc/: TCP connections between workers on one libuv loop thread. One connection per
+// pair of workers (the lower id connects to the higher), each starting with a Hello frame that
+// names the sender. Frames are written with one scatter-gather write: the encoded head, then
+// each tensor's memory.
+//
+// Threading: send() and close() may be called from any thread; the callbacks run on the loop
+// thread and must not block.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "c10d/rpc/Wire.hpp"
+
+namespace c10d::rpc {
+
+class Transport {
+ public:
+  using OnFrame = std::function<void(int peer, Frame frame)>;
+  // A connection to peer is gone (closed, reset, or it sent a malformed frame).
+  using OnPeerLost = std::function<void(int peer, const std::string& why)>;
+
+  Transport(int self, OnFrame onFrame, OnPeerLost onPeerLost);
+  ~Transport();
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  // Starts listening on host (port chosen by the system); returns "host:port".
+  std::string listen(const std::string& host);
+  // Connects to peer at address and sends Hello; retries until deadline. Blocks.
+  void connect(int peer, const std::string& address,
+               std::chrono::steady_clock::time_point deadline);
+  // Blocks until a connection to each peer in [0, worldSize) other than self is up (made or
+  // accepted). Throws TimeoutError naming the missing peers.
+  void waitForPeers(int worldSize, std::chrono::steady_clock::time_point deadline);
+  // Queues frame to peer. Throws InvalidArgument for an unknown or lost peer, or a frame that
+  // cannot be encoded. The tensors stay referenced until written.
+  void send(int peer, Frame frame);
+  // Closes every connection and stops the loop thread. Idempotent.
+  void close();
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace c10d::rpc

@@ -1,0 +1,317 @@
+// The RPC agent: workers on threads of this process, over a shared HashStore and loopback TCP.
+// Typed calls (scalars, strings, containers, tensors, user structs), every failure a caller can
+// meet (unknown worker or function, wrong argument types, a remote exception, a timeout, a lost
+// peer, a call after shutdown), and malformed bytes on the wire.
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "c10d/Exception.hpp"
+#include "c10d/rpc/RpcAgent.hpp"
+#include "c10d/rpc/Wire.hpp"
+#include "c10d/store/HashStore.hpp"
+
+namespace c10d::rpc {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Point {
+  double x = 0;
+  double y = 0;
+  std::string label;
+  MSGPACK_DEFINE(x, y, label);
+};
+
+// worldSize agents, created together (create() returns once all are connected).
+std::vector<std::shared_ptr<RpcAgent>> startWorkers(int worldSize, RpcOptions options = {}) {
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::shared_ptr<RpcAgent>> agents(worldSize);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int rank = 0; rank < worldSize; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        agents[rank] =
+            RpcAgent::create(store, "worker" + std::to_string(rank), rank, worldSize, options);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "worker " << rank << ": " << e.what();
+        failures++;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  return agents;
+}
+
+void shutdownAll(std::vector<std::shared_ptr<RpcAgent>>& agents) {
+  std::vector<std::thread> threads;
+  for (auto& agent : agents) {
+    threads.emplace_back([agent] { agent->shutdown(true); });
+  }
+  for (auto& t : threads) t.join();
+}
+
+Tensor floats(std::vector<float> values) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(values.size())}, ScalarType::Float32);
+  std::copy(values.begin(), values.end(), t.data<float>());
+  return t;
+}
+
+std::string messageOf(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(RpcTest, TypedCallsCarryValuesAndTensors) {
+  auto agents = startWorkers(2);
+  RpcAgent& server = *agents[1];
+  server.registerFunction("add", [](int a, int b) { return a + b; });
+  server.registerFunction("greet", [](const std::string& who) { return "hello " + who; });
+  server.registerFunction("stats", [](const std::vector<double>& v) {
+    std::map<std::string, double> out{{"sum", 0.0}, {"max", v.empty() ? 0.0 : v[0]}};
+    for (double x : v) {
+      out["sum"] += x;
+      out["max"] = std::max(out["max"], x);
+    }
+    return out;
+  });
+  server.registerFunction("twice", [](const Tensor& t) {
+    Tensor out = Tensor::empty(t.sizes(), t.dtype());
+    for (int64_t i = 0; i < t.numel(); ++i) out.data<float>()[i] = 2 * t.data<float>()[i];
+    return out;
+  });
+  server.registerFunction("mirror", [](Point p) { return Point{-p.x, -p.y, p.label + "'"}; });
+  std::atomic<int> touched{0};
+  server.registerFunction("touch", [&touched] { touched++; });
+
+  RpcAgent& client = *agents[0];
+  EXPECT_EQ(client.rpcSync<int>("worker1", "add", 2, 40), 42);
+  EXPECT_EQ(client.rpcSync<std::string>("worker1", "greet", std::string("rank 0")), "hello rank 0");
+  auto stats = client.rpcSync<std::map<std::string, double>>("worker1", "stats",
+                                                             std::vector<double>{1, 5, 2});
+  EXPECT_EQ(stats["sum"], 8.0);
+  EXPECT_EQ(stats["max"], 5.0);
+  Tensor doubled = client.rpcSync<Tensor>("worker1", "twice", floats({1.5f, -2.0f, 0.25f}));
+  ASSERT_EQ(doubled.numel(), 3);
+  EXPECT_EQ(doubled.data<float>()[0], 3.0f);
+  EXPECT_EQ(doubled.data<float>()[1], -4.0f);
+  Point mirrored = client.rpcSync<Point>("worker1", "mirror", Point{1, 2, "p"});
+  EXPECT_EQ(mirrored.x, -1);
+  EXPECT_EQ(mirrored.label, "p'");
+  client.rpcSync<void>("worker1", "touch");
+  EXPECT_EQ(touched.load(), 1);
+  // A large tensor: 16 MiB each way.
+  Tensor big = Tensor::empty({4 << 20}, ScalarType::Float32);
+  for (int64_t i = 0; i < big.numel(); ++i) big.data<float>()[i] = static_cast<float>(i % 1000);
+  Tensor bigDoubled = client.rpcSync<Tensor>("worker1", "twice", big);
+  EXPECT_EQ(bigDoubled.data<float>()[4 * 1000 * 1000 + 7], 2.0f * 7);
+  shutdownAll(agents);
+}
+
+TEST(RpcTest, AsyncCallsAndThen) {
+  auto agents = startWorkers(3);
+  for (auto& agent : agents) {
+    int id = agent->self().id;
+    agent->registerFunction("id", [id] { return id; });
+    agent->registerFunction("add", [](int a, int b) { return a + b; });
+  }
+  std::vector<Future<int>> futures;
+  for (int i = 0; i < 100; ++i) futures.push_back(agents[0]->rpcAsync<int>("worker2", "add", i, i));
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(futures[i].value(), 2 * i);
+  Future<std::string> chained = agents[1]->rpcAsync<int>("worker0", "id").then([](Future<int> f) {
+    return "worker0 says " + std::to_string(f.value());
+  });
+  EXPECT_EQ(chained.value(), "worker0 says 0");
+  // A call to oneself works like any other.
+  EXPECT_EQ(agents[2]->rpcSync<int>("worker2", "id"), 2);
+  EXPECT_EQ(agents[2]->workerInfo("worker1").id, 1);
+  EXPECT_EQ(agents[2]->workerInfo(0).name, "worker0");
+  shutdownAll(agents);
+}
+
+TEST(RpcTest, EveryFailureReachesTheCallerWithWhatAndWhere) {
+  RpcOptions options;
+  options.timeout = 5s;
+  auto agents = startWorkers(2, options);
+  RpcAgent& server = *agents[1];
+  server.registerFunction("add", [](int a, int b) { return a + b; });
+  server.registerFunction("fail", [](int code) -> int {
+    throw std::runtime_error("bad input " + std::to_string(code));
+  });
+  server.registerFunction("slow", [] { std::this_thread::sleep_for(1500ms); });
+  RpcAgent& client = *agents[0];
+
+  std::string unknown = messageOf([&] { client.rpcSync<int>("worker1", "sub", 1, 2); });
+  EXPECT_NE(unknown.find("unknown function 'sub' on worker 'worker1' (id 1)"), std::string::npos)
+      << unknown;
+  EXPECT_NE(unknown.find("registered: add, fail, slow"), std::string::npos) << unknown;
+  EXPECT_THROW(client.rpcSync<int>("worker1", "sub", 1, 2), RemoteError);
+
+  std::string wrongTypes =
+      messageOf([&] { client.rpcSync<int>("worker1", "add", std::string("one"), 2); });
+  EXPECT_NE(wrongTypes.find("arguments of 'add'"), std::string::npos) << wrongTypes;
+  std::string wrongCount = messageOf([&] { client.rpcSync<int>("worker1", "add", 1); });
+  EXPECT_NE(wrongCount.find("'add' takes 2 argument(s), got 1"), std::string::npos) << wrongCount;
+
+  std::string remote = messageOf([&] { client.rpcSync<int>("worker1", "fail", 7); });
+  EXPECT_NE(remote.find("function 'fail' on worker 'worker1' (id 1) failed: bad input 7"),
+            std::string::npos)
+      << remote;
+
+  std::string wrongResult = messageOf([&] { client.rpcSync<std::string>("worker1", "add", 1, 2); });
+  EXPECT_NE(wrongResult.find("result of 'add' from worker 'worker1'"), std::string::npos)
+      << wrongResult;
+
+  std::string noWorker = messageOf([&] { client.rpcSync<int>("worker9", "add", 1, 2); });
+  EXPECT_NE(noWorker.find("no worker named 'worker9' (workers: worker0, worker1)"),
+            std::string::npos)
+      << noWorker;
+
+  auto started = std::chrono::steady_clock::now();
+  Future<void> late = client.rpcAsyncWithTimeout<void>("worker1", "slow", 200ms);
+  std::string timeout = messageOf([&] { late.wait(); });
+  EXPECT_NE(timeout.find("rpc call 'slow' to worker 'worker1' (id 1) timed out after 200 ms"),
+            std::string::npos)
+      << timeout;
+  EXPECT_THROW(late.wait(), TimeoutError);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 1400ms);
+  // The agent still works after all that.
+  EXPECT_EQ(client.rpcSync<int>("worker1", "add", 1, 2), 3);
+  std::this_thread::sleep_for(1500ms);  // let "slow" finish before the graceful shutdown
+  shutdownAll(agents);
+  std::string after = messageOf([&] { client.rpcSync<int>("worker1", "add", 1, 2); });
+  EXPECT_NE(after.find("after worker 'worker0' shut down"), std::string::npos) << after;
+}
+
+TEST(RpcTest, ALostPeerFailsItsOutstandingCalls) {
+  auto agents = startWorkers(2);
+  agents[1]->registerFunction("hang", [] { std::this_thread::sleep_for(3s); });
+  Future<void> pending = agents[0]->rpcAsync<void>("worker1", "hang");
+  std::this_thread::sleep_for(100ms);
+  auto started = std::chrono::steady_clock::now();
+  std::thread closer([&] { agents[1]->shutdown(false); });
+  std::string lost = messageOf([&] { pending.wait(); });
+  EXPECT_NE(lost.find("rpc call 'hang' to worker 'worker1' (id 1) failed: the connection was lost"),
+            std::string::npos)
+      << lost;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
+  closer.join();
+  std::string after = messageOf([&] { agents[0]->rpcSync<void>("worker1", "hang"); });
+  EXPECT_NE(after.find("connection to worker 1 is lost"), std::string::npos) << after;
+  agents[0]->shutdown(false);
+}
+
+TEST(RpcTest, CreateRejectsDuplicateNamesAndTimesOutOnMissingWorkers) {
+  auto store = std::make_shared<HashStore>();
+  RpcOptions quick;
+  quick.initTimeout = 300ms;
+  std::string missing = messageOf([&] { RpcAgent::create(store, "alone", 0, 2, quick); });
+  EXPECT_NE(missing.find("worker(s) 1 did not publish themselves within 300 ms"), std::string::npos)
+      << missing;
+  EXPECT_THROW(RpcAgent::create(store, "w", 2, 2), InvalidArgument);
+
+  auto dupStore = std::make_shared<HashStore>();
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      errors[rank] = messageOf([&] { RpcAgent::create(dupStore, "same", rank, 2, quick); });
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("workers 0 and 1 are both named 'same'"), std::string::npos) << e;
+  }
+}
+
+TEST(RpcWireTest, FramesRoundTripInPiecesAndMalformedBytesAreRefused) {
+  Frame frame;
+  frame.kind = FrameKind::Request;
+  frame.id = 77;
+  frame.name = "f";
+  frame.payload = "xyz";
+  frame.tensors = {floats({1, 2, 3}), Tensor::empty({0}, ScalarType::Int64)};
+  std::string bytes = encodeHead(frame);
+  bytes.append(static_cast<const char*>(frame.tensors[0].data()), frame.tensors[0].nbytes());
+  // Fed one byte at a time, the reader still reassembles exactly one frame.
+  FrameReader reader;
+  std::optional<Frame> out;
+  for (char byte : bytes) {
+    auto [where, want] = reader.want();
+    ASSERT_GE(want, 1u);
+    *where = byte;
+    auto done = reader.filled(1);
+    if (done) {
+      EXPECT_FALSE(out.has_value());
+      out = std::move(done);
+    }
+  }
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->id, 77u);
+  EXPECT_EQ(out->name, "f");
+  EXPECT_EQ(out->payload, "xyz");
+  ASSERT_EQ(out->tensors.size(), 2u);
+  EXPECT_EQ(out->tensors[0].data<float>()[2], 3.0f);
+  EXPECT_EQ(out->tensors[1].numel(), 0);
+
+  auto feed = [](std::string data) {
+    FrameReader r;
+    size_t at = 0;
+    while (at < data.size()) {
+      auto [where, want] = r.want();
+      size_t n = std::min(want, data.size() - at);
+      std::memcpy(where, data.data() + at, n);
+      at += n;
+      r.filled(n);
+    }
+  };
+  EXPECT_THROW(feed("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), InvalidArgument);
+  std::string hugeMeta = bytes.substr(0, kHeaderBytes);
+  hugeMeta[16] = hugeMeta[17] = hugeMeta[18] = hugeMeta[19] = '\xff';
+  EXPECT_THROW(feed(hugeMeta), InvalidArgument);
+  std::string badMeta = bytes;
+  badMeta[kHeaderBytes] = '\xc1';  // a byte msgpack never uses
+  EXPECT_THROW(feed(badMeta), InvalidArgument);
+}
+
+TEST(RpcTest, GarbageOnTheListeningPortDropsOnlyThatConnection) {
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::shared_ptr<RpcAgent>> agents(2);
+  std::thread t0([&] { agents[0] = RpcAgent::create(store, "a", 0, 2); });
+  std::thread t1([&] { agents[1] = RpcAgent::create(store, "b", 1, 2); });
+  t0.join();
+  t1.join();
+  agents[1]->registerFunction("ping", [] { return std::string("pong"); });
+  std::string address = toString(store->get("rpc/address/1", 5s));
+  size_t colon = address.rfind(':');
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in target{};
+  target.sin_family = AF_INET;
+  target.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  inet_pton(AF_INET, address.substr(0, colon).c_str(), &target.sin_addr);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof(target)), 0);
+  std::string garbage(4096, '\x5a');
+  ASSERT_GT(::write(fd, garbage.data(), garbage.size()), 0);
+  char buffer[16];
+  EXPECT_EQ(::read(fd, buffer, sizeof(buffer)), 0);  // the agent closed it
+  ::close(fd);
+  EXPECT_EQ(agents[0]->rpcSync<std::string>("b", "ping"), "pong");
+  shutdownAll(agents);
+}
+
+}  // namespace
+}  // namespace c10d::rpc
