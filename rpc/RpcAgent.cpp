@@ -167,14 +167,14 @@ struct RpcAgent::Impl {
       case FrameKind::Error: {
         std::optional<Pending> call = takePending(frame.id);
         if (!call) return;  // timed out already
-        runOnPool([call = std::move(*call), frame = std::move(frame)]() mutable {
-          if (frame.kind == FrameKind::Error) {
-            call.reply(std::make_exception_ptr(RemoteError(frame.name)), nullptr);
-          } else {
-            Packed reply{std::move(frame.payload), std::move(frame.tensors)};
-            call.reply(nullptr, &reply);
-          }
-        });
+        // Completed here, on the loop thread: the reply only unpacks and wakes the caller (the
+        // future's then-callbacks go to the pool), which saves a hand-off per call.
+        if (frame.kind == FrameKind::Error) {
+          call->reply(std::make_exception_ptr(RemoteError(frame.name)), nullptr);
+        } else {
+          Packed reply{std::move(frame.payload), std::move(frame.tensors)};
+          call->reply(nullptr, &reply);
+        }
         return;
       }
       default:
@@ -328,6 +328,10 @@ std::shared_ptr<RpcAgent> RpcAgent::create(std::shared_ptr<Store> store, std::st
 }
 
 RpcAgent::RpcAgent(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+void RpcAgent::runOnPool(std::function<void()> task) {
+  impl_->runOnPool(std::move(task));
+}
 
 RpcAgent::~RpcAgent() {
   shutdown(false);

@@ -19,6 +19,7 @@
 // Threading: every method may be called from any thread. Registered functions run on the
 // agent's pool of threads (RpcOptions::threads), several at a time.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -36,6 +37,9 @@
 #include "c10d/store/Store.hpp"
 
 namespace c10d::rpc {
+
+// How long a thread that expects work soon polls before it sleeps (see Future::wait).
+inline constexpr std::chrono::microseconds kSpinBeforeBlocking{50};
 
 struct WorkerInfo {
   std::string name;
@@ -63,8 +67,14 @@ class Future {
     std::lock_guard<std::mutex> guard(state_->mutex);
     return state_->done;
   }
-  // Blocks until complete; rethrows the call's error.
+  // Blocks until complete; rethrows the call's error. Polls for kSpinBeforeBlocking first: on
+  // hosts where waking a sleeping thread costs tens of microseconds (virtual CPUs that halt),
+  // that is most of a short call's round trip.
   void wait() const {
+    auto spinUntil = std::chrono::steady_clock::now() + kSpinBeforeBlocking;
+    while (!state_->doneFlag.load(std::memory_order_acquire) &&
+           std::chrono::steady_clock::now() < spinUntil) {
+    }
     std::unique_lock<std::mutex> lock(state_->mutex);
     state_->changed.wait(lock, [&] { return state_->done; });
     if (state_->error) std::rethrow_exception(state_->error);
@@ -79,8 +89,9 @@ class Future {
     std::lock_guard<std::mutex> guard(state_->mutex);
     return state_->error;
   }
-  // A future of fn(this future)'s result; fn runs once this one completes, on the completing
-  // thread (or at once when already complete). An exception fn throws fails the new future.
+  // A future of fn(this future)'s result; fn runs once this one completes (on the agent's pool
+  // for an RPC's future, else on the completing thread), or at once when already complete. An
+  // exception fn throws fails the new future.
   template <typename Fn>
   auto then(Fn fn) const -> Future<std::invoke_result_t<Fn, Future<T>>> {
     using R = std::invoke_result_t<Fn, Future<T>>;
@@ -101,7 +112,12 @@ class Future {
     return next;
   }
 
-  // Producer side.
+  // Producer side. executor, when set, runs the callbacks (so a producer on a thread that must
+  // not block, such as the RPC loop thread, never runs user code).
+  void setExecutor(std::function<void(std::function<void()>)> executor) {
+    std::lock_guard<std::mutex> guard(state_->mutex);
+    state_->executor = std::move(executor);
+  }
   template <typename... V>
   bool setValue(V&&... value) {
     std::vector<std::function<void()>> callbacks;
@@ -110,10 +126,11 @@ class Future {
       if (state_->done) return false;
       if constexpr (!std::is_void_v<T>) state_->value.emplace(std::forward<V>(value)...);
       state_->done = true;
+      state_->doneFlag.store(true, std::memory_order_release);
       callbacks.swap(state_->callbacks);
     }
     state_->changed.notify_all();
-    for (auto& callback : callbacks) callback();
+    runCallbacks(std::move(callbacks));
     return true;
   }
   bool setError(std::exception_ptr error) {
@@ -123,10 +140,11 @@ class Future {
       if (state_->done) return false;
       state_->error = std::move(error);
       state_->done = true;
+      state_->doneFlag.store(true, std::memory_order_release);
       callbacks.swap(state_->callbacks);
     }
     state_->changed.notify_all();
-    for (auto& callback : callbacks) callback();
+    runCallbacks(std::move(callbacks));
     return true;
   }
   void addCallback(std::function<void()> callback) const {
@@ -141,11 +159,29 @@ class Future {
   }
 
  private:
+  void runCallbacks(std::vector<std::function<void()>> callbacks) {
+    if (callbacks.empty()) return;
+    std::function<void(std::function<void()>)> executor;
+    {
+      std::lock_guard<std::mutex> guard(state_->mutex);
+      executor = state_->executor;
+    }
+    if (!executor) {
+      for (auto& callback : callbacks) callback();
+      return;
+    }
+    executor([callbacks = std::move(callbacks)] {
+      for (const auto& callback : callbacks) callback();
+    });
+  }
+
   struct Empty {};
   struct State {
     std::mutex mutex;
     std::condition_variable changed;
+    std::function<void(std::function<void()>)> executor;
     bool done = false;
+    std::atomic<bool> doneFlag{false};  // done, readable without the mutex
     std::optional<std::conditional_t<std::is_void_v<T>, Empty, T>> value;
     std::exception_ptr error;
     std::vector<std::function<void()>> callbacks;
@@ -222,6 +258,7 @@ class RpcAgent {
   Future<R> rpcAsyncWithTimeout(const std::string& to, const std::string& function,
                                 std::chrono::milliseconds timeout, A&&... args) {
     Future<R> result;
+    result.setExecutor([this](std::function<void()> task) { runOnPool(std::move(task)); });
     std::string what = "result of '" + function + "' from worker '" + to + "'";
     callRaw(to, function, pack(std::make_tuple(std::forward<A>(args)...)), timeout,
             [result, what](std::exception_ptr error, Packed* reply) mutable {
@@ -255,8 +292,10 @@ class RpcAgent {
   struct Impl;
 
  private:
+  // reply runs on the transport's loop thread (or the pool): it must not block.
   using Reply = std::function<void(std::exception_ptr error, Packed* reply)>;
   explicit RpcAgent(std::shared_ptr<Impl> impl);
+  void runOnPool(std::function<void()> task);
   void callRaw(const std::string& to, const std::string& function, Packed arguments,
                std::chrono::milliseconds timeout, Reply reply);
 
