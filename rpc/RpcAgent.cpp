@@ -50,7 +50,10 @@ struct RpcAgent::Impl {
   bool poolStopping = false;
 
   std::mutex pendingMutex;
-  std::condition_variable pendingChanged;
+  // Notified when pending becomes empty (graceful shutdown waits for that); the deadline thread
+  // has its own, so that completing a call wakes nobody.
+  std::condition_variable pendingDrained;
+  std::condition_variable deadlineStop;
   std::map<uint64_t, Pending> pending;
   std::atomic<uint64_t> nextId{1};
   std::thread deadlines;
@@ -153,7 +156,7 @@ struct RpcAgent::Impl {
     if (it == pending.end()) return std::nullopt;
     Pending p = std::move(it->second);
     pending.erase(it);
-    pendingChanged.notify_all();
+    if (pending.empty()) pendingDrained.notify_all();
     return p;
   }
 
@@ -196,7 +199,7 @@ struct RpcAgent::Impl {
           ++it;
         }
       }
-      pendingChanged.notify_all();
+      if (pending.empty()) pendingDrained.notify_all();
     }
     for (Pending& call : failed) {
       std::exception_ptr e = error(call);
@@ -223,7 +226,7 @@ struct RpcAgent::Impl {
   void deadlineLoop() {
     std::unique_lock<std::mutex> lock(pendingMutex);
     while (!deadlinesStopping) {
-      pendingChanged.wait_for(lock, std::chrono::milliseconds(10));
+      deadlineStop.wait_for(lock, std::chrono::milliseconds(10));
       auto now = std::chrono::steady_clock::now();
       bool any = std::any_of(pending.begin(), pending.end(),
                              [&](const auto& entry) { return entry.second.deadline <= now; });
@@ -244,7 +247,7 @@ struct RpcAgent::Impl {
       std::lock_guard<std::mutex> guard(pendingMutex);
       deadlinesStopping = true;
     }
-    pendingChanged.notify_all();
+    deadlineStop.notify_all();
     if (deadlines.joinable()) deadlines.join();
     {
       std::lock_guard<std::mutex> guard(poolMutex);
@@ -437,7 +440,7 @@ void RpcAgent::shutdown(bool graceful) {
     // Our calls first (their replies are our peers' outstanding work), then everybody's.
     {
       std::unique_lock<std::mutex> lock(impl.pendingMutex);
-      impl.pendingChanged.wait(lock, [&] { return impl.pending.empty(); });
+      impl.pendingDrained.wait(lock, [&] { return impl.pending.empty(); });
     }
     impl.leaving = true;
     impl.store->add("shutdown", 1);
