@@ -120,32 +120,12 @@ class Future {
   }
   template <typename... V>
   bool setValue(V&&... value) {
-    std::vector<std::function<void()>> callbacks;
-    {
-      std::lock_guard<std::mutex> guard(state_->mutex);
-      if (state_->done) return false;
-      if constexpr (!std::is_void_v<T>) state_->value.emplace(std::forward<V>(value)...);
-      state_->done = true;
-      state_->doneFlag.store(true, std::memory_order_release);
-      callbacks.swap(state_->callbacks);
-    }
-    state_->changed.notify_all();
-    runCallbacks(std::move(callbacks));
-    return true;
+    return complete([&](State& state) {
+      if constexpr (!std::is_void_v<T>) state.value.emplace(std::forward<V>(value)...);
+    });
   }
   bool setError(std::exception_ptr error) {
-    std::vector<std::function<void()>> callbacks;
-    {
-      std::lock_guard<std::mutex> guard(state_->mutex);
-      if (state_->done) return false;
-      state_->error = std::move(error);
-      state_->done = true;
-      state_->doneFlag.store(true, std::memory_order_release);
-      callbacks.swap(state_->callbacks);
-    }
-    state_->changed.notify_all();
-    runCallbacks(std::move(callbacks));
-    return true;
+    return complete([&](State& state) { state.error = std::move(error); });
   }
   void addCallback(std::function<void()> callback) const {
     {
@@ -159,6 +139,25 @@ class Future {
   }
 
  private:
+  struct State;
+
+  // Completes once: fill stores the outcome under the mutex. False when already complete.
+  template <typename Fill>
+  bool complete(Fill&& fill) {
+    std::vector<std::function<void()>> callbacks;
+    {
+      std::lock_guard<std::mutex> guard(state_->mutex);
+      if (state_->done) return false;
+      fill(*state_);
+      state_->done = true;
+      state_->doneFlag.store(true, std::memory_order_release);
+      callbacks.swap(state_->callbacks);
+    }
+    state_->changed.notify_all();
+    runCallbacks(std::move(callbacks));
+    return true;
+  }
+
   void runCallbacks(std::vector<std::function<void()>> callbacks) {
     if (callbacks.empty()) return;
     std::function<void(std::function<void()>)> executor;
