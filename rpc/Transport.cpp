@@ -240,6 +240,12 @@ struct Transport::Impl {
     if (c->peer < 0) {
       C10D_CHECK(frame.kind == FrameKind::Hello && frame.id < (uint64_t{1} << 31), InvalidArgument,
                  "rpc: the first frame of a connection must be a Hello");
+      {
+        std::lock_guard<std::mutex> guard(mutex);
+        C10D_CHECK(
+            peers.count(static_cast<int>(frame.id)) == 0 && frame.id != static_cast<uint64_t>(self),
+            InvalidArgument, "rpc: a second connection claims to be worker ", frame.id);
+      }
       registerPeer(c, static_cast<int>(frame.id));
       return;
     }

@@ -116,13 +116,24 @@ std::optional<Frame> FrameReader::filled(size_t n) {
       }
       C10D_CHECK(table.size() == tensorCount_, InvalidArgument, "rpc: frame announces ",
                  tensorCount_, " tensors but describes ", table.size());
+      uint64_t totalBytes = 0;
       for (auto& [dtype, sizes] : table) {
         C10D_CHECK(dtype >= 0 && dtype < static_cast<int>(kAllScalarTypes.size()), InvalidArgument,
                    "rpc: unknown dtype code ", dtype);
+        uint64_t bytes = elementSize(static_cast<ScalarType>(dtype));
         for (int64_t s : sizes) {
           C10D_CHECK(s >= 0 && s < (int64_t{1} << 40), InvalidArgument, "rpc: tensor size ", s,
                      " out of range");
+          // Checked before multiplying, so the product cannot overflow.
+          C10D_CHECK(s == 0 || bytes <= kMaxTensorBytes / static_cast<uint64_t>(s), InvalidArgument,
+                     "rpc: frame tensors over the limit of ", kMaxTensorBytes, " bytes");
+          bytes *= static_cast<uint64_t>(s);
         }
+        totalBytes += bytes;
+        C10D_CHECK(totalBytes <= kMaxTensorBytes, InvalidArgument,
+                   "rpc: frame tensors over the limit of ", kMaxTensorBytes, " bytes");
+      }
+      for (auto& [dtype, sizes] : table) {
         frame_.tensors.push_back(Tensor::empty(sizes, static_cast<ScalarType>(dtype)));
       }
       startTensors();

@@ -39,6 +39,8 @@ struct Frame {
 inline constexpr size_t kHeaderBytes = 24;
 inline constexpr uint32_t kMaxMetaBytes = 64u << 20;
 inline constexpr uint32_t kMaxTensors = 1u << 16;
+// A frame's tensors together; more is refused before anything is allocated.
+inline constexpr uint64_t kMaxTensorBytes = uint64_t{64} << 30;
 
 // Header and meta of frame; its tensors' bytes follow on the wire. Throws InvalidArgument for a
 // tensor that is not a contiguous CPU tensor.

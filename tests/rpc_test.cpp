@@ -286,6 +286,21 @@ TEST(RpcWireTest, FramesRoundTripInPiecesAndMalformedBytesAreRefused) {
   std::string badMeta = bytes;
   badMeta[kHeaderBytes] = '\xc1';  // a byte msgpack never uses
   EXPECT_THROW(feed(badMeta), InvalidArgument);
+  // A frame announcing 2^39 x 2^39 floats is refused before anything is allocated.
+  Frame huge;
+  huge.kind = FrameKind::Request;
+  huge.tensors = {Tensor::fromBlob(nullptr, ScalarType::Float32, {0})};
+  std::string hugeHead = encodeHead(huge);
+  std::string patched = hugeHead;
+  // The table's only entry ends with the sizes array [0] (0x91 0x00): make it [2^39, 2^39].
+  size_t at = patched.rfind(std::string("\x91\x00", 2));
+  ASSERT_NE(at, std::string::npos);
+  std::string bigSize = "\xcf" + std::string("\x00\x00\x00\x80\x00\x00\x00\x00", 8);
+  patched.replace(at, 2, "\x92" + bigSize + bigSize);
+  uint32_t metaBytes = static_cast<uint32_t>(patched.size() - kHeaderBytes);
+  for (int i = 0; i < 4; ++i) patched[16 + i] = static_cast<char>(metaBytes >> (8 * i));
+  std::string limit = messageOf([&] { feed(patched); });
+  EXPECT_NE(limit.find("over the limit of"), std::string::npos) << limit;
 }
 
 TEST(RpcTest, GarbageOnTheListeningPortDropsOnlyThatConnection) {
