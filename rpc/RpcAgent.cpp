@@ -11,6 +11,7 @@
 
 #include "c10d/Logging.hpp"
 #include "c10d/rpc/Transport.hpp"
+#include "c10d/store/LocalAddress.hpp"
 #include "c10d/store/PrefixStore.hpp"
 
 namespace c10d::rpc {
@@ -283,7 +284,10 @@ std::shared_ptr<RpcAgent> RpcAgent::create(std::shared_ptr<Store> store, std::st
   std::shared_ptr<RpcAgent> agent(new RpcAgent(impl));
 
   const auto deadline = std::chrono::steady_clock::now() + options.initTimeout;
-  std::string address = impl->transport->listen(options.host);
+  std::string host = options.host.empty()
+                         ? advertisedAddress(*impl->store, "rpc worker '" + name + "'")
+                         : options.host;
+  std::string address = impl->transport->listen(host);
   impl->store->set(rankKey("name", rank), toBytes(name));
   impl->store->set(rankKey("address", rank), toBytes(address));
   std::vector<std::string> nameKeys;

@@ -53,8 +53,10 @@ struct RpcOptions {
   std::chrono::milliseconds initTimeout = std::chrono::seconds(60);
   // Threads that run incoming calls.
   int threads = 4;
-  // Address this worker listens on (its port is chosen by the system).
-  std::string host = "127.0.0.1";
+  // Address this worker listens on and publishes (its port is chosen by the system). Empty:
+  // the address of C10D_SOCKET_IFNAME when set, else the local address that routes to the
+  // TCPStore's host, else 127.0.0.1 (as the Gloo backend chooses).
+  std::string host;
 };
 
 // The result of an asynchronous call. Completes exactly once, with a value or an error.

@@ -19,6 +19,7 @@
 
 #include "c10d/Exception.hpp"
 #include "c10d/backends/common/Flatten.hpp"
+#include "c10d/store/LocalAddress.hpp"
 #include "c10d/store/PrefixStore.hpp"
 #include "c10d/store/TCPStore.hpp"
 
@@ -48,48 +49,6 @@ class GlooStore : public gloo::rendezvous::Store {
   std::shared_ptr<c10d::Store> store_;
   std::chrono::milliseconds timeout_;
 };
-
-// The TCPStore under any PrefixStores, or null (FileStore, HashStore: one host).
-inline const TCPStore* findTCPStore(const c10d::Store* store) {
-  while (store != nullptr) {
-    if (auto* tcp = dynamic_cast<const TCPStore*>(store)) return tcp;
-    auto* prefix = dynamic_cast<const PrefixStore*>(store);
-    store = prefix != nullptr ? prefix->underlying().get() : nullptr;
-  }
-  return nullptr;
-}
-
-inline bool isLoopback(const std::string& host) {
-  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
-}
-
-// The local address the kernel would use to reach host: an address peers that can reach the
-// store's host can reach us on, without guessing from the hostname.
-inline std::string localAddressToward(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* results = nullptr;
-  if (getaddrinfo(host.c_str(), "9", &hints, &results) != 0) return "";
-  std::string address;
-  for (addrinfo* ai = results; ai != nullptr && address.empty(); ai = ai->ai_next) {
-    int fd = ::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    sockaddr_storage local{};
-    socklen_t length = sizeof(local);
-    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
-      char text[INET6_ADDRSTRLEN] = {0};
-      const void* raw =
-          local.ss_family == AF_INET6
-              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
-              : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
-      if (inet_ntop(local.ss_family, raw, text, sizeof(text)) != nullptr) address = text;
-    }
-    ::close(fd);
-  }
-  freeaddrinfo(results);
-  return address;
-}
 
 inline gloo::transport::tcp::attr deviceAttributes(const c10d::Store& store) {
   gloo::transport::tcp::attr attr;

@@ -1,0 +1,31 @@
+#pragma once
+
+// Which local address a process offers its peers (Gloo, RPC): the one the kernel would use to
+// reach the store's host, so that whoever can reach the store can reach us, without guessing from
+// the hostname. Private to c10d's libraries.
+
+#include <string>
+
+namespace c10d {
+
+class Store;
+class TCPStore;
+
+// The TCPStore under any PrefixStores, or null (FileStore, HashStore: one host).
+const TCPStore* findTCPStore(const Store* store);
+
+bool isLoopback(const std::string& host);
+
+// The local address the kernel would use to reach host ("" when it cannot be resolved).
+std::string localAddressToward(const std::string& host);
+
+// The first IPv4 (else IPv6) address of network interface name ("" when it has none).
+std::string interfaceAddress(const std::string& name);
+
+// The address to listen on and publish: the address of C10D_SOCKET_IFNAME (or
+// GLOO_SOCKET_IFNAME) when set, else the local address toward the TCPStore's host, else (a
+// store on this host only, or a loopback store host) 127.0.0.1. Throws InvalidArgument naming
+// what for an interface without an address, and for a store host no local address routes to.
+std::string advertisedAddress(const Store& store, const std::string& what);
+
+}  // namespace c10d
