@@ -140,6 +140,11 @@ struct RpcAgent::Impl {
           peer, request.id,
           "function '" + request.name + "' on " + describeWorker(self.id) + " failed: " + e.what());
       return;
+    } catch (...) {
+      sendError(peer, request.id,
+                "function '" + request.name + "' on " + describeWorker(self.id) +
+                    " failed with an exception that is not a std::exception");
+      return;
     }
     if (shutDown.load()) return;
     try {
@@ -420,6 +425,11 @@ void RpcAgent::callRaw(const std::string& to, const std::string& function, Packe
         reply(std::make_exception_ptr(RemoteError("function '" + request.name + "' on " +
                                                   impl->describeWorker(impl->self.id) +
                                                   " failed: " + e.what())),
+              nullptr);
+      } catch (...) {
+        reply(std::make_exception_ptr(RemoteError(
+                  "function '" + request.name + "' on " + impl->describeWorker(impl->self.id) +
+                  " failed with an exception that is not a std::exception")),
               nullptr);
       }
     });

@@ -153,12 +153,19 @@ TEST(RpcTest, EveryFailureReachesTheCallerWithWhatAndWhere) {
     throw std::runtime_error("bad input " + std::to_string(code));
   });
   server.registerFunction("slow", [] { std::this_thread::sleep_for(1500ms); });
+  server.registerFunction("oddThrow", []() -> int { throw 42; });
   RpcAgent& client = *agents[0];
+  client.registerFunction("oddThrow", []() -> int { throw 42; });
+  for (const char* worker : {"worker1", "worker0"}) {
+    std::string odd = messageOf([&] { client.rpcSync<int>(worker, "oddThrow"); });
+    EXPECT_NE(odd.find("failed with an exception that is not a std::exception"), std::string::npos)
+        << worker << ": " << odd;
+  }
 
   std::string unknown = messageOf([&] { client.rpcSync<int>("worker1", "sub", 1, 2); });
   EXPECT_NE(unknown.find("unknown function 'sub' on worker 'worker1' (id 1)"), std::string::npos)
       << unknown;
-  EXPECT_NE(unknown.find("registered: add, fail, slow"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("registered: add, fail, oddThrow, slow"), std::string::npos) << unknown;
   EXPECT_THROW(client.rpcSync<int>("worker1", "sub", 1, 2), RemoteError);
 
   std::string wrongTypes =
