@@ -5,7 +5,7 @@
 #include "c10d/Exception.hpp"
 
 #ifdef C10D_WITH_CUDA
-#include <cuda_runtime_api.h>
+#include "c10d/backends/common/CudaRuntime.hpp"
 #endif
 
 namespace c10d {
@@ -13,29 +13,6 @@ namespace c10d {
 namespace {
 
 thread_local void* tlsCurrentStream = nullptr;
-
-#ifdef C10D_WITH_CUDA
-void cudaCheck(cudaError_t status, const char* call, const std::string& what) {
-  if (status == cudaSuccess) return;
-  C10D_THROW(BackendError, what, ": ", call, " failed: ", cudaGetErrorName(status), " (",
-             cudaGetErrorString(status), ")");
-}
-
-// Runs on device for the scope, then restores the thread's previous device.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    cudaGetDevice(&previous_);
-    if (device != previous_) cudaCheck(cudaSetDevice(device), "cudaSetDevice", "copyTensor");
-  }
-  ~DeviceScope() { cudaSetDevice(previous_); }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int previous_ = 0;
-};
-#endif
 
 }  // namespace
 
@@ -74,12 +51,12 @@ void copyTensor(const Tensor& dst, const Tensor& src) {
   }
 #ifdef C10D_WITH_CUDA
   const Device& device = dst.device().isCPU() ? src.device() : dst.device();
-  const std::string what = detail::concat("copyTensor ", src.describe(), " -> ", dst.describe());
-  DeviceScope scope(device.index);
+  auto what = [&] { return detail::concat("copyTensor ", src.describe(), " -> ", dst.describe()); };
+  CudaDeviceGuard guard(device.index);
+  cudaCheck(guard.status(), "cudaSetDevice", what);
   auto stream = static_cast<cudaStream_t>(currentCudaStream());
-  cudaCheck(cudaMemcpyAsync(dst.data(), src.data(), dst.nbytes(), cudaMemcpyDefault, stream),
-            "cudaMemcpyAsync", what);
-  cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize", what);
+  C10D_CUDA(cudaMemcpyAsync(dst.data(), src.data(), dst.nbytes(), cudaMemcpyDefault, stream), what);
+  C10D_CUDA(cudaStreamSynchronize(stream), what);
 #else
   C10D_THROW(BackendError, "copyTensor ", src.describe(), " -> ", dst.describe(),
              ": this build of c10d has no CUDA support (configure with C10D_USE_CUDA=ON)");
@@ -89,9 +66,10 @@ void copyTensor(const Tensor& dst, const Tensor& src) {
 void synchronizeCurrentStream(const Device& device) {
   if (device.isCPU()) return;
 #ifdef C10D_WITH_CUDA
-  DeviceScope scope(device.index);
-  cudaCheck(cudaStreamSynchronize(static_cast<cudaStream_t>(currentCudaStream())),
-            "cudaStreamSynchronize", "synchronizeCurrentStream on " + device.str());
+  auto what = [&] { return "synchronizeCurrentStream on " + device.str(); };
+  CudaDeviceGuard guard(device.index);
+  cudaCheck(guard.status(), "cudaSetDevice", what);
+  C10D_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(currentCudaStream())), what);
 #else
   C10D_THROW(BackendError, "synchronizeCurrentStream on ", device,
              ": this build of c10d has no CUDA support (configure with C10D_USE_CUDA=ON)");

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #ifdef C10D_WITH_CUDA
-#include <cuda_runtime_api.h>
+#include "c10d/backends/common/CudaRuntime.hpp"
 #endif
 
 namespace c10d {
@@ -37,21 +37,18 @@ std::shared_ptr<void> allocate(size_t nbytes, const Device& device) {
     return std::shared_ptr<void>(ptr, [](void* p) { std::free(p); });
   }
 #ifdef C10D_WITH_CUDA
-  int previous = 0;
-  cudaError_t status = cudaGetDevice(&previous);
-  if (status == cudaSuccess) status = cudaSetDevice(device.index);
   void* ptr = nullptr;
-  if (status == cudaSuccess) status = cudaMalloc(&ptr, nbytes == 0 ? 1 : nbytes);
-  cudaSetDevice(previous);
-  C10D_CHECK(status == cudaSuccess, BackendError, "cannot allocate ", nbytes, " bytes on ", device,
-             ": ", cudaGetErrorName(status), " (", cudaGetErrorString(status), ")");
+  {
+    CudaDeviceGuard guard(device.index);
+    cudaError_t status = guard.status();
+    if (status == cudaSuccess) status = cudaMalloc(&ptr, nbytes == 0 ? 1 : nbytes);
+    C10D_CHECK(status == cudaSuccess, BackendError, "cannot allocate ", nbytes, " bytes on ",
+               device, ": ", cudaGetErrorName(status), " (", cudaGetErrorString(status), ")");
+  }
   int index = device.index;
   return std::shared_ptr<void>(ptr, [index](void* p) {
-    int current = 0;
-    cudaGetDevice(&current);
-    cudaSetDevice(index);
+    CudaDeviceGuard guard(index);
     cudaFree(p);
-    cudaSetDevice(current);
   });
 #else
   C10D_THROW(BackendError, "cannot allocate on ", device,

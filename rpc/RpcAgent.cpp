@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <thread>
+#include <unordered_map>
 
 #include "c10d/Logging.hpp"
 #include "c10d/rpc/Transport.hpp"
@@ -37,6 +38,7 @@ struct RpcAgent::Impl {
   RpcOptions options;
   WorkerInfo self;
   std::vector<std::string> names;  // by id
+  std::unordered_map<std::string, int> idsByName;
   int worldSize = 0;
   std::unique_ptr<Transport> transport;
 
@@ -90,6 +92,15 @@ struct RpcAgent::Impl {
     }
   }
 
+  // Throws InvalidArgument naming the unknown worker and the known ones.
+  int idOf(const std::string& name) const {
+    auto it = idsByName.find(name);
+    if (it != idsByName.end()) return it->second;
+    std::string known;
+    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+    C10D_THROW(InvalidArgument, "rpc: no worker named '", name, "' (workers: ", known, ")");
+  }
+
   std::string describeWorker(int id) const {
     return "worker '" + names[id] + "' (id " + std::to_string(id) + ")";
   }
@@ -108,42 +119,45 @@ struct RpcAgent::Impl {
     }
   }
 
-  void serve(int peer, Frame request) {
+  // Runs the function registered as name. Throws RemoteError carrying the message its caller
+  // gets: an unknown function (naming the registered ones), or what the function threw.
+  Packed invoke(const std::string& name, Packed& arguments) {
     Handler handler;
-    std::string registered;
     {
       std::lock_guard<std::mutex> guard(registryMutex);
-      auto it = handlers.find(request.name);
-      if (it != handlers.end()) {
-        handler = it->second;
-      } else {
-        for (const auto& [name, h] : handlers)
-          registered += (registered.empty() ? "" : ", ") + name;
+      auto it = handlers.find(name);
+      if (it == handlers.end()) {
+        std::string registered;
+        for (const auto& entry : handlers) {
+          registered += (registered.empty() ? "" : ", ") + entry.first;
+        }
+        throw RemoteError("unknown function '" + name + "' on " + describeWorker(self.id) +
+                          "; registered: " + (registered.empty() ? "none" : registered));
       }
+      handler = it->second;
     }
-    if (!handler) {
-      sendError(peer, request.id,
-                "unknown function '" + request.name + "' on " + describeWorker(self.id) +
-                    "; registered: " + (registered.empty() ? "none" : registered));
-      return;
+    try {
+      return handler(arguments);
+    } catch (const std::exception& e) {
+      throw RemoteError("function '" + name + "' on " + describeWorker(self.id) +
+                        " failed: " + e.what());
+    } catch (...) {
+      throw RemoteError("function '" + name + "' on " + describeWorker(self.id) +
+                        " failed with an exception that is not a std::exception");
     }
+  }
+
+  void serve(int peer, Frame request) {
     Frame response;
     try {
       Packed arguments{std::move(request.payload), std::move(request.tensors)};
-      Packed result = handler(arguments);
+      Packed result = invoke(request.name, arguments);
       response.kind = FrameKind::Response;
       response.id = request.id;
       response.payload = std::move(result.bytes);
       response.tensors = std::move(result.tensors);
     } catch (const std::exception& e) {
-      sendError(
-          peer, request.id,
-          "function '" + request.name + "' on " + describeWorker(self.id) + " failed: " + e.what());
-      return;
-    } catch (...) {
-      sendError(peer, request.id,
-                "function '" + request.name + "' on " + describeWorker(self.id) +
-                    " failed with an exception that is not a std::exception");
+      sendError(peer, request.id, e.what());
       return;
     }
     if (shutDown.load()) return;
@@ -313,10 +327,9 @@ std::shared_ptr<RpcAgent> RpcAgent::create(std::shared_ptr<Store> store, std::st
     impl->names.push_back(toString(impl->store->get(rankKey("name", r), options.initTimeout)));
   }
   for (int r = 0; r < worldSize; ++r) {
-    for (int s = 0; s < r; ++s) {
-      C10D_CHECK(impl->names[r] != impl->names[s], InvalidArgument, "rpc: workers ", s, " and ", r,
-                 " are both named '", impl->names[r], "'");
-    }
+    auto [it, fresh] = impl->idsByName.emplace(impl->names[r], r);
+    C10D_CHECK(fresh, InvalidArgument, "rpc: workers ", it->second, " and ", r, " are both named '",
+               impl->names[r], "'");
   }
   // The lower id connects to the higher.
   for (int peer = rank + 1; peer < worldSize; ++peer) {
@@ -354,12 +367,7 @@ const WorkerInfo& RpcAgent::self() const {
 }
 
 WorkerInfo RpcAgent::workerInfo(const std::string& name) const {
-  for (size_t i = 0; i < impl_->names.size(); ++i) {
-    if (impl_->names[i] == name) return WorkerInfo{name, static_cast<int>(i)};
-  }
-  std::string known;
-  for (const auto& n : impl_->names) known += (known.empty() ? "" : ", ") + n;
-  C10D_THROW(InvalidArgument, "rpc: no worker named '", name, "' (workers: ", known, ")");
+  return WorkerInfo{name, impl_->idOf(name)};
 }
 
 WorkerInfo RpcAgent::workerInfo(int id) const {
@@ -393,7 +401,22 @@ void RpcAgent::callRaw(const std::string& to, const std::string& function, Packe
              "' after worker '", impl_->self.name, "' shut down");
   C10D_CHECK(timeout.count() > 0, InvalidArgument, "rpc: call '", function,
              "': timeout must be positive, got ", timeout.count(), " ms");
-  WorkerInfo target = workerInfo(to);
+  const int target = impl_->idOf(to);
+  if (target == impl_->self.id) {
+    // A call to oneself runs on the pool, as a remote one would.
+    impl_->runOnPool([impl = impl_, function, arguments = std::move(arguments),
+                      reply = std::move(reply)]() mutable {
+      Packed result;
+      try {
+        result = impl->invoke(function, arguments);
+      } catch (...) {
+        reply(std::current_exception(), nullptr);
+        return;
+      }
+      reply(nullptr, &result);
+    });
+    return;
+  }
   uint64_t id = impl_->nextId.fetch_add(1);
   Frame request;
   request.kind = FrameKind::Request;
@@ -401,47 +424,13 @@ void RpcAgent::callRaw(const std::string& to, const std::string& function, Packe
   request.name = function;
   request.payload = std::move(arguments.bytes);
   request.tensors = std::move(arguments.tensors);
-  if (target.id == impl_->self.id) {
-    // A call to oneself runs on the pool, as a remote one would.
-    impl_->runOnPool([impl = impl_, request = std::move(request),
-                      reply = std::move(reply)]() mutable {
-      Handler handler;
-      {
-        std::lock_guard<std::mutex> guard(impl->registryMutex);
-        auto it = impl->handlers.find(request.name);
-        if (it != impl->handlers.end()) handler = it->second;
-      }
-      if (!handler) {
-        reply(std::make_exception_ptr(RemoteError("unknown function '" + request.name + "' on " +
-                                                  impl->describeWorker(impl->self.id))),
-              nullptr);
-        return;
-      }
-      try {
-        Packed arguments{std::move(request.payload), std::move(request.tensors)};
-        Packed result = handler(arguments);
-        reply(nullptr, &result);
-      } catch (const std::exception& e) {
-        reply(std::make_exception_ptr(RemoteError("function '" + request.name + "' on " +
-                                                  impl->describeWorker(impl->self.id) +
-                                                  " failed: " + e.what())),
-              nullptr);
-      } catch (...) {
-        reply(std::make_exception_ptr(RemoteError(
-                  "function '" + request.name + "' on " + impl->describeWorker(impl->self.id) +
-                  " failed with an exception that is not a std::exception")),
-              nullptr);
-      }
-    });
-    return;
-  }
   {
     std::lock_guard<std::mutex> guard(impl_->pendingMutex);
     impl_->pending[id] = Impl::Pending{std::move(reply), std::chrono::steady_clock::now() + timeout,
-                                       timeout, target.id, function};
+                                       timeout, target, function};
   }
   try {
-    impl_->transport->send(target.id, std::move(request));
+    impl_->transport->send(target, std::move(request));
   } catch (...) {
     if (auto call = impl_->takePending(id)) call->reply(std::current_exception(), nullptr);
   }

@@ -260,9 +260,8 @@ class RpcAgent {
                                 std::chrono::milliseconds timeout, A&&... args) {
     Future<R> result;
     result.setExecutor([this](std::function<void()> task) { runOnPool(std::move(task)); });
-    std::string what = "result of '" + function + "' from worker '" + to + "'";
     callRaw(to, function, pack(std::make_tuple(std::forward<A>(args)...)), timeout,
-            [result, what](std::exception_ptr error, Packed* reply) mutable {
+            [result, function, to](std::exception_ptr error, Packed* reply) mutable {
               if (error) {
                 result.setError(error);
                 return;
@@ -271,7 +270,9 @@ class RpcAgent {
                 if constexpr (std::is_void_v<R>) {
                   result.setValue();
                 } else {
-                  result.setValue(unpack<R>(reply->bytes, reply->tensors, what));
+                  result.setValue(unpack<R>(reply->bytes, reply->tensors, [&] {
+                    return "result of '" + function + "' from worker '" + to + "'";
+                  }));
                 }
               } catch (...) {
                 result.setError(std::current_exception());

@@ -47,63 +47,73 @@ class TensorListScope {
 
 }  // namespace detail
 
+// msgpack's packer writes into anything with write(data, size): this appends to a string, so
+// packed bytes land where they are kept, without an intermediate buffer.
+struct StringSink {
+  std::string& out;
+  void write(const char* data, size_t size) { out.append(data, size); }
+};
+
 // A value packed for the wire: msgpack bytes plus the tensors it refers to.
 struct Packed {
   std::string bytes;
   std::vector<Tensor> tensors;
 };
 
-template <typename T>
-void packInto(msgpack::packer<msgpack::sbuffer>& packer, const T& value) {
-  packer.pack(value);
-}
-
 // Packs value (any msgpack-able type, tensors included).
 template <typename T>
 Packed pack(const T& value) {
   Packed packed;
   detail::TensorListScope scope(packed.tensors);
-  msgpack::sbuffer buffer;
-  msgpack::pack(buffer, value);
-  packed.bytes.assign(buffer.data(), buffer.size());
+  StringSink sink{packed.bytes};
+  msgpack::pack(sink, value);
   return packed;
 }
 
-// Unpacks a T from bytes, taking tensors from tensors. Throws InvalidArgument naming what
-// (e.g. "arguments of 'add'") when the bytes do not hold a T.
-template <typename T>
-T unpack(const std::string& bytes, std::vector<Tensor>& tensors, const std::string& what) {
-  detail::TensorListScope scope(tensors);
+namespace detail {
+
+// Unpacks bytes (their tensors from tensors), lets check refuse the value, converts it to a T.
+// Errors name what(), which is formatted only then.
+template <typename T, typename Check, typename What>
+T unpackChecked(const std::string& bytes, std::vector<Tensor>& tensors, const Check& check,
+                const What& what) {
+  TensorListScope scope(tensors);
   try {
     msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size());
+    check(handle.get());
     return handle.get().as<T>();
   } catch (const msgpack::type_error&) {
-    C10D_THROW(InvalidArgument, what, ": the values sent do not have the expected types");
+    C10D_THROW(InvalidArgument, what(), ": the values sent do not have the expected types");
   } catch (const msgpack::unpack_error& e) {
-    C10D_THROW(InvalidArgument, what, ": malformed msgpack (", e.what(), ")");
+    C10D_THROW(InvalidArgument, what(), ": malformed msgpack (", e.what(), ")");
   }
+}
+
+}  // namespace detail
+
+// Unpacks a T from bytes, taking tensors from tensors. Throws InvalidArgument naming what()
+// (e.g. "result of 'add' from worker 'w1'"; formatted only then) when the bytes do not hold a T.
+template <typename T, typename What>
+T unpack(const std::string& bytes, std::vector<Tensor>& tensors, const What& what) {
+  return detail::unpackChecked<T>(
+      bytes, tensors, [](const msgpack::object&) {}, what);
 }
 
 // Unpacks the arguments of function: a tuple of exactly as many values as it has parameters.
 template <typename Tuple>
 Tuple unpackArguments(const std::string& bytes, std::vector<Tensor>& tensors,
                       const std::string& function) {
-  detail::TensorListScope scope(tensors);
-  const std::string what = "arguments of '" + function + "'";
-  try {
-    msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size());
-    const msgpack::object& object = handle.get();
-    constexpr size_t expected = std::tuple_size_v<Tuple>;
-    C10D_CHECK(object.type == msgpack::type::ARRAY, InvalidArgument, what,
-               ": expected a list of arguments");
-    C10D_CHECK(object.via.array.size == expected, InvalidArgument, "'", function, "' takes ",
-               expected, " argument(s), got ", object.via.array.size);
-    return object.as<Tuple>();
-  } catch (const msgpack::type_error&) {
-    C10D_THROW(InvalidArgument, what, ": the values sent do not have the expected types");
-  } catch (const msgpack::unpack_error& e) {
-    C10D_THROW(InvalidArgument, what, ": malformed msgpack (", e.what(), ")");
-  }
+  auto what = [&] { return "arguments of '" + function + "'"; };
+  return detail::unpackChecked<Tuple>(
+      bytes, tensors,
+      [&](const msgpack::object& object) {
+        constexpr size_t expected = std::tuple_size_v<Tuple>;
+        C10D_CHECK(object.type == msgpack::type::ARRAY, InvalidArgument, what(),
+                   ": expected a list of arguments");
+        C10D_CHECK(object.via.array.size == expected, InvalidArgument, "'", function, "' takes ",
+                   expected, " argument(s), got ", object.via.array.size);
+      },
+      what);
 }
 
 }  // namespace c10d::rpc

@@ -35,8 +35,10 @@ std::string encodeHead(const Frame& frame) {
   C10D_CHECK(frame.tensors.size() <= kMaxTensors, InvalidArgument,
              "rpc: a message carries at most ", kMaxTensors, " tensors, got ",
              frame.tensors.size());
-  msgpack::sbuffer meta;
-  msgpack::packer<msgpack::sbuffer> packer(meta);
+  // The header's bytes first, filled in once the metadata's length is known.
+  std::string head(kHeaderBytes, '\0');
+  StringSink sink{head};
+  msgpack::packer<StringSink> packer(sink);
   packer.pack_array(3);
   packer.pack(frame.name);
   packer.pack_bin(static_cast<uint32_t>(frame.payload.size()));
@@ -49,16 +51,15 @@ std::string encodeHead(const Frame& frame) {
     packer.pack(static_cast<int>(t.dtype()));
     packer.pack(t.sizes());
   }
-  C10D_CHECK(meta.size() <= kMaxMetaBytes, InvalidArgument, "rpc: message metadata of ",
-             meta.size(), " bytes is over the limit of ", kMaxMetaBytes);
-  std::string head(kHeaderBytes + meta.size(), '\0');
+  const size_t metaBytes = head.size() - kHeaderBytes;
+  C10D_CHECK(metaBytes <= kMaxMetaBytes, InvalidArgument, "rpc: message metadata of ", metaBytes,
+             " bytes is over the limit of ", kMaxMetaBytes);
   std::memcpy(head.data(), kMagic, 4);
   head[4] = static_cast<char>(kVersion);
   head[5] = static_cast<char>(frame.kind);
   putU64(head.data() + 8, frame.id);
-  putU32(head.data() + 16, static_cast<uint32_t>(meta.size()));
+  putU32(head.data() + 16, static_cast<uint32_t>(metaBytes));
   putU32(head.data() + 20, static_cast<uint32_t>(frame.tensors.size()));
-  std::memcpy(head.data() + kHeaderBytes, meta.data(), meta.size());
   return head;
 }
 

@@ -25,7 +25,7 @@ enum class FrameKind : uint8_t {
   Request = 2,   // name = function, payload = arguments
   Response = 3,  // payload = result
   Error = 4,     // name = message
-  Control = 5,   // agent-internal messages (name says which)
+  Control = 5,   // reserved for agent-internal messages (remote references); not sent yet
 };
 
 struct Frame {

@@ -61,6 +61,16 @@ std::string localAddressToward(const std::string& host) {
   return address;
 }
 
+std::string socketInterface(std::string* variable) {
+  for (const char* name : {"C10D_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') continue;
+    if (variable != nullptr) *variable = name;
+    return value;
+  }
+  return "";
+}
+
 std::string interfaceAddress(const std::string& name) {
   ifaddrs* all = nullptr;
   if (getifaddrs(&all) != 0) return "";
@@ -76,9 +86,9 @@ std::string interfaceAddress(const std::string& name) {
 }
 
 std::string advertisedAddress(const Store& store, const std::string& what) {
-  for (const char* variable : {"C10D_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
-    const char* iface = std::getenv(variable);
-    if (iface == nullptr || *iface == '\0') continue;
+  std::string variable;
+  std::string iface = socketInterface(&variable);
+  if (!iface.empty()) {
     std::string address = interfaceAddress(iface);
     C10D_CHECK(!address.empty(), InvalidArgument, what, ": ", variable, "='", iface,
                "' names no interface with an address on this host");

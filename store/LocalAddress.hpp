@@ -19,6 +19,10 @@ bool isLoopback(const std::string& host);
 // The local address the kernel would use to reach host ("" when it cannot be resolved).
 std::string localAddressToward(const std::string& host);
 
+// The network interface the user chose for c10d's sockets: C10D_SOCKET_IFNAME, else
+// GLOO_SOCKET_IFNAME; "" when neither is set. variable, when given, gets the one that was read.
+std::string socketInterface(std::string* variable = nullptr);
+
 // The first IPv4 (else IPv6) address of network interface name ("" when it has none).
 std::string interfaceAddress(const std::string& name);
 

@@ -87,6 +87,21 @@ bool all(const Tensor& tensor, double expected) {
   return true;
 }
 
+// Output list of a list op: block r starts as the value its result will not hold.
+std::vector<Tensor> poisonedBlocks(int count, ScalarType dtype) {
+  std::vector<Tensor> blocks;
+  for (int r = 0; r < count; ++r) blocks.push_back(filled(kCount, dtype, 1 - r % 2));
+  return blocks;
+}
+
+// What every list op here leaves: block r holds r % 2 (rank r's value).
+bool blocksAlternate(const std::vector<Tensor>& blocks) {
+  for (size_t r = 0; r < blocks.size(); ++r) {
+    if (!all(blocks[r], static_cast<double>(r % 2))) return false;
+  }
+  return true;
+}
+
 // One probe: runs the op on this rank and says whether this rank's result is right.
 using Probe = std::function<bool(ProcessGroup&, ScalarType)>;
 
@@ -130,13 +145,9 @@ std::vector<OpProbe> opProbes() {
       {"allgather",
        [](ProcessGroup& pg, ScalarType dt) {
          Tensor in = filled(kCount, dt, pg.rank() % 2);
-         std::vector<Tensor> out;
-         for (int r = 0; r < pg.size(); ++r) out.push_back(filled(kCount, dt, 1 - r % 2));
+         std::vector<Tensor> out = poisonedBlocks(pg.size(), dt);
          pg.allgather(out, in)->wait();
-         for (int r = 0; r < pg.size(); ++r) {
-           if (!all(out[r], r % 2)) return false;
-         }
-         return true;
+         return blocksAlternate(out);
        }},
       {"allgather_into_tensor",
        [](ProcessGroup& pg, ScalarType dt) {
@@ -152,15 +163,9 @@ std::vector<OpProbe> opProbes() {
       {"gather",
        [](ProcessGroup& pg, ScalarType dt) {
          Tensor in = filled(kCount, dt, pg.rank() % 2);
-         std::vector<Tensor> out;
-         if (pg.rank() == 0) {
-           for (int r = 0; r < pg.size(); ++r) out.push_back(filled(kCount, dt, 1 - r % 2));
-         }
+         std::vector<Tensor> out = poisonedBlocks(pg.rank() == 0 ? pg.size() : 0, dt);
          pg.gather(out, in)->wait();
-         for (size_t r = 0; r < out.size(); ++r) {
-           if (!all(out[r], static_cast<double>(r % 2))) return false;
-         }
-         return true;
+         return blocksAlternate(out);
        }},
       {"scatter",
        [](ProcessGroup& pg, ScalarType dt) {
@@ -191,16 +196,10 @@ std::vector<OpProbe> opProbes() {
        [](ProcessGroup& pg, ScalarType dt) {
          // Rank r sends the value r % 2 to everybody: block p of the output holds p % 2.
          std::vector<Tensor> in;
-         std::vector<Tensor> out;
-         for (int p = 0; p < pg.size(); ++p) {
-           in.push_back(filled(kCount, dt, pg.rank() % 2));
-           out.push_back(filled(kCount, dt, 1 - p % 2));
-         }
+         for (int p = 0; p < pg.size(); ++p) in.push_back(filled(kCount, dt, pg.rank() % 2));
+         std::vector<Tensor> out = poisonedBlocks(pg.size(), dt);
          pg.alltoall(out, in)->wait();
-         for (int p = 0; p < pg.size(); ++p) {
-           if (!all(out[p], p % 2)) return false;
-         }
-         return true;
+         return blocksAlternate(out);
        }},
       {"alltoall_base (uneven splits)",
        [](ProcessGroup& pg, ScalarType dt) {

@@ -4,15 +4,9 @@
 // backend does): how a Gloo context meets its peers through our Store, and which local address
 // it offers them; how elements of any dtype are handed to Gloo.
 
-#include <arpa/inet.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,7 +14,6 @@
 #include "c10d/Exception.hpp"
 #include "c10d/backends/common/Flatten.hpp"
 #include "c10d/store/LocalAddress.hpp"
-#include "c10d/store/PrefixStore.hpp"
 #include "c10d/store/TCPStore.hpp"
 
 namespace c10d {
@@ -52,13 +45,8 @@ class GlooStore : public gloo::rendezvous::Store {
 
 inline gloo::transport::tcp::attr deviceAttributes(const c10d::Store& store) {
   gloo::transport::tcp::attr attr;
-  for (const char* variable : {"C10D_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
-    const char* iface = std::getenv(variable);
-    if (iface != nullptr && *iface != '\0') {
-      attr.iface = iface;
-      return attr;
-    }
-  }
+  attr.iface = socketInterface();
+  if (!attr.iface.empty()) return attr;
   const TCPStore* tcp = findTCPStore(&store);
   if (tcp == nullptr || isLoopback(tcp->host())) {
     attr.hostname = "127.0.0.1";

@@ -20,6 +20,7 @@
 #include "c10d/Exception.hpp"
 #include "c10d/Half.hpp"
 #include "c10d/Logging.hpp"
+#include "c10d/backends/common/CudaRuntime.hpp"
 #include "c10d/backends/common/Describe.hpp"
 #include "c10d/backends/common/Dispatch.hpp"
 #include "c10d/store/Store.hpp"
@@ -27,12 +28,6 @@
 namespace c10d {
 
 namespace {
-
-void cudaCheck(cudaError_t status, const char* call, const std::function<std::string()>& what) {
-  if (status == cudaSuccess) return;
-  C10D_THROW(BackendError, what(), ": ", call, " failed: ", cudaGetErrorName(status), " (",
-             cudaGetErrorString(status), ")");
-}
 
 void ncclCheck(ncclResult_t status, const char* call, ncclComm_t comm,
                const std::function<std::string()>& what) {
@@ -42,23 +37,7 @@ void ncclCheck(ncclResult_t status, const char* call, ncclComm_t comm,
              last != nullptr && *last != '\0' ? std::string(" (") + last + ")" : std::string());
 }
 
-#define C10D_CUDA(call, what) cudaCheck((call), #call, what)
 #define C10D_NCCL(call, comm, what) ncclCheck((call), #call, comm, what)
-
-// Restores the calling thread's CUDA device when it goes out of scope.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    cudaGetDevice(&previous_);
-    if (device != previous_) cudaSetDevice(device);
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
 
 ncclDataType_t ncclType(ScalarType dtype, const char* op) {
   switch (dtype) {
@@ -253,7 +232,7 @@ struct NcclBackend::Impl {
       return;
     }
     auto what = [this] { return where(); };
-    DeviceGuard guard(wanted);
+    CudaDeviceGuard guard(wanted);
     ncclUniqueId id;
     if (rank == 0) {
       C10D_NCCL(ncclGetUniqueId(&id), nullptr, what);
@@ -271,7 +250,7 @@ struct NcclBackend::Impl {
   }
 
   void createStream() {
-    DeviceGuard guard(device);
+    CudaDeviceGuard guard(device);
     C10D_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
               [this] { return where(); });
     startWatchdog();
@@ -292,7 +271,7 @@ struct NcclBackend::Impl {
     uint64_t seq = sequence++;
     Work::Describe describe = describeCollective(op, std::move(details), group, seq);
     auto what = [&] { return detail::concat(describe(), " on rank ", rank); };
-    DeviceGuard deviceGuard(device);
+    CudaDeviceGuard deviceGuard(device);
     cudaEvent_t before = nullptr, done = nullptr;
     C10D_CUDA(cudaEventCreateWithFlags(&before, cudaEventDisableTiming), what);
     try {
@@ -337,7 +316,7 @@ struct NcclBackend::Impl {
     while (!stopping) {
       changed.wait_for(lock, std::chrono::milliseconds(inflight.empty() ? 500 : 1));
       if (comm == nullptr) continue;
-      DeviceGuard guard(device);
+      CudaDeviceGuard guard(device);
       while (!inflight.empty() && inflight.front()->poll()) inflight.pop_front();
       ncclResult_t asyncError = ncclSuccess;
       if (ncclCommGetAsyncError(comm, &asyncError) == ncclSuccess && asyncError != ncclSuccess &&
@@ -370,7 +349,7 @@ struct NcclBackend::Impl {
     if (watchdog.joinable()) watchdog.join();
     std::lock_guard<std::mutex> guard(mutex);
     if (comm != nullptr) {
-      DeviceGuard deviceGuard(device);
+      CudaDeviceGuard deviceGuard(device);
       // Pending ops finish first; a destroy that fails still leaves the first error logged.
       if (stream != nullptr) cudaStreamSynchronize(stream);
       for (auto& work : inflight) work->poll();
@@ -425,7 +404,7 @@ std::shared_ptr<void> NcclBackend::splitForSubgroup(const std::vector<int>& rank
       member ? *std::min_element(ranksInParent.begin(), ranksInParent.end()) : NCCL_SPLIT_NOCOLOR;
   int key = member ? static_cast<int>(position - ranksInParent.begin()) : 0;
   ncclComm_t child = nullptr;
-  DeviceGuard deviceGuard(impl_->device);
+  CudaDeviceGuard deviceGuard(impl_->device);
   C10D_NCCL(ncclCommSplit(impl_->comm, color, key, &child, nullptr), impl_->comm,
             [&] { return detail::concat(impl_->where(), ": ncclCommSplit for a subgroup"); });
   if (!member) return nullptr;
