@@ -536,6 +536,9 @@ void TCPStoreServer::Impl::park(Connection* connection, Op op, std::vector<std::
   uv_timer_init(&loop_, &waiter->timer);
   waiter->timer.data = waiter;
   tryComplete(waiter);
+  // libuv times from the loop's cached clock, in whole milliseconds: refresh it and round up,
+  // or a wait can end before its timeout has passed (CI measured 99.7 ms for 100 ms).
+  uv_update_time(&loop_);
   uv_timer_start(
       &waiter->timer,
       [](uv_timer_t* timer) {
@@ -544,7 +547,7 @@ void TCPStoreServer::Impl::park(Connection* connection, Op op, std::vector<std::
         self->answerTimeout(w);
         self->resumeParked();
       },
-      static_cast<uint64_t>(timeoutMs), 0);
+      static_cast<uint64_t>(timeoutMs) + 1, 0);
 }
 
 bool TCPStoreServer::Impl::tryComplete(Waiter* waiter) {
