@@ -1,21 +1,19 @@
 // The RPC agent: a registry of functions, a pool that runs incoming calls, the table of calls
-// waiting for their replies (with a thread that fails the late ones), over the Transport.
+// waiting for their replies (with a thread that fails the late ones), over the Transport. The
+// RRef protocol is in RRefContext.cpp.
 
 #include "c10d/rpc/RpcAgent.hpp"
 
 #include <algorithm>
-#include <atomic>
-#include <deque>
-#include <map>
-#include <thread>
-#include <unordered_map>
 
 #include "c10d/Logging.hpp"
-#include "c10d/rpc/Transport.hpp"
+#include "c10d/rpc/AgentImpl.hpp"
 #include "c10d/store/LocalAddress.hpp"
 #include "c10d/store/PrefixStore.hpp"
 
 namespace c10d::rpc {
+
+void registerBuiltinFunctions(RpcAgent& agent);  // DistributedOptimizer.cpp
 
 namespace {
 
@@ -23,262 +21,299 @@ std::string rankKey(const char* what, int rank) {
   return std::string(what) + "/" + std::to_string(rank);
 }
 
+bool isAgentMessage(const std::string& name) {
+  return name.rfind(kAgentPrefix, 0) == 0;
+}
+
 }  // namespace
 
-struct RpcAgent::Impl {
-  struct Pending {
-    Reply reply;
-    std::chrono::steady_clock::time_point deadline;
-    std::chrono::milliseconds timeout;
-    int to;
-    std::string function;
-  };
+// ---- Impl: the pool ----
 
-  std::shared_ptr<Store> store;
-  RpcOptions options;
-  WorkerInfo self;
-  std::vector<std::string> names;  // by id
-  std::unordered_map<std::string, int> idsByName;
-  int worldSize = 0;
-  std::unique_ptr<Transport> transport;
-
-  std::mutex registryMutex;
-  std::map<std::string, Handler> handlers;
-
-  // Pool for incoming calls and for completing outgoing ones.
-  std::mutex poolMutex;
-  std::condition_variable poolChanged;
-  std::deque<std::function<void()>> tasks;
-  std::vector<std::thread> pool;
-  bool poolStopping = false;
-
-  std::mutex pendingMutex;
-  // Notified when pending becomes empty (graceful shutdown waits for that); the deadline thread
-  // has its own, so that completing a call wakes nobody.
-  std::condition_variable pendingDrained;
-  std::condition_variable deadlineStop;
-  std::map<uint64_t, Pending> pending;
-  std::atomic<uint64_t> nextId{1};
-  std::thread deadlines;
-  bool deadlinesStopping = false;
-
-  std::atomic<bool> shutDown{false};
-  // Set when this worker reaches the shutdown barrier: peers closing after it are expected.
-  std::atomic<bool> leaving{false};
-
-  void runOnPool(std::function<void()> task) {
-    {
-      std::lock_guard<std::mutex> guard(poolMutex);
-      if (poolStopping) return;
-      tasks.push_back(std::move(task));
-    }
-    poolChanged.notify_one();
+void RpcAgent::Impl::runOnPool(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> guard(poolMutex);
+    if (poolStopping) return;
+    tasks.push_back(std::move(task));
   }
+  poolChanged.notify_one();
+}
 
-  void poolLoop() {
-    std::unique_lock<std::mutex> lock(poolMutex);
-    while (true) {
-      poolChanged.wait(lock, [&] { return poolStopping || !tasks.empty(); });
-      if (tasks.empty()) return;
-      std::function<void()> task = std::move(tasks.front());
-      tasks.pop_front();
-      lock.unlock();
-      try {
-        task();
-      } catch (const std::exception& e) {
-        C10D_LOG(Error, "rpc worker '", self.name, "': ", e.what());
+void RpcAgent::Impl::poolLoop() {
+  std::unique_lock<std::mutex> lock(poolMutex);
+  while (true) {
+    poolChanged.wait(lock, [&] { return poolStopping || !tasks.empty(); });
+    if (tasks.empty()) return;
+    std::function<void()> task = std::move(tasks.front());
+    tasks.pop_front();
+    lock.unlock();
+    try {
+      task();
+    } catch (const std::exception& e) {
+      C10D_LOG(Error, "rpc worker '", self.name, "': ", e.what());
+    }
+    task = nullptr;  // what it captured goes now, not under the lock
+    lock.lock();
+  }
+}
+
+// ---- Impl: serving calls ----
+
+int RpcAgent::Impl::idOf(const std::string& name) const {
+  auto it = idsByName.find(name);
+  if (it != idsByName.end()) return it->second;
+  std::string known;
+  for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+  C10D_THROW(InvalidArgument, "rpc: no worker named '", name, "' (workers: ", known, ")");
+}
+
+std::string RpcAgent::Impl::describeWorker(int id) const {
+  return "worker '" + names[id] + "' (id " + std::to_string(id) + ")";
+}
+
+void RpcAgent::Impl::addHandler(const std::string& name, Registered registered) {
+  std::lock_guard<std::mutex> guard(registryMutex);
+  C10D_CHECK(handlers.count(name) == 0, InvalidArgument, "rpc: function '", name,
+             "' is already registered on worker '", self.name, "'");
+  handlers[name] = std::move(registered);
+}
+
+RpcAgent::Impl::Registered RpcAgent::Impl::lookup(const std::string& name) {
+  std::lock_guard<std::mutex> guard(registryMutex);
+  auto it = handlers.find(name);
+  if (it != handlers.end()) return it->second;
+  std::string registered;
+  for (const auto& entry : handlers) {
+    if (isAgentMessage(entry.first)) continue;
+    registered += (registered.empty() ? "" : ", ") + entry.first;
+  }
+  throw RemoteError("unknown function '" + name + "' on " + describeWorker(self.id) +
+                    "; registered: " + (registered.empty() ? "none" : registered));
+}
+
+Packed RpcAgent::Impl::invoke(const std::string& name, Packed& arguments) {
+  Handler handler = lookup(name).call;
+  try {
+    return handler(arguments);
+  } catch (const std::exception& e) {
+    throw RemoteError("function '" + name + "' on " + describeWorker(self.id) +
+                      " failed: " + e.what());
+  } catch (...) {
+    throw RemoteError("function '" + name + "' on " + describeWorker(self.id) +
+                      " failed with an exception that is not a std::exception");
+  }
+}
+
+void RpcAgent::Impl::sendError(int peer, uint64_t id, const std::string& message) {
+  if (shutDown.load()) return;  // nobody is connected any more
+  Frame error;
+  error.kind = FrameKind::Error;
+  error.id = id;
+  error.name = message;
+  try {
+    transport->send(peer, std::move(error));
+  } catch (const std::exception& e) {
+    C10D_LOG(Warning, "rpc worker '", self.name, "': cannot answer ", describeWorker(peer), ": ",
+             e.what());
+  }
+}
+
+void RpcAgent::Impl::respond(int peer, uint64_t id, Packed result) {
+  if (shutDown.load()) return;
+  Frame response;
+  response.kind = FrameKind::Response;
+  response.id = id;
+  response.payload = std::move(result.bytes);
+  response.tensors = std::move(result.tensors);
+  try {
+    transport->send(peer, std::move(response));
+  } catch (const std::exception& e) {
+    sendError(peer, id,
+              "the result from " + describeWorker(self.id) + " could not be sent: " + e.what());
+  }
+}
+
+void RpcAgent::Impl::serve(int peer, Frame request) {
+  Packed result;
+  try {
+    std::shared_ptr<RpcAgent> publicAgent = agent.lock();
+    C10D_CHECK(publicAgent != nullptr, RemoteError, describeWorker(self.id), " is shutting down");
+    // RRefs among the arguments came from peer; those in the result go to it.
+    detail::RRefScope scope(*publicAgent, peer);
+    Packed arguments{std::move(request.payload), std::move(request.tensors)};
+    result = invoke(request.name, arguments);
+  } catch (const std::exception& e) {
+    sendError(peer, request.id, e.what());
+    return;
+  }
+  respond(peer, request.id, std::move(result));
+}
+
+std::optional<RpcAgent::Impl::Pending> RpcAgent::Impl::takePending(uint64_t id) {
+  std::lock_guard<std::mutex> guard(pendingMutex);
+  auto it = pending.find(id);
+  if (it == pending.end()) return std::nullopt;
+  Pending p = std::move(it->second);
+  pending.erase(it);
+  if (pending.empty()) pendingDrained.notify_all();
+  return p;
+}
+
+void RpcAgent::Impl::onFrame(int peer, Frame frame) {
+  switch (frame.kind) {
+    case FrameKind::Request:
+      if (handleRRefMessage(peer, frame)) return;
+      runOnPool(
+          [this, peer, frame = std::move(frame)]() mutable { serve(peer, std::move(frame)); });
+      return;
+    case FrameKind::Response:
+    case FrameKind::Error: {
+      std::optional<Pending> call = takePending(frame.id);
+      if (!call) return;  // timed out already
+      // Completed here, on the loop thread: the reply only unpacks and wakes the caller (the
+      // future's then-callbacks go to the pool), which saves a hand-off per call.
+      if (frame.kind == FrameKind::Error) {
+        call->reply(std::make_exception_ptr(RemoteError(frame.name)), nullptr);
+      } else {
+        Packed reply{std::move(frame.payload), std::move(frame.tensors)};
+        call->reply(nullptr, &reply);
       }
-      lock.lock();
-    }
-  }
-
-  // Throws InvalidArgument naming the unknown worker and the known ones.
-  int idOf(const std::string& name) const {
-    auto it = idsByName.find(name);
-    if (it != idsByName.end()) return it->second;
-    std::string known;
-    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-    C10D_THROW(InvalidArgument, "rpc: no worker named '", name, "' (workers: ", known, ")");
-  }
-
-  std::string describeWorker(int id) const {
-    return "worker '" + names[id] + "' (id " + std::to_string(id) + ")";
-  }
-
-  void sendError(int peer, uint64_t id, const std::string& message) {
-    if (shutDown.load()) return;  // nobody is connected any more
-    Frame error;
-    error.kind = FrameKind::Error;
-    error.id = id;
-    error.name = message;
-    try {
-      transport->send(peer, std::move(error));
-    } catch (const std::exception& e) {
-      C10D_LOG(Warning, "rpc worker '", self.name, "': cannot answer ", describeWorker(peer), ": ",
-               e.what());
-    }
-  }
-
-  // Runs the function registered as name. Throws RemoteError carrying the message its caller
-  // gets: an unknown function (naming the registered ones), or what the function threw.
-  Packed invoke(const std::string& name, Packed& arguments) {
-    Handler handler;
-    {
-      std::lock_guard<std::mutex> guard(registryMutex);
-      auto it = handlers.find(name);
-      if (it == handlers.end()) {
-        std::string registered;
-        for (const auto& entry : handlers) {
-          registered += (registered.empty() ? "" : ", ") + entry.first;
-        }
-        throw RemoteError("unknown function '" + name + "' on " + describeWorker(self.id) +
-                          "; registered: " + (registered.empty() ? "none" : registered));
-      }
-      handler = it->second;
-    }
-    try {
-      return handler(arguments);
-    } catch (const std::exception& e) {
-      throw RemoteError("function '" + name + "' on " + describeWorker(self.id) +
-                        " failed: " + e.what());
-    } catch (...) {
-      throw RemoteError("function '" + name + "' on " + describeWorker(self.id) +
-                        " failed with an exception that is not a std::exception");
-    }
-  }
-
-  void serve(int peer, Frame request) {
-    Frame response;
-    try {
-      Packed arguments{std::move(request.payload), std::move(request.tensors)};
-      Packed result = invoke(request.name, arguments);
-      response.kind = FrameKind::Response;
-      response.id = request.id;
-      response.payload = std::move(result.bytes);
-      response.tensors = std::move(result.tensors);
-    } catch (const std::exception& e) {
-      sendError(peer, request.id, e.what());
       return;
     }
-    if (shutDown.load()) return;
-    try {
-      transport->send(peer, std::move(response));
-    } catch (const std::exception& e) {
-      sendError(peer, request.id,
-                "the result of '" + request.name + "' on " + describeWorker(self.id) +
-                    " could not be sent: " + e.what());
-    }
+    default:
+      C10D_LOG(Warning, "rpc worker '", self.name, "': unexpected frame kind ", int(frame.kind),
+               " from ", describeWorker(peer));
   }
+}
 
-  std::optional<Pending> takePending(uint64_t id) {
+// ---- Impl: outgoing calls ----
+
+void RpcAgent::Impl::call(int to, const std::string& function, Packed arguments,
+                          std::chrono::milliseconds timeout, Reply reply) {
+  C10D_CHECK(!shutDown.load(), InvalidArgument, "rpc: call '", function, "' to ",
+             describeWorker(to), " after worker '", self.name, "' shut down");
+  C10D_CHECK(timeout.count() > 0, InvalidArgument, "rpc: call '", function,
+             "': timeout must be positive, got ", timeout.count(), " ms");
+  if (to == self.id) {
+    // A call to oneself runs on the pool, as a remote one would.
+    runOnPool(
+        [this, function, arguments = std::move(arguments), reply = std::move(reply)]() mutable {
+          Packed result;
+          try {
+            std::shared_ptr<RpcAgent> publicAgent = agent.lock();
+            C10D_CHECK(publicAgent != nullptr, InvalidArgument, "rpc: worker '", self.name,
+                       "' was destroyed");
+            detail::RRefScope scope(*publicAgent, self.id);
+            result = invoke(function, arguments);
+          } catch (...) {
+            reply(std::current_exception(), nullptr);
+            return;
+          }
+          reply(nullptr, &result);
+        });
+    return;
+  }
+  uint64_t id = nextId.fetch_add(1);
+  Frame request;
+  request.kind = FrameKind::Request;
+  request.id = id;
+  request.name = function;
+  request.payload = std::move(arguments.bytes);
+  request.tensors = std::move(arguments.tensors);
+  {
     std::lock_guard<std::mutex> guard(pendingMutex);
-    auto it = pending.find(id);
-    if (it == pending.end()) return std::nullopt;
-    Pending p = std::move(it->second);
-    pending.erase(it);
+    pending[id] = Pending{std::move(reply), std::chrono::steady_clock::now() + timeout, timeout, to,
+                          function};
+  }
+  try {
+    transport->send(to, std::move(request));
+  } catch (...) {
+    if (auto failed = takePending(id)) failed->reply(std::current_exception(), nullptr);
+  }
+}
+
+void RpcAgent::Impl::failCalls(const std::function<bool(const Pending&)>& which,
+                               const std::function<std::exception_ptr(const Pending&)>& error) {
+  std::vector<Pending> failed;
+  {
+    std::lock_guard<std::mutex> guard(pendingMutex);
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (which(it->second)) {
+        failed.push_back(std::move(it->second));
+        it = pending.erase(it);
+      } else {
+        ++it;
+      }
+    }
     if (pending.empty()) pendingDrained.notify_all();
-    return p;
   }
-
-  void onFrame(int peer, Frame frame) {
-    switch (frame.kind) {
-      case FrameKind::Request:
-        runOnPool(
-            [this, peer, frame = std::move(frame)]() mutable { serve(peer, std::move(frame)); });
-        return;
-      case FrameKind::Response:
-      case FrameKind::Error: {
-        std::optional<Pending> call = takePending(frame.id);
-        if (!call) return;  // timed out already
-        // Completed here, on the loop thread: the reply only unpacks and wakes the caller (the
-        // future's then-callbacks go to the pool), which saves a hand-off per call.
-        if (frame.kind == FrameKind::Error) {
-          call->reply(std::make_exception_ptr(RemoteError(frame.name)), nullptr);
-        } else {
-          Packed reply{std::move(frame.payload), std::move(frame.tensors)};
-          call->reply(nullptr, &reply);
-        }
-        return;
-      }
-      default:
-        C10D_LOG(Warning, "rpc worker '", self.name, "': unexpected frame kind ", int(frame.kind),
-                 " from ", describeWorker(peer));
-    }
+  for (Pending& call : failed) {
+    std::exception_ptr e = error(call);
+    runOnPool([call = std::move(call), e]() mutable { call.reply(e, nullptr); });
   }
+}
 
-  void failCalls(const std::function<bool(const Pending&)>& which,
-                 const std::function<std::exception_ptr(const Pending&)>& error) {
-    std::vector<Pending> failed;
-    {
-      std::lock_guard<std::mutex> guard(pendingMutex);
-      for (auto it = pending.begin(); it != pending.end();) {
-        if (which(it->second)) {
-          failed.push_back(std::move(it->second));
-          it = pending.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      if (pending.empty()) pendingDrained.notify_all();
-    }
-    for (Pending& call : failed) {
-      std::exception_ptr e = error(call);
-      runOnPool([call = std::move(call), e]() mutable { call.reply(e, nullptr); });
-    }
+void RpcAgent::Impl::onPeerLost(int peer, const std::string& why) {
+  if (shutDown.load()) return;
+  if (leaving.load()) {
+    C10D_LOG(Info, "rpc worker '", self.name, "': ", describeWorker(peer), " left (", why, ")");
+  } else {
+    C10D_LOG(Warning, "rpc worker '", self.name, "': lost the connection to ", describeWorker(peer),
+             ": ", why);
   }
+  failCalls([peer](const Pending& p) { return p.to == peer; },
+            [this, why](const Pending& p) {
+              return std::make_exception_ptr(
+                  RemoteError("rpc call '" + p.function + "' to " + describeWorker(p.to) +
+                              " failed: the connection was lost (" + why + ")"));
+            });
+}
 
-  void onPeerLost(int peer, const std::string& why) {
-    if (shutDown.load()) return;
-    if (leaving.load()) {
-      C10D_LOG(Info, "rpc worker '", self.name, "': ", describeWorker(peer), " left (", why, ")");
-    } else {
-      C10D_LOG(Warning, "rpc worker '", self.name, "': lost the connection to ",
-               describeWorker(peer), ": ", why);
-    }
-    failCalls([peer](const Pending& p) { return p.to == peer; },
-              [this, why](const Pending& p) {
+void RpcAgent::Impl::deadlineLoop() {
+  std::unique_lock<std::mutex> lock(pendingMutex);
+  while (!deadlinesStopping) {
+    deadlineStop.wait_for(lock, std::chrono::milliseconds(10));
+    auto now = std::chrono::steady_clock::now();
+    bool any = std::any_of(pending.begin(), pending.end(),
+                           [&](const auto& entry) { return entry.second.deadline <= now; });
+    if (!any) continue;
+    lock.unlock();
+    failCalls([now](const Pending& p) { return p.deadline <= now; },
+              [this](const Pending& p) {
                 return std::make_exception_ptr(
-                    RemoteError("rpc call '" + p.function + "' to " + describeWorker(p.to) +
-                                " failed: the connection was lost (" + why + ")"));
+                    TimeoutError("rpc call '" + p.function + "' to " + describeWorker(p.to) +
+                                 " timed out after " + std::to_string(p.timeout.count()) + " ms"));
               });
+    lock.lock();
   }
+}
 
-  void deadlineLoop() {
-    std::unique_lock<std::mutex> lock(pendingMutex);
-    while (!deadlinesStopping) {
-      deadlineStop.wait_for(lock, std::chrono::milliseconds(10));
-      auto now = std::chrono::steady_clock::now();
-      bool any = std::any_of(pending.begin(), pending.end(),
-                             [&](const auto& entry) { return entry.second.deadline <= now; });
-      if (!any) continue;
-      lock.unlock();
-      failCalls([now](const Pending& p) { return p.deadline <= now; },
-                [this](const Pending& p) {
-                  return std::make_exception_ptr(TimeoutError(
-                      "rpc call '" + p.function + "' to " + describeWorker(p.to) +
-                      " timed out after " + std::to_string(p.timeout.count()) + " ms"));
-                });
-      lock.lock();
-    }
+void RpcAgent::Impl::waitForCalls(std::chrono::steady_clock::time_point deadline,
+                                  const char* what) {
+  std::unique_lock<std::mutex> lock(pendingMutex);
+  if (!pendingDrained.wait_until(lock, deadline, [&] { return pending.empty(); })) {
+    C10D_THROW(TimeoutError, "rpc worker '", self.name, "': graceful shutdown: ", pending.size(),
+               " call(s) still unanswered ", what, " after ", options.timeout.count(), " ms");
   }
+}
 
-  void stopThreads() {
-    {
-      std::lock_guard<std::mutex> guard(pendingMutex);
-      deadlinesStopping = true;
-    }
-    deadlineStop.notify_all();
-    if (deadlines.joinable()) deadlines.join();
-    {
-      std::lock_guard<std::mutex> guard(poolMutex);
-      poolStopping = true;
-    }
-    poolChanged.notify_all();
-    for (auto& t : pool) {
-      if (t.joinable()) t.join();
-    }
+void RpcAgent::Impl::stopThreads() {
+  {
+    std::lock_guard<std::mutex> guard(pendingMutex);
+    deadlinesStopping = true;
   }
-};
+  deadlineStop.notify_all();
+  if (deadlines.joinable()) deadlines.join();
+  {
+    std::lock_guard<std::mutex> guard(poolMutex);
+    poolStopping = true;
+  }
+  poolChanged.notify_all();
+  for (auto& t : pool) {
+    if (t.joinable()) t.join();
+  }
+}
+
+// ---- RpcAgent ----
 
 std::shared_ptr<RpcAgent> RpcAgent::create(std::shared_ptr<Store> store, std::string name, int rank,
                                            int worldSize, RpcOptions options,
@@ -301,6 +336,8 @@ std::shared_ptr<RpcAgent> RpcAgent::create(std::shared_ptr<Store> store, std::st
   for (int i = 0; i < options.threads; ++i) impl->pool.emplace_back([raw] { raw->poolLoop(); });
   impl->deadlines = std::thread([raw] { raw->deadlineLoop(); });
   std::shared_ptr<RpcAgent> agent(new RpcAgent(impl));
+  impl->agent = agent;
+  registerBuiltinFunctions(*agent);
 
   const auto deadline = std::chrono::steady_clock::now() + options.initTimeout;
   std::string host = options.host.empty()
@@ -366,6 +403,14 @@ const WorkerInfo& RpcAgent::self() const {
   return impl_->self;
 }
 
+int RpcAgent::idOf(const std::string& name) const {
+  return impl_->idOf(name);
+}
+
+std::string RpcAgent::describeWorker(int id) const {
+  return impl_->describeWorker(id);
+}
+
 WorkerInfo RpcAgent::workerInfo(const std::string& name) const {
   return WorkerInfo{name, impl_->idOf(name)};
 }
@@ -386,68 +431,36 @@ const RpcOptions& RpcAgent::options() const {
   return impl_->options;
 }
 
-void RpcAgent::registerHandler(const std::string& name, Handler handler) {
-  C10D_CHECK(!name.empty() && handler, InvalidArgument,
-             "rpc: registerFunction needs a name and a function");
-  std::lock_guard<std::mutex> guard(impl_->registryMutex);
-  C10D_CHECK(impl_->handlers.count(name) == 0, InvalidArgument, "rpc: function '", name,
-             "' is already registered on worker '", impl_->self.name, "'");
-  impl_->handlers[name] = std::move(handler);
+void RpcAgent::registerHandler(const std::string& name, Handler handler, Maker make) {
+  addHandler(name, std::move(handler), std::move(make), false);
 }
 
-void RpcAgent::callRaw(const std::string& to, const std::string& function, Packed arguments,
+void RpcAgent::addHandler(const std::string& name, Handler handler, Maker make, bool builtin) {
+  C10D_CHECK(!name.empty() && handler, InvalidArgument,
+             "rpc: registerFunction needs a name and a function");
+  C10D_CHECK(builtin == isAgentMessage(name), InvalidArgument, "rpc: function name '", name,
+             builtin ? "' must start with '" : "' starts with '", kAgentPrefix,
+             "', which the agent keeps for its own functions");
+  impl_->addHandler(name, {std::move(handler), std::move(make)});
+}
+
+void RpcAgent::callRaw(int to, const std::string& function, Packed arguments,
                        std::chrono::milliseconds timeout, Reply reply) {
-  C10D_CHECK(!impl_->shutDown.load(), InvalidArgument, "rpc: call '", function, "' to '", to,
-             "' after worker '", impl_->self.name, "' shut down");
-  C10D_CHECK(timeout.count() > 0, InvalidArgument, "rpc: call '", function,
-             "': timeout must be positive, got ", timeout.count(), " ms");
-  const int target = impl_->idOf(to);
-  if (target == impl_->self.id) {
-    // A call to oneself runs on the pool, as a remote one would.
-    impl_->runOnPool([impl = impl_, function, arguments = std::move(arguments),
-                      reply = std::move(reply)]() mutable {
-      Packed result;
-      try {
-        result = impl->invoke(function, arguments);
-      } catch (...) {
-        reply(std::current_exception(), nullptr);
-        return;
-      }
-      reply(nullptr, &result);
-    });
-    return;
-  }
-  uint64_t id = impl_->nextId.fetch_add(1);
-  Frame request;
-  request.kind = FrameKind::Request;
-  request.id = id;
-  request.name = function;
-  request.payload = std::move(arguments.bytes);
-  request.tensors = std::move(arguments.tensors);
-  {
-    std::lock_guard<std::mutex> guard(impl_->pendingMutex);
-    impl_->pending[id] = Impl::Pending{std::move(reply), std::chrono::steady_clock::now() + timeout,
-                                       timeout, target, function};
-  }
-  try {
-    impl_->transport->send(target, std::move(request));
-  } catch (...) {
-    if (auto call = impl_->takePending(id)) call->reply(std::current_exception(), nullptr);
-  }
+  impl_->call(to, function, std::move(arguments), timeout, std::move(reply));
 }
 
 void RpcAgent::shutdown(bool graceful) {
   Impl& impl = *impl_;
   if (impl.shutDown.load()) return;
   if (graceful) {
-    // Our calls first (their replies are our peers' outstanding work), then everybody's.
-    {
-      std::unique_lock<std::mutex> lock(impl.pendingMutex);
-      impl.pendingDrained.wait(lock, [&] { return impl.pending.empty(); });
-    }
+    auto deadline = std::chrono::steady_clock::now() + impl.options.timeout;
+    // Our calls and references first (their replies are our peers' outstanding work), then
+    // everybody's.
+    impl.waitForCalls(deadline, "before shutdown");
+    impl.settleRRefs(deadline);
+    impl.waitForCalls(deadline, "after deleting this worker's references");
     impl.leaving = true;
     impl.store->add("shutdown", 1);
-    auto deadline = std::chrono::steady_clock::now() + impl.options.timeout;
     auto waitFor = [&](const char* key, const char* what) {
       while (impl.store->add(key, 0) < impl.worldSize) {
         C10D_CHECK(std::chrono::steady_clock::now() < deadline, TimeoutError, "rpc worker '",
@@ -471,6 +484,15 @@ void RpcAgent::shutdown(bool graceful) {
                  });
   // Replies queued for the pool still run: the pool drains its queue before it stops.
   impl.stopThreads();
+  // References to values owned here die with the agent; break the cycles they form with it.
+  std::map<detail::GlobalId, Impl::Owned> owned;
+  std::map<detail::GlobalId, std::shared_ptr<detail::RRefCore>> pendingUsers, pendingChildren;
+  {
+    std::lock_guard<std::mutex> guard(impl.rrefMutex);
+    owned.swap(impl.owned);
+    pendingUsers.swap(impl.pendingUsers);
+    pendingChildren.swap(impl.pendingChildren);
+  }
 }
 
 }  // namespace c10d::rpc

@@ -33,13 +33,11 @@
 #include <vector>
 
 #include "c10d/Exception.hpp"
+#include "c10d/rpc/Future.hpp"
 #include "c10d/rpc/Serialization.hpp"
 #include "c10d/store/Store.hpp"
 
 namespace c10d::rpc {
-
-// How long a thread that expects work soon polls before it sleeps (see Future::wait).
-inline constexpr std::chrono::microseconds kSpinBeforeBlocking{50};
 
 struct WorkerInfo {
   std::string name;
@@ -59,135 +57,22 @@ struct RpcOptions {
   std::string host;
 };
 
-// The result of an asynchronous call. Completes exactly once, with a value or an error.
+class RpcAgent;
 template <typename T>
-class Future {
- public:
-  Future() : state_(std::make_shared<State>()) {}
+class RRef;
 
-  bool completed() const {
-    std::lock_guard<std::mutex> guard(state_->mutex);
-    return state_->done;
-  }
-  // Blocks until complete; rethrows the call's error. Polls for kSpinBeforeBlocking first: on
-  // hosts where waking a sleeping thread costs tens of microseconds (virtual CPUs that halt),
-  // that is most of a short call's round trip.
-  void wait() const {
-    auto spinUntil = std::chrono::steady_clock::now() + kSpinBeforeBlocking;
-    while (!state_->doneFlag.load(std::memory_order_acquire) &&
-           std::chrono::steady_clock::now() < spinUntil) {
-    }
-    std::unique_lock<std::mutex> lock(state_->mutex);
-    state_->changed.wait(lock, [&] { return state_->done; });
-    if (state_->error) std::rethrow_exception(state_->error);
-  }
-  // Blocks until complete; the value, or the call's error rethrown.
-  T value() const {
-    wait();
-    std::lock_guard<std::mutex> guard(state_->mutex);
-    if constexpr (!std::is_void_v<T>) return *state_->value;
-  }
-  std::exception_ptr error() const {
-    std::lock_guard<std::mutex> guard(state_->mutex);
-    return state_->error;
-  }
-  // A future of fn(this future)'s result; fn runs once this one completes (on the agent's pool
-  // for an RPC's future, else on the completing thread), or at once when already complete. An
-  // exception fn throws fails the new future.
-  template <typename Fn>
-  auto then(Fn fn) const -> Future<std::invoke_result_t<Fn, Future<T>>> {
-    using R = std::invoke_result_t<Fn, Future<T>>;
-    Future<R> next;
-    Future<T> self = *this;
-    addCallback([next, self, fn = std::move(fn)]() mutable {
-      try {
-        if constexpr (std::is_void_v<R>) {
-          fn(self);
-          next.setValue();
-        } else {
-          next.setValue(fn(self));
-        }
-      } catch (...) {
-        next.setError(std::current_exception());
-      }
-    });
-    return next;
-  }
+// Base of values that live only on their owner (they hold locks, threads, device state): an
+// RRef to one can run methods there and can be passed around, but toHere() refuses to copy it,
+// and a function returning one can only be called with remote().
+struct RemoteObject {};
 
-  // Producer side. executor, when set, runs the callbacks (so a producer on a thread that must
-  // not block, such as the RPC loop thread, never runs user code).
-  void setExecutor(std::function<void(std::function<void()>)> executor) {
-    std::lock_guard<std::mutex> guard(state_->mutex);
-    state_->executor = std::move(executor);
-  }
-  template <typename... V>
-  bool setValue(V&&... value) {
-    return complete([&](State& state) {
-      if constexpr (!std::is_void_v<T>) state.value.emplace(std::forward<V>(value)...);
-    });
-  }
-  bool setError(std::exception_ptr error) {
-    return complete([&](State& state) { state.error = std::move(error); });
-  }
-  void addCallback(std::function<void()> callback) const {
-    {
-      std::lock_guard<std::mutex> guard(state_->mutex);
-      if (!state_->done) {
-        state_->callbacks.push_back(std::move(callback));
-        return;
-      }
-    }
-    callback();
-  }
-
- private:
-  struct State;
-
-  // Completes once: fill stores the outcome under the mutex. False when already complete.
-  template <typename Fill>
-  bool complete(Fill&& fill) {
-    std::vector<std::function<void()>> callbacks;
-    {
-      std::lock_guard<std::mutex> guard(state_->mutex);
-      if (state_->done) return false;
-      fill(*state_);
-      state_->done = true;
-      state_->doneFlag.store(true, std::memory_order_release);
-      callbacks.swap(state_->callbacks);
-    }
-    state_->changed.notify_all();
-    runCallbacks(std::move(callbacks));
-    return true;
-  }
-
-  void runCallbacks(std::vector<std::function<void()>> callbacks) {
-    if (callbacks.empty()) return;
-    std::function<void(std::function<void()>)> executor;
-    {
-      std::lock_guard<std::mutex> guard(state_->mutex);
-      executor = state_->executor;
-    }
-    if (!executor) {
-      for (auto& callback : callbacks) callback();
-      return;
-    }
-    executor([callbacks = std::move(callbacks)] {
-      for (const auto& callback : callbacks) callback();
-    });
-  }
-
-  struct Empty {};
-  struct State {
-    std::mutex mutex;
-    std::condition_variable changed;
-    std::function<void(std::function<void()>)> executor;
-    bool done = false;
-    std::atomic<bool> doneFlag{false};  // done, readable without the mutex
-    std::optional<std::conditional_t<std::is_void_v<T>, Empty, T>> value;
-    std::exception_ptr error;
-    std::vector<std::function<void()>> callbacks;
-  };
-  std::shared_ptr<State> state_;
+// What rrefStats() counts on one worker: owned values that users still reference, and forks in
+// the middle of the protocol. All zero once every reference is gone and every message answered.
+struct RRefStats {
+  size_t owned = 0;            // values this worker owns that some user still holds
+  size_t users = 0;            // forks of others' values held here, confirmed by their owner
+  size_t pendingUsers = 0;     // forks held here that their owner has not confirmed yet
+  size_t pendingChildren = 0;  // references sent away, kept until the owner confirms the fork
 };
 
 namespace detail {
@@ -204,12 +89,46 @@ struct Signature<R (C::*)(A...) const> : Signature<R (*)(A...)> {};
 template <typename C, typename R, typename... A>
 struct Signature<R (C::*)(A...)> : Signature<R (*)(A...)> {};
 
+// Names an RRef or a fork across workers: the worker that made it and its counter there.
+struct GlobalId {
+  int32_t worker = -1;
+  uint64_t local = 0;
+  auto operator<=>(const GlobalId&) const = default;
+  std::string str() const { return std::to_string(worker) + ":" + std::to_string(local); }
+  MSGPACK_DEFINE(worker, local);
+};
+
+class Held;
+class RRefCore;
+
+// While alive on a thread, the RRefs packed or unpacked there travel between this agent and
+// peer: packing forks them for peer, unpacking makes peer their sender.
+class RRefScope {
+ public:
+  RRefScope(const RpcAgent& agent, int peer) : agent(&agent), peer(peer), previous_(current_) {
+    current_ = this;
+  }
+  ~RRefScope() { current_ = previous_; }
+  RRefScope(const RRefScope&) = delete;
+  RRefScope& operator=(const RRefScope&) = delete;
+  static RRefScope* current() { return current_; }
+
+  const RpcAgent* agent;
+  int peer;
+
+ private:
+  RRefScope* previous_;
+  static inline thread_local RRefScope* current_ = nullptr;
+};
+
 }  // namespace detail
 
 class RpcAgent {
  public:
   // A raw handler: gets the packed arguments, returns the packed result (or throws).
   using Handler = std::function<Packed(Packed& arguments)>;
+  // What remote() runs on the owner: the arguments in, the value the RRef will hold out.
+  using Maker = std::function<std::shared_ptr<detail::Held>(Packed& arguments)>;
 
   // Publishes this worker (name and address) under "rpc/" in store, connects to every other
   // worker, runs setup (register functions there), and returns once every worker has done all
@@ -230,24 +149,24 @@ class RpcAgent {
   std::vector<WorkerInfo> workers() const;
   const RpcOptions& options() const;
 
-  // Registers fn under name: any callable with msgpack-able (or Tensor) parameters and result.
-  // Throws InvalidArgument when name is taken.
+  // Registers fn under name: any callable with msgpack-able (or Tensor, or RRef) parameters and
+  // result; rpcSync/rpcAsync call it, and remote() makes an RRef of its result. Throws
+  // InvalidArgument when name is taken or starts with "c10d." (the agent's own messages).
   template <typename Fn>
   void registerFunction(const std::string& name, Fn fn) {
-    using Sig = detail::Signature<std::decay_t<Fn>>;
-    using Args = typename Sig::Args;
-    using R = typename Sig::Result;
-    registerHandler(name, [name, fn = std::move(fn)](Packed& arguments) -> Packed {
-      Args args = unpackArguments<Args>(arguments.bytes, arguments.tensors, name);
-      if constexpr (std::is_void_v<R>) {
-        std::apply(fn, std::move(args));
-        return pack(std::tuple<>());
-      } else {
-        return pack(std::apply(fn, std::move(args)));
-      }
-    });
+    registerTyped(name, std::move(fn), false);
   }
-  void registerHandler(const std::string& name, Handler handler);
+  // Registers fn(T& self, args...) under name, to run on an RRef<T>'s owner with the owner's
+  // value: RRef<T>::rpcSync(name, args...) (and rpcAsync, remote) call it.
+  template <typename T, typename Fn>
+  void registerMethod(const std::string& name, Fn fn);
+  // make, when given, lets remote() call name.
+  void registerHandler(const std::string& name, Handler handler, Maker make = nullptr);
+  // registerFunction for the agent's own functions (names starting with "c10d.").
+  template <typename Fn>
+  void registerBuiltin(const std::string& name, Fn fn) {
+    registerTyped(name, std::move(fn), true);
+  }
 
   // Calls function on worker `to` with args; the Future completes with its result (an R).
   // timeout: the call's own (default: options().timeout).
@@ -258,10 +177,47 @@ class RpcAgent {
   template <typename R, typename... A>
   Future<R> rpcAsyncWithTimeout(const std::string& to, const std::string& function,
                                 std::chrono::milliseconds timeout, A&&... args) {
+    return callTyped<R>(idOf(to), function, timeout,
+                        [&] { return pack(std::make_tuple(std::forward<A>(args)...)); });
+  }
+  template <typename R, typename... A>
+  R rpcSync(const std::string& to, const std::string& function, A&&... args) {
+    return rpcAsync<R>(to, function, std::forward<A>(args)...).value();
+  }
+
+  // Runs function on worker `to` and returns a reference to its result, which stays there (the
+  // owner). Returns at once; errors of the call reach the RRef's toHere().
+  template <typename R, typename... A>
+  RRef<R> remote(const std::string& to, const std::string& function, A&&... args);
+  // An RRef owned by this worker, holding value (PyTorch's RRef(value)).
+  template <typename T>
+  RRef<T> makeRRef(T value);
+  RRefStats rrefStats() const;
+
+  // Graceful: waits until this worker's calls and RRef messages are answered, tells the owners
+  // of the RRefs still held here that they are gone, then waits until every worker has done
+  // the same (a barrier through the store) and closes; worker 0, which usually hosts the store,
+  // returns last. Non-graceful: closes at once, failing outstanding calls. Later calls fail with
+  // InvalidArgument. Idempotent.
+  void shutdown(bool graceful = true);
+
+  // For rpc/'s own files.
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+  // Packs a value (made by pack) for peer, RRefs forked for it.
+  template <typename PackFn>
+  Packed packFor(int peer, const PackFn& packFn) const {
+    detail::RRefScope scope(*this, peer);
+    return packFn();
+  }
+  // Sends function (args made by packFn) to worker id `to`; the result unpacked as an R.
+  template <typename R, typename PackFn>
+  Future<R> callTyped(int to, const std::string& function, std::chrono::milliseconds timeout,
+                      const PackFn& packFn) {
     Future<R> result;
     result.setExecutor([this](std::function<void()> task) { runOnPool(std::move(task)); });
-    callRaw(to, function, pack(std::make_tuple(std::forward<A>(args)...)), timeout,
-            [result, function, to](std::exception_ptr error, Packed* reply) mutable {
+    callRaw(to, function, packFor(to, packFn), timeout,
+            [this, result, function, to](std::exception_ptr error, Packed* reply) mutable {
               if (error) {
                 result.setError(error);
                 return;
@@ -270,8 +226,9 @@ class RpcAgent {
                 if constexpr (std::is_void_v<R>) {
                   result.setValue();
                 } else {
+                  detail::RRefScope scope(*this, to);
                   result.setValue(unpack<R>(reply->bytes, reply->tensors, [&] {
-                    return "result of '" + function + "' from worker '" + to + "'";
+                    return "result of '" + function + "' from " + describeWorker(to);
                   }));
                 }
               } catch (...) {
@@ -280,28 +237,61 @@ class RpcAgent {
             });
     return result;
   }
-  template <typename R, typename... A>
-  R rpcSync(const std::string& to, const std::string& function, A&&... args) {
-    return rpcAsync<R>(to, function, std::forward<A>(args)...).value();
-  }
-
-  // Graceful: waits until every worker has called shutdown (a barrier through the store) and
-  // this worker's outstanding calls have completed, then closes; worker 0, which usually hosts
-  // the store, returns last. Non-graceful: closes at once,
-  // failing outstanding calls. Later calls fail with InvalidArgument. Idempotent.
-  void shutdown(bool graceful = true);
-
-  struct Impl;
+  template <typename T>
+  Future<T> fetchRRef(const std::shared_ptr<detail::RRefCore>& core,
+                      std::chrono::milliseconds timeout);
 
  private:
   // reply runs on the transport's loop thread (or the pool): it must not block.
   using Reply = std::function<void(std::exception_ptr error, Packed* reply)>;
   explicit RpcAgent(std::shared_ptr<Impl> impl);
   void runOnPool(std::function<void()> task);
-  void callRaw(const std::string& to, const std::string& function, Packed arguments,
+  int idOf(const std::string& name) const;
+  std::string describeWorker(int id) const;
+  void callRaw(int to, const std::string& function, Packed arguments,
                std::chrono::milliseconds timeout, Reply reply);
+  std::shared_ptr<detail::RRefCore> remoteRaw(const std::string& to, const std::string& function,
+                                              const std::function<Packed()>& packArguments);
+  std::shared_ptr<detail::RRefCore> ownedRRef(std::shared_ptr<detail::Held> value);
+  template <typename T>
+  static std::shared_ptr<detail::Held> makeHeld(T value);
+  template <typename Fn>
+  void registerTyped(const std::string& name, Fn fn, bool builtin) {
+    using Sig = detail::Signature<std::decay_t<Fn>>;
+    using Args = typename Sig::Args;
+    using R = typename Sig::Result;
+    auto shared = std::make_shared<Fn>(std::move(fn));
+    Handler call = [name, shared](Packed& arguments) -> Packed {
+      if constexpr (std::is_base_of_v<RemoteObject, std::decay_t<R>>) {
+        C10D_THROW(InvalidArgument, "'", name,
+                   "' returns a value that lives only where it is made (a RemoteObject): call "
+                   "it with remote()");
+      } else {
+        Args args = unpackArguments<Args>(arguments.bytes, arguments.tensors, name);
+        if constexpr (std::is_void_v<R>) {
+          std::apply(*shared, std::move(args));
+          return pack(std::tuple<>());
+        } else {
+          return pack(std::apply(*shared, std::move(args)));
+        }
+      }
+    };
+    Maker make;
+    if constexpr (!std::is_void_v<R>) {
+      make = [name, shared](Packed& arguments) -> std::shared_ptr<detail::Held> {
+        Args args = unpackArguments<Args>(arguments.bytes, arguments.tensors, name);
+        return makeHeld(std::apply(*shared, std::move(args)));
+      };
+    }
+    addHandler(name, std::move(call), std::move(make), builtin);
+  }
+  void addHandler(const std::string& name, Handler handler, Maker make, bool builtin);
+  template <typename T, typename Fn, typename Self, typename... A>
+  void registerMethodImpl(const std::string& name, Fn fn, std::tuple<Self, A...>*);
 
   std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace c10d::rpc
+
+#include "c10d/rpc/RRef.hpp"

@@ -18,11 +18,15 @@
 #include "c10d/rpc/RpcAgent.hpp"
 #include "c10d/rpc/Wire.hpp"
 #include "c10d/store/HashStore.hpp"
+#include "tests/RpcTestUtil.hpp"
 
 namespace c10d::rpc {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::messageOf;
+using testing::shutdownAll;
+using testing::startWorkers;
 
 struct Point {
   double x = 0;
@@ -31,49 +35,10 @@ struct Point {
   MSGPACK_DEFINE(x, y, label);
 };
 
-// worldSize agents, created together (create() returns once all are connected).
-std::vector<std::shared_ptr<RpcAgent>> startWorkers(int worldSize, RpcOptions options = {}) {
-  auto store = std::make_shared<HashStore>();
-  std::vector<std::shared_ptr<RpcAgent>> agents(worldSize);
-  std::vector<std::thread> threads;
-  std::atomic<int> failures{0};
-  for (int rank = 0; rank < worldSize; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        agents[rank] =
-            RpcAgent::create(store, "worker" + std::to_string(rank), rank, worldSize, options);
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "worker " << rank << ": " << e.what();
-        failures++;
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(failures.load(), 0);
-  return agents;
-}
-
-void shutdownAll(std::vector<std::shared_ptr<RpcAgent>>& agents) {
-  std::vector<std::thread> threads;
-  for (auto& agent : agents) {
-    threads.emplace_back([agent] { agent->shutdown(true); });
-  }
-  for (auto& t : threads) t.join();
-}
-
 Tensor floats(std::vector<float> values) {
   Tensor t = Tensor::empty({static_cast<int64_t>(values.size())}, ScalarType::Float32);
   std::copy(values.begin(), values.end(), t.data<float>());
   return t;
-}
-
-std::string messageOf(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(RpcTest, TypedCallsCarryValuesAndTensors) {

@@ -1,0 +1,132 @@
+#pragma once
+
+// Private to rpc/: the agent's state. RpcAgent.cpp runs calls (registry, pool, the table of
+// calls waiting for replies and the thread that fails late ones); RRefContext.cpp runs the
+// remote-reference protocol; DistAutograd.cpp keeps distributed autograd contexts and
+// DistributedOptimizer.cpp the optimizers on parameter owners.
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include "c10d/rpc/GradientContexts.hpp"
+#include "c10d/rpc/RpcAgent.hpp"
+#include "c10d/rpc/Transport.hpp"
+
+namespace c10d::rpc {
+
+// Names of the agent's own messages; user functions may not start with it.
+inline constexpr const char* kAgentPrefix = "c10d.";
+
+struct RpcAgent::Impl {
+  struct Pending {
+    Reply reply;
+    std::chrono::steady_clock::time_point deadline;
+    std::chrono::milliseconds timeout;
+    int to;
+    std::string function;
+  };
+  struct Registered {
+    Handler call;
+    Maker make;  // null: remote() cannot call it
+  };
+  // A value this worker owns and the forks users hold of it. In the table only while some user
+  // holds a fork; handles on this worker keep the core alive by themselves.
+  struct Owned {
+    std::shared_ptr<detail::RRefCore> core;
+    std::set<detail::GlobalId> forks;
+  };
+
+  std::shared_ptr<Store> store;
+  RpcOptions options;
+  WorkerInfo self;
+  std::weak_ptr<RpcAgent> agent;   // the public object: RRefs made here reach it through this
+  std::vector<std::string> names;  // by id
+  std::unordered_map<std::string, int> idsByName;
+  int worldSize = 0;
+  std::unique_ptr<Transport> transport;
+
+  std::mutex registryMutex;
+  std::map<std::string, Registered> handlers;
+
+  // Pool for incoming calls and for completing outgoing ones.
+  std::mutex poolMutex;
+  std::condition_variable poolChanged;
+  std::deque<std::function<void()>> tasks;
+  std::vector<std::thread> pool;
+  bool poolStopping = false;
+
+  std::mutex pendingMutex;
+  // Notified when pending becomes empty (graceful shutdown waits for that); the deadline thread
+  // has its own, so that completing a call wakes nobody.
+  std::condition_variable pendingDrained;
+  std::condition_variable deadlineStop;
+  std::map<uint64_t, Pending> pending;
+  std::atomic<uint64_t> nextId{1};
+  std::thread deadlines;
+  bool deadlinesStopping = false;
+
+  std::atomic<bool> shutDown{false};
+  // Set when this worker reaches the shutdown barrier: peers closing after it are expected.
+  std::atomic<bool> leaving{false};
+
+  // ---- remote references (RRefContext.cpp) ----
+  std::mutex rrefMutex;
+  std::condition_variable rrefSettled;  // pendingUsers or pendingChildren shrank
+  std::map<detail::GlobalId, Owned> owned;
+  std::map<detail::GlobalId, std::shared_ptr<detail::RRefCore>> pendingUsers;
+  std::map<detail::GlobalId, std::weak_ptr<detail::RRefCore>> users;
+  std::map<detail::GlobalId, std::shared_ptr<detail::RRefCore>> pendingChildren;
+  std::atomic<uint64_t> nextLocalId{1};
+
+  // ---- distributed autograd and optimizer (DistAutograd.cpp, DistributedOptimizer.cpp) ----
+  GradientContexts gradients;
+  std::mutex optimizerStep;  // one optimizer step at a time on this worker
+
+  // ---- calls (RpcAgent.cpp) ----
+  void runOnPool(std::function<void()> task);
+  void poolLoop();
+  int idOf(const std::string& name) const;
+  std::string describeWorker(int id) const;
+  void addHandler(const std::string& name, Registered registered);
+  Registered lookup(const std::string& name);
+  // Runs the function registered as name. Throws RemoteError carrying the message its caller
+  // gets: an unknown function (naming the registered ones), or what the function threw.
+  Packed invoke(const std::string& name, Packed& arguments);
+  void serve(int peer, Frame request);
+  void respond(int peer, uint64_t id, Packed result);
+  void sendError(int peer, uint64_t id, const std::string& message);
+  void call(int to, const std::string& function, Packed arguments,
+            std::chrono::milliseconds timeout, Reply reply);
+  std::optional<Pending> takePending(uint64_t id);
+  void onFrame(int peer, Frame frame);
+  void failCalls(const std::function<bool(const Pending&)>& which,
+                 const std::function<std::exception_ptr(const Pending&)>& error);
+  void onPeerLost(int peer, const std::string& why);
+  void deadlineLoop();
+  void waitForCalls(std::chrono::steady_clock::time_point deadline, const char* what);
+  void stopThreads();
+
+  // ---- remote references (RRefContext.cpp) ----
+  detail::GlobalId newId() { return {self.id, nextLocalId.fetch_add(1)}; }
+  // An agent message about RRefs, handled on the loop thread in arrival order (so a fork is
+  // always registered before its deletion is); false for any other frame.
+  bool handleRRefMessage(int peer, Frame& frame);
+  // Fire-and-forget protocol message; failures are logged.
+  void notify(int to, const char* what, Packed arguments);
+  // The owner's entry for id, made (without a value yet) when create is set.
+  std::shared_ptr<detail::RRefCore> ownedCore(const detail::GlobalId& id, bool create);
+  void addFork(const std::shared_ptr<detail::RRefCore>& core, const detail::GlobalId& fork);
+  void addPendingUser(const std::shared_ptr<detail::RRefCore>& core);
+  void confirmUser(const detail::GlobalId& fork);
+  void userGone(detail::RRefCore& core);
+  // Graceful shutdown: waits for forks in flight, then deletes the forks still held here.
+  void settleRRefs(std::chrono::steady_clock::time_point deadline);
+};
+
+}  // namespace c10d::rpc

@@ -1,0 +1,155 @@
+#pragma once
+
+// rpc::Future<T>: the result of an asynchronous RPC (rpcAsync, RRef::toHereAsync, ...).
+//
+// Threading: every method may be called from any thread; the producer completes it once.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace c10d::rpc {
+
+// How long a thread that expects work soon polls before it sleeps (see Future::wait).
+inline constexpr std::chrono::microseconds kSpinBeforeBlocking{50};
+
+// The result of an asynchronous call. Completes exactly once, with a value or an error.
+template <typename T>
+class Future {
+ public:
+  Future() : state_(std::make_shared<State>()) {}
+
+  bool completed() const {
+    std::lock_guard<std::mutex> guard(state_->mutex);
+    return state_->done;
+  }
+  // Blocks until complete; rethrows the call's error. Polls for kSpinBeforeBlocking first: on
+  // hosts where waking a sleeping thread costs tens of microseconds (virtual CPUs that halt),
+  // that is most of a short call's round trip.
+  void wait() const {
+    auto spinUntil = std::chrono::steady_clock::now() + kSpinBeforeBlocking;
+    while (!state_->doneFlag.load(std::memory_order_acquire) &&
+           std::chrono::steady_clock::now() < spinUntil) {
+    }
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    state_->changed.wait(lock, [&] { return state_->done; });
+    if (state_->error) std::rethrow_exception(state_->error);
+  }
+  // Blocks until complete; the value, or the call's error rethrown.
+  T value() const {
+    wait();
+    std::lock_guard<std::mutex> guard(state_->mutex);
+    if constexpr (!std::is_void_v<T>) return *state_->value;
+  }
+  std::exception_ptr error() const {
+    std::lock_guard<std::mutex> guard(state_->mutex);
+    return state_->error;
+  }
+  // A future of fn(this future)'s result; fn runs once this one completes (on the agent's pool
+  // for an RPC's future, else on the completing thread), or at once when already complete. An
+  // exception fn throws fails the new future.
+  template <typename Fn>
+  auto then(Fn fn) const -> Future<std::invoke_result_t<Fn, Future<T>>> {
+    using R = std::invoke_result_t<Fn, Future<T>>;
+    Future<R> next;
+    Future<T> self = *this;
+    addCallback([next, self, fn = std::move(fn)]() mutable {
+      try {
+        if constexpr (std::is_void_v<R>) {
+          fn(self);
+          next.setValue();
+        } else {
+          next.setValue(fn(self));
+        }
+      } catch (...) {
+        next.setError(std::current_exception());
+      }
+    });
+    return next;
+  }
+
+  // Producer side. executor, when set, runs the callbacks (so a producer on a thread that must
+  // not block, such as the RPC loop thread, never runs user code).
+  void setExecutor(std::function<void(std::function<void()>)> executor) {
+    std::lock_guard<std::mutex> guard(state_->mutex);
+    state_->executor = std::move(executor);
+  }
+  template <typename... V>
+  bool setValue(V&&... value) {
+    return complete([&](State& state) {
+      if constexpr (!std::is_void_v<T>) state.value.emplace(std::forward<V>(value)...);
+    });
+  }
+  bool setError(std::exception_ptr error) {
+    return complete([&](State& state) { state.error = std::move(error); });
+  }
+  void addCallback(std::function<void()> callback) const {
+    {
+      std::lock_guard<std::mutex> guard(state_->mutex);
+      if (!state_->done) {
+        state_->callbacks.push_back(std::move(callback));
+        return;
+      }
+    }
+    callback();
+  }
+
+ private:
+  struct State;
+
+  // Completes once: fill stores the outcome under the mutex. False when already complete.
+  template <typename Fill>
+  bool complete(Fill&& fill) {
+    std::vector<std::function<void()>> callbacks;
+    {
+      std::lock_guard<std::mutex> guard(state_->mutex);
+      if (state_->done) return false;
+      fill(*state_);
+      state_->done = true;
+      state_->doneFlag.store(true, std::memory_order_release);
+      callbacks.swap(state_->callbacks);
+    }
+    state_->changed.notify_all();
+    runCallbacks(std::move(callbacks));
+    return true;
+  }
+
+  void runCallbacks(std::vector<std::function<void()>> callbacks) {
+    if (callbacks.empty()) return;
+    std::function<void(std::function<void()>)> executor;
+    {
+      std::lock_guard<std::mutex> guard(state_->mutex);
+      executor = state_->executor;
+    }
+    if (!executor) {
+      for (auto& callback : callbacks) callback();
+      return;
+    }
+    executor([callbacks = std::move(callbacks)] {
+      for (const auto& callback : callbacks) callback();
+    });
+  }
+
+  struct Empty {};
+  struct State {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::function<void(std::function<void()>)> executor;
+    bool done = false;
+    std::atomic<bool> doneFlag{false};  // done, readable without the mutex
+    std::optional<std::conditional_t<std::is_void_v<T>, Empty, T>> value;
+    std::exception_ptr error;
+    std::vector<std::function<void()>> callbacks;
+  };
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace c10d::rpc
