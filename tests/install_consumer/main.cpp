@@ -1,6 +1,8 @@
 // An outside program linking the installed package: headers, library and DLPack all resolve.
 #include <dlpack/dlpack.h>
 #include <c10d/Tensor.hpp>
+#include <c10d/rpc/DistributedOptimizer.hpp>
+#include <c10d/rpc/RRef.hpp>
 #include <c10d/store/HashStore.hpp>
 #include <c10d/store/PrefixStore.hpp>
 #include <c10d/store/TCPStore.hpp>
@@ -22,6 +24,15 @@ int main() {
   c10d::Tensor back = c10d::fromDLPack(c10d::toDLPack(t));
   if (back.data<int32_t>()[3] != 7 || back.data() != t.data()) return 3;
 
-  std::printf("consumer ok: stores, TCPStore on port %u, DLPack round trip\n", tcp.port());
+  // c10d::rpc: a one-worker agent, a remote reference to itself, and an optimizer spec.
+  auto agent = c10d::rpc::RpcAgent::create(
+      hash, "solo", 0, 1, {.host = "127.0.0.1"},
+      [](c10d::rpc::RpcAgent& a) { a.registerFunction("twice", [](int x) { return 2 * x; }); });
+  if (agent->remote<int>("solo", "twice", 21).toHere() != 42) return 4;
+  if (c10d::rpc::OptimizerSpec::adam().name != "adam") return 5;
+  agent->shutdown();
+
+  std::printf("consumer ok: stores, TCPStore on port %u, DLPack round trip, rpc remote\n",
+              tcp.port());
   return 0;
 }
