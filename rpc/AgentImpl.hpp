@@ -60,6 +60,9 @@ struct RpcAgent::Impl {
   std::deque<std::function<void()>> tasks;
   std::vector<std::thread> pool;
   bool poolStopping = false;
+  int poolSleeping = 0;                // threads blocked on poolChanged
+  bool poolSpinning = false;           // one idle thread polls the queue instead of sleeping
+  std::atomic<size_t> queuedTasks{0};  // tasks.size(), readable without the mutex
 
   std::mutex pendingMutex;
   // Notified when pending becomes empty (graceful shutdown waits for that); the deadline thread

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -38,6 +39,7 @@ class Future {
     auto spinUntil = std::chrono::steady_clock::now() + kSpinBeforeBlocking;
     while (!state_->doneFlag.load(std::memory_order_acquire) &&
            std::chrono::steady_clock::now() < spinUntil) {
+      std::this_thread::yield();  // the thread completing us may need this core
     }
     std::unique_lock<std::mutex> lock(state_->mutex);
     state_->changed.wait(lock, [&] { return state_->done; });

@@ -21,6 +21,8 @@ std::string rankKey(const char* what, int rank) {
   return std::string(what) + "/" + std::to_string(rank);
 }
 
+constexpr std::chrono::microseconds kPoolSpin{100};
+
 bool isAgentMessage(const std::string& name) {
   return name.rfind(kAgentPrefix, 0) == 0;
 }
@@ -30,21 +32,48 @@ bool isAgentMessage(const std::string& name) {
 // ---- Impl: the pool ----
 
 void RpcAgent::Impl::runOnPool(std::function<void()> task) {
+  bool wake;
   {
     std::lock_guard<std::mutex> guard(poolMutex);
     if (poolStopping) return;
     tasks.push_back(std::move(task));
+    queuedTasks.store(tasks.size(), std::memory_order_release);
+    // A polling thread takes one task by itself; only the others need a sleeper woken.
+    wake = poolSleeping > 0 && (!poolSpinning || tasks.size() > 1);
   }
-  poolChanged.notify_one();
+  if (wake) poolChanged.notify_one();
 }
 
 void RpcAgent::Impl::poolLoop() {
   std::unique_lock<std::mutex> lock(poolMutex);
+  bool justRan = false;  // polls only right after running a task, then sleeps
   while (true) {
-    poolChanged.wait(lock, [&] { return poolStopping || !tasks.empty(); });
+    if (tasks.empty() && !poolStopping) {
+      if (justRan && !poolSpinning) {
+        justRan = false;
+        // One idle thread polls for kPoolSpin before sleeping: calls that follow each other
+        // (a client's next request, a pipeline of them) then start without waking a thread,
+        // which on this kind of host costs more than a small call's own work. It yields while
+        // polling, so it never holds a core another thread of the agent needs.
+        poolSpinning = true;
+        lock.unlock();
+        auto until = std::chrono::steady_clock::now() + kPoolSpin;
+        while (queuedTasks.load(std::memory_order_acquire) == 0 &&
+               std::chrono::steady_clock::now() < until) {
+          std::this_thread::yield();
+        }
+        lock.lock();
+        poolSpinning = false;
+        continue;
+      }
+      ++poolSleeping;
+      poolChanged.wait(lock, [&] { return poolStopping || !tasks.empty(); });
+      --poolSleeping;
+    }
     if (tasks.empty()) return;
     std::function<void()> task = std::move(tasks.front());
     tasks.pop_front();
+    queuedTasks.store(tasks.size(), std::memory_order_release);
     lock.unlock();
     try {
       task();
@@ -52,6 +81,7 @@ void RpcAgent::Impl::poolLoop() {
       C10D_LOG(Error, "rpc worker '", self.name, "': ", e.what());
     }
     task = nullptr;  // what it captured goes now, not under the lock
+    justRan = true;
     lock.lock();
   }
 }
