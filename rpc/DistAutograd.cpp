@@ -144,14 +144,7 @@ void DistAutogradContext::accumulateGrads(
       first = std::current_exception();
     }
   }
-  for (Future<void>& future : sent) {
-    try {
-      future.wait();
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
-  }
-  if (first) std::rethrow_exception(first);
+  waitAll(sent, first);
 }
 
 void DistAutogradContext::release() {
@@ -166,15 +159,7 @@ void DistAutogradContext::release() {
     sent.push_back(agent_->callTyped<void>(worker, kRelease, agent_->options().timeout,
                                            [&] { return pack(std::make_tuple(id_)); }));
   }
-  std::exception_ptr first;
-  for (Future<void>& future : sent) {
-    try {
-      future.wait();
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
-  }
-  if (first) std::rethrow_exception(first);
+  waitAll(sent);
 }
 
 Tensor gradientOf(RpcAgent& agent, int64_t contextId, const RRef<Tensor>& param) {

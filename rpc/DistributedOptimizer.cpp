@@ -64,15 +64,7 @@ void DistributedOptimizer::step(int64_t contextId) {
   for (const auto& optimizer : optimizers_) {
     steps.push_back(optimizer.rpcAsync<void>(kStep, contextId));
   }
-  std::exception_ptr first;
-  for (Future<void>& future : steps) {
-    try {
-      future.wait();
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
-  }
-  if (first) std::rethrow_exception(first);
+  waitAll(steps);
 }
 
 void registerBuiltinFunctions(RpcAgent& agent) {

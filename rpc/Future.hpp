@@ -154,4 +154,18 @@ class Future {
   std::shared_ptr<State> state_;
 };
 
+// Waits for every future, then rethrows the first error among them (or first, when set: an
+// error the caller met before waiting).
+template <typename T>
+void waitAll(std::vector<Future<T>>& futures, std::exception_ptr first = nullptr) {
+  for (Future<T>& future : futures) {
+    try {
+      future.wait();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
 }  // namespace c10d::rpc
