@@ -133,8 +133,9 @@ class RRef {
   // True once the owner knows of this worker's fork (always on the owner).
   bool confirmedByOwner() const { return core().confirmed(); }
 
-  // A copy of the value: fetched from the owner, or copied there. Throws the creating function's
-  // error, TimeoutError past timeout (default: the agent's).
+  // A copy of the value: fetched from the owner (TimeoutError past timeout, default: the
+  // agent's), or on the owner copied once the creating function has returned (no timeout: the
+  // function runs here). Throws the creating function's error.
   T toHere(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) const {
     return toHereAsync(timeout).value();
   }
