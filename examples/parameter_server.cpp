@@ -59,8 +59,7 @@ Dataset makeDataset() {
 }
 
 Tensor zeros(int64_t n) {
-  Tensor t = Tensor::zeros({n}, c10d::ScalarType::Float64);
-  return t;
+  return Tensor::zeros({n}, c10d::ScalarType::Float64);
 }
 
 // The server's side: the model, and the losses the trainers report.
@@ -115,8 +114,10 @@ void train(std::shared_ptr<RpcAgent> agent, int trainer, int trainers) {
     double lossSum = 0;
     for (size_t start = 0; start < shard.size(); start += kBatch) {
       size_t end = std::min(shard.size(), start + kBatch);
-      Tensor weights = weightsRef.toHere();
+      // Both fetches in flight at once.
+      c10d::rpc::Future<Tensor> weightsFetch = weightsRef.toHereAsync();
       Tensor bias = biasRef.toHere();
+      Tensor weights = weightsFetch.value();
       const double* w = weights.data<double>();
       Tensor gradWeights = zeros(kFeatures);
       Tensor gradBias = zeros(1);

@@ -45,14 +45,17 @@ struct RpcAgent::Impl {
   std::shared_ptr<Store> store;
   RpcOptions options;
   WorkerInfo self;
-  std::weak_ptr<RpcAgent> agent;   // the public object: RRefs made here reach it through this
+  std::weak_ptr<RpcAgent> agent;  // the public object: RRefs made here reach it through this
+  // The same object, for the agent's own threads: they are joined before it is destroyed.
+  RpcAgent* front = nullptr;
   std::vector<std::string> names;  // by id
   std::unordered_map<std::string, int> idsByName;
   int worldSize = 0;
   std::unique_ptr<Transport> transport;
 
   std::mutex registryMutex;
-  std::map<std::string, Registered> handlers;
+  // Shared, so a call takes its entry without copying the functions in it.
+  std::map<std::string, std::shared_ptr<const Registered>> handlers;
 
   // Pool for incoming calls and for completing outgoing ones.
   std::mutex poolMutex;
@@ -97,10 +100,19 @@ struct RpcAgent::Impl {
   int idOf(const std::string& name) const;
   std::string describeWorker(int id) const;
   void addHandler(const std::string& name, Registered registered);
-  Registered lookup(const std::string& name);
+  // The entry of name; RemoteError naming the registered functions when there is none.
+  std::shared_ptr<const Registered> lookup(const std::string& name);
+  // Runs body, the code of registered function name, turning whatever it throws into the
+  // RemoteError its caller gets (naming the function and this worker).
+  template <typename Body>
+  auto runRegistered(const std::string& name, Body&& body) -> decltype(body());
   // Runs the function registered as name. Throws RemoteError carrying the message its caller
   // gets: an unknown function (naming the registered ones), or what the function threw.
-  Packed invoke(const std::string& name, Packed& arguments);
+  // RRefs among the arguments came from peer; those in the result go to it.
+  Packed invoke(const std::string& name, Packed& arguments, int peer);
+  // What remote() stores: make run on arguments from peer (errors as in invoke).
+  std::shared_ptr<detail::Held> makeValue(const std::string& name, const Maker& make,
+                                          Packed& arguments, int peer);
   void serve(int peer, Frame request);
   void respond(int peer, uint64_t id, Packed result);
   void sendError(int peer, uint64_t id, const std::string& message);
@@ -120,16 +132,33 @@ struct RpcAgent::Impl {
   // An agent message about RRefs, handled on the loop thread in arrival order (so a fork is
   // always registered before its deletion is); false for any other frame.
   bool handleRRefMessage(int peer, Frame& frame);
-  // Fire-and-forget protocol message; failures are logged.
-  void notify(int to, const char* what, Packed arguments);
+  // Fire-and-forget protocol message; failures are logged, then (either way) then runs.
+  void notify(int to, const char* what, Packed arguments, std::function<void()> then = nullptr);
   // The owner's entry for id, made (without a value yet) when create is set.
   std::shared_ptr<detail::RRefCore> ownedCore(const detail::GlobalId& id, bool create);
   void addFork(const std::shared_ptr<detail::RRefCore>& core, const detail::GlobalId& fork);
   void addPendingUser(const std::shared_ptr<detail::RRefCore>& core);
   void confirmUser(const detail::GlobalId& fork);
   void userGone(detail::RRefCore& core);
+  // Tells core's owner this fork is gone (once per fork).
+  void sendDelete(detail::RRefCore& core);
+  // The reference sent as fork, no longer held for its receiver; null when not pending.
+  std::shared_ptr<detail::RRefCore> takePendingChild(const detail::GlobalId& fork);
   // Graceful shutdown: waits for forks in flight, then deletes the forks still held here.
   void settleRRefs(std::chrono::steady_clock::time_point deadline);
 };
+
+template <typename Body>
+auto RpcAgent::Impl::runRegistered(const std::string& name, Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    throw RemoteError("function '" + name + "' on " + describeWorker(self.id) +
+                      " failed: " + e.what());
+  } catch (...) {
+    throw RemoteError("function '" + name + "' on " + describeWorker(self.id) +
+                      " failed with an exception that is not a std::exception");
+  }
+}
 
 }  // namespace c10d::rpc

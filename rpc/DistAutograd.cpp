@@ -1,8 +1,8 @@
 #include "c10d/rpc/DistAutograd.hpp"
 
-#include <cstring>
 #include <map>
 
+#include "c10d/Cuda.hpp"
 #include "c10d/Logging.hpp"
 #include "c10d/backends/common/Reduce.hpp"
 #include "c10d/rpc/AgentImpl.hpp"
@@ -19,24 +19,22 @@ constexpr const char* kRelease = "c10d.autograd.release";
 // Gradients for the parameters one owner holds, as they travel.
 using GradientList = std::vector<std::tuple<GlobalId, Tensor>>;
 
-// The tensor an RRef owned here holds; InvalidArgument when it is not owned here.
-Tensor ownedTensor(RpcAgent::Impl& impl, const GlobalId& id,
-                   const std::shared_ptr<detail::RRefCore>& known) {
-  std::shared_ptr<detail::RRefCore> core = known ? known : impl.ownedCore(id, false);
-  C10D_CHECK(core != nullptr && core->isOwner(), InvalidArgument, "dist autograd: parameter RRef ",
-             id.str(), " is not owned by ", impl.describeWorker(impl.self.id));
-  return *static_cast<Tensor*>(core->localAddress(typeid(Tensor)));
+// Adds grad to param's gradient (param: the tensor that RRef id holds here) in context.
+void addGradient(RpcAgent::Impl& impl, int64_t context, const GlobalId& id, const Tensor& param,
+                 const Tensor& grad) {
+  C10D_CHECK(grad.dtype() == param.dtype() && grad.sizes() == param.sizes(), InvalidArgument,
+             "dist autograd: gradient ", grad.describe(), " for parameter RRef ", id.str(), " ",
+             param.describe(), " does not match it");
+  impl.gradients.accumulate(context, id, grad);
 }
 
-void accumulateHere(RpcAgent::Impl& impl, int64_t context, const GradientList& grads,
-                    const std::vector<std::shared_ptr<detail::RRefCore>>& cores) {
-  for (size_t i = 0; i < grads.size(); ++i) {
-    const auto& [id, grad] = grads[i];
-    Tensor param = ownedTensor(impl, id, cores.empty() ? nullptr : cores[i]);
-    C10D_CHECK(grad.dtype() == param.dtype() && grad.sizes() == param.sizes(), InvalidArgument,
-               "dist autograd: gradient ", grad.describe(), " for parameter RRef ", id.str(), " ",
-               param.describe(), " does not match it");
-    impl.gradients.accumulate(context, id, grad);
+// On the owner: gradients that came from another worker, for parameters in its table.
+void accumulateReceived(RpcAgent::Impl& impl, int64_t context, const GradientList& grads) {
+  for (const auto& [id, grad] : grads) {
+    std::shared_ptr<detail::RRefCore> core = impl.ownedCore(id, false);
+    C10D_CHECK(core != nullptr, InvalidArgument, "dist autograd: parameter RRef ", id.str(),
+               " is not owned by ", impl.describeWorker(impl.self.id));
+    addGradient(impl, context, id, *static_cast<Tensor*>(core->localAddress(typeid(Tensor))), grad);
   }
 }
 
@@ -49,15 +47,11 @@ int64_t GradientContexts::newId(int worker) {
 }
 
 void GradientContexts::accumulate(int64_t context, const GlobalId& param, const Tensor& grad) {
-  C10D_CHECK(grad.defined() && grad.device().isCPU() && grad.isContiguous(), InvalidArgument,
-             "dist autograd: gradient for parameter RRef ", param.str(), " is ",
-             grad.defined() ? grad.describe() : std::string("undefined"),
-             "; it needs a contiguous CPU tensor");
   std::lock_guard<std::mutex> guard(mutex_);
   Tensor& sum = contexts_[context].gradients[param];
   if (!sum.defined()) {
     sum = Tensor::empty(grad.sizes(), grad.dtype());
-    if (grad.nbytes() > 0) std::memcpy(sum.data(), grad.data(), grad.nbytes());
+    copyTensor(sum, grad);
     return;
   }
   C10D_CHECK(sum.dtype() == grad.dtype() && sum.sizes() == grad.sizes(), InvalidArgument,
@@ -116,8 +110,8 @@ void DistAutogradContext::accumulateGrads(
     const std::vector<std::pair<RRef<Tensor>, Tensor>>& grads) {
   C10D_CHECK(!released_, InvalidArgument, "dist autograd context ", id_, " was released");
   RpcAgent::Impl& impl = agent_->impl();
-  std::map<int, GradientList> byOwner;
-  std::vector<std::shared_ptr<detail::RRefCore>> localCores;
+  std::map<int, GradientList> byOwner;  // other workers
+  std::vector<std::pair<RRef<Tensor>, Tensor>> local;
   for (const auto& [param, grad] : grads) {
     C10D_CHECK(param.defined(), InvalidArgument, "dist autograd: gradient for an empty RRef");
     C10D_CHECK(grad.defined() && grad.device().isCPU() && grad.isContiguous(), InvalidArgument,
@@ -125,24 +119,25 @@ void DistAutogradContext::accumulateGrads(
                grad.defined() ? grad.describe() : std::string("undefined"),
                "; it needs a contiguous CPU tensor");
     const auto& core = param.coreHandle();
-    byOwner[core->ownerId()].emplace_back(core->id(), grad);
-    if (core->ownerId() == impl.self.id) localCores.push_back(core);
+    if (core->ownerId() == impl.self.id) {
+      local.emplace_back(param, grad);
+    } else {
+      byOwner[core->ownerId()].emplace_back(core->id(), grad);
+    }
   }
   std::vector<Future<void>> sent;
   for (auto& [owner, list] : byOwner) {
-    if (owner == impl.self.id) continue;
     impl.gradients.touch(id_, owner);
     sent.push_back(agent_->callTyped<void>(owner, kAccumulate, agent_->options().timeout,
                                            [&] { return pack(std::make_tuple(id_, list)); }));
   }
   std::exception_ptr first;
-  auto local = byOwner.find(impl.self.id);
-  if (local != byOwner.end()) {
-    try {
-      accumulateHere(impl, id_, local->second, localCores);
-    } catch (...) {
-      first = std::current_exception();
+  try {
+    for (const auto& [param, grad] : local) {
+      addGradient(impl, id_, param.coreHandle()->id(), param.localValue(), grad);
     }
+  } catch (...) {
+    first = std::current_exception();
   }
   waitAll(sent, first);
 }
@@ -175,7 +170,7 @@ size_t liveGradientContexts(RpcAgent& agent) {
 void registerAutogradFunctions(RpcAgent& agent) {
   RpcAgent::Impl* impl = &agent.impl();
   agent.registerBuiltin(kAccumulate, [impl](int64_t context, const GradientList& grads) {
-    accumulateHere(*impl, context, grads, {});
+    accumulateReceived(*impl, context, grads);
   });
   agent.registerBuiltin(kRelease, [impl](int64_t context) { impl->gradients.release(context); });
 }

@@ -22,8 +22,8 @@ class GradientContexts {
  public:
   // A context id unique across workers: worker << 48 | counter.
   int64_t newId(int worker);
-  // Adds grad to param's gradient in context (a copy on first use). Throws InvalidArgument when
-  // grad is not a contiguous CPU tensor or differs in dtype or sizes from what is there.
+  // Adds grad (a contiguous CPU tensor: callers check) to param's gradient in context, a copy
+  // on first use. Throws InvalidArgument when it differs in dtype or sizes from what is there.
   void accumulate(int64_t context, const detail::GlobalId& param, const Tensor& grad);
   // param's gradient in context; undefined when there is none.
   Tensor gradient(int64_t context, const detail::GlobalId& param) const;

@@ -4,8 +4,6 @@
 #include "c10d/rpc/Optimizers.hpp"
 
 #include <cmath>
-#include <cstring>
-#include <set>
 
 #include "c10d/Exception.hpp"
 
@@ -77,11 +75,8 @@ class Optimizer : public FunctionalOptimizer {
                  " does not match parameter ", i, " ", p.describe());
       ParamState& state = states_[i];
       if (state.buffers.empty()) {
-        for (int b = 0; b < buffers_; ++b) {
-          Tensor buffer = Tensor::empty(p.sizes(), p.dtype());
-          std::memset(buffer.data(), 0, buffer.nbytes());
-          state.buffers.push_back(buffer);
-        }
+        for (int b = 0; b < buffers_; ++b)
+          state.buffers.push_back(Tensor::zeros(p.sizes(), p.dtype()));
       } else {
         C10D_CHECK(state.buffers[0].sizes() == p.sizes() && state.buffers[0].dtype() == p.dtype(),
                    InvalidArgument, "optimizer '", name_, "': parameter ", i, " is now ",

@@ -17,6 +17,8 @@
 
 #include <msgpack.hpp>
 
+#include <string_view>
+
 #include "c10d/Logging.hpp"
 #include "c10d/rpc/AgentImpl.hpp"
 #include "c10d/rpc/RRef.hpp"
@@ -40,10 +42,6 @@ RRefScope& requireScope(const char* what) {
   C10D_CHECK(scope != nullptr, InvalidArgument, "rpc: an RRef can only be ", what,
              " as part of an RPC (not by a bare pack/unpack)");
   return *scope;
-}
-
-std::string typeName(const std::type_info& type) {
-  return type.name();
 }
 
 }  // namespace
@@ -73,7 +71,7 @@ void* RRefCore::localAddress(const std::type_info& type) const {
              " on a user; its owner is worker ", owner_, " (use toHere() for a copy)");
   std::shared_ptr<Held> held = value_.value();
   C10D_CHECK(held->type() == type, InvalidArgument, "rpc: localValue() of RRef ", id_.str(),
-             " asks for a ", typeName(type), " but the owner holds a ", typeName(held->type()));
+             " asks for a ", type.name(), " but the owner holds a ", held->type().name());
   return held->address();
 }
 
@@ -122,16 +120,9 @@ std::shared_ptr<RRefCore> unpackRRef(const char* data, size_t size) {
              InvalidArgument, "rpc: malformed RRef from ", impl.describeWorker(scope.peer),
              " (owner ", wire.owner, ", sender ", wire.parent, ")");
   if (wire.parent == self) {
-    std::shared_ptr<RRefCore> core;
-    {
-      std::lock_guard<std::mutex> guard(impl.rrefMutex);
-      auto it = impl.pendingChildren.find(wire.fork);
-      C10D_CHECK(it != impl.pendingChildren.end(), InvalidArgument, "rpc: RRef ", wire.id.str(),
-                 " sent to itself was already received");
-      core = std::move(it->second);
-      impl.pendingChildren.erase(it);
-    }
-    impl.rrefSettled.notify_all();
+    std::shared_ptr<RRefCore> core = impl.takePendingChild(wire.fork);
+    C10D_CHECK(core != nullptr, InvalidArgument, "rpc: RRef ", wire.id.str(),
+               " sent to itself was already received");
     return core;
   }
   if (wire.owner == self) {
@@ -153,19 +144,11 @@ std::shared_ptr<RRefCore> unpackRRef(const char* data, size_t size) {
   RpcAgent::Impl* raw = &impl;
   GlobalId fork = wire.fork;
   int parent = wire.parent;
-  impl.call(wire.owner, "c10d.rref.fork", pack(std::make_tuple(wire.id, wire.fork)),
-            impl.options.timeout, [raw, fork, parent](std::exception_ptr error, Packed*) {
-              if (error) {
-                try {
-                  std::rethrow_exception(error);
-                } catch (const std::exception& e) {
-                  C10D_LOG(Warning, "rpc worker '", raw->self.name, "': the owner of RRef fork ",
-                           fork.str(), " did not confirm it: ", e.what());
-                }
-              }
-              raw->confirmUser(fork);
-              raw->notify(parent, "c10d.rref.accept", pack(std::make_tuple(fork)));
-            });
+  impl.notify(wire.owner, "c10d.rref.fork", pack(std::make_tuple(wire.id, fork)),
+              [raw, fork, parent] {
+                raw->confirmUser(fork);
+                raw->notify(parent, "c10d.rref.accept", pack(std::make_tuple(fork)));
+              });
   return core;
 }
 
@@ -213,40 +196,61 @@ void RpcAgent::Impl::confirmUser(const GlobalId& fork) {
   // core may be the last handle: its destructor sends the deletion, outside the lock.
 }
 
+std::shared_ptr<RRefCore> RpcAgent::Impl::takePendingChild(const GlobalId& fork) {
+  std::shared_ptr<RRefCore> core;
+  {
+    std::lock_guard<std::mutex> guard(rrefMutex);
+    auto it = pendingChildren.find(fork);
+    if (it == pendingChildren.end()) return nullptr;
+    core = std::move(it->second);
+    pendingChildren.erase(it);
+  }
+  rrefSettled.notify_all();
+  return core;
+}
+
 void RpcAgent::Impl::userGone(RRefCore& core) {
   {
     std::lock_guard<std::mutex> guard(rrefMutex);
     users.erase(core.fork());
   }
-  if (shutDown.load() || !core.markDeleted()) return;
+  if (!shutDown.load()) sendDelete(core);
+}
+
+void RpcAgent::Impl::sendDelete(RRefCore& core) {
+  if (!core.markDeleted()) return;
   notify(core.ownerId(), "c10d.rref.delete", pack(std::make_tuple(core.id(), core.fork())));
 }
 
-void RpcAgent::Impl::notify(int to, const char* what, Packed arguments) {
+void RpcAgent::Impl::notify(int to, const char* what, Packed arguments,
+                            std::function<void()> then) {
   std::string name = what;
   try {
     call(to, name, std::move(arguments), options.timeout,
-         [this, name, to](std::exception_ptr error, Packed*) {
-           if (!error) return;
-           try {
-             std::rethrow_exception(error);
-           } catch (const std::exception& e) {
-             C10D_LOG(Warning, "rpc worker '", self.name, "': ", name, " to ", describeWorker(to),
-                      " failed: ", e.what());
+         [this, name, to, then](std::exception_ptr error, Packed*) {
+           if (error) {
+             try {
+               std::rethrow_exception(error);
+             } catch (const std::exception& e) {
+               C10D_LOG(Warning, "rpc worker '", self.name, "': ", name, " to ", describeWorker(to),
+                        " failed: ", e.what());
+             }
            }
+           if (then) then();
          });
   } catch (const std::exception& e) {
     C10D_LOG(Warning, "rpc worker '", self.name, "': cannot send ", name, " to ",
              describeWorker(to), ": ", e.what());
+    if (then) then();
   }
 }
 
 // ---- Impl: messages ----
 
 bool RpcAgent::Impl::handleRRefMessage(int peer, Frame& frame) {
-  static const std::string kPrefix = "c10d.rref.";
-  if (frame.name.compare(0, kPrefix.size(), kPrefix) != 0) return false;
-  const std::string op = frame.name.substr(kPrefix.size());
+  constexpr std::string_view kPrefix = "c10d.rref.";
+  if (std::string_view(frame.name).substr(0, kPrefix.size()) != kPrefix) return false;
+  const std::string_view op = std::string_view(frame.name).substr(kPrefix.size());
   const uint64_t requestId = frame.id;
   std::vector<std::shared_ptr<RRefCore>> dropped;  // released after the lock, and after replying
   try {
@@ -263,23 +267,12 @@ bool RpcAgent::Impl::handleRRefMessage(int peer, Frame& frame) {
       runOnPool([this, peer, requestId, core, function = std::move(function),
                  innerArguments = std::move(innerArguments)]() mutable {
         try {
-          std::shared_ptr<RpcAgent> publicAgent = agent.lock();
-          C10D_CHECK(publicAgent != nullptr, RemoteError, describeWorker(self.id),
-                     " is shutting down");
-          Maker make = lookup(function).make;
-          C10D_CHECK(make != nullptr, RemoteError, "function '", function, "' on ",
+          std::shared_ptr<const Registered> registered = lookup(function);
+          C10D_CHECK(registered->make != nullptr, RemoteError, "function '", function, "' on ",
                      describeWorker(self.id),
                      " returns nothing, or was registered as a raw handler: remote() cannot "
                      "hold its result");
-          detail::RRefScope scope(*publicAgent, peer);
-          try {
-            core->value().setValue(make(innerArguments));
-          } catch (const RemoteError&) {
-            throw;
-          } catch (const std::exception& e) {
-            throw RemoteError("function '" + function + "' on " + describeWorker(self.id) +
-                              " failed: " + e.what());
-          }
+          core->value().setValue(makeValue(function, registered->make, innerArguments, peer));
         } catch (const std::exception& e) {
           core->value().setError(std::current_exception());
           sendError(peer, requestId, e.what());
@@ -296,11 +289,8 @@ bool RpcAgent::Impl::handleRRefMessage(int peer, Frame& frame) {
                  describeWorker(self.id), " (every reference to it was deleted)");
       core->value().addCallback([this, peer, requestId, core] {
         try {
-          std::shared_ptr<RpcAgent> publicAgent = agent.lock();
-          C10D_CHECK(publicAgent != nullptr, RemoteError, describeWorker(self.id),
-                     " is shutting down");
           std::shared_ptr<detail::Held> held = core->value().value();
-          detail::RRefScope scope(*publicAgent, peer);
+          detail::RRefScope scope(*front, peer);
           respond(peer, requestId, held->pack());
         } catch (const std::exception& e) {
           sendError(peer, requestId, e.what());
@@ -314,12 +304,7 @@ bool RpcAgent::Impl::handleRRefMessage(int peer, Frame& frame) {
       addFork(ownedCore(id, true), fork);
     } else if (op == "accept") {
       auto [fork] = unpack<std::tuple<GlobalId>>(arguments.bytes, arguments.tensors, what);
-      std::lock_guard<std::mutex> guard(rrefMutex);
-      auto it = pendingChildren.find(fork);
-      if (it != pendingChildren.end()) {
-        dropped.push_back(std::move(it->second));
-        pendingChildren.erase(it);
-      }
+      dropped.push_back(takePendingChild(fork));
     } else if (op == "delete") {
       auto [id, fork] =
           unpack<std::tuple<GlobalId, GlobalId>>(arguments.bytes, arguments.tensors, what);
@@ -364,11 +349,7 @@ void RpcAgent::Impl::settleRRefs(std::chrono::steady_clock::time_point deadline)
     }
     users.clear();
   }
-  for (auto& core : live) {
-    if (core->markDeleted()) {
-      notify(core->ownerId(), "c10d.rref.delete", pack(std::make_tuple(core->id(), core->fork())));
-    }
-  }
+  for (auto& core : live) sendDelete(*core);
 }
 
 // ---- RpcAgent ----
@@ -383,17 +364,15 @@ std::shared_ptr<RRefCore> RpcAgent::remoteRaw(const std::string& to, const std::
   if (owner == impl.self.id) {
     auto core = std::make_shared<RRefCore>(impl.agent, id, owner);
     Packed arguments = packFor(owner, packArguments);
-    Maker make = impl.lookup(function).make;
-    C10D_CHECK(make != nullptr, InvalidArgument, "rpc: remote '", function, "' on worker '", to,
+    std::shared_ptr<const Impl::Registered> registered = impl.lookup(function);
+    C10D_CHECK(registered->make != nullptr, InvalidArgument, "rpc: remote '", function,
+               "' on worker '", to,
                "': the function returns nothing, or was registered as a raw handler");
-    impl.runOnPool([this, core, function, make, arguments = std::move(arguments)]() mutable {
+    impl.runOnPool([&impl, core, function, registered, arguments = std::move(arguments)]() mutable {
       try {
-        detail::RRefScope scope(*this, impl_->self.id);
-        core->value().setValue(make(arguments));
-      } catch (const std::exception& e) {
-        core->value().setError(std::make_exception_ptr(
-            RemoteError("function '" + function + "' on " + describeWorker(impl_->self.id) +
-                        " failed: " + e.what())));
+        core->value().setValue(impl.makeValue(function, registered->make, arguments, impl.self.id));
+      } catch (...) {
+        core->value().setError(std::current_exception());
       }
     });
     return core;

@@ -104,10 +104,10 @@ void RpcAgent::Impl::addHandler(const std::string& name, Registered registered) 
   std::lock_guard<std::mutex> guard(registryMutex);
   C10D_CHECK(handlers.count(name) == 0, InvalidArgument, "rpc: function '", name,
              "' is already registered on worker '", self.name, "'");
-  handlers[name] = std::move(registered);
+  handlers[name] = std::make_shared<const Registered>(std::move(registered));
 }
 
-RpcAgent::Impl::Registered RpcAgent::Impl::lookup(const std::string& name) {
+std::shared_ptr<const RpcAgent::Impl::Registered> RpcAgent::Impl::lookup(const std::string& name) {
   std::lock_guard<std::mutex> guard(registryMutex);
   auto it = handlers.find(name);
   if (it != handlers.end()) return it->second;
@@ -120,17 +120,16 @@ RpcAgent::Impl::Registered RpcAgent::Impl::lookup(const std::string& name) {
                     "; registered: " + (registered.empty() ? "none" : registered));
 }
 
-Packed RpcAgent::Impl::invoke(const std::string& name, Packed& arguments) {
-  Handler handler = lookup(name).call;
-  try {
-    return handler(arguments);
-  } catch (const std::exception& e) {
-    throw RemoteError("function '" + name + "' on " + describeWorker(self.id) +
-                      " failed: " + e.what());
-  } catch (...) {
-    throw RemoteError("function '" + name + "' on " + describeWorker(self.id) +
-                      " failed with an exception that is not a std::exception");
-  }
+Packed RpcAgent::Impl::invoke(const std::string& name, Packed& arguments, int peer) {
+  std::shared_ptr<const Registered> registered = lookup(name);
+  detail::RRefScope scope(*front, peer);
+  return runRegistered(name, [&] { return registered->call(arguments); });
+}
+
+std::shared_ptr<detail::Held> RpcAgent::Impl::makeValue(const std::string& name, const Maker& make,
+                                                        Packed& arguments, int peer) {
+  detail::RRefScope scope(*front, peer);
+  return runRegistered(name, [&] { return make(arguments); });
 }
 
 void RpcAgent::Impl::sendError(int peer, uint64_t id, const std::string& message) {
@@ -165,12 +164,8 @@ void RpcAgent::Impl::respond(int peer, uint64_t id, Packed result) {
 void RpcAgent::Impl::serve(int peer, Frame request) {
   Packed result;
   try {
-    std::shared_ptr<RpcAgent> publicAgent = agent.lock();
-    C10D_CHECK(publicAgent != nullptr, RemoteError, describeWorker(self.id), " is shutting down");
-    // RRefs among the arguments came from peer; those in the result go to it.
-    detail::RRefScope scope(*publicAgent, peer);
     Packed arguments{std::move(request.payload), std::move(request.tensors)};
-    result = invoke(request.name, arguments);
+    result = invoke(request.name, arguments, peer);
   } catch (const std::exception& e) {
     sendError(peer, request.id, e.what());
     return;
@@ -229,11 +224,7 @@ void RpcAgent::Impl::call(int to, const std::string& function, Packed arguments,
         [this, function, arguments = std::move(arguments), reply = std::move(reply)]() mutable {
           Packed result;
           try {
-            std::shared_ptr<RpcAgent> publicAgent = agent.lock();
-            C10D_CHECK(publicAgent != nullptr, InvalidArgument, "rpc: worker '", self.name,
-                       "' was destroyed");
-            detail::RRefScope scope(*publicAgent, self.id);
-            result = invoke(function, arguments);
+            result = invoke(function, arguments, self.id);
           } catch (...) {
             reply(std::current_exception(), nullptr);
             return;
@@ -367,6 +358,7 @@ std::shared_ptr<RpcAgent> RpcAgent::create(std::shared_ptr<Store> store, std::st
   impl->deadlines = std::thread([raw] { raw->deadlineLoop(); });
   std::shared_ptr<RpcAgent> agent(new RpcAgent(impl));
   impl->agent = agent;
+  impl->front = agent.get();
   registerBuiltinFunctions(*agent);
 
   const auto deadline = std::chrono::steady_clock::now() + options.initTimeout;
