@@ -399,7 +399,9 @@ int run(const Options& options) {
   if (options.external()) {
     endpoint = {*options.host, static_cast<uint16_t>(options.port)};
   } else {
-    server = std::make_unique<c10d::TCPStoreServer>(c10d::TCPStoreServerOptions{"127.0.0.1", 0});
+    c10d::TCPStoreServerOptions serverOptions;
+    serverOptions.listenAddress = "127.0.0.1";
+    server = std::make_unique<c10d::TCPStoreServer>(serverOptions);
     endpoint = {"127.0.0.1", server->port()};
   }
 

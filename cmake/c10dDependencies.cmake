@@ -5,6 +5,8 @@ find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBUV REQUIRED IMPORTED_TARGET libuv>=1.40)
 find_package(dlpack REQUIRED)
+# libcrypto for the HMAC of C10D_AUTH_TOKEN authentication (apt-get install libssl-dev).
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
 set(C10D_CUDA_ROOT "/usr/local/cuda" CACHE PATH "CUDA Toolkit (and NCCL) location")
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "c10d/Auth.hpp"
 #include "c10d/Logging.hpp"
 #include "c10d/rpc/AgentImpl.hpp"
 #include "c10d/store/LocalAddress.hpp"
@@ -352,7 +353,8 @@ std::shared_ptr<RpcAgent> RpcAgent::create(std::shared_ptr<Store> store, std::st
   impl->worldSize = worldSize;
   Impl* raw = impl.get();
   impl->transport = std::make_unique<Transport>(
-      rank, [raw](int peer, Frame frame) { raw->onFrame(peer, std::move(frame)); },
+      rank, auth::resolveToken(options.authToken),
+      [raw](int peer, Frame frame) { raw->onFrame(peer, std::move(frame)); },
       [raw](int peer, const std::string& why) { raw->onPeerLost(peer, why); });
   for (int i = 0; i < options.threads; ++i) impl->pool.emplace_back([raw] { raw->poolLoop(); });
   impl->deadlines = std::thread([raw] { raw->deadlineLoop(); });

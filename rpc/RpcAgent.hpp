@@ -55,6 +55,9 @@ struct RpcOptions {
   // the address of C10D_SOCKET_IFNAME when set, else the local address that routes to the
   // TCPStore's host, else 127.0.0.1 (as the Gloo backend chooses).
   std::string host;
+  // Shared secret every connection between workers must prove before any call is read (see
+  // c10d/Auth.hpp). Unset: C10D_AUTH_TOKEN or C10D_AUTH_TOKEN_FILE, or no authentication.
+  std::optional<std::string> authToken;
 };
 
 class RpcAgent;

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "c10d/Auth.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/Logging.hpp"
 
@@ -48,13 +49,42 @@ std::pair<std::string, std::string> splitAddress(const std::string& address) {
   return {host, address.substr(colon + 1)};
 }
 
+constexpr char kConnectorRole[] = "c10d rpc connector";
+constexpr char kAcceptorRole[] = "c10d rpc acceptor";
+
+// The other side broke the introduction (wrong token, none, or one where none was expected):
+// the connection is dropped and connect() fails at once instead of retrying.
+class Refused : public InvalidArgument {
+ public:
+  using InvalidArgument::InvalidArgument;
+};
+
+struct ConnectResult {
+  int rc = 0;           // a libuv error: retried until the deadline
+  std::string refused;  // not empty: authentication failed, not retried
+};
+
+std::string_view bytesOf(const auth::Nonce& nonce) {
+  return {reinterpret_cast<const char*>(nonce.data()), nonce.size()};
+}
+
 }  // namespace
 
 struct Transport::Impl {
   struct Connection {
+    // The introduction, in Hello frames. Connector: Hello(its nonce) ->; acceptor: <- Hello(its
+    // nonce, its proof); connector: Hello(its proof) ->. Without a token both nonces are empty
+    // and the acceptor's reply only confirms. Requests flow once a side reaches Open.
+    enum class Stage { AwaitHello, AwaitProof, AwaitReply, Open };
+
     uv_tcp_t handle;  // first: libuv hands the handle back
     Impl* impl = nullptr;
     int peer = -1;
+    Stage stage = Stage::AwaitHello;
+    int claimed = -1;  // acceptor: the worker id the Hello named, before it is trusted
+    auth::Nonce ourNonce{};
+    auth::Nonce theirNonce{};
+    std::shared_ptr<std::promise<ConnectResult>> pendingConnect;  // connector until Open
     FrameReader reader;
     std::vector<char> staging = std::vector<char>(kDirectReadBytes);
     bool stagingInUse = false;
@@ -80,6 +110,7 @@ struct Transport::Impl {
   };
 
   int self;
+  std::optional<std::string> token;
   OnFrame onFrame;
   OnPeerLost onPeerLost;
 
@@ -168,6 +199,14 @@ struct Transport::Impl {
       if (c->closing) return;
       c->closing = true;
     }
+    if (auto pending = std::exchange(c->pendingConnect, nullptr)) {
+      pending->set_value(ConnectResult{UV_ECONNRESET, {}});
+    }
+    if (c->stage == Connection::Stage::AwaitProof) {
+      C10D_LOG(Warning, "rpc worker ", self, ": refused a connection claiming to be worker ",
+               c->claimed, ": it left without authenticating (", why,
+               "); does it have C10D_AUTH_TOKEN set?");
+    }
     int peer = c->peer;
     bool report = false;
     if (peer >= 0) {
@@ -227,6 +266,9 @@ struct Transport::Impl {
               left -= n;
               if (auto frame = c->reader.filled(n)) c->impl->deliver(c, std::move(*frame));
             }
+          } catch (const Refused& e) {
+            C10D_LOG(Warning, "rpc worker ", c->impl->self, ": ", e.what());
+            c->impl->refuse(c, e.what());
           } catch (const std::exception& e) {
             C10D_LOG(Warning, "rpc worker ", c->impl->self, ": dropping the connection from ",
                      c->peer >= 0 ? "worker " + std::to_string(c->peer) : std::string("a peer"),
@@ -237,19 +279,123 @@ struct Transport::Impl {
   }
 
   void deliver(Connection* c, Frame frame) {
-    if (c->peer < 0) {
-      C10D_CHECK(frame.kind == FrameKind::Hello && frame.id < (uint64_t{1} << 31), InvalidArgument,
-                 "rpc: the first frame of a connection must be a Hello");
-      {
-        std::lock_guard<std::mutex> guard(mutex);
-        C10D_CHECK(
-            peers.count(static_cast<int>(frame.id)) == 0 && frame.id != static_cast<uint64_t>(self),
-            InvalidArgument, "rpc: a second connection claims to be worker ", frame.id);
-      }
-      registerPeer(c, static_cast<int>(frame.id));
+    if (c->stage == Connection::Stage::Open) {
+      onFrame(c->peer, std::move(frame));
       return;
     }
-    onFrame(c->peer, std::move(frame));
+    C10D_CHECK(frame.kind == FrameKind::Hello, InvalidArgument, "rpc: a frame of kind ",
+               int(frame.kind), " arrived before the connection's Hello");
+    switch (c->stage) {
+      case Connection::Stage::AwaitHello:
+        acceptHello(c, frame);
+        break;
+      case Connection::Stage::AwaitProof:
+        acceptProof(c, frame);
+        break;
+      case Connection::Stage::AwaitReply:
+        acceptReply(c, frame);
+        break;
+      case Connection::Stage::Open:
+        break;
+    }
+  }
+
+  // Acceptor: a connector introduces itself, with its nonce when it has a token.
+  void acceptHello(Connection* c, const Frame& hello) {
+    C10D_CHECK(hello.id < (uint64_t{1} << 31) && hello.id != static_cast<uint64_t>(self),
+               InvalidArgument, "rpc: a Hello names worker ", hello.id);
+    c->claimed = static_cast<int>(hello.id);
+    {
+      std::lock_guard<std::mutex> guard(mutex);
+      C10D_CHECK(peers.count(c->claimed) == 0, InvalidArgument,
+                 "rpc: a second connection claims to be worker ", c->claimed);
+    }
+    Frame reply;
+    reply.kind = FrameKind::Hello;
+    reply.id = static_cast<uint64_t>(self);
+    if (token) {
+      // Answered even without the connector's nonce, so that it learns a token is needed.
+      if (hello.payload.size() == auth::kNonceBytes) {
+        std::memcpy(c->theirNonce.data(), hello.payload.data(), auth::kNonceBytes);
+      }
+      c->ourNonce = auth::randomNonce();
+      auth::Proof proof = auth::prove(*token, kAcceptorRole, c->theirNonce, c->ourNonce);
+      reply.payload.append(bytesOf(c->ourNonce));
+      reply.payload.append(reinterpret_cast<const char*>(proof.data()), proof.size());
+      c->stage = Connection::Stage::AwaitProof;
+    }
+    sendOnLoop(c, reply);
+    if (!token) open(c, c->claimed);
+  }
+
+  // Acceptor: the connector's proof that it holds the token.
+  void acceptProof(Connection* c, const Frame& hello) {
+    auth::Proof expected = auth::prove(*token, kConnectorRole, c->ourNonce, c->theirNonce);
+    if (hello.payload.size() != auth::kProofBytes ||
+        !auth::matches(expected, reinterpret_cast<const uint8_t*>(hello.payload.data()))) {
+      c->stage = Connection::Stage::AwaitHello;  // refused: no second log line when it closes
+      C10D_THROW(Refused, "refused a connection claiming to be worker ", c->claimed,
+                 ": wrong authentication token; none of its frames were read");
+    }
+    open(c, c->claimed);
+  }
+
+  // Connector: the acceptor's reply, with its nonce and proof when it has a token.
+  void acceptReply(Connection* c, const Frame& hello) {
+    C10D_CHECK(hello.id == static_cast<uint64_t>(c->peer), Refused, "worker ", c->peer,
+               "'s address answered as worker ", hello.id);
+    const bool challenged = !hello.payload.empty();
+    if (challenged && !token) {
+      C10D_THROW(Refused, "worker ", c->peer, " requires authentication: set C10D_AUTH_TOKEN (or ",
+                 "C10D_AUTH_TOKEN_FILE) to the job's token");
+    }
+    if (!challenged && token) {
+      C10D_THROW(Refused, "worker ", c->peer, " does not authenticate but this worker has ",
+                 "C10D_AUTH_TOKEN set; refusing to talk to it. Give every worker the same token");
+    }
+    if (token) {
+      C10D_CHECK(hello.payload.size() == auth::kNonceBytes + auth::kProofBytes, Refused, "worker ",
+                 c->peer, " sent a malformed authentication challenge");
+      std::memcpy(c->theirNonce.data(), hello.payload.data(), auth::kNonceBytes);
+      // Ours goes first, so that a wrong token is refused and logged on both sides.
+      Frame proof;
+      proof.kind = FrameKind::Hello;
+      proof.id = static_cast<uint64_t>(self);
+      auth::Proof mine = auth::prove(*token, kConnectorRole, c->theirNonce, c->ourNonce);
+      proof.payload.assign(reinterpret_cast<const char*>(mine.data()), mine.size());
+      sendOnLoop(c, proof);
+      auth::Proof expected = auth::prove(*token, kAcceptorRole, c->ourNonce, c->theirNonce);
+      C10D_CHECK(auth::matches(expected, reinterpret_cast<const uint8_t*>(hello.payload.data() +
+                                                                          auth::kNonceBytes)),
+                 Refused, "worker ", c->peer,
+                 " proved a different authentication token (C10D_AUTH_TOKEN differs)");
+    }
+    open(c, c->peer);
+    if (auto pending = std::exchange(c->pendingConnect, nullptr)) {
+      pending->set_value(ConnectResult{});
+    }
+  }
+
+  void open(Connection* c, int peer) {
+    c->stage = Connection::Stage::Open;
+    registerPeer(c, peer);
+  }
+
+  // Drops a connection whose introduction failed; a connector waiting on it fails at once.
+  void refuse(Connection* c, const std::string& why) {
+    if (auto pending = std::exchange(c->pendingConnect, nullptr)) {
+      pending->set_value(ConnectResult{0, why});
+    }
+    drop(c, why);
+  }
+
+  // On the loop thread: a frame of the introduction, queued before anything a sender writes.
+  void sendOnLoop(Connection* c, const Frame& frame) {
+    {
+      std::lock_guard<std::mutex> guard(c->writeMutex);
+      ++c->queuedWrites;
+    }
+    write(c, encodeHead(frame), {}, 0);
   }
 
   // On the loop thread: writes what is left of a frame (skip bytes went out already). Whoever
@@ -305,10 +451,12 @@ struct Transport::Impl {
   }
 };
 
-Transport::Transport(int self, OnFrame onFrame, OnPeerLost onPeerLost)
+Transport::Transport(int self, std::optional<std::string> token, OnFrame onFrame,
+                     OnPeerLost onPeerLost)
     : impl_(std::make_shared<Impl>()) {
   Impl& impl = *impl_;
   impl.self = self;
+  impl.token = std::move(token);
   impl.onFrame = std::move(onFrame);
   impl.onPeerLost = std::move(onPeerLost);
   C10D_CHECK(uv_loop_init(&impl.loop) == 0, BackendError, "rpc: uv_loop_init failed");
@@ -384,14 +532,14 @@ void Transport::connect(int peer, const std::string& address,
       sockaddr_storage target{};
       std::memcpy(&target, found->ai_addr, found->ai_addrlen);
       freeaddrinfo(found);
-      auto result = std::make_shared<std::promise<int>>();
-      std::future<int> done = result->get_future();
+      auto result = std::make_shared<std::promise<ConnectResult>>();
+      std::future<ConnectResult> done = result->get_future();
       impl_->post([impl = impl_.get(), target, result, peer] {
         Impl::Connection* c = impl->newConnection();
         struct Connect {
           uv_connect_t request;
           Impl::Connection* connection;
-          std::shared_ptr<std::promise<int>> result;
+          std::shared_ptr<std::promise<ConnectResult>> result;
           int peer;
         };
         auto* request = new Connect{{}, c, result, peer};
@@ -401,31 +549,36 @@ void Transport::connect(int peer, const std::string& address,
                                   auto* request = reinterpret_cast<Connect*>(r);
                                   Impl::Connection* c = request->connection;
                                   if (status == 0) {
-                                    // Hello goes first: counted before the peer is visible,
-                                    // so every sender queues behind it.
+                                    // Answered by the acceptor's Hello (acceptReply), or failed by
+                                    // drop().
+                                    c->peer = request->peer;
+                                    c->stage = Impl::Connection::Stage::AwaitReply;
+                                    c->pendingConnect = request->result;
                                     Frame hello;
                                     hello.kind = FrameKind::Hello;
                                     hello.id = static_cast<uint64_t>(c->impl->self);
-                                    {
-                                      std::lock_guard<std::mutex> guard(c->writeMutex);
-                                      ++c->queuedWrites;
+                                    if (c->impl->token) {
+                                      c->ourNonce = auth::randomNonce();
+                                      hello.payload.assign(bytesOf(c->ourNonce));
                                     }
-                                    c->impl->write(c, encodeHead(hello), {}, 0);
-                                    c->impl->registerPeer(c, request->peer);
+                                    c->impl->sendOnLoop(c, hello);
                                     c->impl->startReading(c);
                                   } else {
                                     c->impl->drop(c, "connect failed");
+                                    request->result->set_value(ConnectResult{status, {}});
                                   }
-                                  request->result->set_value(status);
                                   delete request;
                                 });
         if (rc != 0) {
           impl->drop(c, "connect failed");
-          result->set_value(rc);
+          result->set_value(ConnectResult{rc, {}});
           delete request;
         }
       });
-      rc = done.get();
+      ConnectResult outcome = done.get();
+      C10D_CHECK(outcome.refused.empty(), InvalidArgument, "rpc worker ", impl_->self,
+                 ": connecting to worker ", peer, " at ", address, ": ", outcome.refused);
+      rc = outcome.rc;
       if (rc == 0) return;
       lastError = uvError(rc);
     } else {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "c10d/rpc/Wire.hpp"
@@ -23,14 +24,18 @@ class Transport {
   // A connection to peer is gone (closed, reset, or it sent a malformed frame).
   using OnPeerLost = std::function<void(int peer, const std::string& why)>;
 
-  Transport(int self, OnFrame onFrame, OnPeerLost onPeerLost);
+  // With a token, every connection must pass the challenge-response of c10d/Auth.hpp (see
+  // Impl::Connection::Stage) before a frame of it is delivered.
+  Transport(int self, std::optional<std::string> token, OnFrame onFrame, OnPeerLost onPeerLost);
   ~Transport();
   Transport(const Transport&) = delete;
   Transport& operator=(const Transport&) = delete;
 
   // Starts listening on host (port chosen by the system); returns "host:port".
   std::string listen(const std::string& host);
-  // Connects to peer at address and sends Hello; retries until deadline. Blocks.
+  // Connects to peer at address and introduces this worker (authenticating with the token);
+  // retries until deadline. Blocks until the peer has answered. Throws TimeoutError, or
+  // InvalidArgument at once when authentication fails either way.
   void connect(int peer, const std::string& address,
                std::chrono::steady_clock::time_point deadline);
   // Blocks until a connection to each peer in [0, worldSize) other than self is up (made or

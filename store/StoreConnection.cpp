@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "c10d/Auth.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/Logging.hpp"
 
@@ -37,8 +38,12 @@ int remainingMs(Clock::time_point deadline) {
 }  // namespace
 
 StoreConnection::StoreConnection(const std::string& host, uint16_t port,
-                                 std::chrono::milliseconds timeout)
-    : host_(host), port_(port), address_(host + ":" + std::to_string(port)) {
+                                 std::chrono::milliseconds timeout,
+                                 std::optional<std::string> token)
+    : host_(host),
+      port_(port),
+      address_(host + ":" + std::to_string(port)),
+      token_(std::move(token)) {
   auto deadline = Clock::now() + timeout;
   std::mt19937_64 random(std::random_device{}());
   std::chrono::milliseconds backoff(10);
@@ -60,7 +65,15 @@ StoreConnection::StoreConnection(const std::string& host, uint16_t port,
     std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
     backoff = std::min(backoff * 2, maxBackoff);
   }
-  handshake(deadline);
+  try {
+    handshake(deadline);
+  } catch (...) {
+    // No destructor runs for an object whose constructor throws: close the socket here, so the
+    // server sees the refusal end now rather than when this process exits.
+    ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
 }
 
 StoreConnection::~StoreConnection() {
@@ -130,10 +143,46 @@ void StoreConnection::handshake(Clock::time_point deadline) {
   uint16_t serverVersion, status;
   std::memcpy(&serverVersion, reply + 4, 2);
   std::memcpy(&status, reply + 6, 2);
+  if (status == static_cast<uint16_t>(protocol::HandshakeStatus::AuthChallenge)) {
+    authenticate(deadline);
+    return;
+  }
   if (status != static_cast<uint16_t>(protocol::HandshakeStatus::Ok)) {
     fail(concat("the server speaks store protocol version ", serverVersion,
                 " and this client version ", protocol::kVersion,
                 "; run the same c10d version on every rank"));
+  }
+  if (token_) {
+    fail(
+        "this client has an authentication token (C10D_AUTH_TOKEN) but the server does not ask "
+        "for one; refusing to talk to a server that does not authenticate. Start the server "
+        "with the same token");
+  }
+}
+
+void StoreConnection::authenticate(Clock::time_point deadline) {
+  auth::Nonce challenge;
+  std::memcpy(challenge.data(), receive(auth::kNonceBytes, deadline), challenge.size());
+  if (!token_) {
+    fail(
+        "the server requires authentication: set C10D_AUTH_TOKEN (or C10D_AUTH_TOKEN_FILE) to "
+        "the job's token");
+  }
+  auth::Nonce ours = auth::randomNonce();
+  auth::Proof proof = auth::prove(*token_, protocol::kClientProofRole, challenge, ours);
+  std::vector<uint8_t> message(ours.begin(), ours.end());
+  message.insert(message.end(), proof.begin(), proof.end());
+  sendAll(message.data(), message.size(), deadline);
+  const uint8_t* answer;
+  try {
+    answer = receive(auth::kProofBytes, deadline);
+  } catch (const StoreError&) {
+    fail(
+        "the server refused this client's authentication token (C10D_AUTH_TOKEN differs from "
+        "the server's)");
+  }
+  if (!auth::matches(auth::prove(*token_, protocol::kServerProofRole, ours, challenge), answer)) {
+    fail("the server's authentication proof is wrong: it does not hold this job's token");
   }
 }
 

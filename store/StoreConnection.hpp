@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,10 @@ class StoreConnection {
 
   // Connects and handshakes, retrying refused/unreachable connects with exponential backoff and
   // jitter until timeout. Throws TimeoutError with the last error, or StoreError when the peer
-  // answers with another protocol or version.
-  StoreConnection(const std::string& host, uint16_t port, std::chrono::milliseconds timeout);
+  // answers with another protocol or version, or authentication fails: the server refused
+  // token, asked for one this client does not have, or (token set) did not ask for one.
+  StoreConnection(const std::string& host, uint16_t port, std::chrono::milliseconds timeout,
+                  std::optional<std::string> token = std::nullopt);
   ~StoreConnection();
   StoreConnection(const StoreConnection&) = delete;
   StoreConnection& operator=(const StoreConnection&) = delete;
@@ -34,6 +37,7 @@ class StoreConnection {
  private:
   bool tryConnectOnce(Clock::time_point deadline, std::string& error);
   void handshake(Clock::time_point deadline);
+  void authenticate(Clock::time_point deadline);
   void sendAll(const uint8_t* data, size_t size, Clock::time_point deadline);
   // Reads at least `size` buffered bytes; returns a pointer to them and consumes them.
   const uint8_t* receive(size_t size, Clock::time_point deadline);
@@ -43,6 +47,7 @@ class StoreConnection {
   std::string host_;
   uint16_t port_;
   std::string address_;  // "host:port" for messages
+  std::optional<std::string> token_;
   int fd_ = -1;
   bool broken_ = false;
   std::string brokenReason_;

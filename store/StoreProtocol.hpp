@@ -15,10 +15,15 @@
 namespace c10d::protocol {
 
 // Handshake, 8 bytes each way. Client: magic, version, 0. Server: magic, its version, status.
+// A server with an authentication token answers AuthChallenge followed by its nonce; the client
+// sends its nonce and its proof, and the server, once the proof matches, its own proof. Only
+// then are requests read. A wrong proof closes the connection. See c10d/Auth.hpp.
 inline constexpr uint8_t kMagic[4] = {'C', '1', '0', 'D'};
 inline constexpr uint16_t kVersion = 1;
 inline constexpr size_t kHandshakeBytes = 8;
-enum class HandshakeStatus : uint16_t { Ok = 0, VersionMismatch = 1 };
+enum class HandshakeStatus : uint16_t { Ok = 0, VersionMismatch = 1, AuthChallenge = 2 };
+inline constexpr char kClientProofRole[] = "c10d store client";
+inline constexpr char kServerProofRole[] = "c10d store server";
 
 // Every later message is a frame: u32 little-endian body length, then the body. A request body
 // starts with an Op byte, a response body with a Status byte.

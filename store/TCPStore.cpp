@@ -1,5 +1,6 @@
 #include "c10d/store/TCPStore.hpp"
 
+#include "c10d/Auth.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/Logging.hpp"
 #include "c10d/store/StoreConnection.hpp"
@@ -72,10 +73,12 @@ FrameReader exchange(detail::StoreConnection& connection, FrameWriter& writer, O
 TCPStore::TCPStore(std::string host, uint16_t port, TCPStoreOptions options)
     : Store(options.timeout), host_(std::move(host)), port_(port) {
   if (options.isServer) {
-    server_ = std::make_unique<TCPStoreServer>(TCPStoreServerOptions{options.listenAddress, port});
+    server_ = std::make_unique<TCPStoreServer>(
+        TCPStoreServerOptions{options.listenAddress, port, options.authToken});
     port_ = server_->port();
   }
-  connection_ = std::make_unique<detail::StoreConnection>(host_, port_, options.timeout);
+  connection_ = std::make_unique<detail::StoreConnection>(host_, port_, options.timeout,
+                                                          auth::resolveToken(options.authToken));
   if (options.numWorkers.has_value()) waitForWorkers(*options.numWorkers);
 }
 

@@ -28,6 +28,10 @@ struct TCPStoreOptions {
   // Server only: the address to listen on. Empty: every interface (IPv6 and IPv4), so ranks on
   // other hosts can connect; "127.0.0.1" keeps the store private to this host.
   std::string listenAddress;
+  // Shared secret for the connection's challenge-response (see c10d/Auth.hpp), for the client
+  // and the server this object hosts. Unset: C10D_AUTH_TOKEN or C10D_AUTH_TOKEN_FILE, or none.
+  // A client with a token refuses a server without one, and the reverse.
+  std::optional<std::string> authToken;
 };
 
 // A client of a TCP key-value server (TCPStoreServer), optionally hosting the server itself.
@@ -80,6 +84,10 @@ class TCPStore : public Store {
 struct TCPStoreServerOptions {
   std::string listenAddress;  // empty: all interfaces, dual-stack IPv6 when available
   uint16_t port = 0;          // 0: any free port; see TCPStoreServer::port()
+  // With a token, a client must prove it holds the same one before any request is read; a
+  // wrong or missing proof closes its connection and logs a warning. Unset: C10D_AUTH_TOKEN or
+  // C10D_AUTH_TOKEN_FILE, or no authentication.
+  std::optional<std::string> authToken;
 };
 
 // The store's server: one libuv event loop on its own thread holds all keys and serves every

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "c10d/Auth.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/Logging.hpp"
 #include "c10d/store/StoreProtocol.hpp"
@@ -67,6 +68,8 @@ class TCPStoreServer::Impl {
     size_t begin = 0;  // first unconsumed byte of input
     size_t end = 0;    // one past the last received byte
     bool handshaken = false;
+    bool authenticated = false;  // true from the start on a server without a token
+    auth::Nonce challenge{};     // the nonce this server sent it
     bool closing = false;
     Waiter* parked = nullptr;  // at most one request in progress per connection
   };
@@ -90,6 +93,9 @@ class TCPStoreServer::Impl {
   void onNewConnection();
   void onRead(Connection* connection, ssize_t nread);
   void processInput(Connection* connection);
+  // Reads the client's handshake (and, with a token, its proof); false: wait for more bytes.
+  bool handshake(Connection* connection, const uint8_t* data, size_t available);
+  bool checkProof(Connection* connection, const uint8_t* data, size_t available);
   void handleFrame(Connection* connection, const uint8_t* body, size_t size);
   void drop(Connection* connection, const std::string& why);
   void close(Connection* connection);
@@ -117,6 +123,7 @@ class TCPStoreServer::Impl {
   std::thread thread_;
   uint16_t port_ = 0;
   bool stopped_ = false;
+  std::optional<std::string> token_;
 
   std::unordered_map<std::string, Store::Bytes> data_;
   std::unordered_map<std::string, std::vector<Waiter*>> waiting_;
@@ -125,7 +132,8 @@ class TCPStoreServer::Impl {
   std::vector<Connection*> resume_;
 };
 
-TCPStoreServer::Impl::Impl(const TCPStoreServerOptions& options) {
+TCPStoreServer::Impl::Impl(const TCPStoreServerOptions& options)
+    : token_(auth::resolveToken(options.authToken)) {
   int rc = uv_loop_init(&loop_);
   C10D_CHECK(rc == 0, StoreError, "TCPStore server: uv_loop_init failed: ", uvError(rc));
   uv_tcp_init(&loop_, &listener_);
@@ -286,6 +294,10 @@ void TCPStoreServer::Impl::onRead(Connection* connection, ssize_t nread) {
       C10D_LOG(Debug, "TCPStore server: client ", connection->peer, " read error ",
                uvError(static_cast<int>(nread)));
     }
+    if (connection->handshaken && !connection->authenticated) {
+      C10D_LOG(Warning, "TCPStore server: refused client ", connection->peer,
+               ": it left without authenticating (does it have C10D_AUTH_TOKEN set?)");
+    }
     close(connection);
     return;
   }
@@ -309,35 +321,11 @@ void TCPStoreServer::Impl::processInput(Connection* connection) {
       size_t available = connection->end - connection->begin;
       const uint8_t* data = connection->input.data() + connection->begin;
       if (!connection->handshaken) {
-        if (available < protocol::kHandshakeBytes) {
-          if (std::memcmp(data, protocol::kMagic, std::min<size_t>(available, 4)) != 0) {
-            C10D_THROW(protocol::ProtocolError, "bad handshake magic");
-          }
-          return;
-        }
-        if (std::memcmp(data, protocol::kMagic, 4) != 0) {
-          C10D_THROW(protocol::ProtocolError, "bad handshake magic");
-        }
-        uint16_t version;
-        std::memcpy(&version, data + 4, sizeof(version));
-        std::vector<uint8_t> reply(protocol::kMagic, protocol::kMagic + 4);
-        uint16_t ours = protocol::kVersion;
-        uint16_t status =
-            static_cast<uint16_t>(version == ours ? protocol::HandshakeStatus::Ok
-                                                  : protocol::HandshakeStatus::VersionMismatch);
-        reply.resize(protocol::kHandshakeBytes);
-        std::memcpy(reply.data() + 4, &ours, 2);
-        std::memcpy(reply.data() + 6, &status, 2);
-        connection->begin += protocol::kHandshakeBytes;
-        send(connection, reply);
-        if (version != ours) {
-          C10D_LOG(Warning, "TCPStore server: client ", connection->peer,
-                   " speaks protocol version ", version, ", this server ", ours,
-                   "; closing its connection");
-          close(connection);
-          return;
-        }
-        connection->handshaken = true;
+        if (!handshake(connection, data, available)) return;
+        continue;
+      }
+      if (!connection->authenticated) {
+        if (!checkProof(connection, data, available)) return;
         continue;
       }
       if (available < protocol::kFrameHeaderBytes) return;
@@ -363,6 +351,66 @@ void TCPStoreServer::Impl::processInput(Connection* connection) {
   } catch (const protocol::ProtocolError& e) {
     drop(connection, e.what());
   }
+}
+
+bool TCPStoreServer::Impl::handshake(Connection* connection, const uint8_t* data,
+                                     size_t available) {
+  if (std::memcmp(data, protocol::kMagic, std::min<size_t>(available, 4)) != 0) {
+    C10D_THROW(protocol::ProtocolError, "bad handshake magic");
+  }
+  if (available < protocol::kHandshakeBytes) return false;
+  uint16_t version;
+  std::memcpy(&version, data + 4, sizeof(version));
+  connection->begin += protocol::kHandshakeBytes;
+  auto status = protocol::HandshakeStatus::Ok;
+  if (version != protocol::kVersion) {
+    status = protocol::HandshakeStatus::VersionMismatch;
+  } else if (token_) {
+    status = protocol::HandshakeStatus::AuthChallenge;
+  }
+  std::vector<uint8_t> reply(protocol::kMagic, protocol::kMagic + 4);
+  reply.resize(protocol::kHandshakeBytes);
+  uint16_t ours = protocol::kVersion;
+  auto rawStatus = static_cast<uint16_t>(status);
+  std::memcpy(reply.data() + 4, &ours, 2);
+  std::memcpy(reply.data() + 6, &rawStatus, 2);
+  if (status == protocol::HandshakeStatus::AuthChallenge) {
+    connection->challenge = auth::randomNonce();
+    reply.insert(reply.end(), connection->challenge.begin(), connection->challenge.end());
+  }
+  send(connection, reply);
+  if (status == protocol::HandshakeStatus::VersionMismatch) {
+    C10D_LOG(Warning, "TCPStore server: client ", connection->peer, " speaks protocol version ",
+             version, ", this server ", ours, "; closing its connection");
+    close(connection);
+    return false;
+  }
+  connection->handshaken = true;
+  connection->authenticated = !token_;
+  return true;
+}
+
+bool TCPStoreServer::Impl::checkProof(Connection* connection, const uint8_t* data,
+                                      size_t available) {
+  // The client's nonce, then its proof over our challenge and its nonce.
+  if (available < auth::kNonceBytes + auth::kProofBytes) return false;
+  auth::Nonce clientNonce;
+  std::memcpy(clientNonce.data(), data, clientNonce.size());
+  auth::Proof expected =
+      auth::prove(*token_, protocol::kClientProofRole, connection->challenge, clientNonce);
+  connection->begin += auth::kNonceBytes + auth::kProofBytes;
+  if (!auth::matches(expected, data + auth::kNonceBytes)) {
+    dropped.fetch_add(1, std::memory_order_relaxed);
+    C10D_LOG(Warning, "TCPStore server: refused client ", connection->peer,
+             ": wrong authentication token; no key was read or written");
+    close(connection);
+    return false;
+  }
+  auth::Proof ours =
+      auth::prove(*token_, protocol::kServerProofRole, clientNonce, connection->challenge);
+  send(connection, std::vector<uint8_t>(ours.begin(), ours.end()));
+  connection->authenticated = true;
+  return true;
 }
 
 std::vector<uint8_t>& TCPStoreServer::Impl::beginResponse(FrameWriter& writer, Status status) {

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -298,6 +299,79 @@ TEST(RpcTest, GarbageOnTheListeningPortDropsOnlyThatConnection) {
   ::close(fd);
   EXPECT_EQ(agents[0]->rpcSync<std::string>("b", "ping"), "pong");
   shutdownAll(agents);
+}
+
+// Creates workers "a" (rank 0, connects) and "b" (rank 1, accepts) with their own tokens;
+// returns each one's error, or "" for a worker that came up.
+std::array<std::string, 2> createWithTokens(std::optional<std::string> tokenA,
+                                            std::optional<std::string> tokenB) {
+  auto store = std::make_shared<HashStore>();
+  std::array<std::optional<std::string>, 2> tokens{tokenA, tokenB};
+  std::array<std::string, 2> errors;
+  std::array<std::shared_ptr<RpcAgent>, 2> agents;
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      RpcOptions options;
+      options.initTimeout = 2s;
+      options.authToken = tokens[rank];
+      try {
+        agents[rank] = RpcAgent::create(store, rank == 0 ? "a" : "b", rank, 2, options);
+      } catch (const std::exception& e) {
+        errors[rank] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (agents[0] && agents[1]) {
+    agents[1]->registerFunction("ping", [] { return std::string("pong"); });
+    if (agents[0]->rpcSync<std::string>("b", "ping") != "pong") errors[0] = "wrong answer";
+  }
+  for (auto& agent : agents) {
+    if (agent) agent->shutdown(false);
+  }
+  return errors;
+}
+
+TEST(RpcAuthTest, WorkersWithTheSameTokenConnect) {
+  ::unsetenv("C10D_AUTH_TOKEN");
+  auto errors = createWithTokens("shared", "shared");
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  RpcOptions options;
+  options.authToken = "shared";
+  auto agents = startWorkers(3, options);
+  agents[2]->registerFunction("add", [](int x, int y) { return x + y; });
+  EXPECT_EQ(agents[0]->rpcSync<int>("worker2", "add", 2, 3), 5);
+  EXPECT_EQ(agents[1]->rpcSync<int>("worker2", "add", 4, 3), 7);
+  shutdownAll(agents);
+}
+
+TEST(RpcAuthTest, AWrongTokenIsRefusedAndLoggedOnBothSides) {
+  ::unsetenv("C10D_AUTH_TOKEN");
+  ::testing::internal::CaptureStderr();
+  auto errors = createWithTokens("mine", "theirs");
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(errors[0].find("proved a different authentication token"), std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("no connection from worker(s) 0"), std::string::npos) << errors[1];
+  EXPECT_NE(log.find("refused a connection claiming to be worker 0: wrong authentication token"),
+            std::string::npos)
+      << log;
+}
+
+TEST(RpcAuthTest, AMissingTokenIsRefusedEitherWay) {
+  ::unsetenv("C10D_AUTH_TOKEN");
+  ::testing::internal::CaptureStderr();
+  auto errors = createWithTokens(std::nullopt, "theirs");
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(errors[0].find("worker 1 requires authentication: set C10D_AUTH_TOKEN"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(log.find("left without authenticating"), std::string::npos) << log;
+
+  errors = createWithTokens("mine", std::nullopt);
+  EXPECT_NE(errors[0].find("worker 1 does not authenticate"), std::string::npos) << errors[0];
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "MultiProcess.hpp"
+#include "c10d/Auth.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/store/StoreProtocol.hpp"
 #include "c10d/store/TCPStore.hpp"
@@ -419,6 +420,132 @@ TEST(TCPStoreLifecycleTest, DefaultListenAddressAcceptsIPv4Clients) {
   TCPStore client("127.0.0.1", server.port(), TCPStoreOptions{.timeout = 5s});
   client.setString("k", "v");
   EXPECT_EQ(client.getString("k"), "v");
+}
+
+// ---- authentication ----
+
+// Unsets the token variables for one test, so that only the options decide.
+class NoTokenInEnvironment {
+ public:
+  NoTokenInEnvironment() {
+    ::unsetenv("C10D_AUTH_TOKEN");
+    ::unsetenv("C10D_AUTH_TOKEN_FILE");
+  }
+  ~NoTokenInEnvironment() {
+    ::unsetenv("C10D_AUTH_TOKEN");
+    ::unsetenv("C10D_AUTH_TOKEN_FILE");
+  }
+};
+
+TCPStoreServerOptions serverWithToken(std::optional<std::string> token) {
+  TCPStoreServerOptions options;
+  options.listenAddress = "127.0.0.1";
+  options.authToken = std::move(token);
+  return options;
+}
+
+TCPStoreOptions clientWithToken(std::optional<std::string> token) {
+  return TCPStoreOptions{.timeout = 5s, .authToken = std::move(token)};
+}
+
+std::string connectError(uint16_t port, std::optional<std::string> token) {
+  try {
+    TCPStore("127.0.0.1", port, clientWithToken(std::move(token)));
+  } catch (const StoreError& e) {
+    return e.what();
+  }
+  return "(connected)";
+}
+
+// Waits up to 5 s until the server holds `open` connections (refused ones closed).
+void waitForConnections(const TCPStoreServer& server, int64_t open) {
+  for (int i = 0; i < 500 && server.connectionCount() != open; ++i)
+    std::this_thread::sleep_for(10ms);
+}
+
+TEST(TCPStoreAuthTest, MatchingTokensConnectAndServe) {
+  NoTokenInEnvironment env;
+  TCPStoreServer server(serverWithToken("open sesame"));
+  TCPStore a("127.0.0.1", server.port(), clientWithToken("open sesame"));
+  TCPStore b("127.0.0.1", server.port(), clientWithToken("open sesame"));
+  a.setString("k", "v");
+  EXPECT_EQ(b.getString("k"), "v");
+  EXPECT_EQ(b.add("n", 3), 3);
+}
+
+TEST(TCPStoreAuthTest, WrongOrMissingTokenIsRefusedLoggedAndTouchesNoKey) {
+  NoTokenInEnvironment env;
+  TCPStoreServer server(serverWithToken("right"));
+  TCPStore good("127.0.0.1", server.port(), clientWithToken("right"));
+  good.setString("kept", "yes");
+
+  ::testing::internal::CaptureStderr();
+  std::string wrong = connectError(server.port(), "wrong");
+  std::string missing = connectError(server.port(), std::nullopt);
+  waitForConnections(server, 1);
+  std::string log = ::testing::internal::GetCapturedStderr();
+
+  EXPECT_NE(wrong.find("refused this client's authentication token"), std::string::npos) << wrong;
+  EXPECT_NE(missing.find("requires authentication: set C10D_AUTH_TOKEN"), std::string::npos)
+      << missing;
+  EXPECT_NE(log.find("wrong authentication token; no key was read or written"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("left without authenticating"), std::string::npos) << log;
+  EXPECT_EQ(good.numKeys(), 1);
+  EXPECT_EQ(good.getString("kept"), "yes");
+}
+
+TEST(TCPStoreAuthTest, RequestsBeforeTheProofAreNeverServed) {
+  NoTokenInEnvironment env;
+  TCPStoreServer server(serverWithToken("right"));
+  TCPStore good("127.0.0.1", server.port(), clientWithToken("right"));
+  const uint8_t set = static_cast<uint8_t>(protocol::Op::Set);
+  // A client that skips the challenge and sends a set: its bytes are read as a (wrong) proof.
+  RawClient raw(server.port());
+  raw.handshake();
+  std::vector<uint8_t> request =
+      frame(concatBytes({{set}, le32(6), {'s', 't', 'o', 'l', 'e', 'n'}, le32(1), {'x'}}));
+  request.resize(auth::kNonceBytes + auth::kProofBytes + request.size(), 0);
+  raw.send(request);
+  std::vector<uint8_t> reply = raw.readUntilClosed();
+  EXPECT_TRUE(raw.closedByPeer());
+  EXPECT_EQ(reply.size(), protocol::kHandshakeBytes + auth::kNonceBytes);  // the challenge only
+  EXPECT_FALSE(good.check({"stolen"}));
+  EXPECT_EQ(good.numKeys(), 0);
+}
+
+TEST(TCPStoreAuthTest, AClientWithATokenRefusesAServerWithout) {
+  NoTokenInEnvironment env;
+  TCPStoreServer server(serverWithToken(std::nullopt));
+  std::string error = connectError(server.port(), "secret");
+  EXPECT_NE(error.find("does not ask for one"), std::string::npos) << error;
+}
+
+TEST(TCPStoreAuthTest, TokenComesFromTheEnvironmentOrAFile) {
+  NoTokenInEnvironment env;
+  ::setenv("C10D_AUTH_TOKEN", "from env", 1);
+  TCPStoreServer server(serverWithToken(std::nullopt));
+  EXPECT_EQ(auth::tokenFromEnvironment(), "from env");
+  TCPStore("127.0.0.1", server.port(), clientWithToken(std::nullopt)).setString("a", "1");
+  EXPECT_NE(connectError(server.port(), "other").find("refused"), std::string::npos);
+
+  ::unsetenv("C10D_AUTH_TOKEN");
+  std::string path = ::testing::TempDir() + "c10d_token_" + std::to_string(::getpid());
+  FILE* file = std::fopen(path.c_str(), "w");
+  ASSERT_NE(file, nullptr);
+  std::fputs("from env\n", file);
+  std::fclose(file);
+  ::setenv("C10D_AUTH_TOKEN_FILE", path.c_str(), 1);
+  EXPECT_EQ(TCPStore("127.0.0.1", server.port(), clientWithToken(std::nullopt)).getString("a"),
+            "1");
+
+  file = std::fopen(path.c_str(), "w");
+  std::fclose(file);
+  EXPECT_THROW(auth::tokenFromEnvironment(), InvalidArgument);  // an empty token
+  ::setenv("C10D_AUTH_TOKEN_FILE", (path + ".missing").c_str(), 1);
+  EXPECT_THROW(auth::tokenFromEnvironment(), InvalidArgument);
+  EXPECT_THROW(auth::resolveToken(std::string()), InvalidArgument);
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -7,7 +7,8 @@ packages=(
   build-essential cmake pkg-config git
   libuv1-dev libdlpack-dev libcli11-dev libmsgpack-cxx-dev
   libgloo-dev libopenmpi-dev openmpi-bin
-  libgtest-dev python3
+  libgtest-dev python3 libssl-dev
+  clang libclang-rt-14-dev iproute2
 )
 
 missing=()

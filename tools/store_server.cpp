@@ -32,7 +32,10 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   try {
-    c10d::TCPStoreServer server(c10d::TCPStoreServerOptions{address, port});
+    c10d::TCPStoreServerOptions options;  // the token comes from C10D_AUTH_TOKEN(_FILE)
+    options.listenAddress = address;
+    options.port = port;
+    c10d::TCPStoreServer server(options);
     std::printf("c10d-store-server listening on %s port %u\n",
                 address.empty() ? "all interfaces" : address.c_str(), server.port());
     std::fflush(stdout);
