@@ -2,6 +2,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -17,15 +18,20 @@ namespace {
 constexpr uint8_t kDLBoolCode = 6;
 
 int64_t checkedNumel(const std::vector<int64_t>& sizes) {
-  int64_t numel = 1;
+  // span counts a size of 0 as 1: it is the largest contiguous stride, which must fit as well
+  // (sizes {0, 2^40, 2^40} hold no element but their strides would overflow).
+  int64_t span = 1;
+  bool empty = false;
   for (size_t d = 0; d < sizes.size(); ++d) {
     C10D_CHECK(sizes[d] >= 0, InvalidArgument, "tensor size ", sizes[d], " at dim ", d,
                " is negative");
-    C10D_CHECK(sizes[d] == 0 || numel <= INT64_MAX / sizes[d], InvalidArgument,
-               "tensor sizes overflow int64 at dim ", d);
-    numel *= sizes[d];
+    int64_t factor = std::max<int64_t>(sizes[d], 1);
+    C10D_CHECK(span <= INT64_MAX / factor, InvalidArgument, "tensor sizes overflow int64 at dim ",
+               d);
+    span *= factor;
+    empty = empty || sizes[d] == 0;
   }
-  return numel;
+  return empty ? 0 : span;
 }
 
 std::shared_ptr<void> allocate(size_t nbytes, const Device& device) {

@@ -126,10 +126,11 @@ void DistAutogradContext::accumulateGrads(
     }
   }
   std::vector<Future<void>> sent;
-  for (auto& [owner, list] : byOwner) {
+  for (const auto& [owner, list] : byOwner) {
     impl.gradients.touch(id_, owner);
+    const auto& grads = list;  // clang 14 cannot capture a structured binding
     sent.push_back(agent_->callTyped<void>(owner, kAccumulate, agent_->options().timeout,
-                                           [&] { return pack(std::make_tuple(id_, list)); }));
+                                           [&] { return pack(std::make_tuple(id_, grads)); }));
   }
   std::exception_ptr first;
   try {

@@ -110,7 +110,7 @@ std::shared_ptr<RRefCore> unpackRRef(const char* data, size_t size) {
   RpcAgent::Impl& impl = scope.agent->impl();
   RRefWire wire;
   try {
-    msgpack::object_handle handle = msgpack::unpack(data, size);
+    msgpack::object_handle handle = unpackBounded(data, size);
     handle.get().convert(wire);
   } catch (const std::exception&) {
     throw msgpack::type_error();

@@ -60,6 +60,17 @@ struct Packed {
   std::vector<Tensor> tensors;
 };
 
+// Values nest at most this deep on the wire.
+inline constexpr size_t kMaxNesting = 64;
+
+// msgpack::unpack, with every announced count bounded by the bytes there are: msgpack allocates
+// an array or map for the count its header announces, so a forged count in a few bytes would
+// otherwise allocate gigabytes. Throws msgpack::unpack_error (size_overflow) past a bound.
+inline msgpack::object_handle unpackBounded(const char* data, size_t size) {
+  return msgpack::unpack(data, size, nullptr, nullptr,
+                         msgpack::unpack_limit(size, size / 2, size, size, size, kMaxNesting));
+}
+
 // Packs value (any msgpack-able type, tensors included).
 template <typename T>
 Packed pack(const T& value) {
@@ -79,7 +90,7 @@ T unpackChecked(const std::string& bytes, std::vector<Tensor>& tensors, const Ch
                 const What& what) {
   TensorListScope scope(tensors);
   try {
-    msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size());
+    msgpack::object_handle handle = unpackBounded(bytes.data(), bytes.size());
     check(handle.get());
     return handle.get().as<T>();
   } catch (const msgpack::type_error&) {

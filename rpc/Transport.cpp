@@ -1,6 +1,7 @@
 #include "c10d/rpc/Transport.hpp"
 
 #include <netdb.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <uv.h>
 
@@ -20,6 +21,7 @@
 #include "c10d/Auth.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/Logging.hpp"
+#include "c10d/Signals.hpp"
 
 namespace c10d::rpc {
 
@@ -463,7 +465,10 @@ Transport::Transport(int self, std::optional<std::string> token, OnFrame onFrame
   uv_async_init(&impl.loop, &impl.wakeup,
                 [](uv_async_t* async) { static_cast<Impl*>(async->data)->drain(); });
   impl.wakeup.data = &impl;
-  impl.thread = std::thread([&impl] { uv_run(&impl.loop, UV_RUN_DEFAULT); });
+  impl.thread = std::thread([&impl] {
+    detail::blockSigpipeInThisThread();
+    uv_run(&impl.loop, UV_RUN_DEFAULT);
+  });
 }
 
 Transport::~Transport() {
@@ -641,8 +646,12 @@ void Transport::send(int peer, Frame frame) {
       }
       int count = static_cast<int>(std::min<size_t>(parts.size(), IOV_MAX));
       ssize_t n;
+      msghdr message{};
+      message.msg_iov = parts.data();
+      message.msg_iovlen = static_cast<size_t>(count);
       do {
-        n = ::writev(c->fd, parts.data(), count);
+        // MSG_NOSIGNAL: a peer that has gone must not kill the caller's process with SIGPIPE.
+        n = ::sendmsg(c->fd, &message, MSG_NOSIGNAL);
       } while (n < 0 && errno == EINTR);
       if (n > 0) written = static_cast<size_t>(n);
       if (written == total) return;

@@ -88,6 +88,10 @@ TEST(TensorTest, ZerosAndZeroSized) {
   EXPECT_TRUE(empty.isContiguous());
   Tensor scalar = Tensor::empty({}, ScalarType::Float64);
   EXPECT_EQ(scalar.numel(), 1);
+  // No element, but strides past int64 (found by the RPC frame fuzzer).
+  constexpr int64_t kHuge = int64_t{1} << 40;
+  EXPECT_THROW(Tensor::empty({0, kHuge, kHuge}, ScalarType::Int8), InvalidArgument);
+  EXPECT_THROW(Tensor::empty({kHuge, kHuge}, ScalarType::Int8), InvalidArgument);
 }
 
 TEST(TensorTest, FromBlobStridesAndErrors) {
