@@ -1,5 +1,6 @@
 #include "c10d/rpc/Wire.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "c10d/Exception.hpp"
@@ -90,8 +91,8 @@ std::optional<Frame> FrameReader::filled(size_t n) {
       frame_.id = getU64(buffer_.data() + 8);
       uint32_t metaBytes = getU32(buffer_.data() + 16);
       tensorCount_ = getU32(buffer_.data() + 20);
-      C10D_CHECK(metaBytes > 0 && metaBytes <= kMaxMetaBytes, InvalidArgument,
-                 "rpc: frame metadata length ", metaBytes, " outside (0, ", kMaxMetaBytes, "]");
+      C10D_CHECK(metaBytes > 0 && metaBytes <= maxMetaBytes_, InvalidArgument,
+                 "rpc: frame metadata length ", metaBytes, " outside (0, ", maxMetaBytes_, "]");
       C10D_CHECK(tensorCount_ <= kMaxTensors, InvalidArgument, "rpc: frame announces ",
                  tensorCount_, " tensors (limit ", kMaxTensors, ")");
       stage_ = Stage::Meta;
@@ -102,7 +103,7 @@ std::optional<Frame> FrameReader::filled(size_t n) {
     case Stage::Meta: {
       std::vector<std::pair<int, std::vector<int64_t>>> table;
       try {
-        msgpack::object_handle handle = msgpack::unpack(buffer_.data(), buffer_.size());
+        msgpack::object_handle handle = unpackBounded(buffer_.data(), buffer_.size());
         const msgpack::object& meta = handle.get();
         if (meta.type != msgpack::type::ARRAY || meta.via.array.size != 3) {
           throw msgpack::type_error();
@@ -121,18 +122,23 @@ std::optional<Frame> FrameReader::filled(size_t n) {
       for (auto& [dtype, sizes] : table) {
         C10D_CHECK(dtype >= 0 && dtype < static_cast<int>(kAllScalarTypes.size()), InvalidArgument,
                    "rpc: unknown dtype code ", dtype);
-        uint64_t bytes = elementSize(static_cast<ScalarType>(dtype));
+        // The sizes' product with zeros counted as 1 is bounded too, so that an empty tensor
+        // cannot carry sizes whose strides overflow.
+        uint64_t span = elementSize(static_cast<ScalarType>(dtype));
+        bool empty = false;
         for (int64_t s : sizes) {
           C10D_CHECK(s >= 0 && s < (int64_t{1} << 40), InvalidArgument, "rpc: tensor size ", s,
                      " out of range");
+          auto factor = static_cast<uint64_t>(std::max<int64_t>(s, 1));
           // Checked before multiplying, so the product cannot overflow.
-          C10D_CHECK(s == 0 || bytes <= kMaxTensorBytes / static_cast<uint64_t>(s), InvalidArgument,
-                     "rpc: frame tensors over the limit of ", kMaxTensorBytes, " bytes");
-          bytes *= static_cast<uint64_t>(s);
+          C10D_CHECK(span <= maxTensorBytes_ / factor, InvalidArgument,
+                     "rpc: frame tensors over the limit of ", maxTensorBytes_, " bytes");
+          span *= factor;
+          empty = empty || s == 0;
         }
-        totalBytes += bytes;
-        C10D_CHECK(totalBytes <= kMaxTensorBytes, InvalidArgument,
-                   "rpc: frame tensors over the limit of ", kMaxTensorBytes, " bytes");
+        totalBytes += empty ? 0 : span;
+        C10D_CHECK(totalBytes <= maxTensorBytes_, InvalidArgument,
+                   "rpc: frame tensors over the limit of ", maxTensorBytes_, " bytes");
       }
       for (auto& [dtype, sizes] : table) {
         frame_.tensors.push_back(Tensor::empty(sizes, static_cast<ScalarType>(dtype)));

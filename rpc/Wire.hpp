@@ -51,6 +51,11 @@ std::string encodeHead(const Frame& frame);
 // (bad magic or version, lengths over the limits, unknown dtype, negative sizes).
 class FrameReader {
  public:
+  // Frames whose metadata or tensors exceed these are refused before anything is allocated.
+  explicit FrameReader(uint32_t maxMetaBytes = kMaxMetaBytes,
+                       uint64_t maxTensorBytes = kMaxTensorBytes)
+      : maxMetaBytes_(maxMetaBytes), maxTensorBytes_(maxTensorBytes) {}
+
   // Where the next bytes go and at most how many belong there.
   std::pair<char*, size_t> want();
   // n bytes were written at want().first; returns the frame they completed, if any.
@@ -60,6 +65,8 @@ class FrameReader {
   enum class Stage { Header, Meta, Tensors };
   void startTensors();
 
+  uint32_t maxMetaBytes_;
+  uint64_t maxTensorBytes_;
   Stage stage_ = Stage::Header;
   std::string buffer_ = std::string(kHeaderBytes, '\0');
   size_t have_ = 0;

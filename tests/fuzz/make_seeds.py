@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Writes the hand-made seeds of tests/fuzz/corpus: one well-formed input per TCPStore op and per
+RPC frame kind. The rest of each corpus is what the fuzzers found and `-merge=1` kept."""
+import os
+import struct
+
+here = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(folder, name, data):
+    path = os.path.join(here, "corpus", folder)
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "seed-" + name), "wb") as f:
+        f.write(data)
+
+
+# ---- TCPStore: byte 0 = 1 (valid handshake first, server without a token), then frames ----
+def field(b):
+    return struct.pack("<I", len(b)) + b
+
+
+def frame(op, body=b""):
+    payload = bytes([op]) + body
+    return struct.pack("<I", len(payload)) + payload
+
+
+def keys(*ks):
+    return struct.pack("<I", len(ks)) + b"".join(field(k) for k in ks)
+
+
+ms = struct.pack("<q", 50)
+store = {
+    "set": frame(1, field(b"a") + field(b"1")),
+    "get": frame(1, field(b"a") + field(b"1")) + frame(2, field(b"a") + ms),
+    "add": frame(3, field(b"n") + struct.pack("<q", 5)),
+    "compare_set": frame(4, field(b"c") + field(b"") + field(b"x")),
+    "delete": frame(5, field(b"a")),
+    "check": frame(6, keys(b"a", b"b")),
+    "wait": frame(7, keys(b"w") + ms),
+    "num_keys": frame(8),
+    "multi_get": frame(10, keys(b"m1", b"m2") + field(b"1") + field(b"2"))
+    + frame(9, keys(b"m1", b"m2") + ms),
+    "append": frame(11, field(b"p") + field(b"xy")),
+    "ping": frame(12),
+}
+for name, body in store.items():
+    write("store_server", name, b"\x01" + body)
+write("store_server", "auth_wrong_proof", b"\x03" + bytes(64) + frame(12))
+write("store_server", "raw_handshake", b"\x00C10D\x01\x00\x00\x00" + frame(12))
+
+
+# ---- RPC frames: byte 0 = piece size selector, then frames ----
+def mp_str(s):
+    b = s.encode()
+    return bytes([0xA0 | len(b)]) + b if len(b) < 32 else b"\xd9" + bytes([len(b)]) + b
+
+
+def mp_bin(b):
+    return b"\xc4" + bytes([len(b)]) + b
+
+
+def mp_array(items):
+    return bytes([0x90 | len(items)]) + b"".join(items)
+
+
+def mp_int(v):
+    return bytes([v]) if 0 <= v < 128 else b"\xd3" + struct.pack(">q", v)
+
+
+def mp_double(v):
+    return b"\xcb" + struct.pack(">d", v)
+
+
+def rpc_frame(kind, ident, name, payload, tensors):
+    table = mp_array([mp_array([mp_int(dtype), mp_array([mp_int(s) for s in sizes])])
+                      for dtype, sizes, _ in tensors])
+    meta = mp_array([mp_str(name), mp_bin(payload), table])
+    head = b"C10R" + bytes([1, kind, 0, 0]) + struct.pack("<QII", ident, len(meta), len(tensors))
+    return head + meta + b"".join(data for _, _, data in tensors)
+
+
+tensor_ext = b"\xd6\x01" + struct.pack(">I", 0)  # fixext 4, type 1: tensor index 0
+arguments = mp_array([mp_int(7), mp_str("seven"), mp_array([mp_double(1.5)]), tensor_ext])
+floats = struct.pack("<4f", 1, 2, 3, 4)
+rpc = {
+    "hello": rpc_frame(1, 3, "", b"", []),
+    "request": rpc_frame(2, 1, "add", arguments, [(0, [2, 2], floats)]),
+    "response": rpc_frame(3, 1, "", mp_int(42), []),
+    "error": rpc_frame(4, 2, "boom", b"", []),
+    "control": rpc_frame(5, 9, "c10d.rref.fetch", mp_array([mp_int(1)]), []),
+    "two_frames": rpc_frame(2, 4, "f", mp_array([]), [(7, [0], b"")])
+    + rpc_frame(3, 4, "", mp_array([]), [(1, [], struct.pack("<d", 2.0))]),
+}
+for i, (name, data) in enumerate(rpc.items()):
+    write("rpc_frame", name, bytes([i * 3]) + data)
