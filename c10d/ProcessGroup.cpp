@@ -130,6 +130,18 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
   }
   C10D_LOG(Info, "process group '", options_.groupName, "' rank ", rank_, " of ", size_,
            " backends ", options_.backend);
+  debug_ = debugLevelFromEnvironment();
+  if (debug_ != DebugLevel::Off) {
+    logLine(LogLevel::Info,
+            detail::concat("process group '", options_.groupName, "': rank ", rank_, " of ", size_,
+                           ", backend '", options_.backend, "', timeout ", options_.timeout.count(),
+                           " ms, C10D_DEBUG=", debug_ == DebugLevel::Detail ? "DETAIL" : "INFO"));
+  }
+  if (debug_ == DebugLevel::Detail && backends_.count(DeviceType::CPU) == 0) {
+    C10D_THROW(InvalidArgument, "C10D_DEBUG=DETAIL checks collectives over the group's CPU ",
+               "backend, and group '", options_.groupName, "' (backend '", options_.backend,
+               "') has none; use e.g. C10D_BACKEND=cpu:gloo,cuda:nccl");
+  }
 }
 
 ProcessGroup::ProcessGroup(NonMember, std::string groupName) : rank_(-1), size_(0), member_(false) {
@@ -192,6 +204,62 @@ std::chrono::milliseconds ProcessGroup::resolve(std::chrono::milliseconds timeou
   return timeout;
 }
 
+template <typename Issue>
+std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor, int64_t tensors,
+                                            int64_t root, std::optional<ReduceOp> reduceOp,
+                                            std::chrono::milliseconds timeout, Issue&& issue) {
+  if (debug_ == DebugLevel::Off) return issue();
+  auto fingerprint = detail::CollectiveFingerprint::of(collectives_.fetch_add(1), op, tensor,
+                                                       tensors, root, reduceOp);
+  // alltoall ranks may send tensors of any size, alltoall_base ones different row counts: only
+  // the dtype (and for alltoall_base the row shape) must agree.
+  if (std::string_view(op) == "alltoall") {
+    fingerprint.sizes = {-1};
+  } else if (std::string_view(op) == "alltoall_base" && !fingerprint.sizes.empty()) {
+    fingerprint.sizes[0] = -1;
+  }
+  if (debug_ == DebugLevel::Detail) {
+    // Every rank's fingerprint, gathered before the collective itself can pair wrong calls.
+    std::vector<Tensor> all;
+    for (int r = 0; r < size_; ++r)
+      all.push_back(Tensor::empty({fingerprint.kWords}, ScalarType::Int64));
+    // The check's own failure (a rank that never makes the call: a timeout) reaches the caller
+    // as the collective's would, through its Work, named after the collective.
+    auto failed = [&](const auto& error) {
+      auto work = std::make_shared<Work>(fingerprint.describe(), timeout, std::vector<Tensor>{});
+      using ErrorType = std::decay_t<decltype(error)>;
+      work->getFuture()->setError(std::make_exception_ptr(ErrorType(detail::concat(
+          fingerprint.describe(), " in group '", options_.groupName, "' on rank ", rank_,
+          ": the C10D_DEBUG=DETAIL check before it failed: ", error.what()))));
+      return work;
+    };
+    try {
+      backend(DeviceType::CPU)->allgather(all, fingerprint.encode(), {.timeout = timeout})->wait();
+    } catch (const TimeoutError& e) {
+      return failed(e);
+    } catch (const Error& e) {
+      return failed(BackendError(e.what()));
+    }
+    std::vector<detail::CollectiveFingerprint> byRank;
+    for (const Tensor& words : all) byRank.push_back(detail::CollectiveFingerprint::decode(words));
+    std::string mismatch = detail::describeMismatch(byRank);
+    C10D_CHECK(mismatch.empty(), InvalidArgument, "C10D_DEBUG=DETAIL: rank ", rank_, " of group '",
+               options_.groupName, "': the ranks' collectives differ: ", mismatch);
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<Work> work = issue();
+  work->getFuture()->addCallback([start, rank = rank_, group = options_.groupName,
+                                  what = fingerprint.describe()](Future& done) {
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::steady_clock::now() - start)
+                  .count();
+    logLine(LogLevel::Info,
+            detail::concat("group '", group, "' rank ", rank, ": ", what,
+                           done.hasError() ? " failed" : " completed", " in ", us / 1000.0, " ms"));
+  });
+  return work;
+}
+
 Backend& ProcessGroup::route(const Tensor& tensor, const char* op) const {
   checkUsable(op);
   checkTensor(tensor, op, "the");
@@ -207,7 +275,8 @@ std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& tensor,
   checkRank(options.rootRank, "root", "broadcast");
   BroadcastOptions resolved = options;
   resolved.timeout = resolve(options.timeout);
-  return backend.broadcast(tensor, resolved);
+  return checked("broadcast", &tensor, 1, options.rootRank, std::nullopt, resolved.timeout,
+                 [&] { return backend.broadcast(tensor, resolved); });
 }
 
 std::shared_ptr<Work> ProcessGroup::allreduce(const Tensor& tensor,
@@ -216,7 +285,8 @@ std::shared_ptr<Work> ProcessGroup::allreduce(const Tensor& tensor,
   checkReduceOp(options.reduceOp, tensor.dtype(), "allreduce");
   AllreduceOptions resolved = options;
   resolved.timeout = resolve(options.timeout);
-  return backend.allreduce(tensor, resolved);
+  return checked("allreduce", &tensor, 1, -1, options.reduceOp, resolved.timeout,
+                 [&] { return backend.allreduce(tensor, resolved); });
 }
 
 std::shared_ptr<Work> ProcessGroup::allreduceCoalesced(const std::vector<Tensor>& tensors,
@@ -230,7 +300,9 @@ std::shared_ptr<Work> ProcessGroup::allreduceCoalesced(const std::vector<Tensor>
   checkReduceOp(options.reduceOp, tensors[0].dtype(), "allreduce_coalesced");
   AllreduceOptions resolved = options;
   resolved.timeout = resolve(options.timeout);
-  return backend.allreduceCoalesced(tensors, resolved);
+  return checked("allreduce_coalesced", &tensors[0], static_cast<int64_t>(tensors.size()), -1,
+                 options.reduceOp, resolved.timeout,
+                 [&] { return backend.allreduceCoalesced(tensors, resolved); });
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce(const Tensor& tensor, const ReduceOptions& options) {
@@ -239,7 +311,8 @@ std::shared_ptr<Work> ProcessGroup::reduce(const Tensor& tensor, const ReduceOpt
   checkReduceOp(options.reduceOp, tensor.dtype(), "reduce");
   ReduceOptions resolved = options;
   resolved.timeout = resolve(options.timeout);
-  return backend.reduce(tensor, resolved);
+  return checked("reduce", &tensor, 1, options.rootRank, options.reduceOp, resolved.timeout,
+                 [&] { return backend.reduce(tensor, resolved); });
 }
 
 std::shared_ptr<Work> ProcessGroup::allgather(const std::vector<Tensor>& outputs,
@@ -253,7 +326,8 @@ std::shared_ptr<Work> ProcessGroup::allgather(const std::vector<Tensor>& outputs
   }
   AllgatherOptions resolved = options;
   resolved.timeout = resolve(options.timeout);
-  return backend.allgather(outputs, input, resolved);
+  return checked("allgather", &input, 1, -1, std::nullopt, resolved.timeout,
+                 [&] { return backend.allgather(outputs, input, resolved); });
 }
 
 std::shared_ptr<Work> ProcessGroup::allgatherIntoTensor(const Tensor& output, const Tensor& input,
@@ -266,7 +340,8 @@ std::shared_ptr<Work> ProcessGroup::allgatherIntoTensor(const Tensor& output, co
              input.numel(), " = ", input.numel() * size_, " elements");
   AllgatherOptions resolved = options;
   resolved.timeout = resolve(options.timeout);
-  return backend.allgatherIntoTensor(output, input, resolved);
+  return checked("allgather_into_tensor", &input, 1, -1, std::nullopt, resolved.timeout,
+                 [&] { return backend.allgatherIntoTensor(output, input, resolved); });
 }
 
 std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Tensor>& outputs, const Tensor& input,
@@ -285,7 +360,8 @@ std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Tensor>& outputs, c
   }
   GatherOptions resolved = options;
   resolved.timeout = resolve(options.timeout);
-  return backend.gather(outputs, input, resolved);
+  return checked("gather", &input, 1, options.rootRank, std::nullopt, resolved.timeout,
+                 [&] { return backend.gather(outputs, input, resolved); });
 }
 
 std::shared_ptr<Work> ProcessGroup::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
@@ -304,7 +380,8 @@ std::shared_ptr<Work> ProcessGroup::scatter(const Tensor& output, const std::vec
   }
   ScatterOptions resolved = options;
   resolved.timeout = resolve(options.timeout);
-  return backend.scatter(output, inputs, resolved);
+  return checked("scatter", &output, 1, options.rootRank, std::nullopt, resolved.timeout,
+                 [&] { return backend.scatter(output, inputs, resolved); });
 }
 
 std::shared_ptr<Work> ProcessGroup::reduceScatter(const Tensor& output,
@@ -319,7 +396,8 @@ std::shared_ptr<Work> ProcessGroup::reduceScatter(const Tensor& output,
   checkReduceOp(options.reduceOp, output.dtype(), "reduce_scatter");
   ReduceScatterOptions resolved = options;
   resolved.timeout = resolve(options.timeout);
-  return backend.reduceScatter(output, inputs, resolved);
+  return checked("reduce_scatter", &output, 1, -1, options.reduceOp, resolved.timeout,
+                 [&] { return backend.reduceScatter(output, inputs, resolved); });
 }
 
 std::shared_ptr<Work> ProcessGroup::reduceScatterTensor(const Tensor& output, const Tensor& input,
@@ -333,7 +411,8 @@ std::shared_ptr<Work> ProcessGroup::reduceScatterTensor(const Tensor& output, co
   checkReduceOp(options.reduceOp, output.dtype(), "reduce_scatter_tensor");
   ReduceScatterOptions resolved = options;
   resolved.timeout = resolve(options.timeout);
-  return backend.reduceScatterTensor(output, input, resolved);
+  return checked("reduce_scatter_tensor", &output, 1, -1, options.reduceOp, resolved.timeout,
+                 [&] { return backend.reduceScatterTensor(output, input, resolved); });
 }
 
 std::shared_ptr<Work> ProcessGroup::alltoall(const std::vector<Tensor>& outputs,
@@ -350,7 +429,8 @@ std::shared_ptr<Work> ProcessGroup::alltoall(const std::vector<Tensor>& outputs,
   }
   AllToAllOptions resolved = options;
   resolved.timeout = resolve(options.timeout);
-  return backend.alltoall(outputs, inputs, resolved);
+  return checked("alltoall", &inputs[0], static_cast<int64_t>(inputs.size()), -1, std::nullopt,
+                 resolved.timeout, [&] { return backend.alltoall(outputs, inputs, resolved); });
 }
 
 std::shared_ptr<Work> ProcessGroup::alltoallBase(const Tensor& output, const Tensor& input,
@@ -383,14 +463,17 @@ std::shared_ptr<Work> ProcessGroup::alltoallBase(const Tensor& output, const Ten
   checkSplits(outputSplitSizes, output, "output");
   AllToAllOptions resolved = options;
   resolved.timeout = resolve(options.timeout);
-  return backend.alltoallBase(output, input, outputSplitSizes, inputSplitSizes, resolved);
+  return checked("alltoall_base", &input, 1, -1, std::nullopt, resolved.timeout, [&] {
+    return backend.alltoallBase(output, input, outputSplitSizes, inputSplitSizes, resolved);
+  });
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& options) {
   checkUsable("barrier");
   BarrierOptions resolved = options;
   resolved.timeout = resolve(options.timeout);
-  return backend(DeviceType::CPU)->barrier(resolved);
+  return checked("barrier", nullptr, 0, -1, std::nullopt, resolved.timeout,
+                 [&] { return backend(DeviceType::CPU)->barrier(resolved); });
 }
 
 void ProcessGroup::monitoredBarrier(const BarrierOptions& options, bool waitAllRanks) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "c10d/Backend.hpp"
+#include "c10d/CollectiveCheck.hpp"
 #include "c10d/Options.hpp"
 #include "c10d/Work.hpp"
 
@@ -139,6 +140,12 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::vector<std::array<int, 2>> exchangeColors(const std::string& name, int color, int key);
 
   std::chrono::milliseconds resolve(std::chrono::milliseconds timeout) const;
+  // Runs issue() (which starts the collective) under C10D_DEBUG: at DETAIL after checking that
+  // every rank makes the same call, at INFO and DETAIL logging its duration when it completes.
+  template <typename Issue>
+  std::shared_ptr<Work> checked(const char* op, const Tensor* tensor, int64_t tensors, int64_t root,
+                                std::optional<ReduceOp> reduceOp, std::chrono::milliseconds timeout,
+                                Issue&& issue);
   Backend& route(const Tensor& tensor, const char* op) const;
   void checkUsable(const char* op) const;
   void checkRank(int rank, const char* what, const char* op) const;
@@ -157,6 +164,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // What ops on each device type go to: the backend, or a HostStagingBackend over it.
   std::map<DeviceType, std::shared_ptr<Backend>> routes_;
   uint64_t subgroupCounter_ = 0;
+  DebugLevel debug_ = DebugLevel::Off;
+  std::atomic<uint64_t> collectives_{0};  // collectives issued, for C10D_DEBUG's sequence numbers
 };
 
 }  // namespace c10d

@@ -1,0 +1,154 @@
+#include "c10d/CollectiveCheck.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <string_view>
+
+#include "c10d/Device.hpp"
+#include "c10d/Exception.hpp"
+
+namespace c10d {
+
+DebugLevel debugLevelFromEnvironment() {
+  const char* value = std::getenv("C10D_DEBUG");
+  if (value == nullptr || *value == '\0') return DebugLevel::Off;
+  std::string_view text(value);
+  if (text == "OFF") return DebugLevel::Off;
+  if (text == "INFO") return DebugLevel::Info;
+  if (text == "DETAIL") return DebugLevel::Detail;
+  C10D_THROW(InvalidArgument, "C10D_DEBUG must be OFF, INFO or DETAIL, not '", text, "'");
+}
+
+namespace detail {
+namespace {
+
+// Op names travel as the index of their name here; an unknown one as its length's negative.
+constexpr std::string_view kOps[] = {"broadcast",
+                                     "allreduce",
+                                     "allreduce_coalesced",
+                                     "reduce",
+                                     "allgather",
+                                     "allgather_into_tensor",
+                                     "gather",
+                                     "scatter",
+                                     "reduce_scatter",
+                                     "reduce_scatter_tensor",
+                                     "alltoall",
+                                     "alltoall_base",
+                                     "barrier"};
+
+int64_t opCode(const std::string& op) {
+  for (size_t i = 0; i < std::size(kOps); ++i) {
+    if (kOps[i] == op) return static_cast<int64_t>(i);
+  }
+  C10D_THROW(InvalidArgument, "collective check: unknown op '", op, "'");
+}
+
+}  // namespace
+
+CollectiveFingerprint CollectiveFingerprint::of(uint64_t sequence, const char* op,
+                                                const Tensor* tensor, int64_t tensors, int64_t root,
+                                                std::optional<ReduceOp> reduceOp) {
+  CollectiveFingerprint f;
+  f.sequence = sequence;
+  f.op = op;
+  if (tensor != nullptr) {
+    f.dtype = static_cast<int64_t>(tensor->dtype());
+    f.device = static_cast<int64_t>(tensor->device().type);
+    f.sizes = tensor->sizes();
+  }
+  f.tensors = tensor == nullptr ? 0 : tensors;
+  f.root = root;
+  if (reduceOp) f.reduceOp = reduceOp->kind();
+  return f;
+}
+
+std::string CollectiveFingerprint::describe() const {
+  std::string text = op;
+  if (dtype >= 0) {
+    text += " ";
+    text += std::string(name(static_cast<DeviceType>(device))) == "cpu"
+                ? ""
+                : std::string(name(static_cast<DeviceType>(device))) + ":";
+    text += name(static_cast<ScalarType>(dtype));
+    text += "[";
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      text += (d ? ", " : "") + (sizes[d] < 0 ? std::string("*") : std::to_string(sizes[d]));
+    }
+    text += "]";
+    if (tensors != 1) text += " x" + std::to_string(tensors);
+  }
+  if (reduceOp >= 0) text += " " + std::string(name(static_cast<ReduceOp::Kind>(reduceOp)));
+  if (root >= 0) text += " root " + std::to_string(root);
+  return text + " (#" + std::to_string(sequence) + ")";
+}
+
+Tensor CollectiveFingerprint::encode() const {
+  Tensor words = Tensor::zeros({kWords}, ScalarType::Int64);
+  int64_t* w = words.data<int64_t>();
+  w[0] = static_cast<int64_t>(sequence);
+  w[1] = opCode(op);
+  w[2] = dtype;
+  w[3] = device;
+  w[4] = tensors;
+  w[5] = root;
+  w[6] = reduceOp;
+  // Up to kMaxDims sizes; a deeper tensor keeps its last dimensions' product in the last word.
+  const auto ndim = static_cast<int64_t>(sizes.size());
+  w[7] = ndim;
+  for (int64_t d = 0; d < ndim; ++d) {
+    int64_t slot = std::min<int64_t>(d, kMaxDims - 1);
+    w[8 + slot] = d < kMaxDims ? sizes[d] : w[8 + slot] * sizes[d];
+  }
+  return words;
+}
+
+CollectiveFingerprint CollectiveFingerprint::decode(const Tensor& words) {
+  const int64_t* w = words.data<int64_t>();
+  CollectiveFingerprint f;
+  f.sequence = static_cast<uint64_t>(w[0]);
+  f.op = w[1] >= 0 && w[1] < static_cast<int64_t>(std::size(kOps)) ? std::string(kOps[w[1]])
+                                                                   : "unknown op";
+  f.dtype = w[2];
+  f.device = w[3];
+  f.tensors = w[4];
+  f.root = w[5];
+  f.reduceOp = w[6];
+  for (int64_t d = 0; d < std::min<int64_t>(w[7], kMaxDims); ++d) f.sizes.push_back(w[8 + d]);
+  return f;
+}
+
+bool CollectiveFingerprint::operator==(const CollectiveFingerprint& other) const {
+  return sequence == other.sequence && op == other.op && dtype == other.dtype &&
+         device == other.device && sizes == other.sizes && tensors == other.tensors &&
+         root == other.root && reduceOp == other.reduceOp;
+}
+
+std::string describeMismatch(const std::vector<CollectiveFingerprint>& byRank) {
+  std::vector<std::pair<std::string, std::vector<int>>> groups;  // description -> ranks
+  for (size_t r = 0; r < byRank.size(); ++r) {
+    std::string text = byRank[r].describe();
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& group) { return group.first == text; });
+    if (it == groups.end()) {
+      groups.push_back({text, {static_cast<int>(r)}});
+    } else {
+      it->second.push_back(static_cast<int>(r));
+    }
+  }
+  if (groups.size() <= 1) return "";
+  std::string message;
+  for (const auto& [text, ranks] : groups) {
+    message += message.empty() ? "" : "; ";
+    message += ranks.size() == 1 ? "rank " : "ranks ";
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      message += (i ? ", " : "") + std::to_string(ranks[i]);
+    }
+    message += ": " + text;
+  }
+  return message;
+}
+
+}  // namespace detail
+}  // namespace c10d
