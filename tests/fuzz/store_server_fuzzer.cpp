@@ -57,20 +57,21 @@ Target makeTarget(std::optional<std::string> token) {
 
 void sendAndDrain(uint16_t port, const uint8_t* data, size_t size) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  // The client closes first, so each connection leaves a TIME_WAIT socket for a minute. At
-  // thousands of inputs a second one source address would run out of ephemeral ports, so the
-  // connections come from addresses across 127.1.0.0/16 in turn.
-  static uint32_t next = 0;
-  sockaddr_in source{};
-  source.sin_family = AF_INET;
-  source.sin_addr.s_addr = htonl((127u << 24) | (1u << 16) | (next++ % 65000 + 1));
-  ::bind(fd, reinterpret_cast<sockaddr*>(&source), sizeof(source));
+  // No bind(): a socket bound to a port of its own holds that port for every later connect
+  // during its TIME_WAIT minute, which at thousands of inputs a second starves the other tests of
+  // ephemeral ports. Unbound, TIME_WAIT pairs are reused for loopback (tcp_tw_reuse).
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(port);
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   // libFuzzer's timeout alarm (SIGALRM) interrupts system calls: EINTR is retried everywhere.
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+  int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  // Out of ephemeral ports to this one address (TIME_WAIT without reuse): wait for some to free.
+  for (int retry = 0; rc != 0 && errno == EADDRNOTAVAIL && retry < 200; ++retry) {
+    ::usleep(10000);
+    rc = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  }
+  if (rc != 0) {
     if (errno != EINTR) {
       std::perror("connect");
       die("cannot connect to the server: is it still running?");
