@@ -23,24 +23,38 @@ DebugLevel debugLevelFromEnvironment() {
 namespace detail {
 namespace {
 
-// Op names travel as the index of their name here; an unknown one as its length's negative.
-constexpr std::string_view kOps[] = {"broadcast",
-                                     "allreduce",
-                                     "allreduce_coalesced",
-                                     "reduce",
-                                     "allgather",
-                                     "allgather_into_tensor",
-                                     "gather",
-                                     "scatter",
-                                     "reduce_scatter",
-                                     "reduce_scatter_tensor",
-                                     "alltoall",
-                                     "alltoall_base",
-                                     "barrier"};
+// How much of a collective's tensor shape every rank must agree on.
+enum class SizesRule {
+  Exact,
+  AnyRows,  // alltoall_base: ranks may send different row counts
+  Any,      // alltoall: each rank's tensors may have any size
+};
 
-int64_t opCode(const std::string& op) {
+struct OpInfo {
+  std::string_view name;
+  SizesRule sizes;
+};
+
+// Ops travel as their index here.
+constexpr OpInfo kOps[] = {
+    {"broadcast", SizesRule::Exact},
+    {"allreduce", SizesRule::Exact},
+    {"allreduce_coalesced", SizesRule::Exact},
+    {"reduce", SizesRule::Exact},
+    {"allgather", SizesRule::Exact},
+    {"allgather_into_tensor", SizesRule::Exact},
+    {"gather", SizesRule::Exact},
+    {"scatter", SizesRule::Exact},
+    {"reduce_scatter", SizesRule::Exact},
+    {"reduce_scatter_tensor", SizesRule::Exact},
+    {"alltoall", SizesRule::Any},
+    {"alltoall_base", SizesRule::AnyRows},
+    {"barrier", SizesRule::Exact},
+};
+
+size_t opIndex(std::string_view op) {
   for (size_t i = 0; i < std::size(kOps); ++i) {
-    if (kOps[i] == op) return static_cast<int64_t>(i);
+    if (kOps[i].name == op) return i;
   }
   C10D_THROW(InvalidArgument, "collective check: unknown op '", op, "'");
 }
@@ -57,6 +71,16 @@ CollectiveFingerprint CollectiveFingerprint::of(uint64_t sequence, const char* o
     f.dtype = static_cast<int64_t>(tensor->dtype());
     f.device = static_cast<int64_t>(tensor->device().type);
     f.sizes = tensor->sizes();
+    switch (kOps[opIndex(op)].sizes) {
+      case SizesRule::Exact:
+        break;
+      case SizesRule::AnyRows:
+        if (!f.sizes.empty()) f.sizes[0] = -1;
+        break;
+      case SizesRule::Any:
+        f.sizes = {-1};
+        break;
+    }
   }
   f.tensors = tensor == nullptr ? 0 : tensors;
   f.root = root;
@@ -68,9 +92,9 @@ std::string CollectiveFingerprint::describe() const {
   std::string text = op;
   if (dtype >= 0) {
     text += " ";
-    text += std::string(name(static_cast<DeviceType>(device))) == "cpu"
-                ? ""
-                : std::string(name(static_cast<DeviceType>(device))) + ":";
+    if (static_cast<DeviceType>(device) != DeviceType::CPU) {
+      text += std::string(name(static_cast<DeviceType>(device))) + ":";
+    }
     text += name(static_cast<ScalarType>(dtype));
     text += "[";
     for (size_t d = 0; d < sizes.size(); ++d) {
@@ -88,7 +112,7 @@ Tensor CollectiveFingerprint::encode() const {
   Tensor words = Tensor::zeros({kWords}, ScalarType::Int64);
   int64_t* w = words.data<int64_t>();
   w[0] = static_cast<int64_t>(sequence);
-  w[1] = opCode(op);
+  w[1] = static_cast<int64_t>(opIndex(op));
   w[2] = dtype;
   w[3] = device;
   w[4] = tensors;
@@ -108,8 +132,8 @@ CollectiveFingerprint CollectiveFingerprint::decode(const Tensor& words) {
   const int64_t* w = words.data<int64_t>();
   CollectiveFingerprint f;
   f.sequence = static_cast<uint64_t>(w[0]);
-  f.op = w[1] >= 0 && w[1] < static_cast<int64_t>(std::size(kOps)) ? std::string(kOps[w[1]])
-                                                                   : "unknown op";
+  f.op = w[1] >= 0 && w[1] < static_cast<int64_t>(std::size(kOps)) ? std::string(kOps[w[1]].name)
+                                                                   : std::string("unknown op");
   f.dtype = w[2];
   f.device = w[3];
   f.tensors = w[4];
@@ -117,12 +141,6 @@ CollectiveFingerprint CollectiveFingerprint::decode(const Tensor& words) {
   f.reduceOp = w[6];
   for (int64_t d = 0; d < std::min<int64_t>(w[7], kMaxDims); ++d) f.sizes.push_back(w[8 + d]);
   return f;
-}
-
-bool CollectiveFingerprint::operator==(const CollectiveFingerprint& other) const {
-  return sequence == other.sequence && op == other.op && dtype == other.dtype &&
-         device == other.device && sizes == other.sizes && tensors == other.tensors &&
-         root == other.root && reduceOp == other.reduceOp;
 }
 
 std::string describeMismatch(const std::vector<CollectiveFingerprint>& byRank) {

@@ -48,7 +48,6 @@ struct CollectiveFingerprint {
   std::string describe() const;
   Tensor encode() const;
   static CollectiveFingerprint decode(const Tensor& words);
-  bool operator==(const CollectiveFingerprint& other) const;
 };
 
 // Empty when all ranks' fingerprints agree; else "rank 0, 1: allreduce float32[4] sum;

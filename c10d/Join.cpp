@@ -1,16 +1,19 @@
 #include "c10d/Join.hpp"
 
+#include <algorithm>
+
 #include "c10d/Exception.hpp"
 
 namespace c10d {
 
-Join::Join(ProcessGroup& group) : group_(group) {}
+Join::Join(ProcessGroup& group)
+    : group_(group), flags_(Tensor::empty({group.size()}, ScalarType::Int64)) {}
 
 int Join::exchange(bool activeHere) {
-  Tensor flags = Tensor::zeros({group_.size()}, ScalarType::Int64);
-  flags.data<int64_t>()[group_.rank()] = activeHere ? 1 : 0;
-  group_.allreduce(flags, {.reduceOp = ReduceOp::SUM})->wait();
-  const int64_t* f = flags.data<int64_t>();
+  int64_t* f = flags_.data<int64_t>();
+  std::fill(f, f + group_.size(), 0);
+  f[group_.rank()] = activeHere ? 1 : 0;
+  group_.allreduce(flags_, {.reduceOp = ReduceOp::SUM})->wait();
   int active = 0;
   int highest = -1;
   for (int r = 0; r < group_.size(); ++r) {

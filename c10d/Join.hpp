@@ -49,6 +49,7 @@ class Join {
   int exchange(bool activeHere);
 
   ProcessGroup& group_;
+  Tensor flags_;  // int64[size]: 1 for each rank with data this step
   int active_ = 0;
   int lastActiveRank_ = -1;
   bool finished_ = false;

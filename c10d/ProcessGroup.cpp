@@ -211,13 +211,6 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
   if (debug_ == DebugLevel::Off) return issue();
   auto fingerprint = detail::CollectiveFingerprint::of(collectives_.fetch_add(1), op, tensor,
                                                        tensors, root, reduceOp);
-  // alltoall ranks may send tensors of any size, alltoall_base ones different row counts: only
-  // the dtype (and for alltoall_base the row shape) must agree.
-  if (std::string_view(op) == "alltoall") {
-    fingerprint.sizes = {-1};
-  } else if (std::string_view(op) == "alltoall_base" && !fingerprint.sizes.empty()) {
-    fingerprint.sizes[0] = -1;
-  }
   if (debug_ == DebugLevel::Detail) {
     // Every rank's fingerprint, gathered before the collective itself can pair wrong calls.
     std::vector<Tensor> all;

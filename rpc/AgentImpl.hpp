@@ -23,6 +23,11 @@ namespace c10d::rpc {
 // Names of the agent's own messages; user functions may not start with it.
 inline constexpr const char* kAgentPrefix = "c10d.";
 
+// The agent's built-in functions, registered by create() on every worker: distributed
+// autograd's (DistAutograd.cpp) and the distributed optimizer's (DistributedOptimizer.cpp).
+void registerAutogradFunctions(RpcAgent& agent);
+void registerOptimizerFunctions(RpcAgent& agent);
+
 struct RpcAgent::Impl {
   struct Pending {
     Reply reply;

@@ -126,11 +126,12 @@ void DistAutogradContext::accumulateGrads(
     }
   }
   std::vector<Future<void>> sent;
-  for (const auto& [owner, list] : byOwner) {
-    impl.gradients.touch(id_, owner);
-    const auto& grads = list;  // clang 14 cannot capture a structured binding
-    sent.push_back(agent_->callTyped<void>(owner, kAccumulate, agent_->options().timeout,
-                                           [&] { return pack(std::make_tuple(id_, grads)); }));
+  // Not a structured binding: clang 14 cannot capture one.
+  for (const auto& entry : byOwner) {
+    impl.gradients.touch(id_, entry.first);
+    sent.push_back(
+        agent_->callTyped<void>(entry.first, kAccumulate, agent_->options().timeout,
+                                [&] { return pack(std::make_tuple(id_, entry.second)); }));
   }
   std::exception_ptr first;
   try {

@@ -6,8 +6,6 @@
 
 namespace c10d::rpc {
 
-void registerAutogradFunctions(RpcAgent& agent);  // DistAutograd.cpp
-
 namespace {
 constexpr const char* kCreate = "c10d.optim.create";
 constexpr const char* kStep = "c10d.optim.step";
@@ -52,10 +50,12 @@ DistributedOptimizer::DistributedOptimizer(std::shared_ptr<RpcAgent> agent,
     byOwner[param.coreHandle()->ownerId()].push_back(param);
   }
   std::vector<Future<RRef<detail::LocalOptimizer>>> created;
-  for (auto& [owner, ownerParams] : byOwner) {
-    created.push_back(agent_->rpcAsync<RRef<detail::LocalOptimizer>>(agent_->workerInfo(owner).name,
-                                                                     kCreate, spec, ownerParams));
+  for (const auto& entry : byOwner) {
+    created.push_back(agent_->callTyped<RRef<detail::LocalOptimizer>>(
+        entry.first, kCreate, agent_->options().timeout,
+        [&] { return pack(std::make_tuple(spec, entry.second)); }));
   }
+  waitAll(created);  // as step() does: every owner answers before the first error is thrown
   for (auto& future : created) optimizers_.push_back(future.value());
 }
 
@@ -67,8 +67,7 @@ void DistributedOptimizer::step(int64_t contextId) {
   waitAll(steps);
 }
 
-void registerBuiltinFunctions(RpcAgent& agent) {
-  registerAutogradFunctions(agent);
+void registerOptimizerFunctions(RpcAgent& agent) {
   RpcAgent* raw = &agent;
   agent.registerBuiltin(
       kCreate, [raw](const OptimizerSpec& spec, std::vector<RRef<Tensor>> params) {

@@ -11,7 +11,6 @@
 #include <map>
 #include <mutex>
 #include <set>
-#include <vector>
 
 #include "c10d/Tensor.hpp"
 #include "c10d/rpc/RpcAgent.hpp"

@@ -21,9 +21,10 @@
 //
 // Threading: RRef handles may be copied, passed and used from any thread.
 
+#include <atomic>
 #include <chrono>
-#include <compare>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <typeinfo>
 
@@ -149,7 +150,10 @@ class RRef {
   template <typename R, typename... A>
   Future<R> rpcAsync(const std::string& method, A&&... args) const {
     auto agent = core().agent();
-    return agent->template rpcAsync<R>(owner().name, method, *this, std::forward<A>(args)...);
+    // By owner id: no name to look up (or copy) per call.
+    return agent->template callTyped<R>(core().ownerId(), method, agent->options().timeout, [&] {
+      return pack(std::make_tuple(*this, std::forward<A>(args)...));
+    });
   }
   template <typename R, typename... A>
   R rpcSync(const std::string& method, A&&... args) const {

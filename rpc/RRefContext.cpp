@@ -100,9 +100,10 @@ std::string packRRef(const std::shared_ptr<RRefCore>& core) {
     std::lock_guard<std::mutex> guard(impl.rrefMutex);
     impl.pendingChildren[wire.fork] = core;
   }
-  msgpack::sbuffer buffer;
-  msgpack::pack(buffer, wire);
-  return std::string(buffer.data(), buffer.size());
+  std::string body;
+  StringSink sink{body};
+  msgpack::pack(sink, wire);
+  return body;
 }
 
 std::shared_ptr<RRefCore> unpackRRef(const char* data, size_t size) {
@@ -325,12 +326,13 @@ bool RpcAgent::Impl::handleRRefMessage(int peer, Frame& frame) {
     sendError(peer, requestId, e.what());
     return true;
   }
-  rrefSettled.notify_all();
   respond(peer, requestId, pack(std::tuple<>()));
   return true;
 }
 
 void RpcAgent::Impl::settleRRefs(std::chrono::steady_clock::time_point deadline) {
+  // References still held here are gone for their owners now.
+  std::vector<std::shared_ptr<RRefCore>> live;
   {
     std::unique_lock<std::mutex> lock(rrefMutex);
     if (!rrefSettled.wait_until(lock, deadline,
@@ -339,11 +341,6 @@ void RpcAgent::Impl::settleRRefs(std::chrono::steady_clock::time_point deadline)
                " RRef fork(s) still unconfirmed and ", pendingChildren.size(),
                " sent RRef(s) not accepted after ", options.timeout.count(), " ms");
     }
-  }
-  // References still held here are gone for their owners now.
-  std::vector<std::shared_ptr<RRefCore>> live;
-  {
-    std::lock_guard<std::mutex> guard(rrefMutex);
     for (auto& [fork, weak] : users) {
       if (auto core = weak.lock()) live.push_back(std::move(core));
     }

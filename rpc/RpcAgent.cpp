@@ -14,8 +14,6 @@
 
 namespace c10d::rpc {
 
-void registerBuiltinFunctions(RpcAgent& agent);  // DistributedOptimizer.cpp
-
 namespace {
 
 std::string rankKey(const char* what, int rank) {
@@ -361,7 +359,8 @@ std::shared_ptr<RpcAgent> RpcAgent::create(std::shared_ptr<Store> store, std::st
   std::shared_ptr<RpcAgent> agent(new RpcAgent(impl));
   impl->agent = agent;
   impl->front = agent.get();
-  registerBuiltinFunctions(*agent);
+  registerAutogradFunctions(*agent);
+  registerOptimizerFunctions(*agent);
 
   const auto deadline = std::chrono::steady_clock::now() + options.initTimeout;
   std::string host = options.host.empty()

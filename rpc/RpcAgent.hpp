@@ -19,13 +19,11 @@
 // Threading: every method may be called from any thread. Registered functions run on the
 // agent's pool of threads (RpcOptions::threads), several at a time.
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
+#include <compare>
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>

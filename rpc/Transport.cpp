@@ -66,8 +66,10 @@ struct ConnectResult {
   std::string refused;  // not empty: authentication failed, not retried
 };
 
-std::string_view bytesOf(const auth::Nonce& nonce) {
-  return {reinterpret_cast<const char*>(nonce.data()), nonce.size()};
+// A nonce or a proof as frame payload bytes.
+static_assert(std::is_same_v<auth::Nonce, auth::Proof>);
+std::string_view bytesOf(const auth::Nonce& bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
 }  // namespace
@@ -323,7 +325,7 @@ struct Transport::Impl {
       c->ourNonce = auth::randomNonce();
       auth::Proof proof = auth::prove(*token, kAcceptorRole, c->theirNonce, c->ourNonce);
       reply.payload.append(bytesOf(c->ourNonce));
-      reply.payload.append(reinterpret_cast<const char*>(proof.data()), proof.size());
+      reply.payload.append(bytesOf(proof));
       c->stage = Connection::Stage::AwaitProof;
     }
     sendOnLoop(c, reply);
@@ -363,8 +365,7 @@ struct Transport::Impl {
       Frame proof;
       proof.kind = FrameKind::Hello;
       proof.id = static_cast<uint64_t>(self);
-      auth::Proof mine = auth::prove(*token, kConnectorRole, c->theirNonce, c->ourNonce);
-      proof.payload.assign(reinterpret_cast<const char*>(mine.data()), mine.size());
+      proof.payload = bytesOf(auth::prove(*token, kConnectorRole, c->theirNonce, c->ourNonce));
       sendOnLoop(c, proof);
       auth::Proof expected = auth::prove(*token, kAcceptorRole, c->ourNonce, c->theirNonce);
       C10D_CHECK(auth::matches(expected, reinterpret_cast<const uint8_t*>(hello.payload.data() +

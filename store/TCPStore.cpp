@@ -72,13 +72,15 @@ FrameReader exchange(detail::StoreConnection& connection, FrameWriter& writer, O
 
 TCPStore::TCPStore(std::string host, uint16_t port, TCPStoreOptions options)
     : Store(options.timeout), host_(std::move(host)), port_(port) {
+  // Resolved once (it may read a file) for the server this object hosts and for its client.
+  std::optional<std::string> token = auth::resolveToken(options.authToken);
   if (options.isServer) {
-    server_ = std::make_unique<TCPStoreServer>(
-        TCPStoreServerOptions{options.listenAddress, port, options.authToken});
+    server_ =
+        std::make_unique<TCPStoreServer>(TCPStoreServerOptions{options.listenAddress, port, token});
     port_ = server_->port();
   }
-  connection_ = std::make_unique<detail::StoreConnection>(host_, port_, options.timeout,
-                                                          auth::resolveToken(options.authToken));
+  connection_ =
+      std::make_unique<detail::StoreConnection>(host_, port_, options.timeout, std::move(token));
   if (options.numWorkers.has_value()) waitForWorkers(*options.numWorkers);
 }
 

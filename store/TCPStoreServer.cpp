@@ -402,10 +402,7 @@ bool TCPStoreServer::Impl::checkProof(Connection* connection, const uint8_t* dat
       auth::prove(*token_, protocol::kClientProofRole, connection->challenge, clientNonce);
   connection->begin += auth::kNonceBytes + auth::kProofBytes;
   if (!auth::matches(expected, data + auth::kNonceBytes)) {
-    dropped.fetch_add(1, std::memory_order_relaxed);
-    C10D_LOG(Warning, "TCPStore server: refused client ", connection->peer,
-             ": wrong authentication token; no key was read or written");
-    close(connection);
+    drop(connection, "wrong authentication token; no key was read or written");
     return false;
   }
   auth::Proof ours =
