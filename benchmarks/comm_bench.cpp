@@ -692,14 +692,46 @@ std::vector<std::vector<double>> timeIterations(c10d::ProcessGroup& pg,
   return samples;
 }
 
-// Every rank's samples, gathered over the process group itself (after the timed loop, so it
-// costs the measurement nothing).
-Stats summarize(c10d::ProcessGroup& pg, std::vector<double> samples) {
-  const int ranks = pg.size();
+// Timings and wrong counts are host values, exchanged over the process group itself. A group
+// whose backend serves no CPU tensors (C10D_BACKEND=nccl) exchanges them through the
+// benchmark's device instead.
+struct Bookkeeping {
+  c10d::ProcessGroup& pg;
+  c10d::Device device;
+
+  static Bookkeeping of(c10d::ProcessGroup& pg, c10d::Device benchDevice) {
+    bool hostCapable = false;
+    try {
+      hostCapable = pg.backend(c10d::DeviceType::CPU)->handlesDevice(c10d::DeviceType::CPU);
+    } catch (const c10d::InvalidArgument&) {
+    }
+    return {pg, hostCapable ? c10d::Device::cpu() : benchDevice};
+  }
+
+  // Runs op(output, input) on copies of the host tensors on `device`, then copies output back.
+  template <typename Op>
+  void run(const Tensor& output, const Tensor& input, Op op) const {
+    if (device.isCPU()) {
+      op(output, input)->wait();
+      return;
+    }
+    Tensor deviceInput = Tensor::empty(input.sizes(), input.dtype(), device);
+    Tensor deviceOutput = Tensor::empty(output.sizes(), output.dtype(), device);
+    c10d::copyTensor(deviceInput, input);
+    op(deviceOutput, deviceInput)->wait();
+    c10d::copyTensor(output, deviceOutput);
+  }
+};
+
+// Every rank's samples (after the timed loop, so it costs the measurement nothing).
+Stats summarize(const Bookkeeping& group, std::vector<double> samples) {
+  const int ranks = group.pg.size();
   const auto iters = static_cast<int64_t>(samples.size());
   Tensor mine = Tensor::fromBlob(samples.data(), ScalarType::Float64, {iters});
   Tensor all = Tensor::empty({iters * ranks}, ScalarType::Float64);
-  pg.allgatherIntoTensor(all, mine)->wait();
+  group.run(all, mine, [&](const Tensor& out, const Tensor& in) {
+    return group.pg.allgatherIntoTensor(out, in);
+  });
   const double* values = all.data<double>();
 
   Stats stats;
@@ -724,10 +756,11 @@ Stats summarize(c10d::ProcessGroup& pg, std::vector<double> samples) {
   return stats;
 }
 
-int64_t sumOverRanks(c10d::ProcessGroup& pg, int64_t value) {
+int64_t sumOverRanks(const Bookkeeping& group, int64_t value) {
   Tensor tensor = Tensor::empty({1}, ScalarType::Int64);
   *tensor.data<int64_t>() = value;
-  pg.allreduce(tensor)->wait();
+  group.run(tensor, tensor,
+            [&](const Tensor& out, const Tensor&) { return group.pg.allreduce(out); });
   return *tensor.data<int64_t>();
 }
 
@@ -892,6 +925,7 @@ int run(const Options& options) {
   C10D_CHECK(options.root < ranks, c10d::InvalidArgument, "--root ", options.root,
              " is not a rank of this ", ranks, "-rank job");
   const c10d::Device device = benchmarkDevice(options);
+  const Bookkeeping bookkeeping = Bookkeeping::of(*pg, device);
   std::unique_ptr<RawPath> raw;
   if (options.raw) raw = connectRawPath(*pg);
 
@@ -952,14 +986,14 @@ int run(const Options& options) {
           if (options.check) {
             runners[p]();
             download(c);
-            wrong[p] = sumOverRanks(*pg, countWrong(c, pattern));
+            wrong[p] = sumOverRanks(bookkeeping, countWrong(c, pattern));
             wrongTotal += *wrong[p];
           }
         }
         std::vector<std::vector<double>> samples =
             timeIterations(*pg, runners, options.warmup, options.iters);
         for (size_t p = 0; p < runners.size(); ++p) {
-          Stats stats = summarize(*pg, std::move(samples[p]));
+          Stats stats = summarize(bookkeeping, std::move(samples[p]));
           double algbw = static_cast<double>(shape.bytes) / (stats.timeUs * 1e-6) / 1e9;
           reporter.row({opInfo.name, shape.bytes, shape.count, dtypeName,
                         opInfo.reduces ? redopName : "none", opInfo.rooted ? options.root : -1,

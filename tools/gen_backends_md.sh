@@ -33,6 +33,11 @@ HEADER
   fi
   echo "<!-- cuda -->"
   gpus=$("$matrix" --cuda-devices)
+  if [ "$gpus" -gt 0 ] && command -v nvidia-smi >/dev/null; then
+    echo "CUDA cells run on: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c |
+      sed -e 's/^ *\([0-9]*\) /\1 × /' | paste -sd, -)."
+    echo
+  fi
   if "$matrix" --has-backend nccl; then
     # NCCL wants one GPU per rank; without any GPU the cells come from the backend's refusals.
     ranks=$(( gpus == 1 ? 1 : 2 ))
