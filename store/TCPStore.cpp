@@ -36,17 +36,36 @@ FrameWriter startRequest(Op op) {
   return writer;
 }
 
+// The key or keys a request is about, named in its errors (described only on failure).
+struct Subject {
+  std::string_view key;
+  const std::vector<std::string>* keys = nullptr;
+
+  std::string describe() const {
+    if (keys != nullptr) return " " + describeKeys(*keys);
+    return key.empty() ? std::string() : detail::concat(" '", key, "'");
+  }
+};
+
 // Finishes and sends the request that writer built, and returns a reader positioned after the
-// response's Ok status. Timeout and Error statuses become TimeoutError and StoreError naming op.
+// response's Ok status. Timeout and Error statuses, and a connection that fails, become
+// TimeoutError and StoreError naming op and its keys.
 FrameReader exchange(detail::StoreConnection& connection, FrameWriter& writer, Op op,
-                     Clock::time_point deadline, std::chrono::milliseconds waitTimeout = {}) {
+                     Subject subject, Clock::time_point deadline,
+                     std::chrono::milliseconds waitTimeout = {}) {
   writer.endFrame();
   if (tlsRequest.size() - protocol::kFrameHeaderBytes > protocol::kMaxFrameBytes) {
     C10D_THROW(InvalidArgument, "TCPStore ", protocol::opName(op), ": request of ",
                tlsRequest.size(), " bytes exceeds the protocol's frame limit of ",
                protocol::kMaxFrameBytes, "; split it into smaller requests");
   }
-  connection.roundTrip(tlsRequest, tlsResponse, deadline);
+  try {
+    connection.roundTrip(tlsRequest, tlsResponse, deadline);
+  } catch (const TimeoutError& e) {
+    C10D_THROW(TimeoutError, "TCPStore ", protocol::opName(op), subject.describe(), ": ", e.what());
+  } catch (const StoreError& e) {
+    C10D_THROW(StoreError, "TCPStore ", protocol::opName(op), subject.describe(), ": ", e.what());
+  }
   FrameReader in(tlsResponse.data(), tlsResponse.size());
   auto status = static_cast<Status>(in.u8());
   switch (status) {
@@ -60,8 +79,8 @@ FrameReader exchange(detail::StoreConnection& connection, FrameWriter& writer, O
     }
     case Status::Error: {
       std::string_view message = in.bytes(protocol::kMaxFrameBytes);
-      C10D_THROW(StoreError, "TCPStore ", protocol::opName(op), " (store ", connection.address(),
-                 "): ", message);
+      C10D_THROW(StoreError, "TCPStore ", protocol::opName(op), subject.describe(), " (store ",
+                 connection.address(), "): ", message);
     }
   }
   C10D_THROW(StoreError, "TCPStore ", protocol::opName(op), ": unknown response status ",
@@ -109,7 +128,7 @@ void TCPStore::set(const std::string& key, const Bytes& value) {
   FrameWriter out = startRequest(Op::Set);
   out.bytes(key);
   out.bytes(value);
-  exchange(*connection_, out, Op::Set, Clock::now() + timeout()).expectEnd();
+  exchange(*connection_, out, Op::Set, {key}, Clock::now() + timeout()).expectEnd();
 }
 
 TCPStore::Bytes TCPStore::get(const std::string& key, std::chrono::milliseconds timeout) {
@@ -120,7 +139,7 @@ TCPStore::Bytes TCPStore::get(const std::string& key, std::chrono::milliseconds 
   out.bytes(key);
   out.i64(timeout.count());
   FrameReader in =
-      exchange(*connection_, out, Op::Get, Clock::now() + timeout + kServerGrace, timeout);
+      exchange(*connection_, out, Op::Get, {key}, Clock::now() + timeout + kServerGrace, timeout);
   return in.value();
 }
 
@@ -130,7 +149,7 @@ int64_t TCPStore::add(const std::string& key, int64_t delta) {
   FrameWriter out = startRequest(Op::Add);
   out.bytes(key);
   out.i64(delta);
-  return exchange(*connection_, out, Op::Add, Clock::now() + timeout()).i64();
+  return exchange(*connection_, out, Op::Add, {key}, Clock::now() + timeout()).i64();
 }
 
 TCPStore::Bytes TCPStore::compareSet(const std::string& key, const Bytes& expected,
@@ -143,7 +162,7 @@ TCPStore::Bytes TCPStore::compareSet(const std::string& key, const Bytes& expect
   out.bytes(key);
   out.bytes(expected);
   out.bytes(desired);
-  return exchange(*connection_, out, Op::CompareSet, Clock::now() + timeout()).value();
+  return exchange(*connection_, out, Op::CompareSet, {key}, Clock::now() + timeout()).value();
 }
 
 bool TCPStore::deleteKey(const std::string& key) {
@@ -151,7 +170,7 @@ bool TCPStore::deleteKey(const std::string& key) {
   std::lock_guard<std::mutex> guard(mutex_);
   FrameWriter out = startRequest(Op::Delete);
   out.bytes(key);
-  return exchange(*connection_, out, Op::Delete, Clock::now() + timeout()).u8() != 0;
+  return exchange(*connection_, out, Op::Delete, {key}, Clock::now() + timeout()).u8() != 0;
 }
 
 bool TCPStore::check(const std::vector<std::string>& keys) {
@@ -159,7 +178,8 @@ bool TCPStore::check(const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> guard(mutex_);
   FrameWriter out = startRequest(Op::Check);
   out.keys(keys);
-  return exchange(*connection_, out, Op::Check, Clock::now() + timeout()).u8() != 0;
+  return exchange(*connection_, out, Op::Check, {.keys = &keys}, Clock::now() + timeout()).u8() !=
+         0;
 }
 
 void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
@@ -169,13 +189,15 @@ void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   FrameWriter out = startRequest(Op::Wait);
   out.keys(keys);
   out.i64(timeout.count());
-  exchange(*connection_, out, Op::Wait, Clock::now() + timeout + kServerGrace, timeout).expectEnd();
+  exchange(*connection_, out, Op::Wait, {.keys = &keys}, Clock::now() + timeout + kServerGrace,
+           timeout)
+      .expectEnd();
 }
 
 int64_t TCPStore::numKeys() {
   std::lock_guard<std::mutex> guard(mutex_);
   FrameWriter out = startRequest(Op::NumKeys);
-  return exchange(*connection_, out, Op::NumKeys, Clock::now() + timeout()).i64();
+  return exchange(*connection_, out, Op::NumKeys, {}, Clock::now() + timeout()).i64();
 }
 
 std::vector<TCPStore::Bytes> TCPStore::multiGet(const std::vector<std::string>& keys,
@@ -186,8 +208,8 @@ std::vector<TCPStore::Bytes> TCPStore::multiGet(const std::vector<std::string>& 
   FrameWriter out = startRequest(Op::MultiGet);
   out.keys(keys);
   out.i64(timeout.count());
-  FrameReader in =
-      exchange(*connection_, out, Op::MultiGet, Clock::now() + timeout + kServerGrace, timeout);
+  FrameReader in = exchange(*connection_, out, Op::MultiGet, {.keys = &keys},
+                            Clock::now() + timeout + kServerGrace, timeout);
   uint32_t count = in.count(4);
   std::vector<Bytes> values;
   values.reserve(count);
@@ -206,7 +228,7 @@ void TCPStore::multiSet(const std::vector<std::string>& keys, const std::vector<
   FrameWriter out = startRequest(Op::MultiSet);
   out.keys(keys);
   for (const Bytes& value : values) out.bytes(value);
-  exchange(*connection_, out, Op::MultiSet, Clock::now() + timeout()).expectEnd();
+  exchange(*connection_, out, Op::MultiSet, {.keys = &keys}, Clock::now() + timeout()).expectEnd();
 }
 
 void TCPStore::append(const std::string& key, const Bytes& value) {
@@ -216,7 +238,7 @@ void TCPStore::append(const std::string& key, const Bytes& value) {
   FrameWriter out = startRequest(Op::Append);
   out.bytes(key);
   out.bytes(value);
-  exchange(*connection_, out, Op::Append, Clock::now() + timeout()).expectEnd();
+  exchange(*connection_, out, Op::Append, {key}, Clock::now() + timeout()).expectEnd();
 }
 
 }  // namespace c10d

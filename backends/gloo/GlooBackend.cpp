@@ -1,6 +1,11 @@
 #include "c10d/backends/gloo/GlooBackend.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "c10d/Logging.hpp"
 #include "c10d/backends/common/Describe.hpp"
@@ -53,14 +58,129 @@ void GlooBackend::Runtime::checkUsable(const Work::Describe& describe) {
   }
 }
 
+namespace {
+
+// Whether the process pid on this host has ended: gone, or a zombie not yet reaped.
+bool processEnded(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  size_t close = line.rfind(')');  // the state follows "(command)"
+  return close == std::string::npos || close + 2 >= line.size() || line[close + 2] == 'Z' ||
+         line[close + 2] == 'X';
+}
+
+std::string hostName() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+}  // namespace
+
+void GlooBackend::Runtime::learnPeerAddresses(Store& store, std::chrono::milliseconds timeout) {
+  if (size == 1) return;
+  // First line "<host> <pid>", then the listening address of each of this rank's pairs in
+  // both contexts (a pair's address may carry "$<sequence number>", which messages leave out).
+  std::string mine = detail::concat(hostName(), " ", ::getpid(), "\n");
+  for (gloo::rendezvous::Context* c : {context.get(), fastContext.get()}) {
+    if (c == nullptr) continue;
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == rank) continue;
+      std::string address = c->getPair(peer)->address().str();
+      mine += address.substr(0, address.find('$')) + "\n";
+    }
+  }
+  store.set("address/" + std::to_string(rank), toBytes(mine));
+  std::vector<std::string> keys;
+  std::vector<int> peers;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    keys.push_back("address/" + std::to_string(peer));
+    peers.push_back(peer);
+  }
+  std::vector<Store::Bytes> values = store.multiGet(keys, timeout);
+  const std::string host = hostName();
+  for (size_t i = 0; i < peers.size(); ++i) {
+    std::istringstream lines(std::string(values[i].begin(), values[i].end()));
+    std::string peerHost;
+    long pid = 0;
+    lines >> peerHost >> pid;
+    if (peerHost == host && pid > 0) localPeerPids.emplace_back(peers[i], pid);
+    for (std::string line; std::getline(lines, line);) {
+      if (!line.empty()) peerAddresses.emplace_back(line, peers[i]);
+    }
+  }
+}
+
+std::string GlooBackend::Runtime::lostPeers(const std::string& glooMessage) const {
+  // A peer's sockets close a moment before its process is seen to end: look for a while
+  // when Gloo reports a closed or reset connection.
+  const bool connectionLost = glooMessage.find("closed") != std::string::npos ||
+                              glooMessage.find("reset") != std::string::npos ||
+                              glooMessage.find("Broken pipe") != std::string::npos;
+  const auto until =
+      std::chrono::steady_clock::now() +
+      (connectionLost ? std::chrono::milliseconds(500) : std::chrono::milliseconds(0));
+  do {
+    std::string ended;
+    for (const auto& [peer, pid] : localPeerPids) {
+      if (processEnded(pid)) ended += detail::concat(ended.empty() ? "" : ", ", peer);
+    }
+    if (!ended.empty()) {
+      return detail::concat(" (rank ", ended, " of group '", group,
+                            "' is no longer running on this host)");
+    }
+    if (std::chrono::steady_clock::now() >= until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  } while (true);
+  for (const auto& [address, peer] : peerAddresses) {
+    if (glooMessage.find(address) != std::string::npos) {
+      return detail::concat(" (", address, " is rank ", peer, " of group '", group, "'",
+                            connectionLost ? ": it was lost, or closed its connections after a "
+                                             "failure of its own)"
+                                           : ")");
+    }
+  }
+  return "";
+}
+
+std::string GlooBackend::Runtime::recordFailure(const std::string& message) {
+  if (!failureLog) return message;
+  try {  // best effort: the store may be gone with a lost rank
+    failureLog->append("failures", toBytes(message + "\n"));
+    Store::Bytes log = failureLog->get("failures", std::chrono::seconds(1));
+    return std::string(log.begin(), std::find(log.begin(), log.end(), '\n'));
+  } catch (const std::exception&) {
+    return message;
+  }
+}
+
+void GlooBackend::Runtime::closeConnections() {
+  if (connectionsClosed_.exchange(true)) return;
+  try {
+    context->closeConnections();
+    if (fastContext) fastContext->closeConnections();
+  } catch (const std::exception& e) {
+    C10D_LOG(Warning, "gloo backend of group '", group, "' rank ", rank,
+             ": closing connections after a failure: ", e.what());
+  }
+}
+
 void GlooBackend::Runtime::fail(const std::string& description, const std::string& glooMessage) {
-  std::string message = detail::concat(description, " failed on rank ", rank, ": ", glooMessage);
+  std::string message = detail::concat(description, " failed on rank ", rank, ": ", glooMessage,
+                                       lostPeers(glooMessage));
+  std::string first = recordFailure(message);
+  if (first != message) message += detail::concat("; the group's first failure: ", first);
   {
     std::lock_guard<std::mutex> guard(mutex_);
     if (brokenBy_.empty()) brokenBy_ = message;
     broken_.store(true, std::memory_order_release);
   }
   C10D_LOG(Warning, message);
+  // The context is unusable from here on. Closing its connections now makes peers blocked on
+  // this rank fail at once (and find this failure in the log) instead of at their timeout.
+  closeConnections();
   // Gloo says "Timed out ..." for unbound buffers and "Read timeout"/"Write timeout" for pairs
   // in sync mode.
   if (glooMessage.find("Timed out") != std::string::npos ||
@@ -237,9 +357,13 @@ GlooBackend::GlooBackend(const BackendContext& context)
       GlooStore fastStore(std::make_shared<PrefixStore>("fast", context.store), context.timeout);
       fast->connectFullMesh(fastStore, runtime_->device);
       bool spin = busyPollWanted();
+      runtime_->fastContext = fast;
       runtime_->fast = std::make_unique<SyncMesh>(fast, spin);
       runtime_->largeViaGloo = fastPath != "all" && anyRankSleeps(*context.store, context, spin);
     }
+    PrefixStore peerStore("peers", context.store);
+    runtime_->learnPeerAddresses(peerStore, context.timeout);
+    runtime_->failureLog = std::make_shared<PrefixStore>("errors", context.store);
   } catch (const gloo::Exception& e) {
     C10D_THROW(BackendError, "gloo backend of group '", context.groupName, "': rank ", context.rank,
                " of ", context.size, " could not connect to its peers (address ",

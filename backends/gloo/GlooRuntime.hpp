@@ -18,6 +18,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "c10d/Exception.hpp"
 #include "c10d/Tensor.hpp"
@@ -38,6 +40,7 @@ struct GlooBackend::Runtime {
   std::shared_ptr<gloo::rendezvous::Context> context;
   // Small messages take this path (see SyncMesh); null for a group of one.
   std::unique_ptr<SyncMesh> fast;
+  std::shared_ptr<gloo::rendezvous::Context> fastContext;  // fast's, for closing on failure
   std::chrono::milliseconds defaultTimeout{0};
 
   // Messages from this size on go to Gloo's own algorithms when any rank of the group sleeps in
@@ -75,6 +78,23 @@ struct GlooBackend::Runtime {
   }
   [[noreturn]] void fail(const std::string& description, const std::string& glooMessage);
 
+  // So that a failure can name the rank that was lost, every rank publishes at set-up its host
+  // and pid (a peer on this host whose process ended is lost for certain) and its pairs'
+  // listening addresses (Gloo names a peer by the one it connected to, "[10.0.0.2]:41235").
+  void learnPeerAddresses(Store& store, std::chrono::milliseconds timeout);
+  std::vector<std::pair<int, long>> localPeerPids;         // (rank, pid)
+  std::vector<std::pair<std::string, int>> peerAddresses;  // (address, rank)
+  // " (rank 2 of group 'g' is no longer running on this host)", or an address match, or "".
+  std::string lostPeers(const std::string& glooMessage) const;
+  // Where a failing rank appends its failure before its connections close: a rank that then
+  // sees a peer vanish, or times out waiting for one, reports the group's first failure too
+  // (the rank that was killed, not the survivor that exited after it).
+  std::shared_ptr<Store> failureLog;
+  // Appends message to failureLog and returns the log's first entry (message when none).
+  std::string recordFailure(const std::string& message);
+  // Closes every pair of both contexts, once; later calls do nothing.
+  void closeConnections();
+
   // Point-to-point operations whose Work nobody has waited for yet: the progress thread waits
   // for them in order, so their Work completes even if the caller never waits. It leaves each
   // alone for kP2PClaimDelay first: a caller that waits soon waits on Gloo itself, without a
@@ -98,6 +118,7 @@ struct GlooBackend::Runtime {
   std::mutex mutex_;
   std::string brokenBy_;  // the first failure's message; empty while healthy
   std::atomic<bool> broken_{false};
+  std::atomic<bool> connectionsClosed_{false};
   std::condition_variable p2pChanged_;
   struct PendingP2P {
     std::weak_ptr<P2PWork> work;

@@ -1,0 +1,92 @@
+// Real process kills: a rank SIGKILLed in the middle of a collective, and the store's host
+// killed under clients blocked on it. The survivors must fail well inside their timeout, with
+// an error that names what was lost.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+
+#include "MultiProcess.hpp"
+
+namespace c10d {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kKilled = 128 + SIGKILL;
+
+// The op timeout is far above the bound checked, so a pass means the lost connection was
+// noticed, not that the op timed out.
+constexpr auto kOpTimeout = 60s;
+constexpr auto kNoticedWithin = 15s;
+
+TEST(FaultTest, GlooSurvivorsOfAKilledRankFailNamingIt) {
+  auto outcomes = test::runRanks(
+      {.backend = "gloo",
+       .worldSize = 3,
+       .opTimeout = kOpTimeout,
+       .deadline = 120s,
+       .graceAfterFailure = 30s,
+       .killedRanks = {2}},
+      [](test::RankEnv& env) {
+        Tensor tensor = Tensor::zeros({4096}, ScalarType::Float32);
+        for (int i = 0; i < 5; ++i) env.pg.allreduce(tensor)->wait();
+        if (env.rank == 2) {
+          auto work = env.pg.allreduce(tensor);  // in flight when the rank dies
+          std::raise(SIGKILL);
+        }
+        auto start = Clock::now();
+        std::string error;
+        try {
+          // Loops so that a rank which got through the killed rank's last op meets the loss
+          // on its next one.
+          for (int i = 0; i < 100; ++i) env.pg.allreduce(tensor)->wait();
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+        auto elapsed = Clock::now() - start;
+        test::check(!error.empty(), "an allreduce failed after rank 2 was killed");
+        test::check(elapsed < kNoticedWithin, "the failure came well before the 60 s timeout");
+        test::check(
+            error.find("rank 2 of group 'default' is no longer running") != std::string::npos,
+            "the error names rank 2: " + error);
+      });
+  EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0, kKilled})) << test::report(outcomes);
+}
+
+TEST(FaultTest, StoreClientsFailWhenTheStoreHostIsKilled) {
+  auto outcomes = test::runRanks(
+      {.backend = "gloo",
+       .worldSize = 3,
+       .opTimeout = kOpTimeout,
+       .deadline = 120s,
+       .graceAfterFailure = 30s,
+       .killedRanks = {0}},
+      [](test::RankEnv& env) {
+        env.pg.barrier()->wait();
+        if (env.rank == 0) {  // hosts the TCPStore
+          env.store.wait({"clients-parked"}, 30s);
+          std::this_thread::sleep_for(200ms);  // let both clients block in wait()
+          std::raise(SIGKILL);
+        }
+        env.store.add("parked", 1);
+        if (env.store.add("parked", 0) == 2) env.store.setString("clients-parked", "1");
+        auto start = Clock::now();
+        std::string error;
+        try {
+          env.store.wait({"never-set"}, kOpTimeout);
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+        auto elapsed = Clock::now() - start;
+        test::check(!error.empty(), "wait() failed once the store's host was killed");
+        test::check(elapsed < kNoticedWithin, "the failure came well before the 60 s timeout");
+        test::check(error.find("TCPStore wait 'never-set'") != std::string::npos,
+                    "the error names the op and the key: " + error);
+      });
+  EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{kKilled, 0, 0})) << test::report(outcomes);
+}
+
+}  // namespace
+}  // namespace c10d

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Three hosts simulated with network namespaces: h0, h1 and h2 each reach a bridge in a fourth
+# namespace (the switch) through a veth pair, at 10.213.0.1-3. A job of 2 ranks per host
+# (c10drun --nnodes 3 in each namespace, MASTER_ADDR on h0) runs the tutorial examples over
+# real routed TCP; then a looping allreduce job has h2's switch port cut mid-run
+# (ip link set ... down), and every host's launcher must end with an error, not hang.
+# Exits 77 (ctest: skipped) with the reason where namespaces cannot be made (not root, no ip).
+# Usage: multi_host_test.sh BUILD_DIR
+set -uo pipefail
+build=$(cd "$1" && pwd)
+c10drun=$build/tools/c10drun
+tag=c$$  # keeps concurrent runs' namespaces and links apart
+switch=${tag}sw
+hosts=(${tag}h0 ${tag}h1 ${tag}h2)
+subnet=10.213.0
+port=29517
+logs=$(mktemp -d)
+
+cleanup() {
+  for ns in "${hosts[@]}" "$switch"; do
+    pids=$(ip netns pids "$ns" 2>/dev/null)
+    [ -n "$pids" ] && kill -9 $pids 2>/dev/null
+    ip netns del "$ns" 2>/dev/null
+  done
+  rm -rf "$logs"
+}
+trap cleanup EXIT
+
+skip() {
+  echo "SKIPPED: $*; this test needs root and iproute2 to make network namespaces"
+  exit 77
+}
+command -v ip >/dev/null || skip "no 'ip' command (Debian package iproute2)"
+ip netns add "$switch" 2>"$logs/err" || skip "ip netns add failed: $(cat "$logs/err")"
+ip -n "$switch" link add br0 type bridge && ip -n "$switch" link set br0 up ||
+  skip "cannot make a bridge in a namespace"
+ip -n "$switch" link set lo up
+for i in 0 1 2; do
+  ns=${hosts[$i]}
+  ip netns add "$ns" || skip "ip netns add $ns failed"
+  ip link add "${tag}a$i" type veth peer name "${tag}b$i" || skip "cannot make veth pairs"
+  ip link set "${tag}a$i" netns "$ns"
+  ip link set "${tag}b$i" netns "$switch"
+  ip -n "$ns" link set "${tag}a$i" name eth0
+  ip -n "$ns" addr add "$subnet.$((i + 1))/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+  ip -n "$switch" link set "${tag}b$i" master br0
+  ip -n "$switch" link set "${tag}b$i" up
+done
+echo "hosts: ${hosts[*]} at $subnet.1-3, joined by a bridge in $switch"
+
+failures=0
+# Runs PROGRAM ARGS as a 6-rank job (2 ranks on each host); sets job_pids to the launchers.
+start_job() {
+  local name=$1
+  shift
+  job_pids=()
+  for i in 0 1 2; do
+    ip netns exec "${hosts[$i]}" "$c10drun" --nnodes 3 --node-rank "$i" --nproc-per-node 2 \
+      --master-addr "$subnet.1" --master-port "$port" "$@" >"$logs/$name.h$i" 2>&1 &
+    job_pids+=($!)
+  done
+  port=$((port + 1))
+}
+
+# Waits for the launchers of the current job for at most $1 seconds; codes[i] gets each exit
+# code (124 for one still running at the end, which is then killed).
+wait_job() {
+  local limit=$1 deadline=$((SECONDS + $1))
+  codes=()
+  for i in 0 1 2; do
+    while kill -0 "${job_pids[$i]}" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+    if kill -0 "${job_pids[$i]}" 2>/dev/null; then
+      kill -9 "${job_pids[$i]}" 2>/dev/null
+      wait "${job_pids[$i]}" 2>/dev/null
+      codes[$i]=124
+    else
+      wait "${job_pids[$i]}"
+      codes[$i]=$?
+    fi
+  done
+  : "$limit"
+}
+
+export C10D_TIMEOUT=20
+for example in p2p_send_recv p2p_isend_irecv allreduce_subgroup collectives_tour sync_sgd; do
+  start_job "$example" "$build/examples/$example"
+  wait_job 120
+  if [ "${codes[*]}" = "0 0 0" ]; then
+    echo "PASS $example: 6 ranks on 3 hosts; $(grep -c . "$logs/$example.h0") lines from h0, e.g.:"
+    grep -m 2 "^\[rank 0\]" "$logs/$example.h0" | sed 's/^/    /'
+  else
+    echo "FAIL $example: launcher exit codes ${codes[*]}"
+    cat "$logs/$example".h* | sed 's/^/    /'
+    failures=$((failures + 1))
+  fi
+done
+
+# The link cut: ranks 4 and 5 (on h2) lose the network in the middle of a loop of allreduces.
+export C10D_TIMEOUT=10
+start_job linkcut "$build/tests/fault_rank" --iters 1000000 --pause-ms 2
+sleep 4
+for i in 0 1 2; do
+  kill -0 "${job_pids[$i]}" 2>/dev/null || { echo "FAIL linkcut: h$i's job ended before the cut"; failures=$((failures + 1)); }
+done
+echo "cutting h2's link: ip -n $switch link set ${tag}b2 down"
+cut_at=$SECONDS
+ip -n "$switch" link set "${tag}b2" down
+wait_job 60
+echo "launchers ended ${codes[*]} within $((SECONDS - cut_at)) s of the cut (C10D_TIMEOUT=10)"
+for i in 0 1 2; do
+  reported=$(grep -c "allreduce #[0-9]* failed after" "$logs/linkcut.h$i")
+  if [ "${codes[$i]}" -eq 124 ]; then
+    echo "FAIL linkcut: h$i's job still ran 60 s after the cut (hang)"
+    failures=$((failures + 1))
+  elif [ "${codes[$i]}" -eq 0 ]; then
+    echo "FAIL linkcut: h$i's job exited 0 although its allreduces could not complete"
+    failures=$((failures + 1))
+  elif [ "$reported" -eq 0 ]; then
+    echo "FAIL linkcut: h$i's job exited ${codes[$i]} without an error from an allreduce"
+    failures=$((failures + 1))
+  else
+    echo "PASS linkcut h$i: exit ${codes[$i]}; $(grep -m 1 "allreduce #[0-9]* failed after" "$logs/linkcut.h$i" | cut -c1-300)"
+  fi
+done
+[ $failures -eq 0 ] || { echo "linkcut logs:"; cat "$logs"/linkcut.h* | grep -v " W " | tail -40 | sed 's/^/    /'; }
+
+if [ $failures -eq 0 ]; then
+  echo "ALL PASS"
+  exit 0
+fi
+echo "$failures check(s) failed"
+exit 1
