@@ -137,6 +137,9 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
                            ", backend '", options_.backend, "', timeout ", options_.timeout.count(),
                            " ms, C10D_DEBUG=", debug_ == DebugLevel::Detail ? "DETAIL" : "INFO"));
   }
+  if (size_t capacity = FlightRecorder::capacityFromEnvironment(); capacity > 0) {
+    recorder_ = std::make_shared<FlightRecorder>(options_.groupName, rank_, size_, capacity);
+  }
   if (debug_ == DebugLevel::Detail && backends_.count(DeviceType::CPU) == 0) {
     C10D_THROW(InvalidArgument, "C10D_DEBUG=DETAIL checks collectives over the group's CPU ",
                "backend, and group '", options_.groupName, "' (backend '", options_.backend,
@@ -208,9 +211,15 @@ template <typename Issue>
 std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor, int64_t tensors,
                                             int64_t root, std::optional<ReduceOp> reduceOp,
                                             std::chrono::milliseconds timeout, Issue&& issue) {
-  if (debug_ == DebugLevel::Off) return issue();
+  if (debug_ == DebugLevel::Off && !recorder_) return issue();
   auto fingerprint = detail::CollectiveFingerprint::of(collectives_.fetch_add(1), op, tensor,
                                                        tensors, root, reduceOp);
+  const uint64_t sequence = fingerprint.sequence;
+  if (recorder_) recorder_->queued(fingerprint);
+  // A call that fails before its Work exists (bad input, the DETAIL check) is recorded too.
+  auto failedBeforeStart = [&](const std::string& error) {
+    if (recorder_) recorder_->finished(sequence, error);
+  };
   if (debug_ == DebugLevel::Detail) {
     // Every rank's fingerprint, gathered before the collective itself can pair wrong calls.
     std::vector<Tensor> all;
@@ -219,6 +228,7 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
     // The check's own failure (a rank that never makes the call: a timeout) reaches the caller
     // as the collective's would, through its Work, named after the collective.
     auto failed = [&](const auto& error) {
+      failedBeforeStart(error.what());
       auto work = std::make_shared<Work>(fingerprint.describe(), timeout, std::vector<Tensor>{});
       using ErrorType = std::decay_t<decltype(error)>;
       work->getFuture()->setError(std::make_exception_ptr(ErrorType(detail::concat(
@@ -236,21 +246,60 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
     std::vector<detail::CollectiveFingerprint> byRank;
     for (const Tensor& words : all) byRank.push_back(detail::CollectiveFingerprint::decode(words));
     std::string mismatch = detail::describeMismatch(byRank);
+    if (!mismatch.empty()) failedBeforeStart("C10D_DEBUG=DETAIL: the ranks' collectives differ");
     C10D_CHECK(mismatch.empty(), InvalidArgument, "C10D_DEBUG=DETAIL: rank ", rank_, " of group '",
                options_.groupName, "': the ranks' collectives differ: ", mismatch);
   }
   auto start = std::chrono::steady_clock::now();
-  std::shared_ptr<Work> work = issue();
-  work->getFuture()->addCallback([start, rank = rank_, group = options_.groupName,
-                                  what = fingerprint.describe()](Future& done) {
-    auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-                  std::chrono::steady_clock::now() - start)
-                  .count();
-    logLine(LogLevel::Info,
-            detail::concat("group '", group, "' rank ", rank, ": ", what,
-                           done.hasError() ? " failed" : " completed", " in ", us / 1000.0, " ms"));
+  std::shared_ptr<Work> work;
+  try {
+    work = issue();
+  } catch (const std::exception& e) {
+    failedBeforeStart(e.what());
+    throw;
+  }
+  if (recorder_) recorder_->started(sequence);
+  std::string what = debug_ != DebugLevel::Off ? fingerprint.describe() : std::string();
+  work->getFuture()->addCallback([start, sequence, recorder = recorder_, debug = debug_,
+                                  rank = rank_, group = options_.groupName,
+                                  what = std::move(what)](Future& done) {
+    std::string error;
+    if (done.hasError()) {
+      try {
+        std::rethrow_exception(done.error());
+      } catch (const std::exception& e) {
+        error = e.what();
+      } catch (...) {
+        error = "an exception that is not a std::exception";
+      }
+    }
+    if (recorder) {
+      recorder->finished(sequence, error);
+      // Every rank that sees a collective fail leaves its view of the group behind.
+      if (!error.empty()) {
+        try {
+          recorder->dump(detail::concat("collective #", sequence, " failed: ", error));
+        } catch (const std::exception& e) {
+          C10D_LOG(Warning, e.what());
+        }
+      }
+    }
+    if (debug != DebugLevel::Off) {
+      auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+      logLine(LogLevel::Info,
+              detail::concat("group '", group, "' rank ", rank, ": ", what,
+                             error.empty() ? " completed" : " failed", " in ", us / 1000.0, " ms"));
+    }
   });
   return work;
+}
+
+std::string ProcessGroup::dumpFlightRecorder(const std::string& reason) const {
+  C10D_CHECK(recorder_ != nullptr, InvalidArgument, "process group '", options_.groupName,
+             "': the flight recorder is off (C10D_FLIGHT_RECORDER_SIZE=0)");
+  return recorder_->dump(reason);
 }
 
 Backend& ProcessGroup::route(const Tensor& tensor, const char* op) const {

@@ -11,6 +11,7 @@
 
 #include "c10d/Backend.hpp"
 #include "c10d/CollectiveCheck.hpp"
+#include "c10d/FlightRecorder.hpp"
 #include "c10d/Options.hpp"
 #include "c10d/Work.hpp"
 
@@ -70,6 +71,12 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   const std::vector<int>& globalRanks() const { return globalRanks_; }
 
   std::shared_ptr<Backend> backend(DeviceType device) const;
+
+  // The group's flight recorder (c10d/FlightRecorder.hpp), null when C10D_FLIGHT_RECORDER_SIZE
+  // is 0. dumpFlightRecorder writes its file now and returns the path; it throws
+  // InvalidArgument when the recorder is off and Error when the file cannot be written.
+  const FlightRecorder* flightRecorder() const { return recorder_.get(); }
+  std::string dumpFlightRecorder(const std::string& reason = "on request") const;
   std::shared_ptr<Store> store() const { return store_; }
 
   std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& options = {});
@@ -140,8 +147,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::vector<std::array<int, 2>> exchangeColors(const std::string& name, int color, int key);
 
   std::chrono::milliseconds resolve(std::chrono::milliseconds timeout) const;
-  // Runs issue() (which starts the collective) under C10D_DEBUG: at DETAIL after checking that
-  // every rank makes the same call, at INFO and DETAIL logging its duration when it completes.
+  // Runs issue() (which starts the collective) under C10D_DEBUG and the flight recorder: at
+  // DETAIL after checking that every rank makes the same call, at INFO and DETAIL logging its
+  // duration when it completes; the recorder notes it queued, started and finished, and dumps
+  // when it fails.
   template <typename Issue>
   std::shared_ptr<Work> checked(const char* op, const Tensor* tensor, int64_t tensors, int64_t root,
                                 std::optional<ReduceOp> reduceOp, std::chrono::milliseconds timeout,
@@ -165,7 +174,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::map<DeviceType, std::shared_ptr<Backend>> routes_;
   uint64_t subgroupCounter_ = 0;
   DebugLevel debug_ = DebugLevel::Off;
-  std::atomic<uint64_t> collectives_{0};  // collectives issued, for C10D_DEBUG's sequence numbers
+  std::atomic<uint64_t> collectives_{0};      // collectives issued: C10D_DEBUG's and the recorder's
+  std::shared_ptr<FlightRecorder> recorder_;  // null when C10D_FLIGHT_RECORDER_SIZE=0
 };
 
 }  // namespace c10d

@@ -33,6 +33,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -599,6 +600,7 @@ class Launcher {
                                           : "exited with code " + std::to_string(code);
     printMessage("rank " + std::to_string(rank.global_rank) + " " + how);
     failure_code_ = code;
+    askForFlightRecorderDumps();
     // The other ranks would block forever in collectives waiting for the dead one.
     beginStopping(SIGTERM);
   }
@@ -623,6 +625,27 @@ class Launcher {
         beginStopping(sig);
       }
     }
+  }
+
+  // With C10D_FLIGHT_RECORDER_SIGNAL set (c10d/FlightRecorder.hpp), the surviving ranks are
+  // sent that signal before they are stopped, so that each leaves its flight recorder dump:
+  // the ranks still blocked in a collective never reach their own timeout's dump.
+  void askForFlightRecorderDumps() {
+    const char* name = std::getenv("C10D_FLIGHT_RECORDER_SIGNAL");
+    if (name == nullptr) return;
+    std::string which = name;
+    int sig = which == "USR1" || which == "SIGUSR1"   ? SIGUSR1
+              : which == "USR2" || which == "SIGUSR2" ? SIGUSR2
+                                                      : 0;
+    if (sig == 0) return;  // the ranks reject the value themselves
+    int asked = 0;
+    for (const Rank& rank : ranks_) {
+      if (rank.running && ::kill(rank.pid, sig) == 0) ++asked;  // the rank alone, not its group
+    }
+    if (asked == 0) return;
+    printMessage("asked " + std::to_string(asked) + " rank(s) for flight recorder dumps (" +
+                 signalName(sig) + ")");
+    std::this_thread::sleep_for(std::chrono::seconds(1));
   }
 
   void beginStopping(int sig) {

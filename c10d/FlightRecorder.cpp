@@ -1,0 +1,252 @@
+#include "c10d/FlightRecorder.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "c10d/Exception.hpp"
+#include "c10d/Logging.hpp"
+
+namespace c10d {
+namespace {
+
+constexpr size_t kDefaultCapacity = 1000;
+
+int64_t nowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+const char* stateName(FlightRecorder::State state) {
+  switch (state) {
+    case FlightRecorder::State::Queued:
+      return "queued";
+    case FlightRecorder::State::Started:
+      return "started";
+    case FlightRecorder::State::Completed:
+      return "completed";
+    case FlightRecorder::State::Failed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+void appendJsonString(std::string& out, const std::string& text) {
+  out += '"';
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        if (c < 0x20) {
+          char escaped[8];
+          std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
+          out += escaped;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '"';
+}
+
+// A group name may hold '/' or spaces; the file name keeps letters, digits, '-' and '_'.
+std::string fileSafe(const std::string& text) {
+  std::string out = text;
+  for (char& c : out) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+  }
+  return out;
+}
+
+// Live recorders, for dumpAll and the signal.
+struct Registry {
+  std::mutex mutex;
+  std::set<const FlightRecorder*> recorders;
+};
+Registry& registry() {
+  static Registry* instance = new Registry();  // never destroyed: the signal thread may use it
+  return *instance;
+}
+
+// The signal handler may only write(2): it wakes a thread that does the dumping.
+int signalPipe[2] = {-1, -1};
+void onDumpSignal(int) {
+  const char byte = 1;
+  [[maybe_unused]] ssize_t ignored = ::write(signalPipe[1], &byte, 1);
+}
+
+// Installs the dump signal's handler when C10D_FLIGHT_RECORDER_SIGNAL names one; read at each
+// recorder's creation, so a later group can still turn it on. Once installed it stays.
+void installSignalHandlerIfAsked() {
+  const char* name = std::getenv("C10D_FLIGHT_RECORDER_SIGNAL");
+  if (name == nullptr || *name == '\0') return;
+  std::string which = name;
+  int signal = which == "USR1" || which == "SIGUSR1"   ? SIGUSR1
+               : which == "USR2" || which == "SIGUSR2" ? SIGUSR2
+                                                       : 0;
+  C10D_CHECK(signal != 0, InvalidArgument, "C10D_FLIGHT_RECORDER_SIGNAL='", which,
+             "': expected USR1 or USR2");
+  static std::mutex mutex;
+  static std::atomic<int> installed{0};
+  std::lock_guard<std::mutex> guard(mutex);
+  if (installed == signal) return;
+  if (signalPipe[0] < 0) {
+    C10D_CHECK(::pipe(signalPipe) == 0, Error,
+               "flight recorder: pipe() for the dump signal failed: ", std::strerror(errno));
+    std::thread([] {
+      char byte;
+      while (::read(signalPipe[0], &byte, 1) > 0 || errno == EINTR) {
+        FlightRecorder::dumpAll(installed == SIGUSR1 ? "signal SIGUSR1" : "signal SIGUSR2");
+      }
+    }).detach();
+  }
+  struct sigaction action {};
+  action.sa_handler = onDumpSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(signal, &action, nullptr);
+  installed = signal;
+}
+
+}  // namespace
+
+FlightRecorder::FlightRecorder(std::string group, int rank, int size, size_t capacity)
+    : group_(std::move(group)), rank_(rank), size_(size), ring_(capacity) {
+  C10D_CHECK(capacity > 0, InvalidArgument, "flight recorder of group '", group_,
+             "': capacity must be positive");
+  installSignalHandlerIfAsked();
+  std::lock_guard<std::mutex> guard(registry().mutex);
+  registry().recorders.insert(this);
+}
+
+FlightRecorder::~FlightRecorder() {
+  std::lock_guard<std::mutex> guard(registry().mutex);
+  registry().recorders.erase(this);
+}
+
+size_t FlightRecorder::capacityFromEnvironment() {
+  const char* text = std::getenv("C10D_FLIGHT_RECORDER_SIZE");
+  if (text == nullptr || *text == '\0') return kDefaultCapacity;
+  char* end = nullptr;
+  errno = 0;
+  long long value = std::strtoll(text, &end, 10);
+  C10D_CHECK(errno == 0 && end != text && *end == '\0' && value >= 0 && value <= (1 << 24),
+             InvalidArgument, "C10D_FLIGHT_RECORDER_SIZE='", text,
+             "': expected a number of entries from 0 (off) to 16777216");
+  return static_cast<size_t>(value);
+}
+
+void FlightRecorder::queued(const detail::CollectiveFingerprint& call) {
+  int64_t now = nowUs();
+  std::lock_guard<std::mutex> guard(mutex_);
+  Entry& entry = ring_[call.sequence % ring_.size()];
+  entry = Entry{call, State::Queued, now, 0, 0, {}};
+  next_ = std::max(next_, call.sequence + 1);
+}
+
+void FlightRecorder::started(uint64_t sequence) {
+  int64_t now = nowUs();
+  std::lock_guard<std::mutex> guard(mutex_);
+  Entry& entry = ring_[sequence % ring_.size()];
+  if (entry.call.sequence != sequence || entry.state != State::Queued) return;
+  entry.state = State::Started;
+  entry.startedUs = now;
+}
+
+void FlightRecorder::finished(uint64_t sequence, const std::string& error) {
+  int64_t now = nowUs();
+  std::lock_guard<std::mutex> guard(mutex_);
+  Entry& entry = ring_[sequence % ring_.size()];
+  if (entry.call.sequence != sequence || entry.queuedUs == 0) return;  // overwritten since
+  entry.state = error.empty() ? State::Completed : State::Failed;
+  entry.finishedUs = now;
+  entry.error = error;
+}
+
+std::vector<FlightRecorder::Entry> FlightRecorder::entries() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  std::vector<Entry> out;
+  const uint64_t first = next_ > ring_.size() ? next_ - ring_.size() : 0;
+  for (uint64_t sequence = first; sequence < next_; ++sequence) {
+    const Entry& entry = ring_[sequence % ring_.size()];
+    if (entry.queuedUs != 0 && entry.call.sequence == sequence) out.push_back(entry);
+  }
+  return out;
+}
+
+std::string FlightRecorder::toJson(const std::string& reason) const {
+  std::string out = "{\"group\":";
+  appendJsonString(out, group_);
+  out += detail::concat(",\"rank\":", rank_, ",\"size\":", size_, ",\"reason\":");
+  appendJsonString(out, reason);
+  out += detail::concat(",\"dumped_us\":", nowUs(), ",\"entries\":[");
+  bool first = true;
+  for (const Entry& entry : entries()) {
+    out += first ? "\n" : ",\n";
+    first = false;
+    out += detail::concat("{\"seq\":", entry.call.sequence, ",\"op\":");
+    appendJsonString(out, entry.call.op);
+    out += ",\"call\":";
+    appendJsonString(out, entry.call.describe());
+    out += ",\"state\":";
+    appendJsonString(out, stateName(entry.state));
+    out += detail::concat(",\"queued_us\":", entry.queuedUs, ",\"started_us\":", entry.startedUs,
+                          ",\"finished_us\":", entry.finishedUs, ",\"error\":");
+    appendJsonString(out, entry.error);
+    out += "}";
+  }
+  out += "]}\n";
+  return out;
+}
+
+std::string FlightRecorder::dump(const std::string& reason) const {
+  const char* dir = std::getenv("C10D_FLIGHT_RECORDER_DIR");
+  std::string path = detail::concat(dir != nullptr && *dir != '\0' ? dir : "/tmp", "/c10d_flight_",
+                                    fileSafe(group_), "_rank", rank_, ".json");
+  std::string json = toJson(reason);
+  // Written beside and renamed, so a reader never sees half a dump.
+  std::string partial = path + ".partial";
+  {
+    std::ofstream file(partial, std::ios::trunc);
+    file << json;
+    C10D_CHECK(file.good(), Error, "flight recorder of group '", group_, "' rank ", rank_,
+               ": cannot write ", partial);
+  }
+  C10D_CHECK(std::rename(partial.c_str(), path.c_str()) == 0, Error, "flight recorder of group '",
+             group_, "' rank ", rank_, ": cannot rename ", partial, " to ", path, ": ",
+             std::strerror(errno));
+  return path;
+}
+
+std::vector<std::string> FlightRecorder::dumpAll(const std::string& reason) {
+  std::vector<std::string> paths;
+  std::lock_guard<std::mutex> guard(registry().mutex);
+  for (const FlightRecorder* recorder : registry().recorders) {
+    try {
+      paths.push_back(recorder->dump(reason));
+      C10D_LOG(Warning, "flight recorder of group '", recorder->group_, "' rank ", recorder->rank_,
+               " dumped to ", paths.back(), " (", reason, ")");
+    } catch (const std::exception& e) {
+      C10D_LOG(Warning, e.what());
+    }
+  }
+  return paths;
+}
+
+}  // namespace c10d

@@ -1,0 +1,80 @@
+#pragma once
+
+// The flight recorder: each process group keeps its last N collectives (sequence number, op,
+// sizes, state, timestamps) so that a hang or a timeout can be explained after the fact. Every
+// rank writes its buffer as JSON on a collective's timeout, on a signal, or on request, and
+// tools/flight_report.py reads all ranks' dumps and says which ranks are behind, at which op.
+//
+//   C10D_FLIGHT_RECORDER_SIZE    entries per group (default 1000; 0 turns the recorder off)
+//   C10D_FLIGHT_RECORDER_DIR     where dumps go (default /tmp), one file per group and rank:
+//                                c10d_flight_<group>_rank<R>.json, rewritten by each dump
+//   C10D_FLIGHT_RECORDER_SIGNAL  USR1 or USR2: that signal dumps every group of the process
+//                                (unset: no handler is installed)
+//
+// States: "queued" (the call entered ProcessGroup), "started" (the backend accepted it and it
+// is in flight), "completed" or "failed" (its Work finished; failed ones keep the error).
+//
+// Threading: every method may be called from any thread.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "c10d/CollectiveCheck.hpp"
+
+namespace c10d {
+
+class FlightRecorder {
+ public:
+  enum class State { Queued, Started, Completed, Failed };
+
+  struct Entry {
+    detail::CollectiveFingerprint call;  // call.sequence is the group's collective number
+    State state = State::Queued;
+    int64_t queuedUs = 0;  // microseconds since the epoch (system clock, comparable across hosts)
+    int64_t startedUs = 0;
+    int64_t finishedUs = 0;
+    std::string error;
+  };
+
+  // capacity > 0. Registers the recorder for dumpAll() and the signal.
+  FlightRecorder(std::string group, int rank, int size, size_t capacity);
+  ~FlightRecorder();
+  FlightRecorder(const FlightRecorder&) = delete;
+  FlightRecorder& operator=(const FlightRecorder&) = delete;
+
+  // C10D_FLIGHT_RECORDER_SIZE, or the default; throws InvalidArgument for a value that is not
+  // a non-negative integer.
+  static size_t capacityFromEnvironment();
+
+  void queued(const detail::CollectiveFingerprint& call);
+  void started(uint64_t sequence);
+  // error empty: completed.
+  void finished(uint64_t sequence, const std::string& error);
+
+  // The entries still held, oldest first.
+  std::vector<Entry> entries() const;
+  // {"group", "rank", "size", "reason", "dumped_us", "entries": [{"seq", "op", "call",
+  // "state", "queued_us", "started_us", "finished_us", "error"}]}.
+  std::string toJson(const std::string& reason) const;
+  // Writes toJson(reason) to the file named in the header comment; returns its path. Throws
+  // Error when the file cannot be written.
+  std::string dump(const std::string& reason) const;
+
+  // Dumps every live recorder of this process (best effort: failures are logged); returns the
+  // paths written.
+  static std::vector<std::string> dumpAll(const std::string& reason);
+
+ private:
+  const std::string group_;
+  const int rank_;
+  const int size_;
+  mutable std::mutex mutex_;
+  std::vector<Entry> ring_;  // slot sequence % capacity
+  uint64_t next_ = 0;        // one past the highest sequence recorded
+};
+
+}  // namespace c10d
