@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <thread>
 
 #include "MultiProcess.hpp"
 
@@ -21,70 +22,65 @@ constexpr int kKilled = 128 + SIGKILL;
 constexpr auto kOpTimeout = 60s;
 constexpr auto kNoticedWithin = 15s;
 
+test::RunOptions threeRanksLosing(int killed) {
+  return {.backend = "gloo",
+          .worldSize = 3,
+          .opTimeout = kOpTimeout,
+          .deadline = 120s,
+          .graceAfterFailure = 30s,
+          .killedRanks = {killed}};
+}
+
+// Runs fn, which must throw well before kOpTimeout, and returns the error's message.
+template <typename Fn>
+std::string errorSoonFrom(Fn&& fn, const std::string& what) {
+  auto start = Clock::now();
+  std::string error;
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  test::check(!error.empty(), what + " failed");
+  test::check(Clock::now() - start < kNoticedWithin, what + " failed well before its timeout");
+  return error;
+}
+
 TEST(FaultTest, GlooSurvivorsOfAKilledRankFailNamingIt) {
-  auto outcomes = test::runRanks(
-      {.backend = "gloo",
-       .worldSize = 3,
-       .opTimeout = kOpTimeout,
-       .deadline = 120s,
-       .graceAfterFailure = 30s,
-       .killedRanks = {2}},
-      [](test::RankEnv& env) {
-        Tensor tensor = Tensor::zeros({4096}, ScalarType::Float32);
-        for (int i = 0; i < 5; ++i) env.pg.allreduce(tensor)->wait();
-        if (env.rank == 2) {
-          auto work = env.pg.allreduce(tensor);  // in flight when the rank dies
-          std::raise(SIGKILL);
-        }
-        auto start = Clock::now();
-        std::string error;
-        try {
-          // Loops so that a rank which got through the killed rank's last op meets the loss
-          // on its next one.
+  auto outcomes = test::runRanks(threeRanksLosing(2), [](test::RankEnv& env) {
+    Tensor tensor = Tensor::zeros({4096}, ScalarType::Float32);
+    for (int i = 0; i < 5; ++i) env.pg.allreduce(tensor)->wait();
+    if (env.rank == 2) {
+      auto work = env.pg.allreduce(tensor);  // in flight when the rank dies
+      std::raise(SIGKILL);
+    }
+    // Loops so that a rank which got through the killed rank's last op meets the loss on its
+    // next one.
+    std::string error = errorSoonFrom(
+        [&] {
           for (int i = 0; i < 100; ++i) env.pg.allreduce(tensor)->wait();
-        } catch (const std::exception& e) {
-          error = e.what();
-        }
-        auto elapsed = Clock::now() - start;
-        test::check(!error.empty(), "an allreduce failed after rank 2 was killed");
-        test::check(elapsed < kNoticedWithin, "the failure came well before the 60 s timeout");
-        test::check(
-            error.find("rank 2 of group 'default' is no longer running") != std::string::npos,
-            "the error names rank 2: " + error);
-      });
+        },
+        "an allreduce after rank 2 was killed");
+    test::check(error.find("rank 2 of group 'default' is no longer running") != std::string::npos,
+                "the error names rank 2: " + error);
+  });
   EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0, kKilled})) << test::report(outcomes);
 }
 
 TEST(FaultTest, StoreClientsFailWhenTheStoreHostIsKilled) {
-  auto outcomes = test::runRanks(
-      {.backend = "gloo",
-       .worldSize = 3,
-       .opTimeout = kOpTimeout,
-       .deadline = 120s,
-       .graceAfterFailure = 30s,
-       .killedRanks = {0}},
-      [](test::RankEnv& env) {
-        env.pg.barrier()->wait();
-        if (env.rank == 0) {  // hosts the TCPStore
-          env.store.wait({"clients-parked"}, 30s);
-          std::this_thread::sleep_for(200ms);  // let both clients block in wait()
-          std::raise(SIGKILL);
-        }
-        env.store.add("parked", 1);
-        if (env.store.add("parked", 0) == 2) env.store.setString("clients-parked", "1");
-        auto start = Clock::now();
-        std::string error;
-        try {
-          env.store.wait({"never-set"}, kOpTimeout);
-        } catch (const std::exception& e) {
-          error = e.what();
-        }
-        auto elapsed = Clock::now() - start;
-        test::check(!error.empty(), "wait() failed once the store's host was killed");
-        test::check(elapsed < kNoticedWithin, "the failure came well before the 60 s timeout");
-        test::check(error.find("TCPStore wait 'never-set'") != std::string::npos,
-                    "the error names the op and the key: " + error);
-      });
+  auto outcomes = test::runRanks(threeRanksLosing(0), [](test::RankEnv& env) {
+    env.pg.barrier()->wait();
+    if (env.rank == 0) {  // hosts the TCPStore
+      env.store.wait({"clients-parked"}, 30s);
+      std::this_thread::sleep_for(200ms);  // let both clients block in wait()
+      std::raise(SIGKILL);
+    }
+    if (env.store.add("parked", 1) == 2) env.store.setString("clients-parked", "1");
+    std::string error = errorSoonFrom([&] { env.store.wait({"never-set"}, kOpTimeout); },
+                                      "wait() on a store whose host was killed");
+    test::check(error.find("TCPStore wait 'never-set'") != std::string::npos,
+                "the error names the op and the key: " + error);
+  });
   EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{kKilled, 0, 0})) << test::report(outcomes);
 }
 
