@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "c10d/Exception.hpp"
+#include "c10d/FlightRecorderSignal.hpp"
 #include "c10d/Logging.hpp"
 
 namespace c10d {
@@ -94,14 +95,10 @@ void onDumpSignal(int) {
 // Installs the dump signal's handler when C10D_FLIGHT_RECORDER_SIGNAL names one; read at each
 // recorder's creation, so a later group can still turn it on. Once installed it stays.
 void installSignalHandlerIfAsked() {
-  const char* name = std::getenv("C10D_FLIGHT_RECORDER_SIGNAL");
-  if (name == nullptr || *name == '\0') return;
-  std::string which = name;
-  int signal = which == "USR1" || which == "SIGUSR1"   ? SIGUSR1
-               : which == "USR2" || which == "SIGUSR2" ? SIGUSR2
-                                                       : 0;
-  C10D_CHECK(signal != 0, InvalidArgument, "C10D_FLIGHT_RECORDER_SIGNAL='", which,
-             "': expected USR1 or USR2");
+  const int signal = flightRecorderSignalFromEnvironment();
+  if (signal == 0) return;
+  C10D_CHECK(signal > 0, InvalidArgument, "C10D_FLIGHT_RECORDER_SIGNAL='",
+             std::getenv("C10D_FLIGHT_RECORDER_SIGNAL"), "': expected USR1 or USR2");
   static std::mutex mutex;
   static std::atomic<int> installed{0};
   std::lock_guard<std::mutex> guard(mutex);
@@ -155,8 +152,15 @@ size_t FlightRecorder::capacityFromEnvironment() {
 void FlightRecorder::queued(const detail::CollectiveFingerprint& call) {
   int64_t now = nowUs();
   std::lock_guard<std::mutex> guard(mutex_);
+  // Assigned field by field, so that once the ring has wrapped a slot's strings and vectors
+  // keep their buffers and recording allocates nothing.
   Entry& entry = ring_[call.sequence % ring_.size()];
-  entry = Entry{call, State::Queued, now, 0, 0, {}};
+  entry.call = call;
+  entry.state = State::Queued;
+  entry.queuedUs = now;
+  entry.startedUs = 0;
+  entry.finishedUs = 0;
+  entry.error.clear();
   next_ = std::max(next_, call.sequence + 1);
 }
 

@@ -259,10 +259,13 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
     throw;
   }
   if (recorder_) recorder_->started(sequence);
-  std::string what = debug_ != DebugLevel::Off ? fingerprint.describe() : std::string();
-  work->getFuture()->addCallback([start, sequence, recorder = recorder_, debug = debug_,
-                                  rank = rank_, group = options_.groupName,
-                                  what = std::move(what)](Future& done) {
+  // Built only when INFO logging wants it: with C10D_DEBUG off the callback allocates nothing.
+  std::string logPrefix = debug_ != DebugLevel::Off
+                              ? detail::concat("group '", options_.groupName, "' rank ", rank_,
+                                               ": ", fingerprint.describe())
+                              : std::string();
+  work->getFuture()->addCallback([start, sequence, recorder = recorder_,
+                                  logPrefix = std::move(logPrefix)](Future& done) {
     std::string error;
     if (done.hasError()) {
       try {
@@ -284,13 +287,12 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
         }
       }
     }
-    if (debug != DebugLevel::Off) {
+    if (!logPrefix.empty()) {
       auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                     std::chrono::steady_clock::now() - start)
                     .count();
-      logLine(LogLevel::Info,
-              detail::concat("group '", group, "' rank ", rank, ": ", what,
-                             error.empty() ? " completed" : " failed", " in ", us / 1000.0, " ms"));
+      logLine(LogLevel::Info, detail::concat(logPrefix, error.empty() ? " completed" : " failed",
+                                             " in ", us / 1000.0, " ms"));
     }
   });
   return work;

@@ -37,6 +37,8 @@
 #include <utility>
 #include <vector>
 
+#include "c10d/FlightRecorderSignal.hpp"
+
 extern char** environ;
 
 namespace {
@@ -631,13 +633,8 @@ class Launcher {
   // sent that signal before they are stopped, so that each leaves its flight recorder dump:
   // the ranks still blocked in a collective never reach their own timeout's dump.
   void askForFlightRecorderDumps() {
-    const char* name = std::getenv("C10D_FLIGHT_RECORDER_SIGNAL");
-    if (name == nullptr) return;
-    std::string which = name;
-    int sig = which == "USR1" || which == "SIGUSR1"   ? SIGUSR1
-              : which == "USR2" || which == "SIGUSR2" ? SIGUSR2
-                                                      : 0;
-    if (sig == 0) return;  // the ranks reject the value themselves
+    const int sig = c10d::flightRecorderSignalFromEnvironment();
+    if (sig <= 0) return;  // unset, or a value the ranks reject themselves
     int asked = 0;
     for (const Rank& rank : ranks_) {
       if (rank.running && ::kill(rank.pid, sig) == 0) ++asked;  // the rank alone, not its group

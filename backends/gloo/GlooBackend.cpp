@@ -32,17 +32,6 @@ bool busyPollWanted() {
   return false;
 }
 
-// Whether any rank of the group reads without spinning; every rank gets the same answer.
-bool anyRankSleeps(Store& store, const BackendContext& context, bool spin) {
-  store.setString("fast/spin/" + std::to_string(context.rank), spin ? "1" : "0");
-  std::vector<std::string> keys;
-  for (int r = 0; r < context.size; ++r) keys.push_back("fast/spin/" + std::to_string(r));
-  for (const Store::Bytes& value : store.multiGet(keys, context.timeout)) {
-    if (toString(value) != "1") return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 // ---- Runtime ----
@@ -78,11 +67,13 @@ std::string hostName() {
 
 }  // namespace
 
-void GlooBackend::Runtime::learnPeerAddresses(Store& store, std::chrono::milliseconds timeout) {
-  if (size == 1) return;
-  // First line "<host> <pid>", then the listening address of each of this rank's pairs in
-  // both contexts (a pair's address may carry "$<sequence number>", which messages leave out).
-  std::string mine = detail::concat(hostName(), " ", ::getpid(), "\n");
+bool GlooBackend::Runtime::exchangePeerFacts(Store& store, std::chrono::milliseconds timeout,
+                                             bool spin) {
+  if (size == 1) return !spin;
+  // First line "<host> <pid> <spin>", then the listening address of each of this rank's pairs
+  // in both contexts (a pair's address may carry "$<sequence number>", which messages leave
+  // out).
+  std::string mine = detail::concat(hostName(), " ", ::getpid(), " ", spin ? 1 : 0, "\n");
   for (gloo::rendezvous::Context* c : {context.get(), fastContext.get()}) {
     if (c == nullptr) continue;
     for (int peer = 0; peer < size; ++peer) {
@@ -91,26 +82,30 @@ void GlooBackend::Runtime::learnPeerAddresses(Store& store, std::chrono::millise
       mine += address.substr(0, address.find('$')) + "\n";
     }
   }
-  store.set("address/" + std::to_string(rank), toBytes(mine));
+  store.set("facts/" + std::to_string(rank), toBytes(mine));
   std::vector<std::string> keys;
   std::vector<int> peers;
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
-    keys.push_back("address/" + std::to_string(peer));
+    keys.push_back("facts/" + std::to_string(peer));
     peers.push_back(peer);
   }
   std::vector<Store::Bytes> values = store.multiGet(keys, timeout);
   const std::string host = hostName();
+  bool anySleeps = !spin;
   for (size_t i = 0; i < peers.size(); ++i) {
     std::istringstream lines(std::string(values[i].begin(), values[i].end()));
     std::string peerHost;
     long pid = 0;
-    lines >> peerHost >> pid;
+    int peerSpins = 0;
+    lines >> peerHost >> pid >> peerSpins;
+    anySleeps = anySleeps || peerSpins == 0;
     if (peerHost == host && pid > 0) localPeerPids.emplace_back(peers[i], pid);
     for (std::string line; std::getline(lines, line);) {
       if (!line.empty()) peerAddresses.emplace_back(line, peers[i]);
     }
   }
+  return anySleeps;
 }
 
 std::string GlooBackend::Runtime::lostPeers(const std::string& glooMessage) const {
@@ -351,18 +346,18 @@ GlooBackend::GlooBackend(const BackendContext& context)
     // C10D_GLOO_FAST_PATH: 0 never, all for every size, else by size (same on every rank).
     const char* fastPathEnv = std::getenv("C10D_GLOO_FAST_PATH");
     const std::string fastPath = fastPathEnv != nullptr ? fastPathEnv : "";
+    const bool spin = busyPollWanted();
     if (context.size > 1 && fastPath != "0") {
       auto fast = std::make_shared<gloo::rendezvous::Context>(context.rank, context.size);
       fast->setTimeout(context.timeout);
       GlooStore fastStore(std::make_shared<PrefixStore>("fast", context.store), context.timeout);
       fast->connectFullMesh(fastStore, runtime_->device);
-      bool spin = busyPollWanted();
       runtime_->fastContext = fast;
       runtime_->fast = std::make_unique<SyncMesh>(fast, spin);
-      runtime_->largeViaGloo = fastPath != "all" && anyRankSleeps(*context.store, context, spin);
     }
     PrefixStore peerStore("peers", context.store);
-    runtime_->learnPeerAddresses(peerStore, context.timeout);
+    const bool anySleeps = runtime_->exchangePeerFacts(peerStore, context.timeout, spin);
+    runtime_->largeViaGloo = runtime_->fast && fastPath != "all" && anySleeps;
     runtime_->failureLog = std::make_shared<PrefixStore>("errors", context.store);
   } catch (const gloo::Exception& e) {
     C10D_THROW(BackendError, "gloo backend of group '", context.groupName, "': rank ", context.rank,

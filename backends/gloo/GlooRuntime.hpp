@@ -78,10 +78,12 @@ struct GlooBackend::Runtime {
   }
   [[noreturn]] void fail(const std::string& description, const std::string& glooMessage);
 
-  // So that a failure can name the rank that was lost, every rank publishes at set-up its host
-  // and pid (a peer on this host whose process ended is lost for certain) and its pairs'
-  // listening addresses (Gloo names a peer by the one it connected to, "[10.0.0.2]:41235").
-  void learnPeerAddresses(Store& store, std::chrono::milliseconds timeout);
+  // At set-up every rank publishes in one store key what the others need to know of it: its
+  // host and pid (a peer on this host whose process ended is lost for certain), its pairs'
+  // listening addresses (Gloo names a peer by the one it connected to, "[10.0.0.2]:41235"),
+  // and whether it spins on fast-path reads. Returns whether any rank of the group sleeps in
+  // its reads (the same answer on every rank).
+  bool exchangePeerFacts(Store& store, std::chrono::milliseconds timeout, bool spin);
   std::vector<std::pair<int, long>> localPeerPids;         // (rank, pid)
   std::vector<std::pair<std::string, int>> peerAddresses;  // (address, rank)
   // " (rank 2 of group 'g' is no longer running on this host)", or an address match, or "".
