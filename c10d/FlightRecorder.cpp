@@ -14,6 +14,7 @@
 #include "c10d/Exception.hpp"
 #include "c10d/FlightRecorderSignal.hpp"
 #include "c10d/Logging.hpp"
+#include "c10d/ThreadName.hpp"
 
 namespace c10d {
 namespace {
@@ -107,6 +108,7 @@ void installSignalHandlerIfAsked() {
     C10D_CHECK(::pipe(signalPipe) == 0, Error,
                "flight recorder: pipe() for the dump signal failed: ", std::strerror(errno));
     std::thread([] {
+      detail::nameThisThread("c10d-flightrec");
       char byte;
       while (::read(signalPipe[0], &byte, 1) > 0 || errno == EINTR) {
         FlightRecorder::dumpAll(installed == SIGUSR1 ? "signal SIGUSR1" : "signal SIGUSR2");

@@ -17,6 +17,7 @@
 #include "c10d/Exception.hpp"
 #include "c10d/Logging.hpp"
 #include "c10d/Signals.hpp"
+#include "c10d/ThreadName.hpp"
 #include "c10d/store/StoreProtocol.hpp"
 #include "c10d/store/TCPStore.hpp"
 
@@ -158,6 +159,7 @@ TCPStoreServer::Impl::Impl(const TCPStoreServerOptions& options)
     throw;
   }
   thread_ = std::thread([this] {
+    detail::nameThisThread("c10d-store");
     detail::blockSigpipeInThisThread();
     uv_run(&loop_, UV_RUN_DEFAULT);
     uv_loop_close(&loop_);

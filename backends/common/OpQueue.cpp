@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 
 #include "c10d/Exception.hpp"
+#include "c10d/ThreadName.hpp"
 
 namespace c10d {
 
@@ -79,6 +80,7 @@ void QueuedWork::beforeWait() {
 OpQueue::OpQueue(std::string name) : state_(std::make_shared<QueuedWork::QueueState>()) {
   state_->name = std::move(name);
   worker_ = std::thread([state = state_] {
+    detail::nameThisThread("c10d-ops");
     // Timed waits of a few microseconds; the default 50 us slack would stretch the grace.
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     using Clock = std::chrono::steady_clock;

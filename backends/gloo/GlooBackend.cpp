@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "c10d/Logging.hpp"
+#include "c10d/ThreadName.hpp"
 #include "c10d/backends/common/Describe.hpp"
 #include "c10d/backends/common/OpQueue.hpp"
 #include "c10d/backends/gloo/GlooRuntime.hpp"
@@ -231,6 +232,7 @@ void GlooBackend::Runtime::releaseBuffer(std::unique_ptr<gloo::transport::Unboun
 
 void GlooBackend::Runtime::startProgressThread() {
   progress_ = std::thread([this] {
+    detail::nameThisThread("c10d-gloo-p2p");
     std::unique_lock<std::mutex> lock(mutex_);
     while (!p2pStopping_) {
       auto now = std::chrono::steady_clock::now();

@@ -7,6 +7,7 @@
 
 #include "c10d/Exception.hpp"
 #include "c10d/Logging.hpp"
+#include "c10d/ThreadName.hpp"
 
 namespace c10d {
 
@@ -117,7 +118,10 @@ MpiBackend::Progress::Progress(std::string groupName, int rankInGroup)
     : group(std::move(groupName)), rank(rankInGroup) {
   const char* abortEnv = std::getenv("C10D_MPI_ABORT_ON_TIMEOUT");
   abortOnTimeout_ = abortEnv == nullptr || std::strcmp(abortEnv, "0") != 0;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    detail::nameThisThread("c10d-mpi");
+    run();
+  });
 }
 
 MpiBackend::Progress::~Progress() {

@@ -20,6 +20,7 @@
 #include "c10d/Exception.hpp"
 #include "c10d/Half.hpp"
 #include "c10d/Logging.hpp"
+#include "c10d/ThreadName.hpp"
 #include "c10d/backends/common/CudaRuntime.hpp"
 #include "c10d/backends/common/Describe.hpp"
 #include "c10d/backends/common/Dispatch.hpp"
@@ -257,7 +258,10 @@ struct NcclBackend::Impl {
   }
 
   void startWatchdog() {
-    watchdog = std::thread([this] { watch(); });
+    watchdog = std::thread([this] {
+      detail::nameThisThread("c10d-nccl-wdog");
+      watch();
+    });
   }
 
   // Enqueues launch(comm, stream) after the caller's current stream and returns its Work.
