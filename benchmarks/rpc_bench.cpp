@@ -3,7 +3,7 @@
 //   - pipelined rpc_async calls per second (a window of calls kept in flight),
 //   - echo of a 1 MiB and a 16 MiB tensor (GB/s counting both directions).
 //
-//   c10drun --nproc-per-node 2 c10d-rpc-bench [--json] [--calls N]
+//   c10drun --nproc-per-node 2 c10d-rpc-bench [--json] [--calls N] [--threads T]
 //
 // --json prints, from rank 0, one line: {"rpc_sync_median_us":..., "rpc_sync_p99_us":...,
 // "rpc_async_calls_per_s":..., "echo_1MiB_GBps":..., "echo_16MiB_GBps":...}.
@@ -46,7 +46,7 @@ double echoGBps(RpcAgent& agent, int64_t bytes, int repeats) {
   return 2.0 * static_cast<double>(bytes) * repeats / seconds / 1e9;
 }
 
-int run(bool json, int calls) {
+int run(bool json, int calls, int threads) {
   c10d::InitOptions init;
   c10d::WorldInfo world = c10d::detectWorld(init);
   if (world.worldSize != 2) {
@@ -54,8 +54,10 @@ int run(bool json, int calls) {
     return 2;
   }
   auto store = c10d::connectStore(init, world);
-  auto agent = RpcAgent::create(store, world.rank == 0 ? "client" : "server", world.rank, 2, {},
-                                [](RpcAgent& a) {
+  c10d::rpc::RpcOptions options;
+  options.threads = threads;
+  auto agent = RpcAgent::create(store, world.rank == 0 ? "client" : "server", world.rank, 2,
+                                options, [](RpcAgent& a) {
                                   a.registerFunction("empty", [] {});
                                   a.registerFunction("echo", [](const Tensor& t) { return t; });
                                 });
@@ -112,9 +114,13 @@ int main(int argc, char** argv) {
   app.add_option("--calls", calls, "Timed rpc_sync calls (5x as many pipelined ones)")
       ->check(CLI::Range(10, 100000000))
       ->capture_default_str();
+  int threads = c10d::rpc::RpcOptions{}.threads;
+  app.add_option("--threads", threads, "Each worker's pool threads (RpcOptions::threads)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
-    return run(json, calls);
+    return run(json, calls, threads);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "c10d-rpc-bench: %s\n", e.what());
     return 1;

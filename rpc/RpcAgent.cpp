@@ -8,6 +8,7 @@
 
 #include "c10d/Auth.hpp"
 #include "c10d/Logging.hpp"
+#include "c10d/ThreadName.hpp"
 #include "c10d/rpc/AgentImpl.hpp"
 #include "c10d/store/LocalAddress.hpp"
 #include "c10d/store/PrefixStore.hpp"
@@ -21,6 +22,11 @@ std::string rankKey(const char* what, int rank) {
 }
 
 constexpr std::chrono::microseconds kPoolSpin{100};
+
+// With more calls than this in flight, a request joins the transport's next batched write
+// instead of making a system call of its own: nobody waits on that one call alone, and a
+// pipelined caller's burst then costs a few writes, not one per call (docs/performance.md).
+constexpr size_t kBatchAboveInFlight = 8;
 
 bool isAgentMessage(const std::string& name) {
   return name.rfind(kAgentPrefix, 0) == 0;
@@ -153,7 +159,10 @@ void RpcAgent::Impl::respond(int peer, uint64_t id, Packed result) {
   response.payload = std::move(result.bytes);
   response.tensors = std::move(result.tensors);
   try {
-    transport->send(peer, std::move(response));
+    // While more calls wait for the pool, their responses will follow this one: let the loop
+    // thread write them together (a pipelined client's burst then costs the server a few
+    // system calls instead of one per call).
+    transport->send(peer, std::move(response), queuedTasks.load(std::memory_order_relaxed) > 0);
   } catch (const std::exception& e) {
     sendError(peer, id,
               "the result from " + describeWorker(self.id) + " could not be sent: " + e.what());
@@ -239,13 +248,15 @@ void RpcAgent::Impl::call(int to, const std::string& function, Packed arguments,
   request.name = function;
   request.payload = std::move(arguments.bytes);
   request.tensors = std::move(arguments.tensors);
+  size_t inFlight;
   {
     std::lock_guard<std::mutex> guard(pendingMutex);
     pending[id] = Pending{std::move(reply), std::chrono::steady_clock::now() + timeout, timeout, to,
                           function};
+    inFlight = pending.size();
   }
   try {
-    transport->send(to, std::move(request));
+    transport->send(to, std::move(request), inFlight > kBatchAboveInFlight);
   } catch (...) {
     if (auto failed = takePending(id)) failed->reply(std::current_exception(), nullptr);
   }
@@ -354,8 +365,16 @@ std::shared_ptr<RpcAgent> RpcAgent::create(std::shared_ptr<Store> store, std::st
       rank, auth::resolveToken(options.authToken),
       [raw](int peer, Frame frame) { raw->onFrame(peer, std::move(frame)); },
       [raw](int peer, const std::string& why) { raw->onPeerLost(peer, why); });
-  for (int i = 0; i < options.threads; ++i) impl->pool.emplace_back([raw] { raw->poolLoop(); });
-  impl->deadlines = std::thread([raw] { raw->deadlineLoop(); });
+  for (int i = 0; i < options.threads; ++i) {
+    impl->pool.emplace_back([raw] {
+      c10d::detail::nameThisThread("c10d-rpc-pool");
+      raw->poolLoop();
+    });
+  }
+  impl->deadlines = std::thread([raw] {
+    c10d::detail::nameThisThread("c10d-rpc-timer");
+    raw->deadlineLoop();
+  });
   std::shared_ptr<RpcAgent> agent(new RpcAgent(impl));
   impl->agent = agent;
   impl->front = agent.get();

@@ -22,6 +22,7 @@
 #include "c10d/Exception.hpp"
 #include "c10d/Logging.hpp"
 #include "c10d/Signals.hpp"
+#include "c10d/ThreadName.hpp"
 
 namespace c10d::rpc {
 
@@ -75,6 +76,12 @@ std::string_view bytesOf(const auth::Nonce& bytes) {
 }  // namespace
 
 struct Transport::Impl {
+  // A frame on its way out: its encoded head and tensors, of which skip bytes went out already.
+  struct Outgoing {
+    std::string head;
+    std::vector<Tensor> tensors;
+    size_t skip = 0;
+  };
   struct Connection {
     // The introduction, in Hello frames. Connector: Hello(its nonce) ->; acceptor: <- Hello(its
     // nonce, its proof); connector: Hello(its proof) ->. Without a token both nonces are empty
@@ -100,7 +107,11 @@ struct Transport::Impl {
     std::mutex writeMutex;
     bool closing = false;  // under writeMutex, set before uv_close
     int fd = -1;
-    int queuedWrites = 0;  // under writeMutex: writes handed to libuv and not yet completed
+    // Under writeMutex: frames for the loop thread to write, in order, and how many loop writes
+    // are scheduled or in libuv's hands (the outbox's flush counts as one). A sender writes on
+    // its own thread only when both are empty, so frames never overtake each other.
+    std::vector<Outgoing> outbox;
+    int queuedWrites = 0;
     bool isClosing() {
       std::lock_guard<std::mutex> guard(writeMutex);
       return closing;
@@ -108,8 +119,7 @@ struct Transport::Impl {
   };
   struct Write {
     uv_write_t request;  // first
-    std::string head;
-    std::vector<Tensor> tensors;
+    std::vector<Outgoing> frames;
     Connection* connection;
   };
 
@@ -120,6 +130,7 @@ struct Transport::Impl {
 
   uv_loop_t loop;
   uv_async_t wakeup;
+  uv_check_t afterCallbacks;  // runs once the loop's callbacks are done, before it sleeps
   uv_tcp_t listener;
   bool listening = false;
   std::thread thread;
@@ -131,6 +142,12 @@ struct Transport::Impl {
   std::map<int, std::string> lost;                   // peer -> why
   std::set<Connection*> connections;                 // loop thread only
   bool closed = false;
+  // Under mutex: whether the loop thread is running callbacks. Until it is done with them it
+  // will pass afterCallbacks, which flushes the outboxes of `dirty`: a sender that queues a
+  // frame meanwhile adds its connection there and needs no wake-up (a pipelined caller, woken
+  // by the replies this thread is delivering, sends its next calls in that window).
+  bool loopBusy = false;
+  std::vector<std::shared_ptr<Connection>> dirty;
 
   void post(std::function<void()> command) {
     {
@@ -166,6 +183,7 @@ struct Transport::Impl {
     std::deque<std::function<void()>> batch;
     {
       std::lock_guard<std::mutex> guard(mutex);
+      loopBusy = true;
       batch.swap(commands);
     }
     for (auto& command : batch) command();
@@ -247,6 +265,7 @@ struct Transport::Impl {
         },
         [](uv_stream_t* stream, ssize_t nread, const uv_buf_t*) {
           auto* c = static_cast<Connection*>(stream->data);
+          c->impl->markBusy();
           if (nread == 0) return;
           if (nread < 0) {
             c->impl->drop(c, nread == UV_EOF ? "the peer closed the connection"
@@ -398,12 +417,53 @@ struct Transport::Impl {
       std::lock_guard<std::mutex> guard(c->writeMutex);
       ++c->queuedWrites;
     }
-    write(c, encodeHead(frame), {}, 0);
+    std::vector<Outgoing> frames;
+    frames.push_back(Outgoing{encodeHead(frame), {}, 0});
+    write(c, std::move(frames));
   }
 
-  // On the loop thread: writes what is left of a frame (skip bytes went out already). Whoever
-  // queued it counted it in queuedWrites; completing it uncounts it.
-  void write(Connection* c, std::string head, std::vector<Tensor> tensors, size_t skip) {
+  void markBusy() {
+    std::lock_guard<std::mutex> guard(mutex);
+    loopBusy = true;
+  }
+
+  // A sender's connection got its first queued frame: the loop flushes it after its current
+  // callbacks when it is running them, else a posted command wakes it to.
+  void scheduleFlush(const std::shared_ptr<Connection>& c) {
+    {
+      std::lock_guard<std::mutex> guard(mutex);
+      if (loopBusy) {
+        dirty.push_back(c);
+        return;
+      }
+    }
+    post([this, c] { flush(c.get()); });
+  }
+
+  // On the loop thread, after its callbacks: writes what senders queued meanwhile.
+  void flushDirty() {
+    std::vector<std::shared_ptr<Connection>> ready;
+    {
+      std::lock_guard<std::mutex> guard(mutex);
+      loopBusy = false;
+      ready.swap(dirty);
+    }
+    for (const auto& c : ready) flush(c.get());
+  }
+
+  // On the loop thread: writes the connection's outbox, every frame in it with one write.
+  void flush(Connection* c) {
+    std::vector<Outgoing> frames;
+    {
+      std::lock_guard<std::mutex> guard(c->writeMutex);
+      frames.swap(c->outbox);
+    }
+    write(c, std::move(frames));
+  }
+
+  // On the loop thread: writes what is left of frames, in order, with one libuv write. Whoever
+  // queued them counted the write in queuedWrites; completing it uncounts it.
+  void write(Connection* c, std::vector<Outgoing> frames) {
     auto finished = [](Connection* c) {
       std::lock_guard<std::mutex> guard(c->writeMutex);
       --c->queuedWrites;
@@ -413,21 +473,22 @@ struct Transport::Impl {
       return;
     }
     auto* w = new Write();
-    w->head = std::move(head);
-    w->tensors = std::move(tensors);
+    w->frames = std::move(frames);
     w->connection = c;
     std::vector<uv_buf_t> bufs;
-    bufs.reserve(1 + w->tensors.size());
-    auto add = [&](char* data, size_t size) {
-      if (skip >= size) {
-        skip -= size;
-        return;
-      }
-      bufs.push_back(uv_buf_init(data + skip, static_cast<unsigned>(size - skip)));
-      skip = 0;
-    };
-    add(w->head.data(), w->head.size());
-    for (const Tensor& t : w->tensors) add(static_cast<char*>(t.data()), t.nbytes());
+    for (Outgoing& frame : w->frames) {
+      size_t skip = frame.skip;
+      auto add = [&](char* data, size_t size) {
+        if (skip >= size) {
+          skip -= size;
+          return;
+        }
+        bufs.push_back(uv_buf_init(data + skip, static_cast<unsigned>(size - skip)));
+        skip = 0;
+      };
+      add(frame.head.data(), frame.head.size());
+      for (const Tensor& t : frame.tensors) add(static_cast<char*>(t.data()), t.nbytes());
+    }
     if (bufs.empty()) {
       delete w;
       finished(c);
@@ -466,7 +527,12 @@ Transport::Transport(int self, std::optional<std::string> token, OnFrame onFrame
   uv_async_init(&impl.loop, &impl.wakeup,
                 [](uv_async_t* async) { static_cast<Impl*>(async->data)->drain(); });
   impl.wakeup.data = &impl;
+  uv_check_init(&impl.loop, &impl.afterCallbacks);
+  impl.afterCallbacks.data = &impl;
+  uv_check_start(&impl.afterCallbacks,
+                 [](uv_check_t* check) { static_cast<Impl*>(check->data)->flushDirty(); });
   impl.thread = std::thread([&impl] {
+    c10d::detail::nameThisThread("c10d-rpc-io");
     detail::blockSigpipeInThisThread();
     uv_run(&impl.loop, UV_RUN_DEFAULT);
   });
@@ -612,7 +678,7 @@ void Transport::waitForPeers(int worldSize, std::chrono::steady_clock::time_poin
   }
 }
 
-void Transport::send(int peer, Frame frame) {
+void Transport::send(int peer, Frame frame, bool moreSoon) {
   std::string head = encodeHead(frame);
   std::shared_ptr<Impl::Connection> c;
   {
@@ -632,7 +698,7 @@ void Transport::send(int peer, Frame frame) {
   {
     std::lock_guard<std::mutex> guard(c->writeMutex);
     C10D_CHECK(!c->closing, InvalidArgument, "rpc: the connection to worker ", peer, " is closing");
-    if (c->queuedWrites == 0 && frameBytes <= kDirectWriteBytes) {
+    if (!moreSoon && c->queuedWrites == 0 && frameBytes <= kDirectWriteBytes) {
       // Nothing queued and a small frame: write on this thread, which saves a hand-off to the
       // loop thread (47 instead of 120-135 us per empty call between two processes here).
       // The socket is non-blocking; what does not fit goes to the loop.
@@ -658,11 +724,12 @@ void Transport::send(int peer, Frame frame) {
       if (written == total) return;
       // Full socket buffer or an error: the loop writes the rest (libuv reports errors).
     }
+    c->outbox.push_back(Impl::Outgoing{std::move(head), std::move(frame.tensors), written});
+    // The first frame in the outbox schedules its flush; later ones join that write.
+    if (c->outbox.size() > 1) return;
     ++c->queuedWrites;
   }
-  impl_->post(
-      [impl = impl_.get(), c, head = std::move(head), tensors = std::move(frame.tensors),
-       written]() mutable { impl->write(c.get(), std::move(head), std::move(tensors), written); });
+  impl_->scheduleFlush(c);
 }
 
 void Transport::close() {
@@ -681,6 +748,7 @@ void Transport::close() {
       for (auto* c : all) impl.drop(c, "the transport was closed");
       if (impl.listening) uv_close(reinterpret_cast<uv_handle_t*>(&impl.listener), nullptr);
       uv_close(reinterpret_cast<uv_handle_t*>(&impl.wakeup), nullptr);
+      uv_close(reinterpret_cast<uv_handle_t*>(&impl.afterCallbacks), nullptr);
     });
   } catch (const std::exception& e) {
     C10D_LOG(Warning, "rpc worker ", impl.self, ": closing the transport: ", e.what());

@@ -2,8 +2,8 @@
 
 // Private to rpc/: TCP connections between workers on one libuv loop thread. One connection per
 // pair of workers (the lower id connects to the higher), each starting with a Hello frame that
-// names the sender. Frames are written with one scatter-gather write: the encoded head, then
-// each tensor's memory.
+// names the sender. Frames are written with scatter-gather writes: the encoded head, then each
+// tensor's memory, with no copy.
 //
 // Threading: send() and close() may be called from any thread; the callbacks run on the loop
 // thread and must not block.
@@ -42,8 +42,11 @@ class Transport {
   // accepted). Throws TimeoutError naming the missing peers.
   void waitForPeers(int worldSize, std::chrono::steady_clock::time_point deadline);
   // Queues frame to peer. Throws InvalidArgument for an unknown or lost peer, or a frame that
-  // cannot be encoded. The tensors stay referenced until written.
-  void send(int peer, Frame frame);
+  // cannot be encoded. The tensors stay referenced until written. A small frame is written on
+  // the calling thread when nothing is queued before it; otherwise, or when the caller says
+  // more frames follow soon (moreSoon), it joins the loop thread's next write, which carries
+  // every frame queued by then in one system call.
+  void send(int peer, Frame frame, bool moreSoon = false);
   // Closes every connection and stops the loop thread. Idempotent.
   void close();
 

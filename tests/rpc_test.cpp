@@ -11,8 +11,10 @@
 
 #include <array>
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "c10d/Exception.hpp"
@@ -106,6 +108,78 @@ TEST(RpcTest, AsyncCallsAndThen) {
   EXPECT_EQ(agents[2]->rpcSync<int>("worker2", "id"), 2);
   EXPECT_EQ(agents[2]->workerInfo("worker1").id, 1);
   EXPECT_EQ(agents[2]->workerInfo(0).name, "worker0");
+  shutdownAll(agents);
+}
+
+// Past a few calls in flight, requests and responses travel in batched writes (the transport's
+// outbox). Two clients keep up to 64 calls each in flight to one server, interleaving empty
+// calls with tensors of 0 B to 300 KiB (larger ones always go through the outbox): every call
+// returns its own data, and with one pool thread the server runs each client's calls in the
+// order they were sent.
+TEST(RpcTest, PipelinedCallsOfMixedSizesKeepTheirOrderAndData) {
+  RpcOptions options;
+  options.threads = 1;
+  auto agents = startWorkers(3, options);
+  std::mutex mutex;
+  std::map<int, std::vector<int64_t>> arrivals;  // client id -> sequence numbers, as run
+  agents[2]->registerFunction("record", [&](int client, int64_t seq) {
+    std::lock_guard<std::mutex> guard(mutex);
+    arrivals[client].push_back(seq);
+  });
+  agents[2]->registerFunction("echo", [&](int client, int64_t seq, const Tensor& t) {
+    {
+      std::lock_guard<std::mutex> guard(mutex);
+      arrivals[client].push_back(seq);
+    }
+    return t;
+  });
+  const int64_t calls = 2000;
+  const std::array<int64_t, 4> sizes = {0, 3, 1000, 300 * 1024};
+  auto pipeline = [&](int client) {
+    std::deque<std::pair<int64_t, Future<Tensor>>> echoes;
+    std::deque<Future<void>> records;
+    for (int64_t seq = 0; seq < calls; ++seq) {
+      if (seq % 3 == 0) {
+        int64_t bytes = sizes[(seq / 3) % sizes.size()];
+        Tensor t = Tensor::empty({bytes}, ScalarType::UInt8);
+        for (int64_t i = 0; i < bytes; ++i) t.data<uint8_t>()[i] = uint8_t(seq + i);
+        echoes.emplace_back(seq,
+                            agents[client]->rpcAsync<Tensor>("worker2", "echo", client, seq, t));
+      } else {
+        records.push_back(agents[client]->rpcAsync<void>("worker2", "record", client, seq));
+      }
+      while (echoes.size() + records.size() > 64) {
+        if (!records.empty()) {
+          records.front().wait();
+          records.pop_front();
+          continue;
+        }
+        auto [sent, future] = echoes.front();
+        echoes.pop_front();
+        Tensor back = future.value();
+        int64_t bytes = sizes[(sent / 3) % sizes.size()];
+        ASSERT_EQ(back.numel(), bytes) << "client " << client << " call " << sent;
+        for (int64_t i = 0; i < bytes; ++i) {
+          ASSERT_EQ(back.data<uint8_t>()[i], uint8_t(sent + i))
+              << "client " << client << " call " << sent << " byte " << i;
+        }
+      }
+    }
+    for (auto& f : records) f.wait();
+    for (auto& [sent, future] : echoes) {
+      EXPECT_EQ(future.value().numel(), sizes[(sent / 3) % sizes.size()]) << "call " << sent;
+    }
+  };
+  std::thread second([&] { pipeline(1); });
+  pipeline(0);
+  second.join();
+  for (int client : {0, 1}) {
+    const std::vector<int64_t>& seen = arrivals[client];
+    ASSERT_EQ(static_cast<int64_t>(seen.size()), calls) << "client " << client;
+    for (int64_t seq = 0; seq < calls; ++seq) {
+      ASSERT_EQ(seen[seq], seq) << "client " << client << ": call " << seq << " ran out of order";
+    }
+  }
   shutdownAll(agents);
 }
 
