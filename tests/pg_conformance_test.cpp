@@ -314,6 +314,17 @@ const std::vector<ScalarType> kReduceTypes = {ScalarType::Float32, ScalarType::I
                                               ScalarType::Bool};
 const std::vector<int64_t> kSizes = {0, 1, 1023};
 
+// kSizes, and for float32 two large odd counts as well: 400 KB (several of the fast path's
+// 256 KiB pieces) and just over 4 MiB (Gloo's own algorithms where ranks share cores).
+std::vector<int64_t> sizesFor(ScalarType dt) {
+  std::vector<int64_t> sizes = kSizes;
+  if (dt == ScalarType::Float32) {
+    sizes.push_back(100003);
+    sizes.push_back((int64_t{1} << 20) + 3);
+  }
+  return sizes;
+}
+
 // ---- running operations ----
 
 // Starts an op and waits for it. An error thrown by the call itself (before anything reached
@@ -449,7 +460,7 @@ TEST_P(ProcessGroupConformance, BroadcastFromEveryRoot) {
   runOnRanks([](RankEnv& env) {
     for (int root = 0; root < env.size; ++root) {
       for (ScalarType dt : kMoveTypes) {
-        for (int64_t n : kSizes) {
+        for (int64_t n : sizesFor(dt)) {
           Tensor t = make(dt, {n});
           const int64_t seed = 100 + root;
           if (env.rank == root) {
@@ -484,7 +495,7 @@ TEST_P(ProcessGroupConformance, ReduceToEveryRoot) {
     for (int root = 0; root < env.size; ++root) {
       for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX}) {
         for (ScalarType dt : kReduceTypes) {
-          for (int64_t n : kSizes) {
+          for (int64_t n : sizesFor(dt)) {
             auto seed = [&](int r) { return 1 + r + 10 * root; };
             Tensor t = make(dt, {n});
             fill(t, [&](int64_t i) { return small(dt, seed(env.rank), i); });
@@ -514,7 +525,7 @@ TEST_P(ProcessGroupConformance, ReduceToEveryRoot) {
 TEST_P(ProcessGroupConformance, AllgatherListAndIntoTensor) {
   runOnRanks([](RankEnv& env) {
     for (ScalarType dt : kMoveTypes) {
-      for (int64_t n : kSizes) {
+      for (int64_t n : sizesFor(dt)) {
         auto seed = [](int r) { return 200 + r; };
         Tensor input = make(dt, {n});
         fill(input, [&](int64_t i) { return pattern(dt, seed(env.rank), i); });
@@ -555,7 +566,7 @@ TEST_P(ProcessGroupConformance, GatherAndScatterWithEveryRoot) {
   runOnRanks([](RankEnv& env) {
     for (int root = 0; root < env.size; ++root) {
       for (ScalarType dt : kMoveTypes) {
-        for (int64_t n : kSizes) {
+        for (int64_t n : sizesFor(dt)) {
           auto seed = [&](int r) { return 300 + 10 * root + r; };
           Tensor input = make(dt, {n});
           fill(input, [&](int64_t i) { return pattern(dt, seed(env.rank), i); });
@@ -604,7 +615,7 @@ TEST_P(ProcessGroupConformance, ReduceScatterListAndTensor) {
     auto seed = [&](int r, int k) { return 500 + r * env.size + k; };
     for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MIN}) {
       for (ScalarType dt : kReduceTypes) {
-        for (int64_t n : kSizes) {
+        for (int64_t n : sizesFor(dt)) {
           std::vector<Value> values(env.size);
           auto expected = [&](int64_t i) {
             for (int r = 0; r < env.size; ++r) values[r] = small(dt, seed(r, env.rank), i);
@@ -649,7 +660,7 @@ TEST_P(ProcessGroupConformance, AlltoallListAndBase) {
 
     // List form, equal and uneven sizes: count(src, dst) elements go from src to dst.
     for (ScalarType dt : kMoveTypes) {
-      for (int64_t n : kSizes) {
+      for (int64_t n : sizesFor(dt)) {
         for (bool uneven : {false, true}) {
           auto count = [&](int src, int dst) -> int64_t {
             return uneven && n > 0 ? n + (src + 2 * dst) % 3 - 1 : n;
@@ -801,7 +812,7 @@ TEST_P(ProcessGroupConformance, SendRecvRingWithTags) {
     const int left = (env.rank + env.size - 1) % env.size;
     int iteration = 0;
     for (ScalarType dt : kMoveTypes) {
-      for (int64_t n : kSizes) {
+      for (int64_t n : sizesFor(dt)) {
         // Two messages to the right with distinct tags, received in the opposite order.
         const int tagA = 10 + 2 * iteration, tagB = tagA + 1;
         ++iteration;
@@ -892,7 +903,7 @@ TEST_P(ProcessGroupConformance, BatchIsendIrecvRingBothWays) {
     const int right = (env.rank + 1) % env.size;
     const int left = (env.rank + env.size - 1) % env.size;
     for (ScalarType dt : kMoveTypes) {
-      for (int64_t n : kSizes) {
+      for (int64_t n : sizesFor(dt)) {
         auto toRight = [](int src) { return 1000 + 2 * src; };
         auto toLeft = [](int src) { return 1001 + 2 * src; };
         Tensor sendRight = make(dt, {n}), sendLeft = make(dt, {n});
