@@ -709,6 +709,7 @@ struct Bookkeeping {
   }
 
   // Runs op(output, input) on copies of the host tensors on `device`, then copies output back.
+  // An in-place op (output and input the same tensor) gets one device copy.
   template <typename Op>
   void run(const Tensor& output, const Tensor& input, Op op) const {
     if (device.isCPU()) {
@@ -716,7 +717,9 @@ struct Bookkeeping {
       return;
     }
     Tensor deviceInput = Tensor::empty(input.sizes(), input.dtype(), device);
-    Tensor deviceOutput = Tensor::empty(output.sizes(), output.dtype(), device);
+    Tensor deviceOutput = output.data() == input.data()
+                              ? deviceInput
+                              : Tensor::empty(output.sizes(), output.dtype(), device);
     c10d::copyTensor(deviceInput, input);
     op(deviceOutput, deviceInput)->wait();
     c10d::copyTensor(output, deviceOutput);
