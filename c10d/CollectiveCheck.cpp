@@ -65,12 +65,23 @@ CollectiveFingerprint CollectiveFingerprint::of(uint64_t sequence, const char* o
                                                 const Tensor* tensor, int64_t tensors, int64_t root,
                                                 std::optional<ReduceOp> reduceOp) {
   CollectiveFingerprint f;
+  assign(f, sequence, op, tensor, tensors, root, reduceOp);
+  return f;
+}
+
+void CollectiveFingerprint::assign(CollectiveFingerprint& f, uint64_t sequence, const char* op,
+                                   const Tensor* tensor, int64_t tensors, int64_t root,
+                                   std::optional<ReduceOp> reduceOp) {
   f.sequence = sequence;
-  f.op = op;
+  f.op.assign(op);
+  f.dtype = -1;
+  f.device = -1;
+  f.sizes.clear();
+  f.reduceOp = -1;
   if (tensor != nullptr) {
     f.dtype = static_cast<int64_t>(tensor->dtype());
     f.device = static_cast<int64_t>(tensor->device().type);
-    f.sizes = tensor->sizes();
+    f.sizes.assign(tensor->sizes().begin(), tensor->sizes().end());
     switch (kOps[opIndex(op)].sizes) {
       case SizesRule::Exact:
         break;
@@ -85,7 +96,6 @@ CollectiveFingerprint CollectiveFingerprint::of(uint64_t sequence, const char* o
   f.tensors = tensor == nullptr ? 0 : tensors;
   f.root = root;
   if (reduceOp) f.reduceOp = reduceOp->kind();
-  return f;
 }
 
 std::string CollectiveFingerprint::describe() const {

@@ -43,6 +43,10 @@ struct CollectiveFingerprint {
   static CollectiveFingerprint of(uint64_t sequence, const char* op, const Tensor* tensor,
                                   int64_t tensors = 1, int64_t root = -1,
                                   std::optional<ReduceOp> reduceOp = std::nullopt);
+  // The same, written over `into`: its string and vector keep their buffers.
+  static void assign(CollectiveFingerprint& into, uint64_t sequence, const char* op,
+                     const Tensor* tensor, int64_t tensors, int64_t root,
+                     std::optional<ReduceOp> reduceOp);
 
   // "allreduce float32[1024] sum", "broadcast float32[10] root 0" (with " #seq").
   std::string describe() const;

@@ -212,10 +212,13 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
                                             int64_t root, std::optional<ReduceOp> reduceOp,
                                             std::chrono::milliseconds timeout, Issue&& issue) {
   if (debug_ == DebugLevel::Off && !recorder_) return issue();
-  auto fingerprint = detail::CollectiveFingerprint::of(collectives_.fetch_add(1), op, tensor,
-                                                       tensors, root, reduceOp);
-  const uint64_t sequence = fingerprint.sequence;
-  if (recorder_) recorder_->queued(fingerprint);
+  const uint64_t sequence = collectives_.fetch_add(1);
+  // The recorder writes the call into its own slot; a fingerprint of our own is built only for
+  // what C10D_DEBUG needs (the DETAIL check and the log line).
+  if (recorder_) recorder_->queued(sequence, op, tensor, tensors, root, reduceOp);
+  std::optional<detail::CollectiveFingerprint> fingerprint;
+  if (debug_ != DebugLevel::Off)
+    fingerprint = detail::CollectiveFingerprint::of(sequence, op, tensor, tensors, root, reduceOp);
   // A call that fails before its Work exists (bad input, the DETAIL check) is recorded too.
   auto failedBeforeStart = [&](const std::string& error) {
     if (recorder_) recorder_->finished(sequence, error);
@@ -224,20 +227,21 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
     // Every rank's fingerprint, gathered before the collective itself can pair wrong calls.
     std::vector<Tensor> all;
     for (int r = 0; r < size_; ++r)
-      all.push_back(Tensor::empty({fingerprint.kWords}, ScalarType::Int64));
+      all.push_back(Tensor::empty({fingerprint->kWords}, ScalarType::Int64));
     // The check's own failure (a rank that never makes the call: a timeout) reaches the caller
     // as the collective's would, through its Work, named after the collective.
     auto failed = [&](const auto& error) {
       failedBeforeStart(error.what());
-      auto work = std::make_shared<Work>(fingerprint.describe(), timeout, std::vector<Tensor>{});
+      std::string call = fingerprint->describe();
+      auto work = std::make_shared<Work>(call, timeout, std::vector<Tensor>{});
       using ErrorType = std::decay_t<decltype(error)>;
-      work->getFuture()->setError(std::make_exception_ptr(ErrorType(detail::concat(
-          fingerprint.describe(), " in group '", options_.groupName, "' on rank ", rank_,
-          ": the C10D_DEBUG=DETAIL check before it failed: ", error.what()))));
+      work->finishWithError(std::make_exception_ptr(ErrorType(
+          detail::concat(call, " in group '", options_.groupName, "' on rank ", rank_,
+                         ": the C10D_DEBUG=DETAIL check before it failed: ", error.what()))));
       return work;
     };
     try {
-      backend(DeviceType::CPU)->allgather(all, fingerprint.encode(), {.timeout = timeout})->wait();
+      backend(DeviceType::CPU)->allgather(all, fingerprint->encode(), {.timeout = timeout})->wait();
     } catch (const TimeoutError& e) {
       return failed(e);
     } catch (const Error& e) {
@@ -246,11 +250,15 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
     std::vector<detail::CollectiveFingerprint> byRank;
     for (const Tensor& words : all) byRank.push_back(detail::CollectiveFingerprint::decode(words));
     std::string mismatch = detail::describeMismatch(byRank);
-    if (!mismatch.empty()) failedBeforeStart("C10D_DEBUG=DETAIL: the ranks' collectives differ");
-    C10D_CHECK(mismatch.empty(), InvalidArgument, "C10D_DEBUG=DETAIL: rank ", rank_, " of group '",
-               options_.groupName, "': the ranks' collectives differ: ", mismatch);
+    if (!mismatch.empty()) {
+      failedBeforeStart("C10D_DEBUG=DETAIL: the ranks' collectives differ");
+      C10D_THROW(InvalidArgument, "C10D_DEBUG=DETAIL: rank ", rank_, " of group '",
+                 options_.groupName, "': the ranks' collectives differ: ", mismatch);
+    }
   }
-  auto start = std::chrono::steady_clock::now();
+  // The clock is read only for the log line.
+  std::chrono::steady_clock::time_point start;
+  if (debug_ != DebugLevel::Off) start = std::chrono::steady_clock::now();
   std::shared_ptr<Work> work;
   try {
     work = issue();
@@ -259,17 +267,18 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
     throw;
   }
   if (recorder_) recorder_->started(sequence);
-  // Built only when INFO logging wants it: with C10D_DEBUG off the callback allocates nothing.
+  // Built only when INFO logging wants it: with C10D_DEBUG off the callback copies no strings
+  // (the std::function holding it is still allocated).
   std::string logPrefix = debug_ != DebugLevel::Off
                               ? detail::concat("group '", options_.groupName, "' rank ", rank_,
-                                               ": ", fingerprint.describe())
+                                               ": ", fingerprint->describe())
                               : std::string();
   work->getFuture()->addCallback([start, sequence, recorder = recorder_,
                                   logPrefix = std::move(logPrefix)](Future& done) {
     std::string error;
-    if (done.hasError()) {
+    if (std::exception_ptr failure = done.error()) {
       try {
-        std::rethrow_exception(done.error());
+        std::rethrow_exception(failure);
       } catch (const std::exception& e) {
         error = e.what();
       } catch (...) {
