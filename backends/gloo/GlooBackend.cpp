@@ -74,8 +74,9 @@ bool GlooBackend::Runtime::exchangePeerFacts(Store& store, std::chrono::millisec
   // First line "<host> <pid> <spin>", then the listening address of each of this rank's pairs
   // in both contexts (a pair's address may carry "$<sequence number>", which messages leave
   // out).
-  std::string mine = detail::concat(hostName(), " ", ::getpid(), " ", spin ? 1 : 0, "\n");
-  for (gloo::rendezvous::Context* c : {context.get(), fastContext.get()}) {
+  const std::string host = hostName();
+  std::string mine = detail::concat(host, " ", ::getpid(), " ", spin ? 1 : 0, "\n");
+  for (gloo::rendezvous::Context* c : {context.get(), fast ? &fast->context() : nullptr}) {
     if (c == nullptr) continue;
     for (int peer = 0; peer < size; ++peer) {
       if (peer == rank) continue;
@@ -83,7 +84,7 @@ bool GlooBackend::Runtime::exchangePeerFacts(Store& store, std::chrono::millisec
       mine += address.substr(0, address.find('$')) + "\n";
     }
   }
-  store.set("facts/" + std::to_string(rank), toBytes(mine));
+  store.setString("facts/" + std::to_string(rank), mine);
   std::vector<std::string> keys;
   std::vector<int> peers;
   for (int peer = 0; peer < size; ++peer) {
@@ -92,10 +93,9 @@ bool GlooBackend::Runtime::exchangePeerFacts(Store& store, std::chrono::millisec
     peers.push_back(peer);
   }
   std::vector<Store::Bytes> values = store.multiGet(keys, timeout);
-  const std::string host = hostName();
   bool anySleeps = !spin;
   for (size_t i = 0; i < peers.size(); ++i) {
-    std::istringstream lines(std::string(values[i].begin(), values[i].end()));
+    std::istringstream lines(toString(values[i]));
     std::string peerHost;
     long pid = 0;
     int peerSpins = 0;
@@ -153,10 +153,9 @@ std::string GlooBackend::Runtime::recordFailure(const std::string& message) {
 }
 
 void GlooBackend::Runtime::closeConnections() {
-  if (connectionsClosed_.exchange(true)) return;
   try {
     context->closeConnections();
-    if (fastContext) fastContext->closeConnections();
+    if (fast) fast->context().closeConnections();
   } catch (const std::exception& e) {
     C10D_LOG(Warning, "gloo backend of group '", group, "' rank ", rank,
              ": closing connections after a failure: ", e.what());
@@ -168,15 +167,17 @@ void GlooBackend::Runtime::fail(const std::string& description, const std::strin
                                        lostPeers(glooMessage));
   std::string first = recordFailure(message);
   if (first != message) message += detail::concat("; the group's first failure: ", first);
+  bool firstFailure;
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (brokenBy_.empty()) brokenBy_ = message;
+    firstFailure = brokenBy_.empty();
+    if (firstFailure) brokenBy_ = message;
     broken_.store(true, std::memory_order_release);
   }
   C10D_LOG(Warning, message);
   // The context is unusable from here on. Closing its connections now makes peers blocked on
   // this rank fail at once (and find this failure in the log) instead of at their timeout.
-  closeConnections();
+  if (firstFailure) closeConnections();
   // Gloo says "Timed out ..." for unbound buffers and "Read timeout"/"Write timeout" for pairs
   // in sync mode.
   if (glooMessage.find("Timed out") != std::string::npos ||
@@ -354,7 +355,6 @@ GlooBackend::GlooBackend(const BackendContext& context)
       fast->setTimeout(context.timeout);
       GlooStore fastStore(std::make_shared<PrefixStore>("fast", context.store), context.timeout);
       fast->connectFullMesh(fastStore, runtime_->device);
-      runtime_->fastContext = fast;
       runtime_->fast = std::make_unique<SyncMesh>(fast, spin);
     }
     PrefixStore peerStore("peers", context.store);

@@ -40,7 +40,6 @@ struct GlooBackend::Runtime {
   std::shared_ptr<gloo::rendezvous::Context> context;
   // Small messages take this path (see SyncMesh); null for a group of one.
   std::unique_ptr<SyncMesh> fast;
-  std::shared_ptr<gloo::rendezvous::Context> fastContext;  // fast's, for closing on failure
   std::chrono::milliseconds defaultTimeout{0};
 
   // Messages from this size on go to Gloo's own algorithms when any rank of the group sleeps in
@@ -94,7 +93,7 @@ struct GlooBackend::Runtime {
   std::shared_ptr<Store> failureLog;
   // Appends message to failureLog and returns the log's first entry (message when none).
   std::string recordFailure(const std::string& message);
-  // Closes every pair of both contexts, once; later calls do nothing.
+  // Closes every pair of both contexts; fail() calls it on this rank's first failure only.
   void closeConnections();
 
   // Point-to-point operations whose Work nobody has waited for yet: the progress thread waits
@@ -120,7 +119,6 @@ struct GlooBackend::Runtime {
   std::mutex mutex_;
   std::string brokenBy_;  // the first failure's message; empty while healthy
   std::atomic<bool> broken_{false};
-  std::atomic<bool> connectionsClosed_{false};
   std::condition_variable p2pChanged_;
   struct PendingP2P {
     std::weak_ptr<P2PWork> work;

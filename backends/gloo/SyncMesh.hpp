@@ -31,6 +31,7 @@ class SyncMesh {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  gloo::rendezvous::Context& context() const { return *context_; }
 
   // Blocking point-to-point messages of at most kMaxMessageBytes.
   void send(int peer, const void* data, size_t bytes);
