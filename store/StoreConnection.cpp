@@ -131,11 +131,8 @@ bool StoreConnection::tryConnectOnce(Clock::time_point deadline, std::string& er
 }
 
 void StoreConnection::handshake(Clock::time_point deadline) {
-  uint8_t hello[protocol::kHandshakeBytes] = {0};
-  std::memcpy(hello, protocol::kMagic, 4);
-  uint16_t version = protocol::kVersion;
-  std::memcpy(hello + 4, &version, 2);
-  sendAll(hello, sizeof(hello), deadline);
+  const auto hello = protocol::clientHello();
+  sendAll(hello.data(), hello.size(), deadline);
   const uint8_t* reply = receive(protocol::kHandshakeBytes, deadline);
   if (std::memcmp(reply, protocol::kMagic, 4) != 0) {
     fail("the peer is not a c10d TCPStore server (bad handshake)");

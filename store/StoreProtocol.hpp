@@ -3,6 +3,7 @@
 // The TCPStore wire protocol, shared by client (TCPStore.cpp) and server (TCPStoreServer.cpp).
 // docs/store-protocol.md is the prose version of this file; change both together.
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -23,6 +24,18 @@ inline constexpr uint16_t kVersion = 1;
 inline constexpr size_t kHandshakeBytes = 8;
 enum class HandshakeStatus : uint16_t { Ok = 0, VersionMismatch = 1, AuthChallenge = 2 };
 inline constexpr char kClientProofRole[] = "c10d store client";
+
+// The client's 8 handshake bytes: magic, version (little-endian), 0.
+inline std::array<uint8_t, kHandshakeBytes> clientHello(uint16_t version = kVersion) {
+  return {kMagic[0],
+          kMagic[1],
+          kMagic[2],
+          kMagic[3],
+          static_cast<uint8_t>(version & 0xff),
+          static_cast<uint8_t>(version >> 8),
+          0,
+          0};
+}
 inline constexpr char kServerProofRole[] = "c10d store server";
 
 // Every later message is a frame: u32 little-endian body length, then the body. A request body

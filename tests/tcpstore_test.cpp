@@ -156,12 +156,8 @@ class RawClient {
     ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
   }
   void handshake(uint16_t version = protocol::kVersion) {
-    std::vector<uint8_t> hello(protocol::kMagic, protocol::kMagic + 4);
-    hello.push_back(static_cast<uint8_t>(version & 0xff));
-    hello.push_back(static_cast<uint8_t>(version >> 8));
-    hello.push_back(0);
-    hello.push_back(0);
-    send(hello);
+    const auto hello = protocol::clientHello(version);
+    send({hello.begin(), hello.end()});
   }
   // Bytes received until the server closes the connection or 5 s pass.
   std::vector<uint8_t> readUntilClosed() {

@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 
@@ -114,11 +113,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Target& target = (data[0] & 2) ? authenticated : open;
   std::string stream;
   if (data[0] & 1) {
-    uint8_t hello[c10d::protocol::kHandshakeBytes] = {};
-    std::memcpy(hello, c10d::protocol::kMagic, 4);
-    uint16_t version = c10d::protocol::kVersion;
-    std::memcpy(hello + 4, &version, 2);
-    stream.assign(reinterpret_cast<const char*>(hello), sizeof(hello));
+    const auto hello = c10d::protocol::clientHello();
+    stream.assign(hello.begin(), hello.end());
   }
   stream.append(reinterpret_cast<const char*>(data + 1), size - 1);
   sendAndDrain(target.server->port(), reinterpret_cast<const uint8_t*>(stream.data()),
