@@ -88,8 +88,10 @@ Registry& registry() {
 
 // The signal handler may only write(2): it wakes a thread that does the dumping.
 int signalPipe[2] = {-1, -1};
-void onDumpSignal(int) {
-  const char byte = 1;
+// The byte written is the signal's number, so that a process with both USR1 and USR2 installed
+// names the one that arrived.
+void onDumpSignal(int signal) {
+  const char byte = static_cast<char>(signal);
   [[maybe_unused]] ssize_t ignored = ::write(signalPipe[1], &byte, 1);
 }
 
@@ -111,7 +113,7 @@ void installSignalHandlerIfAsked() {
       detail::nameThisThread("c10d-flightrec");
       char byte;
       while (::read(signalPipe[0], &byte, 1) > 0 || errno == EINTR) {
-        FlightRecorder::dumpAll(installed == SIGUSR1 ? "signal SIGUSR1" : "signal SIGUSR2");
+        FlightRecorder::dumpAll(byte == SIGUSR1 ? "signal SIGUSR1" : "signal SIGUSR2");
       }
     }).detach();
   }
