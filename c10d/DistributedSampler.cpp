@@ -49,16 +49,12 @@ std::vector<int64_t> DistributedSampler::indices() const {
       std::swap(order[i - 1], order[below(generator, i)]);
     }
   }
+  // Dropping the tail (total < size) or padding by repeating the order from its start.
   const auto total = static_cast<size_t>(totalSize());
-  if (order.size() > total) {
-    order.resize(total);
-  } else {
-    for (size_t i = 0; order.size() < total; ++i) order.push_back(order[i]);
-  }
   std::vector<int64_t> mine;
   mine.reserve(static_cast<size_t>(numSamples_));
   for (size_t i = static_cast<size_t>(rank_); i < total; i += static_cast<size_t>(numReplicas_)) {
-    mine.push_back(order[i]);
+    mine.push_back(order[i % order.size()]);
   }
   return mine;
 }
