@@ -287,11 +287,11 @@ OptimizerSpec OptimizerSpec::rmsprop(double lr, double alpha, double eps, double
 }
 
 std::unique_ptr<FunctionalOptimizer> makeOptimizer(const OptimizerSpec& spec) {
-  // Defaults are torch.optim's; lr has none for SGD there, so it must be given.
+  // Defaults are the OptimizerSpec factories' (torch.optim's); lr has none for SGD there, so it
+  // must be given.
   if (spec.name == "sgd") {
     C10D_CHECK(spec.options.count("lr") != 0, InvalidArgument, "optimizer 'sgd' needs an lr");
-    Options o(spec,
-              {{"lr", 0}, {"momentum", 0}, {"dampening", 0}, {"weight_decay", 0}, {"nesterov", 0}});
+    Options o(spec, OptimizerSpec::sgd(0).options);
     o.atLeast("lr", 0);
     o.atLeast("momentum", 0);
     o.atLeast("weight_decay", 0);
@@ -299,11 +299,7 @@ std::unique_ptr<FunctionalOptimizer> makeOptimizer(const OptimizerSpec& spec) {
   }
   if (spec.name == "adam" || spec.name == "adamw") {
     bool decoupled = spec.name == "adamw";
-    Options o(spec, {{"lr", 1e-3},
-                     {"beta1", 0.9},
-                     {"beta2", 0.999},
-                     {"eps", 1e-8},
-                     {"weight_decay", decoupled ? 1e-2 : 0}});
+    Options o(spec, (decoupled ? OptimizerSpec::adamw() : OptimizerSpec::adam()).options);
     o.atLeast("lr", 0);
     o.atLeast("eps", 0);
     o.atLeast("beta1", 0);
@@ -314,11 +310,7 @@ std::unique_ptr<FunctionalOptimizer> makeOptimizer(const OptimizerSpec& spec) {
     return std::make_unique<Adam>(o, decoupled);
   }
   if (spec.name == "adagrad") {
-    Options o(spec, {{"lr", 1e-2},
-                     {"lr_decay", 0},
-                     {"weight_decay", 0},
-                     {"initial_accumulator_value", 0},
-                     {"eps", 1e-10}});
+    Options o(spec, OptimizerSpec::adagrad().options);
     o.atLeast("lr", 0);
     o.atLeast("lr_decay", 0);
     o.atLeast("weight_decay", 0);
@@ -327,12 +319,7 @@ std::unique_ptr<FunctionalOptimizer> makeOptimizer(const OptimizerSpec& spec) {
     return std::make_unique<Adagrad>(o);
   }
   if (spec.name == "rmsprop") {
-    Options o(spec, {{"lr", 1e-2},
-                     {"alpha", 0.99},
-                     {"eps", 1e-8},
-                     {"weight_decay", 0},
-                     {"momentum", 0},
-                     {"centered", 0}});
+    Options o(spec, OptimizerSpec::rmsprop().options);
     o.atLeast("lr", 0);
     o.atLeast("alpha", 0);
     o.atLeast("eps", 0);

@@ -147,6 +147,9 @@ struct Transport::Impl {
   // frame meanwhile adds its connection there and needs no wake-up (a pipelined caller, woken
   // by the replies this thread is delivering, sends its next calls in that window).
   bool loopBusy = false;
+  // Loop thread only: loopBusy as this thread last set it, so that each read in a burst does
+  // not take the mutex again.
+  bool loopMarkedBusy = false;
   std::vector<std::shared_ptr<Connection>> dirty;
 
   void post(std::function<void()> command) {
@@ -184,6 +187,7 @@ struct Transport::Impl {
     {
       std::lock_guard<std::mutex> guard(mutex);
       loopBusy = true;
+      loopMarkedBusy = true;
       batch.swap(commands);
     }
     for (auto& command : batch) command();
@@ -422,9 +426,12 @@ struct Transport::Impl {
     write(c, std::move(frames));
   }
 
+  // On the loop thread.
   void markBusy() {
+    if (loopMarkedBusy) return;
     std::lock_guard<std::mutex> guard(mutex);
     loopBusy = true;
+    loopMarkedBusy = true;
   }
 
   // A sender's connection got its first queued frame: the loop flushes it after its current
@@ -446,6 +453,7 @@ struct Transport::Impl {
     {
       std::lock_guard<std::mutex> guard(mutex);
       loopBusy = false;
+      loopMarkedBusy = false;
       ready.swap(dirty);
     }
     for (const auto& c : ready) flush(c.get());
@@ -461,15 +469,17 @@ struct Transport::Impl {
     write(c, std::move(frames));
   }
 
+  // A write counted in queuedWrites is done (written, failed or dropped).
+  static void writeDone(Connection* c) {
+    std::lock_guard<std::mutex> guard(c->writeMutex);
+    --c->queuedWrites;
+  }
+
   // On the loop thread: writes what is left of frames, in order, with one libuv write. Whoever
   // queued them counted the write in queuedWrites; completing it uncounts it.
   void write(Connection* c, std::vector<Outgoing> frames) {
-    auto finished = [](Connection* c) {
-      std::lock_guard<std::mutex> guard(c->writeMutex);
-      --c->queuedWrites;
-    };
     if (c->isClosing()) {
-      finished(c);
+      writeDone(c);
       return;
     }
     auto* w = new Write();
@@ -491,7 +501,7 @@ struct Transport::Impl {
     }
     if (bufs.empty()) {
       delete w;
-      finished(c);
+      writeDone(c);
       return;
     }
     int rc = uv_write(&w->request, reinterpret_cast<uv_stream_t*>(&c->handle), bufs.data(),
@@ -499,17 +509,14 @@ struct Transport::Impl {
                         auto* w = reinterpret_cast<Write*>(request);
                         Connection* c = w->connection;
                         delete w;
-                        {
-                          std::lock_guard<std::mutex> guard(c->writeMutex);
-                          --c->queuedWrites;
-                        }
+                        writeDone(c);
                         if (status < 0 && status != UV_ECANCELED) {
                           c->impl->drop(c, "write failed: " + uvError(status));
                         }
                       });
     if (rc < 0) {
       delete w;
-      finished(c);
+      writeDone(c);
       drop(c, "write failed: " + uvError(rc));
     }
   }
@@ -704,12 +711,9 @@ void Transport::send(int peer, Frame frame, bool moreSoon) {
       // The socket is non-blocking; what does not fit goes to the loop.
       std::vector<iovec> parts;
       parts.reserve(1 + frame.tensors.size());
-      size_t total = head.size();
       parts.push_back({head.data(), head.size()});
       for (const Tensor& t : frame.tensors) {
-        if (t.nbytes() == 0) continue;
-        parts.push_back({t.data(), t.nbytes()});
-        total += t.nbytes();
+        if (t.nbytes() != 0) parts.push_back({t.data(), t.nbytes()});
       }
       int count = static_cast<int>(std::min<size_t>(parts.size(), IOV_MAX));
       ssize_t n;
@@ -721,7 +725,7 @@ void Transport::send(int peer, Frame frame, bool moreSoon) {
         n = ::sendmsg(c->fd, &message, MSG_NOSIGNAL);
       } while (n < 0 && errno == EINTR);
       if (n > 0) written = static_cast<size_t>(n);
-      if (written == total) return;
+      if (written == frameBytes) return;
       // Full socket buffer or an error: the loop writes the rest (libuv reports errors).
     }
     c->outbox.push_back(Impl::Outgoing{std::move(head), std::move(frame.tensors), written});
