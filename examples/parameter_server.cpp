@@ -9,8 +9,8 @@
 // Exits 0 only when the loss fell from the first epoch to the last and, once every trainer has
 // shut down, the server holds no value for any remote reference (none leaked).
 
+#include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <map>
 #include <mutex>

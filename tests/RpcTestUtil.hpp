@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -15,7 +14,7 @@
 #include "c10d/rpc/RpcAgent.hpp"
 #include "c10d/store/HashStore.hpp"
 
-namespace c10d::rpc::testing {
+namespace c10d::rpc::test {
 
 // worldSize agents named worker<rank>, created together (create() returns once all are
 // connected); setup runs on each before the set-up barrier.
@@ -58,4 +57,4 @@ inline std::string messageOf(const std::function<void()>& call) {
   return "(no error)";
 }
 
-}  // namespace c10d::rpc::testing
+}  // namespace c10d::rpc::test

@@ -4,7 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
+#include <atomic>
+#include <map>
 #include <thread>
 
 #include "c10d/rpc/DistAutograd.hpp"
@@ -15,9 +16,9 @@
 namespace c10d::rpc {
 namespace {
 
-using testing::messageOf;
-using testing::shutdownAll;
-using testing::startWorkers;
+using test::messageOf;
+using test::shutdownAll;
+using test::startWorkers;
 
 template <typename S>
 Tensor vector(std::vector<double> values) {

@@ -313,6 +313,8 @@ const std::vector<ScalarType> kReduceTypes = {ScalarType::Float32, ScalarType::I
                                               ScalarType::BFloat16, ScalarType::UInt8,
                                               ScalarType::Bool};
 const std::vector<int64_t> kSizes = {0, 1, 1023};
+// Just over 4 MiB of float32, and a count no world size divides.
+constexpr int64_t kLargeOddCount = (int64_t{1} << 20) + 3;
 
 // kSizes, and for float32 two large odd counts as well: 400 KB (several of the fast path's
 // 256 KiB pieces) and just over 4 MiB (Gloo's own algorithms where ranks share cores).
@@ -320,7 +322,7 @@ std::vector<int64_t> sizesFor(ScalarType dt) {
   std::vector<int64_t> sizes = kSizes;
   if (dt == ScalarType::Float32) {
     sizes.push_back(100003);
-    sizes.push_back((int64_t{1} << 20) + 3);
+    sizes.push_back(kLargeOddCount);
   }
   return sizes;
 }
@@ -445,7 +447,7 @@ TEST_P(ProcessGroupConformance, AllreduceEveryDtypeOpAndSize) {
       }
     }
     // Large (>= 4 MiB), with an element count no world size divides.
-    const int64_t large = (int64_t{1} << 20) + 3;
+    const int64_t large = kLargeOddCount;
     allreduceCase(env, ScalarType::Float32, ReduceOp::SUM, large, allreduceInput);
     allreduceCase(env, ScalarType::Float32, ReduceOp::MAX, large, allreduceInput);
     allreduceCase(env, ScalarType::Int64, ReduceOp::SUM, large, allreduceInput);

@@ -12,7 +12,6 @@
 #include <array>
 #include <atomic>
 #include <deque>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -27,9 +26,9 @@ namespace c10d::rpc {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::messageOf;
-using testing::shutdownAll;
-using testing::startWorkers;
+using test::messageOf;
+using test::shutdownAll;
+using test::startWorkers;
 
 struct Point {
   double x = 0;
@@ -135,12 +134,14 @@ TEST(RpcTest, PipelinedCallsOfMixedSizesKeepTheirOrderAndData) {
   });
   const int64_t calls = 2000;
   const std::array<int64_t, 4> sizes = {0, 3, 1000, 300 * 1024};
+  // Every third call is an echo; echoes cycle through the sizes.
+  auto bytesOf = [&](int64_t seq) { return sizes[(seq / 3) % sizes.size()]; };
   auto pipeline = [&](int client) {
     std::deque<std::pair<int64_t, Future<Tensor>>> echoes;
     std::deque<Future<void>> records;
     for (int64_t seq = 0; seq < calls; ++seq) {
       if (seq % 3 == 0) {
-        int64_t bytes = sizes[(seq / 3) % sizes.size()];
+        int64_t bytes = bytesOf(seq);
         Tensor t = Tensor::empty({bytes}, ScalarType::UInt8);
         for (int64_t i = 0; i < bytes; ++i) t.data<uint8_t>()[i] = uint8_t(seq + i);
         echoes.emplace_back(seq,
@@ -157,7 +158,7 @@ TEST(RpcTest, PipelinedCallsOfMixedSizesKeepTheirOrderAndData) {
         auto [sent, future] = echoes.front();
         echoes.pop_front();
         Tensor back = future.value();
-        int64_t bytes = sizes[(sent / 3) % sizes.size()];
+        int64_t bytes = bytesOf(sent);
         ASSERT_EQ(back.numel(), bytes) << "client " << client << " call " << sent;
         for (int64_t i = 0; i < bytes; ++i) {
           ASSERT_EQ(back.data<uint8_t>()[i], uint8_t(sent + i))
@@ -167,7 +168,7 @@ TEST(RpcTest, PipelinedCallsOfMixedSizesKeepTheirOrderAndData) {
     }
     for (auto& f : records) f.wait();
     for (auto& [sent, future] : echoes) {
-      EXPECT_EQ(future.value().numel(), sizes[(sent / 3) % sizes.size()]) << "call " << sent;
+      EXPECT_EQ(future.value().numel(), bytesOf(sent)) << "call " << sent;
     }
   };
   std::thread second([&] { pipeline(1); });

@@ -14,9 +14,9 @@ namespace c10d::rpc {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::messageOf;
-using testing::shutdownAll;
-using testing::startWorkers;
+using test::messageOf;
+using test::shutdownAll;
+using test::startWorkers;
 
 struct Counter {
   int value = 0;
