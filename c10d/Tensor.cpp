@@ -7,6 +7,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "c10d/HostBlockCache.hpp"
+
 #ifdef C10D_WITH_CUDA
 #include "c10d/backends/common/CudaRuntime.hpp"
 #endif
@@ -35,13 +37,8 @@ int64_t checkedNumel(const std::vector<int64_t>& sizes) {
 }
 
 std::shared_ptr<void> allocate(size_t nbytes, const Device& device) {
-  if (device.isCPU()) {
-    // 64-byte alignment suits every dtype and vector unit; malloc(0) may return null.
-    size_t rounded = (nbytes + 63) / 64 * 64;
-    void* ptr = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-    C10D_CHECK(ptr != nullptr, Error, "out of host memory allocating ", nbytes, " bytes");
-    return std::shared_ptr<void>(ptr, [](void* p) { std::free(p); });
-  }
+  // 64-byte alignment suits every dtype and vector unit.
+  if (device.isCPU()) return detail::HostBlockCache::process().allocate(nbytes);
 #ifdef C10D_WITH_CUDA
   void* ptr = nullptr;
   {

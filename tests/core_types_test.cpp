@@ -2,8 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "c10d/Device.hpp"
+#include "c10d/HostBlockCache.hpp"
 #include "c10d/ReduceOp.hpp"
 #include "c10d/ScalarType.hpp"
 #include "c10d/Tensor.hpp"
@@ -196,6 +199,99 @@ TEST(DLPackTest, ImportRejectsUnsupportedAndStillDeletes) {
   };
   EXPECT_THROW(fromDLPack(managed), InvalidArgument);
   EXPECT_TRUE(deleted);
+}
+
+// ---- HostBlockCache ----
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+TEST(HostBlockCacheTest, AFreedLargeBlockServesTheNextRequestOfItsSize) {
+  detail::HostBlockCache cache(64 * kMiB);
+  void* first;
+  {
+    auto block = cache.allocate(16 * kMiB);
+    first = block.get();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % detail::HostBlockCache::kAlignment, 0u);
+    EXPECT_EQ(cache.cachedBytes(), 0u);
+  }
+  EXPECT_EQ(cache.cachedBytes(), 16 * kMiB);
+  // Up to 1/8 smaller takes the same block; the block keeps its size when it comes back.
+  {
+    auto block = cache.allocate(15 * kMiB);
+    EXPECT_EQ(block.get(), first);
+    EXPECT_EQ(cache.cachedBytes(), 0u);
+  }
+  EXPECT_EQ(cache.cachedBytes(), 16 * kMiB);
+  // Much smaller, or larger, does not.
+  auto small = cache.allocate(4 * kMiB);
+  auto large = cache.allocate(17 * kMiB);
+  EXPECT_NE(small.get(), first);
+  EXPECT_NE(large.get(), first);
+  EXPECT_EQ(cache.cachedBytes(), 16 * kMiB);
+}
+
+TEST(HostBlockCacheTest, SmallBlocksAndAZeroLimitKeepNothing) {
+  detail::HostBlockCache cache(64 * kMiB);
+  { auto block = cache.allocate(kMiB - 64 - 1); }
+  { auto block = cache.allocate(0); }
+  EXPECT_EQ(cache.cachedBytes(), 0u);
+  detail::HostBlockCache off(0);
+  { auto block = off.allocate(8 * kMiB); }
+  EXPECT_EQ(off.cachedBytes(), 0u);
+}
+
+TEST(HostBlockCacheTest, KeepsAtMostItsLimitFreeingTheOldestFirst) {
+  detail::HostBlockCache cache(10 * kMiB);
+  void* oldest;
+  void* newest;
+  {
+    auto a = cache.allocate(4 * kMiB);
+    auto b = cache.allocate(4 * kMiB);
+    auto c = cache.allocate(4 * kMiB);
+    auto tooLarge = cache.allocate(11 * kMiB);
+    oldest = a.get();
+    newest = c.get();
+    a.reset();  // kept first, so freed first
+    b.reset();
+    c.reset();  // 12 MiB would pass 10: a goes
+    EXPECT_EQ(cache.cachedBytes(), 8 * kMiB);
+  }  // tooLarge is over the limit by itself: freed, not kept
+  EXPECT_EQ(cache.cachedBytes(), 8 * kMiB);
+  auto first = cache.allocate(4 * kMiB);
+  auto second = cache.allocate(4 * kMiB);
+  auto third = cache.allocate(4 * kMiB);
+  EXPECT_TRUE(first.get() == newest || second.get() == newest);
+  EXPECT_NE(first.get(), oldest);
+  EXPECT_NE(second.get(), oldest);
+  EXPECT_EQ(cache.cachedBytes(), 0u);
+}
+
+TEST(HostBlockCacheTest, ThreadsAllocatingAndFreeingTogetherKeepTheCountsRight) {
+  detail::HostBlockCache cache(32 * kMiB);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&cache, t] {
+      for (int i = 0; i < 200; ++i) {
+        auto block = cache.allocate((1 + (i + t) % 3) * kMiB);
+        static_cast<char*>(block.get())[0] = static_cast<char>(i);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_LE(cache.cachedBytes(), 32 * kMiB);
+  EXPECT_GT(cache.cachedBytes(), 0u);
+}
+
+TEST(HostBlockCacheTest, LargeTensorsReuseTheProcessCache) {
+  const size_t limit = detail::HostBlockCache::process().limitBytes();
+  if (limit < 8 * kMiB) GTEST_SKIP() << "C10D_HOST_CACHE_MB is set below 8 in this environment";
+  void* first;
+  {
+    Tensor t = Tensor::empty({int64_t{2} << 20}, ScalarType::Float32);  // 8 MiB
+    first = t.data();
+  }
+  Tensor again = Tensor::empty({int64_t{2} << 20}, ScalarType::Float32);
+  EXPECT_EQ(again.data(), first);
 }
 
 }  // namespace
