@@ -24,6 +24,7 @@ inline constexpr uint16_t kVersion = 1;
 inline constexpr size_t kHandshakeBytes = 8;
 enum class HandshakeStatus : uint16_t { Ok = 0, VersionMismatch = 1, AuthChallenge = 2 };
 inline constexpr char kClientProofRole[] = "c10d store client";
+inline constexpr char kServerProofRole[] = "c10d store server";
 
 // The client's 8 handshake bytes: magic, version (little-endian), 0.
 inline std::array<uint8_t, kHandshakeBytes> clientHello(uint16_t version = kVersion) {
@@ -36,7 +37,6 @@ inline std::array<uint8_t, kHandshakeBytes> clientHello(uint16_t version = kVers
           0,
           0};
 }
-inline constexpr char kServerProofRole[] = "c10d store server";
 
 // Every later message is a frame: u32 little-endian body length, then the body. A request body
 // starts with an Op byte, a response body with a Status byte.

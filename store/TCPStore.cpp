@@ -38,7 +38,7 @@ FrameWriter startRequest(Op op) {
 
 // The key or keys a request is about, named in its errors (described only on failure).
 struct Subject {
-  std::string_view key;
+  std::string_view key{};
   const std::vector<std::string>* keys = nullptr;
 
   std::string describe() const {
@@ -178,9 +178,8 @@ bool TCPStore::check(const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> guard(mutex_);
   FrameWriter out = startRequest(Op::Check);
   out.keys(keys);
-  return exchange(*connection_, out, Op::Check, {.key = {}, .keys = &keys},
-                  Clock::now() + timeout())
-             .u8() != 0;
+  return exchange(*connection_, out, Op::Check, {.keys = &keys}, Clock::now() + timeout()).u8() !=
+         0;
 }
 
 void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
@@ -190,8 +189,8 @@ void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   FrameWriter out = startRequest(Op::Wait);
   out.keys(keys);
   out.i64(timeout.count());
-  exchange(*connection_, out, Op::Wait, {.key = {}, .keys = &keys},
-           Clock::now() + timeout + kServerGrace, timeout)
+  exchange(*connection_, out, Op::Wait, {.keys = &keys}, Clock::now() + timeout + kServerGrace,
+           timeout)
       .expectEnd();
 }
 
@@ -209,7 +208,7 @@ std::vector<TCPStore::Bytes> TCPStore::multiGet(const std::vector<std::string>& 
   FrameWriter out = startRequest(Op::MultiGet);
   out.keys(keys);
   out.i64(timeout.count());
-  FrameReader in = exchange(*connection_, out, Op::MultiGet, {.key = {}, .keys = &keys},
+  FrameReader in = exchange(*connection_, out, Op::MultiGet, {.keys = &keys},
                             Clock::now() + timeout + kServerGrace, timeout);
   uint32_t count = in.count(4);
   std::vector<Bytes> values;
@@ -229,8 +228,7 @@ void TCPStore::multiSet(const std::vector<std::string>& keys, const std::vector<
   FrameWriter out = startRequest(Op::MultiSet);
   out.keys(keys);
   for (const Bytes& value : values) out.bytes(value);
-  exchange(*connection_, out, Op::MultiSet, {.key = {}, .keys = &keys}, Clock::now() + timeout())
-      .expectEnd();
+  exchange(*connection_, out, Op::MultiSet, {.keys = &keys}, Clock::now() + timeout()).expectEnd();
 }
 
 void TCPStore::append(const std::string& key, const Bytes& value) {
