@@ -153,29 +153,20 @@ size_t FlightRecorder::capacityFromEnvironment() {
   return static_cast<size_t>(value);
 }
 
-void FlightRecorder::queued(const detail::CollectiveFingerprint& call) {
-  std::lock_guard<std::mutex> guard(mutex_);
-  resetSlot(call.sequence).call = call;
-}
-
 void FlightRecorder::queued(uint64_t sequence, const char* op, const Tensor* tensor,
                             int64_t tensors, int64_t root, std::optional<ReduceOp> reduceOp) {
+  const int64_t now = nowUs();
   std::lock_guard<std::mutex> guard(mutex_);
-  detail::CollectiveFingerprint::assign(resetSlot(sequence).call, sequence, op, tensor, tensors,
-                                        root, reduceOp);
-}
-
-FlightRecorder::Entry& FlightRecorder::resetSlot(uint64_t sequence) {
   // Assigned field by field, so that once the ring has wrapped a slot's strings and vectors
   // keep their buffers.
   Entry& entry = ring_[sequence % ring_.size()];
+  detail::CollectiveFingerprint::assign(entry.call, sequence, op, tensor, tensors, root, reduceOp);
   entry.state = State::Queued;
-  entry.queuedUs = nowUs();
+  entry.queuedUs = now;
   entry.startedUs = 0;
   entry.finishedUs = 0;
   entry.error.clear();
   next_ = std::max(next_, sequence + 1);
-  return entry;
 }
 
 void FlightRecorder::started(uint64_t sequence) {

@@ -51,9 +51,8 @@ class FlightRecorder {
   // a non-negative integer.
   static size_t capacityFromEnvironment();
 
-  void queued(const detail::CollectiveFingerprint& call);
-  // The same for the call CollectiveFingerprint::of would describe, written straight into its
-  // slot: once the ring has wrapped, recording allocates nothing.
+  // The call CollectiveFingerprint::of would describe, written straight into its slot: once the
+  // ring has wrapped, recording allocates nothing.
   void queued(uint64_t sequence, const char* op, const Tensor* tensor, int64_t tensors,
               int64_t root, std::optional<ReduceOp> reduceOp);
   void started(uint64_t sequence);
@@ -74,9 +73,6 @@ class FlightRecorder {
   static std::vector<std::string> dumpAll(const std::string& reason);
 
  private:
-  // Under mutex_: the slot of sequence, emptied and marked queued now; the caller fills call.
-  Entry& resetSlot(uint64_t sequence);
-
   const std::string group_;
   const int rank_;
   const int size_;

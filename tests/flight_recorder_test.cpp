@@ -21,9 +21,10 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-detail::CollectiveFingerprint call(uint64_t sequence, int64_t elements) {
+// Records collective `sequence` as an allreduce of `elements` floats.
+void queueAllreduce(FlightRecorder& recorder, uint64_t sequence, int64_t elements) {
   Tensor tensor = Tensor::zeros({elements}, ScalarType::Float32);
-  return detail::CollectiveFingerprint::of(sequence, "allreduce", &tensor, 1, -1, ReduceOp::SUM);
+  recorder.queued(sequence, "allreduce", &tensor, 1, -1, ReduceOp::SUM);
 }
 
 std::string readFile(const fs::path& path) {
@@ -65,7 +66,7 @@ bool waitForFile(const fs::path& path, std::chrono::milliseconds limit) {
 
 TEST(FlightRecorderTest, KeepsTheLastEntriesWithTheirStates) {
   FlightRecorder recorder("g", 1, 4, 3);
-  for (uint64_t s = 0; s < 5; ++s) recorder.queued(call(s, 8 + s));
+  for (uint64_t s = 0; s < 5; ++s) queueAllreduce(recorder, s, 8 + s);
   recorder.started(2);  // already overwritten by nothing: 2, 3, 4 are held
   recorder.finished(2, "");
   recorder.started(3);
