@@ -22,6 +22,12 @@ size_t limitFromEnvironment() {
   return static_cast<size_t>(mib) << 20;
 }
 
+void* alignedAlloc(size_t rounded, size_t requested) {
+  void* memory = std::aligned_alloc(HostBlockCache::kAlignment, rounded);
+  C10D_CHECK(memory != nullptr, Error, "out of host memory allocating ", requested, " bytes");
+  return memory;
+}
+
 }  // namespace
 
 HostBlockCache::~HostBlockCache() {
@@ -38,9 +44,7 @@ std::shared_ptr<void> HostBlockCache::allocate(size_t bytes) {
   const size_t rounded =
       bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded < kMinCachedBytes || limit_ == 0) {
-    void* memory = std::aligned_alloc(kAlignment, rounded);
-    C10D_CHECK(memory != nullptr, Error, "out of host memory allocating ", bytes, " bytes");
-    return std::shared_ptr<void>(memory, [](void* p) { std::free(p); });
+    return std::shared_ptr<void>(alignedAlloc(rounded, bytes), [](void* p) { std::free(p); });
   }
   Block block{nullptr, rounded};
   {
@@ -53,10 +57,7 @@ std::shared_ptr<void> HostBlockCache::allocate(size_t bytes) {
       cached_ -= block.bytes;
     }
   }
-  if (block.memory == nullptr) {
-    block.memory = std::aligned_alloc(kAlignment, rounded);
-    C10D_CHECK(block.memory != nullptr, Error, "out of host memory allocating ", bytes, " bytes");
-  }
+  if (block.memory == nullptr) block.memory = alignedAlloc(rounded, bytes);
   return std::shared_ptr<void>(block.memory,
                                [this, size = block.bytes](void* p) { giveBack(p, size); });
 }
