@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 
 #include "c10d/Exception.hpp"
+#include "c10d/Signals.hpp"
 #include "c10d/ThreadName.hpp"
 
 namespace c10d {
@@ -81,6 +82,7 @@ OpQueue::OpQueue(std::string name) : state_(std::make_shared<QueuedWork::QueueSt
   state_->name = std::move(name);
   worker_ = std::thread([state = state_] {
     detail::nameThisThread("c10d-ops");
+    detail::blockSigpipeInThisThread();
     // Timed waits of a few microseconds; the default 50 us slack would stretch the grace.
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     using Clock = std::chrono::steady_clock;

@@ -60,6 +60,18 @@ bool processEnded(long pid) {
          line[close + 2] == 'X';
 }
 
+// "rank 2 is" or "ranks 0, 2 are": the peers on this host whose process has ended; "" if none.
+std::string endedPeers(const std::vector<std::pair<int, long>>& localPeerPids) {
+  std::vector<int> ended;
+  for (const auto& [peer, pid] : localPeerPids) {
+    if (processEnded(pid)) ended.push_back(peer);
+  }
+  if (ended.empty()) return "";
+  std::string list = ended.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ended.size(); ++i) list += detail::concat(i ? ", " : "", ended[i]);
+  return list + (ended.size() == 1 ? " is" : " are");
+}
+
 std::string hostName() {
   char name[256] = {};
   ::gethostname(name, sizeof(name) - 1);
@@ -119,13 +131,10 @@ std::string GlooBackend::Runtime::lostPeers(const std::string& glooMessage) cons
       std::chrono::steady_clock::now() +
       (connectionLost ? std::chrono::milliseconds(500) : std::chrono::milliseconds(0));
   do {
-    std::string ended;
-    for (const auto& [peer, pid] : localPeerPids) {
-      if (processEnded(pid)) ended += detail::concat(ended.empty() ? "" : ", ", peer);
-    }
+    std::string ended = endedPeers(localPeerPids);
     if (!ended.empty()) {
-      return detail::concat(" (rank ", ended, " of group '", group,
-                            "' is no longer running on this host)");
+      return detail::concat(" (", ended.substr(0, ended.rfind(' ')), " of group '", group, "'",
+                            ended.substr(ended.rfind(' ')), " no longer running on this host)");
     }
     if (std::chrono::steady_clock::now() >= until) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -162,11 +171,7 @@ void GlooBackend::Runtime::closeConnections() {
   }
 }
 
-void GlooBackend::Runtime::fail(const std::string& description, const std::string& glooMessage) {
-  std::string message = detail::concat(description, " failed on rank ", rank, ": ", glooMessage,
-                                       lostPeers(glooMessage));
-  std::string first = recordFailure(message);
-  if (first != message) message += detail::concat("; the group's first failure: ", first);
+bool GlooBackend::Runtime::breakGroup(const std::string& message) {
   bool firstFailure;
   {
     std::lock_guard<std::mutex> guard(mutex_);
@@ -174,10 +179,22 @@ void GlooBackend::Runtime::fail(const std::string& description, const std::strin
     if (firstFailure) brokenBy_ = message;
     broken_.store(true, std::memory_order_release);
   }
-  C10D_LOG(Warning, message);
+  if (!firstFailure) return false;
   // The context is unusable from here on. Closing its connections now makes peers blocked on
-  // this rank fail at once (and find this failure in the log) instead of at their timeout.
-  if (firstFailure) closeConnections();
+  // this rank fail at once (and find this failure in the log) instead of at their timeout;
+  // Gloo does not wake waits on pairs it closes itself, so those are aborted here.
+  closeConnections();
+  abortP2P(detail::concat("the group's connections were closed after a failure: ", message));
+  return true;
+}
+
+void GlooBackend::Runtime::fail(const std::string& description, const std::string& glooMessage) {
+  std::string message = detail::concat(description, " failed on rank ", rank, ": ", glooMessage,
+                                       lostPeers(glooMessage));
+  std::string first = recordFailure(message);
+  if (first != message) message += detail::concat("; the group's first failure: ", first);
+  C10D_LOG(Warning, message);
+  breakGroup(message);
   // Gloo says "Timed out ..." for unbound buffers and "Read timeout"/"Write timeout" for pairs
   // in sync mode.
   if (glooMessage.find("Timed out") != std::string::npos ||
@@ -188,11 +205,13 @@ void GlooBackend::Runtime::fail(const std::string& description, const std::strin
 }
 
 void GlooBackend::Runtime::trackP2P(const std::shared_ptr<P2PWork>& work) {
-  bool wake;
+  bool wake, wakeWatcher;
   {
     std::lock_guard<std::mutex> guard(mutex_);
     wake = progressAsleep_;
     progressAsleep_ = false;
+    wakeWatcher = watcherAsleep_;
+    watcherAsleep_ = false;
     lastPosted_ = std::chrono::steady_clock::now();
     p2pPending_.push_back({work, lastPosted_});
     p2pAll_.push_back(work);
@@ -204,6 +223,7 @@ void GlooBackend::Runtime::trackP2P(const std::shared_ptr<P2PWork>& work) {
     }
   }
   if (wake) p2pChanged_.notify_one();
+  if (wakeWatcher) watchChanged_.notify_one();
 }
 
 std::unique_ptr<gloo::transport::UnboundBuffer> GlooBackend::Runtime::acquireBuffer(void* data,
@@ -234,6 +254,7 @@ void GlooBackend::Runtime::releaseBuffer(std::unique_ptr<gloo::transport::Unboun
 void GlooBackend::Runtime::startProgressThread() {
   progress_ = std::thread([this] {
     detail::nameThisThread("c10d-gloo-p2p");
+    detail::blockSigpipeInThisThread();
     std::unique_lock<std::mutex> lock(mutex_);
     while (!p2pStopping_) {
       auto now = std::chrono::steady_clock::now();
@@ -259,18 +280,82 @@ void GlooBackend::Runtime::startProgressThread() {
   });
 }
 
-void GlooBackend::Runtime::stopP2P() {
+std::string GlooBackend::Runtime::lookForLoss() {
+  // The log first: a peer that failed (and named the rank it lost) may have exited since.
+  std::string storeLost;
+  try {
+    if (failureLog && failureLog->check({"failures"})) {
+      Store::Bytes log = failureLog->get("failures", std::chrono::seconds(1));
+      return detail::concat("the group's first failure: ",
+                            std::string(log.begin(), std::find(log.begin(), log.end(), '\n')));
+    }
+  } catch (const std::exception& e) {
+    storeLost = detail::concat("; the group's store is unreachable too: ", e.what());
+  }
+  if (std::string ended = endedPeers(localPeerPids); !ended.empty()) {
+    return detail::concat("rank ", rank, " of group '", group, "': ", ended,
+                          " no longer running on this host", storeLost);
+  }
+  if (!storeLost.empty()) {
+    return detail::concat("rank ", rank, " of group '", group,
+                          "' lost the group's store while point-to-point operations were "
+                          "outstanding",
+                          storeLost.substr(storeLost.find(':')));
+  }
+  return "";
+}
+
+void GlooBackend::Runtime::startWatcher() {
+  if (size == 1) return;
+  watcher_ = std::thread([this] {
+    detail::nameThisThread("c10d-gloo-watch");
+    detail::blockSigpipeInThisThread();
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!p2pStopping_ && !broken_.load()) {
+      bool outstanding = std::any_of(p2pAll_.begin(), p2pAll_.end(), [](const auto& weak) {
+        auto work = weak.lock();
+        return work && !work->isCompleted();
+      });
+      if (!outstanding) {
+        watcherAsleep_ = true;
+        watchChanged_.wait(lock, [&] { return p2pStopping_ || !watcherAsleep_; });
+        continue;
+      }
+      if (watchChanged_.wait_for(lock, kWatchInterval, [&] { return p2pStopping_; })) break;
+      lock.unlock();
+      std::string loss = lookForLoss();
+      if (!loss.empty()) {
+        if (loss.find("first failure") == std::string::npos) loss = recordFailure(loss);
+        C10D_LOG(Warning, "gloo backend of group '", group, "' rank ", rank,
+                 ": failing outstanding point-to-point operations: ", loss);
+        breakGroup(loss);
+      }
+      lock.lock();
+    }
+  });
+}
+
+void GlooBackend::Runtime::abortP2P(const std::string& reason) {
   std::vector<std::shared_ptr<P2PWork>> outstanding;
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    p2pStopping_ = true;
     for (auto& weak : p2pAll_) {
       if (auto work = weak.lock()) outstanding.push_back(work);
     }
   }
+  for (auto& work : outstanding) work->abortWait(reason);
+}
+
+void GlooBackend::Runtime::stopP2P() {
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    p2pStopping_ = true;
+  }
   p2pChanged_.notify_all();
-  for (auto& work : outstanding) work->abortWait();
+  watchChanged_.notify_all();
+  abortP2P("aborted because the process group shut down");
   if (progress_.joinable()) progress_.join();
+  if (watcher_.joinable()) watcher_.join();
 }
 
 // ---- P2PWork ----
@@ -293,11 +378,13 @@ void P2PWork::completeIfUnclaimed() {
     bool completed = false;
     runtime_->guarded([this] { return description(); },
                       [&] {
+                        detail::SigpipeGuard::mayHaveFailedWrites();  // asynchronous pairs
                         completed = isSend_ ? buffer_->waitSend(&peer, timeout())
                                             : buffer_->waitRecv(&peer, timeout());
                       });
     if (!completed) {
-      C10D_THROW(BackendError, description(), ": aborted because the process group shut down");
+      std::lock_guard<std::mutex> guard(bufferMutex_);
+      C10D_THROW(BackendError, description(), ": ", abortReason_);
     }
     if (!isSend_) setSourceRank(peer);
     // Only a buffer whose op completed goes back: an aborted receive stays posted in Gloo.
@@ -313,9 +400,10 @@ void P2PWork::completeIfUnclaimed() {
   }
 }
 
-void P2PWork::abortWait() {
+void P2PWork::abortWait(const std::string& reason) {
   {
     std::lock_guard<std::mutex> guard(bufferMutex_);
+    if (abortReason_.empty()) abortReason_ = reason;
     if (buffer_ && isSend_) {
       buffer_->abortWaitSend();
     } else if (buffer_) {
@@ -324,8 +412,7 @@ void P2PWork::abortWait() {
   }
   // Not yet claimed: nobody is waiting on Gloo for it, so fail it here.
   if (!claimed_.exchange(true)) {
-    finishWithError(std::make_exception_ptr(BackendError(
-        detail::concat(description(), ": aborted because the process group shut down"))));
+    finishWithError(std::make_exception_ptr(BackendError(detail::concat(description(), ": ", reason))));
   }
 }
 
@@ -340,7 +427,12 @@ GlooBackend::GlooBackend(const BackendContext& context)
   runtime_->group = context.groupName;
   gloo::transport::tcp::attr attr = deviceAttributes(*context.store);
   try {
-    runtime_->device = gloo::transport::tcp::CreateDevice(attr);
+    {
+      // The device's loop thread, which writes to every pair in asynchronous mode, inherits
+      // this thread's mask: SIGPIPE stays blocked there for good.
+      detail::SigpipeGuard quiet;
+      runtime_->device = gloo::transport::tcp::CreateDevice(attr);
+    }
     runtime_->context = std::make_shared<gloo::rendezvous::Context>(context.rank, context.size);
     runtime_->context->setTimeout(context.timeout);
     runtime_->defaultTimeout = context.timeout;
@@ -371,6 +463,7 @@ GlooBackend::GlooBackend(const BackendContext& context)
   }
   queue_ = std::make_unique<OpQueue>("gloo backend of group '" + groupName_ + "'");
   runtime_->startProgressThread();
+  runtime_->startWatcher();
 }
 
 GlooBackend::~GlooBackend() {
@@ -415,6 +508,7 @@ std::shared_ptr<Work> GlooBackend::startP2P(bool isSend, const Tensor& tensor, i
   Work::Describe describe = describePointToPoint(op, tensor, isSend, peer, tag, groupName_);
   auto work = std::make_shared<P2PWork>(describe, timeout, tensor, isSend, runtime_);
   runtime_->guarded(describe, [&] {
+    detail::SigpipeGuard::mayHaveFailedWrites();  // asynchronous pairs
     if (isSend) {
       work->buffer().send(peer, p2pSlot(tag));
     } else if (peer >= 0) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "c10d/Exception.hpp"
+#include "c10d/Signals.hpp"
 #include "c10d/Tensor.hpp"
 #include "c10d/backends/gloo/GlooBackend.hpp"
 #include "c10d/backends/gloo/GlooSetup.hpp"
@@ -63,10 +64,12 @@ struct GlooBackend::Runtime {
   void checkUsable(const Work::Describe& describe);
 
   // Runs fn (which calls Gloo) and turns Gloo's exceptions into TimeoutError / BackendError
-  // whose message names the operation; the first failure marks the context unusable.
+  // whose message names the operation; the first failure marks the context unusable. SIGPIPE is
+  // blocked meanwhile, so a write to a lost peer's socket fails instead of killing the process.
   template <typename Fn>
   void guarded(const Work::Describe& describe, Fn&& fn) {
     checkUsable(describe);
+    detail::SigpipeGuard quiet;
     try {
       fn();
     } catch (const gloo::Exception& e) {
@@ -76,6 +79,10 @@ struct GlooBackend::Runtime {
     }
   }
   [[noreturn]] void fail(const std::string& description, const std::string& glooMessage);
+  // Marks the context unusable with message (the first failure wins), closes its connections
+  // and fails every outstanding point-to-point Work with it. Returns whether this was the
+  // first failure.
+  bool breakGroup(const std::string& message);
 
   // At set-up every rank publishes in one store key what the others need to know of it: its
   // host and pid (a peer on this host whose process ended is lost for certain), its pairs'
@@ -113,7 +120,18 @@ struct GlooBackend::Runtime {
   std::unique_ptr<gloo::transport::UnboundBuffer> acquireBuffer(void* data, size_t size);
   void releaseBuffer(std::unique_ptr<gloo::transport::UnboundBuffer> buffer);
   void startProgressThread();
-  void stopP2P();  // aborts outstanding point-to-point waits and joins the thread
+  void stopP2P();  // aborts outstanding point-to-point waits and joins the threads
+
+  // A point-to-point wait on a lost peer is not always woken by Gloo: a receive from any source
+  // waits in the context, not on a pair, and a send or receive on a pair that this rank closed
+  // itself (after a failure elsewhere) is never signalled. While point-to-point Works are
+  // outstanding, the watcher looks every kWatchInterval for a peer on this host whose process
+  // ended and for a failure another rank recorded in the group's log, and breaks the group
+  // with it, so such waits fail within about this interval instead of at their timeout.
+  static constexpr std::chrono::milliseconds kWatchInterval{500};
+  void startWatcher();
+  // A lost peer's description, or the group's first recorded failure; "" when neither.
+  std::string lookForLoss();
 
  private:
   std::mutex mutex_;
@@ -130,6 +148,10 @@ struct GlooBackend::Runtime {
   bool progressAsleep_ = false;  // in an untimed wait: the next op must wake it
   std::chrono::steady_clock::time_point lastPosted_;
   std::thread progress_;
+  std::thread watcher_;
+  std::condition_variable watchChanged_;
+  bool watcherAsleep_ = false;  // no outstanding point-to-point Work: the next op must wake it
+  void abortP2P(const std::string& reason);
   static constexpr size_t kMaxIdleBuffers = 64;
   std::mutex buffersMutex_;
   std::deque<std::unique_ptr<gloo::transport::UnboundBuffer>> idleBuffers_;
@@ -146,7 +168,8 @@ class P2PWork : public Work {
   bool isSend() const { return isSend_; }
   // Waits on the buffer unless someone else claimed the work; then completes it.
   void completeIfUnclaimed();
-  void abortWait();
+  // Wakes a waiter on the buffer, or fails the work when nobody waits; reason ends its error.
+  void abortWait(const std::string& reason);
 
  protected:
   void beforeWait() override { completeIfUnclaimed(); }
@@ -158,6 +181,7 @@ class P2PWork : public Work {
   uint8_t scratch_ = 0;     // stands in for an empty tensor: Gloo cannot move zero bytes
   std::mutex bufferMutex_;  // guards buffer_ against abortWait() while it goes back to the cache
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
+  std::string abortReason_;  // under bufferMutex_
   std::atomic<bool> claimed_{false};
 };
 

@@ -7,6 +7,7 @@
 
 #include "c10d/Exception.hpp"
 #include "c10d/Logging.hpp"
+#include "c10d/Signals.hpp"
 #include "c10d/ThreadName.hpp"
 
 namespace c10d {
@@ -120,6 +121,7 @@ MpiBackend::Progress::Progress(std::string groupName, int rankInGroup)
   abortOnTimeout_ = abortEnv == nullptr || std::strcmp(abortEnv, "0") != 0;
   thread_ = std::thread([this] {
     detail::nameThisThread("c10d-mpi");
+    detail::blockSigpipeInThisThread();
     run();
   });
 }

@@ -20,6 +20,7 @@
 #include "c10d/Exception.hpp"
 #include "c10d/Half.hpp"
 #include "c10d/Logging.hpp"
+#include "c10d/Signals.hpp"
 #include "c10d/ThreadName.hpp"
 #include "c10d/backends/common/CudaRuntime.hpp"
 #include "c10d/backends/common/Describe.hpp"
@@ -260,6 +261,7 @@ struct NcclBackend::Impl {
   void startWatchdog() {
     watchdog = std::thread([this] {
       detail::nameThisThread("c10d-nccl-wdog");
+      detail::blockSigpipeInThisThread();
       watch();
     });
   }
