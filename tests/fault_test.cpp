@@ -67,6 +67,38 @@ TEST(FaultTest, GlooSurvivorsOfAKilledRankFailNamingIt) {
   EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0, kKilled})) << test::report(outcomes);
 }
 
+// A broadcast's root only writes. Once its peer is gone, its first write draws a reset and the
+// next one raises SIGPIPE, whose default action ended the root silently (exit 141). Now that
+// write fails with EPIPE, the root gets an error naming the lost rank, and its signal mask and
+// SIGPIPE's disposition are what they were.
+TEST(FaultTest, GlooRootWritingToAKilledRankFailsInsteadOfDyingOfSigpipe) {
+  test::RunOptions options = threeRanksLosing(1);
+  options.worldSize = 2;
+  auto outcomes = test::runRanks(options, [](test::RankEnv& env) {
+    Tensor tensor = Tensor::zeros({16}, ScalarType::Float32);
+    env.pg.barrier()->wait();
+    if (env.rank == 1) std::raise(SIGKILL);
+    std::this_thread::sleep_for(300ms);  // the kernel has closed rank 1's sockets by now
+    struct sigaction before {};
+    ::sigaction(SIGPIPE, nullptr, &before);
+    test::check(before.sa_handler == SIG_DFL, "SIGPIPE has its default action in this test");
+    std::string error = errorSoonFrom(
+        [&] {
+          for (int i = 0; i < 100; ++i) env.pg.broadcast(tensor, {.rootRank = 0})->wait();
+        },
+        "broadcasts from rank 0 after rank 1 was killed");
+    test::check(error.find("rank 1 of group 'default' is no longer running") != std::string::npos,
+                "the error names rank 1: " + error);
+    sigset_t mask;
+    pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+    test::check(!sigismember(&mask, SIGPIPE), "SIGPIPE is not left blocked in the caller's thread");
+    struct sigaction after {};
+    ::sigaction(SIGPIPE, nullptr, &after);
+    test::check(after.sa_handler == SIG_DFL, "SIGPIPE's disposition is untouched");
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, kKilled})) << test::report(outcomes);
+}
+
 TEST(FaultTest, StoreClientsFailWhenTheStoreHostIsKilled) {
   auto outcomes = test::runRanks(threeRanksLosing(0), [](test::RankEnv& env) {
     env.pg.barrier()->wait();

@@ -27,6 +27,7 @@ void allgatherFlat(GlooBackend::Runtime& runtime, const Tensor& input, uint8_t* 
   options.setOutput<uint8_t>(flat, bytes * runtime.size);
   options.setTag(tag);
   options.setTimeout(timeout);
+  runtime.agree(tag, timeout);
   gloo::allgather(options);
 }
 
@@ -37,7 +38,8 @@ std::shared_ptr<Work> GlooBackend::allgather(const std::vector<Tensor>& outputs,
   checkCPU(input, "allgather");
   std::shared_ptr<Runtime> runtime = runtime_;
   return enqueue(
-      "allgather", [=] { return input.describe(); }, options.timeout, outputs,
+      WireCall::of("allgather", input.dtype(), input.numel()), [=] { return input.describe(); },
+      options.timeout, outputs,
       [runtime, outputs, input, options](uint32_t tag) {
         std::vector<uint8_t> flat(input.nbytes() * runtime->size);
         allgatherFlat(*runtime, input, flat.data(), tag, options.timeout);
@@ -52,7 +54,8 @@ std::shared_ptr<Work> GlooBackend::allgatherIntoTensor(const Tensor& output, con
   checkCPU(input, "allgather_into_tensor");
   std::shared_ptr<Runtime> runtime = runtime_;
   return enqueue(
-      "allgather_into_tensor", [=] { return input.describe(); }, options.timeout, {output},
+      WireCall::of("allgather_into_tensor", input.dtype(), input.numel()),
+      [=] { return input.describe(); }, options.timeout, {output},
       [runtime, output, input, options](uint32_t tag) {
         allgatherFlat(*runtime, input, bytesOf(output), tag, options.timeout);
       });

@@ -24,6 +24,7 @@ void allreduceInPlace(GlooBackend::Runtime& runtime, void* data, ScalarType dtyp
     options.setReduceFunction(reduceFunction(op, dtype));
     options.setTag(tag);
     options.setTimeout(timeout);
+    runtime.agree(tag, timeout);
     gloo::allreduce(options);
   }
   finishReduce(op, dtype, data, count, runtime.size);
@@ -36,7 +37,8 @@ std::shared_ptr<Work> GlooBackend::allreduce(const Tensor& tensor,
   checkCPU(tensor, "allreduce");
   std::shared_ptr<Runtime> runtime = runtime_;
   return enqueue(
-      "allreduce", [=] { return detail::concat(tensor.describe(), " ", options.reduceOp); },
+      WireCall::of("allreduce", tensor.dtype(), tensor.numel(), options.reduceOp.kind()),
+      [=] { return detail::concat(tensor.describe(), " ", options.reduceOp); },
       options.timeout, {tensor},
       [runtime, tensor, options](uint32_t tag) {
         allreduceInPlace(*runtime, tensor.data(), tensor.dtype(), tensor.numel(), options.reduceOp,
@@ -52,7 +54,7 @@ std::shared_ptr<Work> GlooBackend::allreduceCoalesced(const std::vector<Tensor>&
   for (const Tensor& tensor : tensors) total += tensor.numel();
   // One flat buffer, one allreduce: many small tensors cost one round of latency.
   return enqueue(
-      "allreduce_coalesced",
+      WireCall::of("allreduce_coalesced", tensors[0].dtype(), total, options.reduceOp.kind()),
       [=] {
         return detail::concat(tensors.size(), " tensors, ", total, " ", tensors[0].dtype(), " ",
                               options.reduceOp);

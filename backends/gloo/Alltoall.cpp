@@ -26,6 +26,7 @@ void alltoallEqual(GlooBackend::Runtime& runtime, uint8_t* input, uint8_t* outpu
   options.setOutput<uint8_t>(output, bytes);
   options.setTag(tag);
   options.setTimeout(timeout);
+  runtime.agree(tag, timeout);
   gloo::alltoall(options);
 }
 
@@ -37,7 +38,10 @@ std::shared_ptr<Work> GlooBackend::alltoall(const std::vector<Tensor>& outputs,
   checkCPU(inputs[0], "alltoall");
   std::shared_ptr<Runtime> runtime = runtime_;
   return enqueue(
-      "alltoall", [=] { return detail::concat(inputs.size(), " x ", inputs[0].describe()); },
+      // Counts may differ between ranks (lists of any sizes): the bytes each pair exchanges are
+      // agreed before Gloo's alltoallv instead.
+      WireCall::of("alltoall", inputs[0].dtype(), 0),
+      [=] { return detail::concat(inputs.size(), " x ", inputs[0].describe()); },
       options.timeout, outputs,
       [runtime, outputs, inputs, options](uint32_t tag) {
         // Lists may differ in size per peer: pack them and go through alltoallv.
@@ -63,6 +67,7 @@ std::shared_ptr<Work> GlooBackend::alltoall(const std::vector<Tensor>& outputs,
           gloo.setOutput<uint8_t>(out.empty() ? &dummyOut : out.data(), recvBytes);
           gloo.setTag(tag);
           gloo.setTimeout(options.timeout);
+          runtime->agree(tag, options.timeout, &sendBytes, &recvBytes);
           gloo::alltoallv(gloo);
         }
         size_t offset = 0;
@@ -81,7 +86,7 @@ std::shared_ptr<Work> GlooBackend::alltoallBase(const Tensor& output, const Tens
   std::shared_ptr<Runtime> runtime = runtime_;
   bool equal = outputSplitSizes.empty() && inputSplitSizes.empty();
   return enqueue(
-      "alltoall_base",
+      WireCall::of("alltoall_base", input.dtype(), equal ? input.numel() : 0),
       [=] {
         return detail::concat(input.describe(), " -> ", output.describe(),
                               equal ? "" : " (uneven splits)");
@@ -117,6 +122,7 @@ std::shared_ptr<Work> GlooBackend::alltoallBase(const Tensor& output, const Tens
         gloo.setOutput<uint8_t>(output.nbytes() ? bytesOf(output) : &dummyOut, recvBytes);
         gloo.setTag(tag);
         gloo.setTimeout(options.timeout);
+        runtime->agree(tag, options.timeout, &sendBytes, &recvBytes);
         gloo::alltoallv(gloo);
       });
 }

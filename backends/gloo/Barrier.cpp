@@ -9,7 +9,8 @@ namespace c10d {
 std::shared_ptr<Work> GlooBackend::barrier(const BarrierOptions& options) {
   std::shared_ptr<Runtime> runtime = runtime_;
   return enqueue(
-      "barrier", [] { return std::string(); }, options.timeout, {},
+      WireCall::of("barrier", ScalarType::UInt8, 0), [] { return std::string(); }, options.timeout,
+      {},
       [runtime, options](uint32_t tag) {
         if (runtime->size == 1) return;
         if (SyncMesh* fast = runtime->fastPath(options.timeout, 0)) {
@@ -19,6 +20,7 @@ std::shared_ptr<Work> GlooBackend::barrier(const BarrierOptions& options) {
         gloo::BarrierOptions gloo(runtime->context);
         gloo.setTag(tag);
         gloo.setTimeout(options.timeout);
+        runtime->agree(tag, options.timeout);
         gloo::barrier(gloo);
       });
 }

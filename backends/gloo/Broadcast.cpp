@@ -12,7 +12,8 @@ std::shared_ptr<Work> GlooBackend::broadcast(const Tensor& tensor,
   checkCPU(tensor, "broadcast");
   std::shared_ptr<Runtime> runtime = runtime_;
   return enqueue(
-      "broadcast", [=] { return detail::concat(tensor.describe(), " root ", options.rootRank); },
+      WireCall::of("broadcast", tensor.dtype(), tensor.numel(), ReduceOp::SUM, options.rootRank),
+      [=] { return detail::concat(tensor.describe(), " root ", options.rootRank); },
       options.timeout, {tensor},
       [runtime, tensor, options](uint32_t tag) {
         if (tensor.nbytes() == 0 || runtime->size == 1) return;
@@ -26,6 +27,7 @@ std::shared_ptr<Work> GlooBackend::broadcast(const Tensor& tensor,
         gloo.setRoot(options.rootRank);
         gloo.setTag(tag);
         gloo.setTimeout(options.timeout);
+        runtime->agree(tag, options.timeout);
         gloo::broadcast(gloo);
       });
 }

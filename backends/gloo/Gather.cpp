@@ -13,7 +13,8 @@ std::shared_ptr<Work> GlooBackend::gather(const std::vector<Tensor>& outputs, co
   checkCPU(input, "gather");
   std::shared_ptr<Runtime> runtime = runtime_;
   return enqueue(
-      "gather", [=] { return detail::concat(input.describe(), " root ", options.rootRank); },
+      WireCall::of("gather", input.dtype(), input.numel(), ReduceOp::SUM, options.rootRank),
+      [=] { return detail::concat(input.describe(), " root ", options.rootRank); },
       options.timeout, outputs,
       [runtime, outputs, input, options](uint32_t tag) {
         size_t bytes = input.nbytes();
@@ -28,6 +29,7 @@ std::shared_ptr<Work> GlooBackend::gather(const std::vector<Tensor>& outputs, co
           gloo.setRoot(options.rootRank);
           gloo.setTag(tag);
           gloo.setTimeout(options.timeout);
+          runtime->agree(tag, options.timeout);
           gloo::gather(gloo);
         }
         for (size_t r = 0; r < outputs.size(); ++r) {

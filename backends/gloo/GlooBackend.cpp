@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <gloo/allgather.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "c10d/Logging.hpp"
@@ -202,6 +205,78 @@ void GlooBackend::Runtime::fail(const std::string& description, const std::strin
     C10D_THROW(TimeoutError, message);
   }
   C10D_THROW(BackendError, message);
+}
+
+void GlooBackend::Runtime::failMismatch(const std::string& description,
+                                        const std::string& mismatch) {
+  std::string message = detail::concat(description, " failed on rank ", rank, ": ", mismatch);
+  std::string first = recordFailure(message);
+  if (first != message) message += detail::concat("; the group's first failure: ", first);
+  C10D_LOG(Warning, message);
+  breakGroup(message);
+  C10D_THROW(InvalidArgument, message);
+}
+
+void GlooBackend::Runtime::agree(uint32_t tag, std::chrono::milliseconds timeout,
+                                 const std::vector<int64_t>* sendBytes,
+                                 const std::vector<int64_t>* recvBytes) {
+  detail::SigpipeGuard::mayHaveFailedWrites();  // Gloo's algorithm follows, on asynchronous pairs
+  if (size == 1) return;
+  WireCall mine = current;
+  mine.flags |= WireCall::kAgreeing;
+  // Every rank's record of `bytes` into records, whose block `rank` holds ours.
+  auto gather = [&](void* records, size_t bytes) {
+    if (fast && timeout == defaultTimeout) {
+      fast->setCall(mine);
+      fast->allgather(records, bytes);
+      return;
+    }
+    auto* all = static_cast<uint8_t*>(records);
+    std::vector<uint8_t> ours(all + rank * bytes, all + (rank + 1) * bytes);
+    gloo::AllgatherOptions options(context);
+    options.setInput<uint8_t>(ours.data(), bytes);
+    options.setOutput<uint8_t>(all, bytes * size);
+    options.setTag(tag);
+    options.setTimeout(timeout);
+    gloo::allgather(options);
+  };
+  std::vector<WireCall> calls(size);
+  calls[rank] = mine;
+  gather(calls.data(), sizeof(WireCall));
+  if (!std::all_of(calls.begin(), calls.end(), [&](const WireCall& c) { return c.sameCall(mine); })) {
+    std::map<std::string, std::string> ranksByCall;  // the same text on every rank
+    for (int r = 0; r < size; ++r) {
+      std::string& ranks = ranksByCall[calls[r].describe()];
+      ranks += detail::concat(ranks.empty() ? "" : ", ", r);
+    }
+    std::string list;
+    for (const auto& [call, ranks] : ranksByCall) {
+      list += detail::concat(list.empty() ? "" : "; ", "rank(s) ", ranks, ": ", call);
+    }
+    C10D_THROW(InvalidArgument, "the ranks of group '", group,
+               "' called different collectives: ", list,
+               ". Nothing of it was sent, and the group is still usable");
+  }
+  if (sendBytes == nullptr) return;
+  // Row r: the bytes rank r sends to each rank, then the bytes it expects from each.
+  const size_t row = 2 * static_cast<size_t>(size);
+  std::vector<int64_t> matrix(row * size);
+  std::copy(sendBytes->begin(), sendBytes->end(), matrix.begin() + rank * row);
+  std::copy(recvBytes->begin(), recvBytes->end(), matrix.begin() + rank * row + size);
+  gather(matrix.data(), row * sizeof(int64_t));
+  std::string differ;
+  for (int from = 0; from < size; ++from) {
+    for (int to = 0; to < size; ++to) {
+      int64_t sent = matrix[from * row + to], expected = matrix[to * row + size + from];
+      if (sent != expected) {
+        differ += detail::concat(differ.empty() ? "" : "; ", "rank ", from, " sends ", sent,
+                                 " bytes to rank ", to, ", which expects ", expected);
+      }
+    }
+  }
+  C10D_CHECK(differ.empty(), InvalidArgument, "the ranks of group '", group,
+             "' disagree about the alltoall splits: ", differ,
+             ". Nothing of it was sent, and the group is still usable");
 }
 
 void GlooBackend::Runtime::trackP2P(const std::shared_ptr<P2PWork>& work) {
@@ -481,20 +556,28 @@ void GlooBackend::checkCPU(const Tensor& tensor, const char* op) const {
              tensor.describe(), "; this build's Gloo backend takes CPU tensors only");
 }
 
-std::shared_ptr<Work> GlooBackend::enqueue(const char* op, std::function<std::string()> details,
+std::shared_ptr<Work> GlooBackend::enqueue(const WireCall& call,
+                                           std::function<std::string()> details,
                                            std::chrono::milliseconds timeout,
                                            std::vector<Tensor> outputs,
                                            std::function<void(uint32_t tag)> fn) {
+  const char* op = WireCall::kWireOps[call.op].data();
   C10D_CHECK(queue_ != nullptr, InvalidArgument, op, ": gloo backend of group '", groupName_,
              "' was shut down");
   uint64_t sequence = sequence_.fetch_add(1);
   Work::Describe describe = describeCollective(op, std::move(details), groupName_, sequence);
   auto tag = static_cast<uint32_t>(sequence);
+  WireCall numbered = call;
+  numbered.seq = tag;
   std::shared_ptr<Runtime> runtime = runtime_;
-  auto work = std::make_shared<QueuedWork>(std::move(describe), timeout, std::move(outputs),
-                                           [runtime, tag, fn = std::move(fn)](QueuedWork& self) {
-                                             runtime->guarded(self.describer(), [&] { fn(tag); });
-                                           });
+  auto work = std::make_shared<QueuedWork>(
+      std::move(describe), timeout, std::move(outputs),
+      [runtime, tag, numbered, fn = std::move(fn)](QueuedWork& self) {
+        runtime->guarded(self.describer(), [&] {
+          runtime->beginCall(numbered);
+          fn(tag);
+        });
+      });
   queue_->enqueue(work);
   return work;
 }

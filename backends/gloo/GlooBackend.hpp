@@ -27,6 +27,8 @@ class QueuedWork;
 // The address other ranks reach this one on: C10D_SOCKET_IFNAME or GLOO_SOCKET_IFNAME names an
 // interface; otherwise the local address that routes to the store's host (127.0.0.1 for
 // single-host stores).
+struct WireCall;  // private to backends/gloo
+
 class GlooBackend : public Backend {
  public:
   explicit GlooBackend(const BackendContext& context);
@@ -72,9 +74,10 @@ class GlooBackend : public Backend {
   Runtime& runtime() { return *runtime_; }
 
  private:
-  // Queues a collective: fn runs with the op's sequence number as its Gloo tag.
-  // details describes the op's arguments; it runs only when a description is needed.
-  std::shared_ptr<Work> enqueue(const char* op, std::function<std::string()> details,
+  // Queues a collective: fn runs with the op's sequence number as its Gloo tag. call is what
+  // this rank's messages say it is doing (the always-on check, WireCall.hpp); details
+  // describes the op's arguments, and runs only when a description is needed.
+  std::shared_ptr<Work> enqueue(const WireCall& call, std::function<std::string()> details,
                                 std::chrono::milliseconds timeout, std::vector<Tensor> outputs,
                                 std::function<void(uint32_t tag)> fn);
   void checkCPU(const Tensor& tensor, const char* op) const;

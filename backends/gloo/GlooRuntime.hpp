@@ -27,6 +27,7 @@
 #include "c10d/backends/gloo/GlooBackend.hpp"
 #include "c10d/backends/gloo/GlooSetup.hpp"
 #include "c10d/backends/gloo/SyncMesh.hpp"
+#include "c10d/backends/gloo/WireCall.hpp"
 
 namespace c10d {
 
@@ -76,9 +77,29 @@ struct GlooBackend::Runtime {
       fail(describe(), e.what());
     } catch (const gloo::EnforceNotMet& e) {
       fail(describe(), e.what());
+    } catch (const WireMismatch& e) {
+      failMismatch(describe(), e.message);
     }
   }
   [[noreturn]] void fail(const std::string& description, const std::string& glooMessage);
+  // A message contradicted this rank's call: InvalidArgument, and the group is broken.
+  [[noreturn]] void failMismatch(const std::string& description, const std::string& mismatch);
+
+  // The collective this rank runs now (ops run one at a time), as its messages state it.
+  WireCall current;
+  void beginCall(const WireCall& call) {
+    current = call;
+    if (fast) fast->setCall(call);
+  }
+  // Before Gloo's own algorithm: every rank's call is gathered and compared (and for alltoallv
+  // the bytes each pair will exchange), over the SyncMesh when the op's timeout allows, else
+  // over Gloo with a fixed size. Calls that differ throw InvalidArgument on every rank alike,
+  // naming each rank's call, and the group stays usable: Gloo's algorithm never sees them (its
+  // checks abort the process from its device thread). Costs one small allgather, on paths whose
+  // ops take far longer (large messages, gather, scatter, uneven alltoall, per-op timeouts).
+  void agree(uint32_t tag, std::chrono::milliseconds timeout,
+             const std::vector<int64_t>* sendBytes = nullptr,
+             const std::vector<int64_t>* recvBytes = nullptr);
   // Marks the context unusable with message (the first failure wins), closes its connections
   // and fails every outstanding point-to-point Work with it. Returns whether this was the
   // first failure.

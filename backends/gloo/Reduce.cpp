@@ -11,7 +11,8 @@ std::shared_ptr<Work> GlooBackend::reduce(const Tensor& tensor, const ReduceOpti
   checkCPU(tensor, "reduce");
   std::shared_ptr<Runtime> runtime = runtime_;
   return enqueue(
-      "reduce",
+      WireCall::of("reduce", tensor.dtype(), tensor.numel(), options.reduceOp.kind(),
+                   options.rootRank),
       [=] {
         return detail::concat(tensor.describe(), " ", options.reduceOp, " root ", options.rootRank);
       },
@@ -34,6 +35,7 @@ std::shared_ptr<Work> GlooBackend::reduce(const Tensor& tensor, const ReduceOpti
           gloo.setReduceFunction(reduceFunction(options.reduceOp, dtype));
           gloo.setTag(tag);
           gloo.setTimeout(options.timeout);
+          runtime->agree(tag, options.timeout);
           gloo::reduce(gloo);
         }
         if (runtime->rank == options.rootRank) {

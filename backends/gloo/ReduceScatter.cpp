@@ -28,6 +28,7 @@ void reduceScatterFlat(GlooBackend::Runtime& runtime, std::vector<uint8_t>& flat
     options.setReduceFunction(reduceFunction(op, dtype));
     options.setTag(tag);
     options.setTimeout(timeout);
+    runtime.agree(tag, timeout);
     gloo::allreduce(options);
   }
   copyBytes(output.data(), flat.data() + runtime.rank * output.nbytes(), output.nbytes());
@@ -42,7 +43,8 @@ std::shared_ptr<Work> GlooBackend::reduceScatter(const Tensor& output,
   checkCPU(output, "reduce_scatter");
   std::shared_ptr<Runtime> runtime = runtime_;
   return enqueue(
-      "reduce_scatter", [=] { return detail::concat(output.describe(), " ", options.reduceOp); },
+      WireCall::of("reduce_scatter", output.dtype(), output.numel(), options.reduceOp.kind()),
+      [=] { return detail::concat(output.describe(), " ", options.reduceOp); },
       options.timeout, {output},
       [runtime, output, inputs, options](uint32_t tag) {
         std::vector<uint8_t> flat(output.nbytes() * inputs.size());
@@ -58,7 +60,8 @@ std::shared_ptr<Work> GlooBackend::reduceScatterTensor(const Tensor& output, con
   checkCPU(output, "reduce_scatter_tensor");
   std::shared_ptr<Runtime> runtime = runtime_;
   return enqueue(
-      "reduce_scatter_tensor",
+      WireCall::of("reduce_scatter_tensor", output.dtype(), output.numel(),
+                   options.reduceOp.kind()),
       [=] {
         return detail::concat(input.describe(), " -> ", output.describe(), " ", options.reduceOp);
       },

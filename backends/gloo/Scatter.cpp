@@ -13,7 +13,8 @@ std::shared_ptr<Work> GlooBackend::scatter(const Tensor& output, const std::vect
   checkCPU(output, "scatter");
   std::shared_ptr<Runtime> runtime = runtime_;
   return enqueue(
-      "scatter", [=] { return detail::concat(output.describe(), " root ", options.rootRank); },
+      WireCall::of("scatter", output.dtype(), output.numel(), ReduceOp::SUM, options.rootRank),
+      [=] { return detail::concat(output.describe(), " root ", options.rootRank); },
       options.timeout, {output},
       [runtime, output, inputs, options](uint32_t tag) {
         size_t bytes = output.nbytes();
@@ -31,6 +32,7 @@ std::shared_ptr<Work> GlooBackend::scatter(const Tensor& output, const std::vect
         gloo.setRoot(options.rootRank);
         gloo.setTag(tag);
         gloo.setTimeout(options.timeout);
+        runtime->agree(tag, options.timeout);
         gloo::scatter(gloo);
       });
 }

@@ -17,11 +17,11 @@ SyncMesh::SyncMesh(std::shared_ptr<gloo::rendezvous::Context> context, bool busy
     auto& pair = context_->getPair(peer);
     pair->setSync(true, busyPoll);
     Peer& p = peers_[peer];
-    p.sendStage.resize(kStageBytes);
-    p.recvStage.resize(kStageBytes);
+    p.sendStage.resize(kHeaderBytes + kStageBytes);
+    p.recvStage.resize(kHeaderBytes + kStageBytes);
     // One slot per pair: this context carries nothing else, and a pair delivers in order.
-    p.sendBuffer = pair->createSendBuffer(0, p.sendStage.data(), kStageBytes);
-    p.recvBuffer = pair->createRecvBuffer(0, p.recvStage.data(), kStageBytes);
+    p.sendBuffer = pair->createSendBuffer(0, p.sendStage.data(), p.sendStage.size());
+    p.recvBuffer = pair->createRecvBuffer(0, p.recvStage.data(), p.recvStage.size());
   }
   scratch_.resize(kStageBytes);
   // Size every socket's send buffer now (see kStageBytes). The lower rank of a pair sends first,
@@ -40,16 +40,38 @@ SyncMesh::SyncMesh(std::shared_ptr<gloo::rendezvous::Context> context, bool busy
 
 void SyncMesh::send(int peer, const void* data, size_t bytes) {
   Peer& p = peers_[peer];
-  if (bytes > 0) copyBytes(p.sendStage.data(), data, bytes);
-  // A zero-length message still travels: the receiver's read is what completes its wait.
-  p.sendBuffer->send(0, bytes, 0);
+  WireCall header = call_;
+  header.payloadBytes = static_cast<uint32_t>(bytes);
+  std::memcpy(p.sendStage.data(), &header, kHeaderBytes);
+  if (bytes > 0) copyBytes(p.sendStage.data() + kHeaderBytes, data, bytes);
+  p.sendBuffer->send(0, kHeaderBytes + bytes, 0);
   p.sendBuffer->waitSend();
 }
 
 void SyncMesh::recv(int peer, void* data, size_t bytes) {
   Peer& p = peers_[peer];
   p.recvBuffer->waitRecv();
-  if (bytes > 0) copyBytes(data, p.recvStage.data(), bytes);
+  WireCall header;
+  std::memcpy(&header, p.recvStage.data(), kHeaderBytes);
+  const bool agreeing = call_.flags & WireCall::kAgreeing;
+  const bool match = agreeing ? header.flags == call_.flags : header.sameCall(call_);
+  if (!match || header.payloadBytes != bytes) {
+    std::string how =
+        header.flags != call_.flags
+            ? " (one of them runs it over Gloo's own algorithm: do their per-op timeouts, "
+              "sizes or C10D_GLOO_FAST_PATH differ?)"
+            : (match ? detail::concat(" (", header.payloadBytes, " bytes where ", bytes,
+                                      " were expected)")
+                     : "");
+    std::string earlier =
+        header.seq == previous_.seq && !header.sameCall(previous_)
+            ? detail::concat(" (at that sequence number this rank called ", previous_.describe(),
+                             ")")
+            : "";
+    throw WireMismatch{detail::concat("rank ", peer, " sent a message of ", header.describe(),
+                                      " while this rank runs ", call_.describe(), how, earlier)};
+  }
+  if (bytes > 0) copyBytes(data, p.recvStage.data() + kHeaderBytes, bytes);
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "c10d/backends/common/Reduce.hpp"
+#include "c10d/backends/gloo/WireCall.hpp"
 
 namespace c10d {
 
@@ -24,16 +25,25 @@ class SyncMesh {
   // send buffer sized to the message made the write wait for an ACK the peer delays by 40 ms.)
   static constexpr size_t kMaxMessageBytes = 256 * 1024;
   static constexpr size_t kStageBytes = 2 * kMaxMessageBytes;
+  static constexpr size_t kHeaderBytes = sizeof(WireCall);
 
   // Switches every pair of context (already connected) to sync mode; busyPoll spins on reads
   // instead of sleeping (only sensible with a core per rank).
   SyncMesh(std::shared_ptr<gloo::rendezvous::Context> context, bool busyPoll);
 
+  // The call that the next messages carry, and that messages received must match (see
+  // WireCall.hpp); with WireCall::kAgreeing, received ones need only be agreeing too.
+  void setCall(const WireCall& call) {
+    if (call.seq != call_.seq) previous_ = call_;
+    call_ = call;
+  }
+
   int rank() const { return rank_; }
   int size() const { return size_; }
   gloo::rendezvous::Context& context() const { return *context_; }
 
-  // Blocking point-to-point messages of at most kMaxMessageBytes.
+  // Blocking point-to-point messages of at most kMaxMessageBytes, after the call's header. recv
+  // throws WireMismatch for a message of another call or size, before it uses its payload.
   void send(int peer, const void* data, size_t bytes);
   void recv(int peer, void* data, size_t bytes);
 
@@ -66,6 +76,10 @@ class SyncMesh {
   int size_;
   std::vector<Peer> peers_;
   std::vector<uint8_t> scratch_;
+  WireCall call_;
+  // The call before: a peer still in it when this rank has moved on (this rank's part of it only
+  // sent) shows where the ranks really parted.
+  WireCall previous_;
 };
 
 }  // namespace c10d

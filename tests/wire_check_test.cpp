@@ -1,0 +1,181 @@
+// The always-on check that ranks make the same collective (backends/gloo/WireCall.hpp), at the
+// default C10D_DEBUG (OFF), on forked Gloo ranks. Before it, each of these calls returned
+// success with wrong data (a partial sum, the other op's bytes), or aborted the process from
+// Gloo's device thread.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+
+#include "MultiProcess.hpp"
+
+namespace c10d {
+namespace {
+
+using namespace std::chrono_literals;
+
+Tensor filled(int64_t count, float value, ScalarType dtype = ScalarType::Float32) {
+  Tensor t = Tensor::empty({count}, dtype);
+  if (dtype == ScalarType::Float32) std::fill(t.data<float>(), t.data<float>() + count, value);
+  return t;
+}
+
+// Sets an environment variable for the ranks forked while it lives.
+class EnvForRanks {
+ public:
+  EnvForRanks(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~EnvForRanks() { ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+// On the small-message path a mismatch breaks the group: the rank that reads the other's
+// message fails with InvalidArgument naming both calls, and the other fails (now or at its next
+// op) quoting it as the group's first failure.
+void expectBothRanksNameBoth(const std::function<void(test::RankEnv&)>& mismatched,
+                             std::initializer_list<std::string_view> needles) {
+  auto outcomes = test::runRanks({.backend = "gloo", .worldSize = 2, .opTimeout = 20s},
+                                 [&](test::RankEnv& env) {
+                                   std::string error;
+                                   try {
+                                     mismatched(env);
+                                     env.pg.barrier()->wait();  // meets the break if the op did not
+                                   } catch (const Error& e) {
+                                     error = e.what();
+                                   }
+                                   test::check(!error.empty(), "the mismatched calls failed");
+                                   for (std::string_view needle : needles) {
+                                     test::check(error.find(needle) != std::string::npos,
+                                                 "the error names '" + std::string(needle) +
+                                                     "': " + error);
+                                   }
+                                 });
+  EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(2, 0)) << test::report(outcomes);
+}
+
+TEST(WireCheckTest, AllreducesOfDifferentSizesFailOnBothRanks) {
+  expectBothRanksNameBoth(
+      [](test::RankEnv& env) {
+        Tensor t = filled(env.rank == 0 ? 4 : 8, 1.0f);
+        env.pg.allreduce(t)->wait();
+      },
+      {"allreduce float32 x 4 sum (seq 0)", "allreduce float32 x 8 sum (seq 0)"});
+}
+
+TEST(WireCheckTest, DifferentDtypesAndReduceOpsFailOnBothRanks) {
+  expectBothRanksNameBoth(
+      [](test::RankEnv& env) {
+        Tensor t = filled(4, 1.0f, env.rank == 0 ? ScalarType::Float32 : ScalarType::Int32);
+        env.pg.allreduce(t)->wait();
+      },
+      {"allreduce float32 x 4 sum", "allreduce int32 x 4 sum"});
+  expectBothRanksNameBoth(
+      [](test::RankEnv& env) {
+        Tensor t = filled(4, 1.0f);
+        env.pg.allreduce(t, {.reduceOp = env.rank == 0 ? ReduceOp::SUM : ReduceOp::MAX})->wait();
+      },
+      {"allreduce float32 x 4 sum", "allreduce float32 x 4 max"});
+}
+
+TEST(WireCheckTest, ABroadcastMatchedWithAnAllreduceFails) {
+  expectBothRanksNameBoth(
+      [](test::RankEnv& env) {
+        Tensor t = filled(4, static_cast<float>(env.rank + 1));
+        if (env.rank == 0) {
+          env.pg.broadcast(t, {.rootRank = 0})->wait();  // the root only sends: its data is right
+        } else {
+          env.pg.allreduce(t)->wait();
+        }
+      },
+      {"broadcast float32 x 4 root 0 (seq 0)", "allreduce float32 x 4 sum (seq 0)"});
+}
+
+TEST(WireCheckTest, ABarrierMatchedWithAnAllreduceFails) {
+  expectBothRanksNameBoth(
+      [](test::RankEnv& env) {
+        Tensor t = filled(4, 1.0f);
+        if (env.rank == 0) {
+          env.pg.barrier()->wait();
+        } else {
+          env.pg.allreduce(t)->wait();
+        }
+      },
+      {"barrier uint8 x 0 (seq 0)", "allreduce float32 x 4 sum (seq 0)"});
+}
+
+// Ops that take Gloo's own algorithms (here: a per-op timeout; below: the fast path off) agree
+// on the call first, so every rank gets the same error and the group stays usable.
+void expectSameErrorAndAUsableGroup(const std::function<void(test::RankEnv&)>& mismatched,
+                                    std::initializer_list<std::string_view> needles) {
+  auto outcomes = test::runRanks({.backend = "gloo", .worldSize = 3}, [&](test::RankEnv& env) {
+    test::expectThrows<InvalidArgument>([&] { mismatched(env); }, "the mismatched calls",
+                                        needles);
+    Tensor ones = filled(5, 1.0f);
+    env.pg.allreduce(ones)->wait();
+    test::checkEq(3.0f, ones.data<float>()[4], "an allreduce after the mismatch");
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(3, 0)) << test::report(outcomes);
+}
+
+TEST(WireCheckTest, OnGloosOwnAlgorithmsEveryRankNamesEveryCallAndTheGroupStaysUsable) {
+  expectSameErrorAndAUsableGroup(
+      [](test::RankEnv& env) {
+        Tensor t = filled(env.rank == 2 ? 6 : 5, 1.0f);
+        env.pg.allreduce(t, {.timeout = 10s})->wait();
+      },
+      {"rank(s) 0, 1: allreduce float32 x 5 sum (seq 0); rank(s) 2: allreduce float32 x 6 sum "
+       "(seq 0)"});
+  expectSameErrorAndAUsableGroup(
+      [](test::RankEnv& env) {
+        Tensor t = filled(5, 1.0f);
+        env.pg.broadcast(t, {.rootRank = env.rank == 1 ? 1 : 0, .timeout = 10s})->wait();
+      },
+      {"rank(s) 0, 2: broadcast float32 x 5 root 0 (seq 0); rank(s) 1: broadcast float32 x 5 "
+       "root 1 (seq 0)"});
+}
+
+TEST(WireCheckTest, WithTheFastPathOffASizeMismatchIsAnErrorNotAnAbort) {
+  EnvForRanks noFastPath("C10D_GLOO_FAST_PATH", "0");
+  expectSameErrorAndAUsableGroup(
+      [](test::RankEnv& env) {
+        Tensor t = filled(env.rank == 0 ? 1000 : 5, 1.0f);
+        env.pg.allreduce(t)->wait();
+      },
+      {"rank(s) 0: allreduce float32 x 1000 sum (seq 0); rank(s) 1, 2: allreduce float32 x 5 sum "
+       "(seq 0)"});
+}
+
+TEST(WireCheckTest, AlltoallSplitsThatDisagreeBetweenRanksAreFoundOnEveryRank) {
+  expectSameErrorAndAUsableGroup(
+      [](test::RankEnv& env) {
+        // Rank 1 sends 2 rows to rank 0, which expects 3; rank 0 sends rank 1 one row more.
+        std::vector<int64_t> in = env.rank == 1 ? std::vector<int64_t>{2, 2, 2}
+                                                : std::vector<int64_t>{2, 2, 2};
+        std::vector<int64_t> out = env.rank == 0 ? std::vector<int64_t>{2, 3, 1}
+                                                 : std::vector<int64_t>{2, 2, 2};
+        Tensor input = filled(6, 1.0f);
+        Tensor output = filled(6, 0.0f);
+        env.pg.alltoallBase(output, input, out, in)->wait();
+      },
+      {"rank 1 sends 8 bytes to rank 0, which expects 12",
+       "rank 2 sends 8 bytes to rank 0, which expects 4"});
+}
+
+TEST(WireCheckTest, AlltoallSplitsThatDisagreeOnOneRankAreRefusedBeforeAnythingIsSent) {
+  auto outcomes = test::runRanks({.backend = "gloo", .worldSize = 2}, [](test::RankEnv& env) {
+    Tensor input = filled(6, 1.0f);
+    Tensor output = filled(6, 0.0f);
+    if (env.rank == 0) {
+      test::expectThrows<InvalidArgument>(
+          [&] { env.pg.alltoallBase(output, input, {1, 5}, {3, 3})->wait(); },
+          "own splits that disagree", {"rank 0 sends itself 3 rows but expects 1 from itself"});
+    }
+    env.pg.alltoallBase(output, input, {3, 3}, {3, 3})->wait();
+    test::checkEq(1.0f, output.data<float>()[5], "an alltoall after the refused one");
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(2, 0)) << test::report(outcomes);
+}
+
+}  // namespace
+}  // namespace c10d
