@@ -191,13 +191,17 @@ bool GlooBackend::Runtime::breakGroup(const std::string& message) {
   return true;
 }
 
-void GlooBackend::Runtime::fail(const std::string& description, const std::string& glooMessage) {
-  std::string message = detail::concat(description, " failed on rank ", rank, ": ", glooMessage,
-                                       lostPeers(glooMessage));
+std::string GlooBackend::Runtime::failAndBreak(std::string message) {
   std::string first = recordFailure(message);
   if (first != message) message += detail::concat("; the group's first failure: ", first);
   C10D_LOG(Warning, message);
   breakGroup(message);
+  return message;
+}
+
+void GlooBackend::Runtime::fail(const std::string& description, const std::string& glooMessage) {
+  std::string message = failAndBreak(detail::concat(description, " failed on rank ", rank, ": ",
+                                                    glooMessage, lostPeers(glooMessage)));
   // Gloo says "Timed out ..." for unbound buffers and "Read timeout"/"Write timeout" for pairs
   // in sync mode.
   if (glooMessage.find("Timed out") != std::string::npos ||
@@ -209,12 +213,8 @@ void GlooBackend::Runtime::fail(const std::string& description, const std::strin
 
 void GlooBackend::Runtime::failMismatch(const std::string& description,
                                         const std::string& mismatch) {
-  std::string message = detail::concat(description, " failed on rank ", rank, ": ", mismatch);
-  std::string first = recordFailure(message);
-  if (first != message) message += detail::concat("; the group's first failure: ", first);
-  C10D_LOG(Warning, message);
-  breakGroup(message);
-  C10D_THROW(InvalidArgument, message);
+  C10D_THROW(InvalidArgument,
+             failAndBreak(detail::concat(description, " failed on rank ", rank, ": ", mismatch)));
 }
 
 void GlooBackend::Runtime::agree(uint32_t tag, std::chrono::milliseconds timeout,

@@ -104,6 +104,9 @@ struct GlooBackend::Runtime {
   // and fails every outstanding point-to-point Work with it. Returns whether this was the
   // first failure.
   bool breakGroup(const std::string& message);
+  // Records this rank's failure in the group's log, logs it, breaks the group, and returns the
+  // message with the group's first failure appended when that was another.
+  std::string failAndBreak(std::string message);
 
   // At set-up every rank publishes in one store key what the others need to know of it: its
   // host and pid (a peer on this host whose process ended is lost for certain), its pairs'
