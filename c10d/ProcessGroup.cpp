@@ -493,9 +493,10 @@ std::shared_ptr<Work> ProcessGroup::alltoallBase(const Tensor& output, const Ten
   Backend& backend = route(input, "alltoall_base");
   checkTensor(output, "alltoall_base", "output");
   checkSameKind(input, output, "alltoall_base", "output");
+  auto rowsOf = [](const Tensor& tensor) { return tensor.dim() == 0 ? 1 : tensor.sizes()[0]; };
   auto checkSplits = [&](const std::vector<int64_t>& splits, const Tensor& tensor,
                          const char* role) {
-    int64_t rows = tensor.dim() == 0 ? 1 : tensor.sizes()[0];
+    int64_t rows = rowsOf(tensor);
     if (splits.empty()) {
       C10D_CHECK(rows % size_ == 0, InvalidArgument, "alltoall_base: ", role, " ",
                  tensor.describe(), " has ", rows, " rows, not divisible by the group size ", size_,
@@ -516,21 +517,20 @@ std::shared_ptr<Work> ProcessGroup::alltoallBase(const Tensor& output, const Ten
   checkSplits(outputSplitSizes, output, "output");
   // What this rank sends itself must be what it expects from itself: no peer can make up for it.
   auto ownRows = [&](const std::vector<int64_t>& splits, const Tensor& tensor) {
-    int64_t rows = tensor.dim() == 0 ? 1 : tensor.sizes()[0];
-    return splits.empty() ? rows / size_ : splits[rank_];
+    return splits.empty() ? rowsOf(tensor) / size_ : splits[rank_];
   };
-  auto rowBytes = [](const Tensor& tensor) {
-    int64_t rows = tensor.dim() == 0 ? 1 : tensor.sizes()[0];
-    return rows == 0 ? int64_t{0} : static_cast<int64_t>(tensor.nbytes()) / rows;
+  auto rowBytes = [&](const Tensor& tensor) {
+    return rowsOf(tensor) == 0 ? int64_t{0}
+                               : static_cast<int64_t>(tensor.nbytes()) / rowsOf(tensor);
   };
   const int64_t sentToSelf = ownRows(inputSplitSizes, input);
   const int64_t expectedFromSelf = ownRows(outputSplitSizes, output);
-  C10D_CHECK(sentToSelf == expectedFromSelf &&
-                 (sentToSelf == 0 || rowBytes(input) == rowBytes(output)),
-             InvalidArgument, "alltoall_base: rank ", rank_, " sends itself ", sentToSelf,
-             " rows but expects ", expectedFromSelf, " from itself (input ", input.describe(),
-             ", output ", output.describe(), "); its input split ", rank_,
-             " and output split ", rank_, " must describe the same rows");
+  C10D_CHECK(
+      sentToSelf == expectedFromSelf && (sentToSelf == 0 || rowBytes(input) == rowBytes(output)),
+      InvalidArgument, "alltoall_base: rank ", rank_, " sends itself ", sentToSelf,
+      " rows but expects ", expectedFromSelf, " from itself (input ", input.describe(), ", output ",
+      output.describe(), "); its input split ", rank_, " and output split ", rank_,
+      " must describe the same rows");
   AllToAllOptions resolved = options;
   resolved.timeout = resolve(options.timeout);
   return checked("alltoall_base", &input, 1, -1, std::nullopt, resolved.timeout, [&] {

@@ -20,12 +20,19 @@ namespace c10d::detail {
 
 inline thread_local bool sigpipeBlockedForGood = false;
 
+inline const sigset_t& sigpipeOnly() {
+  static const sigset_t set = [] {
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    return pipe;
+  }();
+  return set;
+}
+
 // For threads the library owns (loop threads, op queues, progress threads).
 inline void blockSigpipeInThisThread() {
-  sigset_t pipe;
-  sigemptyset(&pipe);
-  sigaddset(&pipe, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+  pthread_sigmask(SIG_BLOCK, &sigpipeOnly(), nullptr);
   sigpipeBlockedForGood = true;
 }
 
@@ -40,31 +47,26 @@ inline void blockSigpipeInThisThread() {
 // (the small-message path) throw on EPIPE, so their success needs no look.
 class SigpipeGuard {
  public:
+  // Only the outermost guard of a thread is active (inside it SIGPIPE is already blocked), so
+  // the active one is the thread's current_ for its whole scope.
   SigpipeGuard() {
     if (sigpipeBlockedForGood) return;
-    sigset_t pipe;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe, &saved_);
+    pthread_sigmask(SIG_BLOCK, &sigpipeOnly(), &saved_);
     active_ = !sigismember(&saved_, SIGPIPE);
     if (active_) {
       exceptionsAtEntry_ = std::uncaught_exceptions();
-      outer_ = current_;
       current_ = this;
     }
   }
   ~SigpipeGuard() {
     if (!active_) return;
-    current_ = outer_;
+    current_ = nullptr;
     if (mayHaveFailedWrites_ || std::uncaught_exceptions() > exceptionsAtEntry_) {
       sigset_t pending;
       sigpending(&pending);
       if (sigismember(&pending, SIGPIPE)) {
-        sigset_t pipe;
-        sigemptyset(&pipe);
-        sigaddset(&pipe, SIGPIPE);
         const timespec now{0, 0};
-        sigtimedwait(&pipe, nullptr, &now);
+        sigtimedwait(&sigpipeOnly(), nullptr, &now);
       }
     }
     pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
@@ -72,7 +74,7 @@ class SigpipeGuard {
   SigpipeGuard(const SigpipeGuard&) = delete;
   SigpipeGuard& operator=(const SigpipeGuard&) = delete;
 
-  // Tells the innermost guard of this thread to look for a pending SIGPIPE when it ends.
+  // Tells this thread's active guard to look for a pending SIGPIPE when it ends.
   static void mayHaveFailedWrites() {
     if (current_ != nullptr) current_->mayHaveFailedWrites_ = true;
   }
@@ -83,7 +85,6 @@ class SigpipeGuard {
   bool active_ = false;
   bool mayHaveFailedWrites_ = false;
   int exceptionsAtEntry_ = 0;
-  SigpipeGuard* outer_ = nullptr;
 };
 
 }  // namespace c10d::detail

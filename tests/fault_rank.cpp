@@ -8,9 +8,9 @@
 // Rank and world come from the environment as for any c10d program (c10drun, mpirun).
 #include <CLI/CLI.hpp>
 #include <chrono>
-#include <map>
 #include <csignal>
 #include <cstdio>
+#include <map>
 #include <thread>
 
 #include "c10d/Init.hpp"
@@ -18,6 +18,10 @@
 namespace {
 
 enum class Op { Allreduce, Ring, RingAnySource, RingBatched };
+const std::map<std::string, Op> kOps{{"allreduce", Op::Allreduce},
+                                     {"ring", Op::Ring},
+                                     {"ring-anysource", Op::RingAnySource},
+                                     {"ring-batched", Op::RingBatched}};
 
 struct Options {
   Op op = Op::Allreduce;
@@ -29,15 +33,8 @@ struct Options {
 };
 
 const char* opName(Op op) {
-  switch (op) {
-    case Op::Allreduce:
-      return "allreduce";
-    case Op::Ring:
-      return "ring";
-    case Op::RingAnySource:
-      return "ring-anysource";
-    case Op::RingBatched:
-      return "ring-batched";
+  for (const auto& [name, value] : kOps) {
+    if (value == op) return name.c_str();
   }
   return "?";
 }
@@ -56,7 +53,8 @@ std::vector<std::shared_ptr<c10d::Work>> start(c10d::ProcessGroup& pg, Op op, c1
     case Op::RingAnySource:
       return {pg.send(tensor, right), pg.recvAnysource(received)};
     case Op::RingBatched:
-      return pg.batchIsendIrecv({{c10d::P2POp::Send, tensor, right}, {c10d::P2POp::Recv, received, left}});
+      return pg.batchIsendIrecv(
+          {{c10d::P2POp::Send, tensor, right}, {c10d::P2POp::Recv, received, left}});
   }
   return {};
 }
@@ -90,9 +88,11 @@ int run(const Options& options) {
     }
     const bool isAllreduce = options.op == Op::Allreduce;
     const c10d::Tensor& result = isAllreduce ? tensor : received;
-    const float expected = isAllreduce ? static_cast<float>(pg->size() * (pg->size() + 1) / 2)
-                                       : static_cast<float>((rank + pg->size() - 1) % pg->size() + 1);
-    if (result.data<float>()[0] != expected || result.data<float>()[options.elements - 1] != expected) {
+    const float expected = isAllreduce
+                               ? static_cast<float>(pg->size() * (pg->size() + 1) / 2)
+                               : static_cast<float>((rank + pg->size() - 1) % pg->size() + 1);
+    if (result.data<float>()[0] != expected ||
+        result.data<float>()[options.elements - 1] != expected) {
       std::printf("rank %d: %s #%d gave %g, expected %g\n", rank, name, i,
                   static_cast<double>(result.data<float>()[0]), static_cast<double>(expected));
       return 1;
@@ -109,13 +109,10 @@ int run(const Options& options) {
 int main(int argc, char** argv) {
   Options options;
   CLI::App app{"Runs an op in a loop; optionally one rank kills itself mid-op."};
-  const std::map<std::string, Op> ops{{"allreduce", Op::Allreduce},
-                                      {"ring", Op::Ring},
-                                      {"ring-anysource", Op::RingAnySource},
-                                      {"ring-batched", Op::RingBatched}};
-  app.add_option("--op", options.op, "allreduce, or a point-to-point ring: ring (send/recv), "
+  app.add_option("--op", options.op,
+                 "allreduce, or a point-to-point ring: ring (send/recv), "
                  "ring-anysource (recv from any source), ring-batched (batch_isend_irecv)")
-      ->transform(CLI::CheckedTransformer(ops, CLI::ignore_case));
+      ->transform(CLI::CheckedTransformer(kOps, CLI::ignore_case));
   app.add_option("--kill-rank", options.killRank, "Rank that SIGKILLs itself (-1: none)");
   app.add_option("--kill-at", options.killAt, "Iteration at which it does")
       ->check(CLI::NonNegativeNumber);

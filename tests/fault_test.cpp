@@ -22,9 +22,9 @@ constexpr int kKilled = 128 + SIGKILL;
 constexpr auto kOpTimeout = 60s;
 constexpr auto kNoticedWithin = 15s;
 
-test::RunOptions threeRanksLosing(int killed) {
+test::RunOptions ranksLosing(int killed, int worldSize = 3) {
   return {.backend = "gloo",
-          .worldSize = 3,
+          .worldSize = worldSize,
           .opTimeout = kOpTimeout,
           .deadline = 100s,  // under ctest's 120 s, so the harness reports, not ctest
           .graceAfterFailure = 30s,
@@ -47,7 +47,7 @@ std::string errorSoonFrom(Fn&& fn, const std::string& what) {
 }
 
 TEST(FaultTest, GlooSurvivorsOfAKilledRankFailNamingIt) {
-  auto outcomes = test::runRanks(threeRanksLosing(2), [](test::RankEnv& env) {
+  auto outcomes = test::runRanks(ranksLosing(2), [](test::RankEnv& env) {
     Tensor tensor = Tensor::zeros({4096}, ScalarType::Float32);
     for (int i = 0; i < 5; ++i) env.pg.allreduce(tensor)->wait();
     if (env.rank == 2) {
@@ -72,9 +72,7 @@ TEST(FaultTest, GlooSurvivorsOfAKilledRankFailNamingIt) {
 // write fails with EPIPE, the root gets an error naming the lost rank, and its signal mask and
 // SIGPIPE's disposition are what they were.
 TEST(FaultTest, GlooRootWritingToAKilledRankFailsInsteadOfDyingOfSigpipe) {
-  test::RunOptions options = threeRanksLosing(1);
-  options.worldSize = 2;
-  auto outcomes = test::runRanks(options, [](test::RankEnv& env) {
+  auto outcomes = test::runRanks(ranksLosing(1, 2), [](test::RankEnv& env) {
     Tensor tensor = Tensor::zeros({16}, ScalarType::Float32);
     env.pg.barrier()->wait();
     if (env.rank == 1) std::raise(SIGKILL);
@@ -100,7 +98,7 @@ TEST(FaultTest, GlooRootWritingToAKilledRankFailsInsteadOfDyingOfSigpipe) {
 }
 
 TEST(FaultTest, StoreClientsFailWhenTheStoreHostIsKilled) {
-  auto outcomes = test::runRanks(threeRanksLosing(0), [](test::RankEnv& env) {
+  auto outcomes = test::runRanks(ranksLosing(0), [](test::RankEnv& env) {
     env.pg.barrier()->wait();
     if (env.rank == 0) {  // hosts the TCPStore
       env.store.wait({"clients-parked"}, 30s);

@@ -35,22 +35,21 @@ class EnvForRanks {
 // op) quoting it as the group's first failure.
 void expectBothRanksNameBoth(const std::function<void(test::RankEnv&)>& mismatched,
                              std::initializer_list<std::string_view> needles) {
-  auto outcomes = test::runRanks({.backend = "gloo", .worldSize = 2, .opTimeout = 20s},
-                                 [&](test::RankEnv& env) {
-                                   std::string error;
-                                   try {
-                                     mismatched(env);
-                                     env.pg.barrier()->wait();  // meets the break if the op did not
-                                   } catch (const Error& e) {
-                                     error = e.what();
-                                   }
-                                   test::check(!error.empty(), "the mismatched calls failed");
-                                   for (std::string_view needle : needles) {
-                                     test::check(error.find(needle) != std::string::npos,
-                                                 "the error names '" + std::string(needle) +
-                                                     "': " + error);
-                                   }
-                                 });
+  auto outcomes = test::runRanks(
+      {.backend = "gloo", .worldSize = 2, .opTimeout = 20s}, [&](test::RankEnv& env) {
+        std::string error;
+        try {
+          mismatched(env);
+          env.pg.barrier()->wait();  // meets the break if the op did not
+        } catch (const Error& e) {
+          error = e.what();
+        }
+        test::check(!error.empty(), "the mismatched calls failed");
+        for (std::string_view needle : needles) {
+          test::check(error.find(needle) != std::string::npos,
+                      "the error names '" + std::string(needle) + "': " + error);
+        }
+      });
   EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(2, 0)) << test::report(outcomes);
 }
 
@@ -109,8 +108,7 @@ TEST(WireCheckTest, ABarrierMatchedWithAnAllreduceFails) {
 void expectSameErrorAndAUsableGroup(const std::function<void(test::RankEnv&)>& mismatched,
                                     std::initializer_list<std::string_view> needles) {
   auto outcomes = test::runRanks({.backend = "gloo", .worldSize = 3}, [&](test::RankEnv& env) {
-    test::expectThrows<InvalidArgument>([&] { mismatched(env); }, "the mismatched calls",
-                                        needles);
+    test::expectThrows<InvalidArgument>([&] { mismatched(env); }, "the mismatched calls", needles);
     Tensor ones = filled(5, 1.0f);
     env.pg.allreduce(ones)->wait();
     test::checkEq(3.0f, ones.data<float>()[4], "an allreduce after the mismatch");
@@ -149,11 +147,10 @@ TEST(WireCheckTest, WithTheFastPathOffASizeMismatchIsAnErrorNotAnAbort) {
 TEST(WireCheckTest, AlltoallSplitsThatDisagreeBetweenRanksAreFoundOnEveryRank) {
   expectSameErrorAndAUsableGroup(
       [](test::RankEnv& env) {
-        // Rank 1 sends 2 rows to rank 0, which expects 3; rank 0 sends rank 1 one row more.
-        std::vector<int64_t> in = env.rank == 1 ? std::vector<int64_t>{2, 2, 2}
-                                                : std::vector<int64_t>{2, 2, 2};
-        std::vector<int64_t> out = env.rank == 0 ? std::vector<int64_t>{2, 3, 1}
-                                                 : std::vector<int64_t>{2, 2, 2};
+        // Every rank sends 2 rows to each; rank 0 expects 3 from rank 1 and 1 from rank 2.
+        std::vector<int64_t> in{2, 2, 2};
+        std::vector<int64_t> out =
+            env.rank == 0 ? std::vector<int64_t>{2, 3, 1} : std::vector<int64_t>{2, 2, 2};
         Tensor input = filled(6, 1.0f);
         Tensor output = filled(6, 0.0f);
         env.pg.alltoallBase(output, input, out, in)->wait();
@@ -168,7 +165,9 @@ TEST(WireCheckTest, AlltoallSplitsThatDisagreeOnOneRankAreRefusedBeforeAnythingI
     Tensor output = filled(6, 0.0f);
     if (env.rank == 0) {
       test::expectThrows<InvalidArgument>(
-          [&] { env.pg.alltoallBase(output, input, {1, 5}, {3, 3})->wait(); },
+          [&] {
+            env.pg.alltoallBase(output, input, {1, 5}, {3, 3})->wait();
+          },
           "own splits that disagree", {"rank 0 sends itself 3 rows but expects 1 from itself"});
     }
     env.pg.alltoallBase(output, input, {3, 3}, {3, 3})->wait();

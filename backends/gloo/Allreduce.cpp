@@ -38,8 +38,8 @@ std::shared_ptr<Work> GlooBackend::allreduce(const Tensor& tensor,
   std::shared_ptr<Runtime> runtime = runtime_;
   return enqueue(
       WireCall::of("allreduce", tensor.dtype(), tensor.numel(), options.reduceOp.kind()),
-      [=] { return detail::concat(tensor.describe(), " ", options.reduceOp); },
-      options.timeout, {tensor},
+      [=] { return detail::concat(tensor.describe(), " ", options.reduceOp); }, options.timeout,
+      {tensor},
       [runtime, tensor, options](uint32_t tag) {
         allreduceInPlace(*runtime, tensor.data(), tensor.dtype(), tensor.numel(), options.reduceOp,
                          tag, options.timeout);

@@ -41,8 +41,8 @@ std::shared_ptr<Work> GlooBackend::alltoall(const std::vector<Tensor>& outputs,
       // Counts may differ between ranks (lists of any sizes): the bytes each pair exchanges are
       // agreed before Gloo's alltoallv instead.
       WireCall::of("alltoall", inputs[0].dtype(), 0),
-      [=] { return detail::concat(inputs.size(), " x ", inputs[0].describe()); },
-      options.timeout, outputs,
+      [=] { return detail::concat(inputs.size(), " x ", inputs[0].describe()); }, options.timeout,
+      outputs,
       [runtime, outputs, inputs, options](uint32_t tag) {
         // Lists may differ in size per peer: pack them and go through alltoallv.
         std::vector<int64_t> sendBytes, recvBytes;

@@ -14,8 +14,8 @@ std::shared_ptr<Work> GlooBackend::gather(const std::vector<Tensor>& outputs, co
   std::shared_ptr<Runtime> runtime = runtime_;
   return enqueue(
       WireCall::of("gather", input.dtype(), input.numel(), ReduceOp::SUM, options.rootRank),
-      [=] { return detail::concat(input.describe(), " root ", options.rootRank); },
-      options.timeout, outputs,
+      [=] { return detail::concat(input.describe(), " root ", options.rootRank); }, options.timeout,
+      outputs,
       [runtime, outputs, input, options](uint32_t tag) {
         size_t bytes = input.nbytes();
         bool root = runtime->rank == options.rootRank;

@@ -63,8 +63,10 @@ bool processEnded(long pid) {
          line[close + 2] == 'X';
 }
 
-// "rank 2 is" or "ranks 0, 2 are": the peers on this host whose process has ended; "" if none.
-std::string endedPeers(const std::vector<std::pair<int, long>>& localPeerPids) {
+// "rank 2 of group 'g' is" or "ranks 0, 2 of group 'g' are": the peers on this host whose
+// process has ended; "" if none.
+std::string endedPeers(const std::vector<std::pair<int, long>>& localPeerPids,
+                       const std::string& group) {
   std::vector<int> ended;
   for (const auto& [peer, pid] : localPeerPids) {
     if (processEnded(pid)) ended.push_back(peer);
@@ -72,7 +74,7 @@ std::string endedPeers(const std::vector<std::pair<int, long>>& localPeerPids) {
   if (ended.empty()) return "";
   std::string list = ended.size() == 1 ? "rank " : "ranks ";
   for (size_t i = 0; i < ended.size(); ++i) list += detail::concat(i ? ", " : "", ended[i]);
-  return list + (ended.size() == 1 ? " is" : " are");
+  return detail::concat(list, " of group '", group, "'", ended.size() == 1 ? " is" : " are");
 }
 
 std::string hostName() {
@@ -134,10 +136,8 @@ std::string GlooBackend::Runtime::lostPeers(const std::string& glooMessage) cons
       std::chrono::steady_clock::now() +
       (connectionLost ? std::chrono::milliseconds(500) : std::chrono::milliseconds(0));
   do {
-    std::string ended = endedPeers(localPeerPids);
-    if (!ended.empty()) {
-      return detail::concat(" (", ended.substr(0, ended.rfind(' ')), " of group '", group, "'",
-                            ended.substr(ended.rfind(' ')), " no longer running on this host)");
+    if (std::string ended = endedPeers(localPeerPids, group); !ended.empty()) {
+      return detail::concat(" (", ended, " no longer running on this host)");
     }
     if (std::chrono::steady_clock::now() >= until) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -153,12 +153,16 @@ std::string GlooBackend::Runtime::lostPeers(const std::string& glooMessage) cons
   return "";
 }
 
+std::string GlooBackend::Runtime::firstLoggedFailure() {
+  Store::Bytes log = failureLog->get("failures", std::chrono::seconds(1));
+  return std::string(log.begin(), std::find(log.begin(), log.end(), '\n'));
+}
+
 std::string GlooBackend::Runtime::recordFailure(const std::string& message) {
   if (!failureLog) return message;
   try {  // best effort: the store may be gone with a lost rank
     failureLog->append("failures", toBytes(message + "\n"));
-    Store::Bytes log = failureLog->get("failures", std::chrono::seconds(1));
-    return std::string(log.begin(), std::find(log.begin(), log.end(), '\n'));
+    return firstLoggedFailure();
   } catch (const std::exception&) {
     return message;
   }
@@ -243,7 +247,8 @@ void GlooBackend::Runtime::agree(uint32_t tag, std::chrono::milliseconds timeout
   std::vector<WireCall> calls(size);
   calls[rank] = mine;
   gather(calls.data(), sizeof(WireCall));
-  if (!std::all_of(calls.begin(), calls.end(), [&](const WireCall& c) { return c.sameCall(mine); })) {
+  if (!std::all_of(calls.begin(), calls.end(),
+                   [&](const WireCall& c) { return c.sameCall(mine); })) {
     std::map<std::string, std::string> ranksByCall;  // the same text on every rank
     for (int r = 0; r < size; ++r) {
       std::string& ranks = ranksByCall[calls[r].describe()];
@@ -357,27 +362,26 @@ void GlooBackend::Runtime::startProgressThread() {
 
 std::string GlooBackend::Runtime::lookForLoss() {
   // The log first: a peer that failed (and named the rank it lost) may have exited since.
-  std::string storeLost;
+  std::string storeError;
   try {
     if (failureLog && failureLog->check({"failures"})) {
-      Store::Bytes log = failureLog->get("failures", std::chrono::seconds(1));
-      return detail::concat("the group's first failure: ",
-                            std::string(log.begin(), std::find(log.begin(), log.end(), '\n')));
+      return "the group's first failure: " + firstLoggedFailure();
     }
   } catch (const std::exception& e) {
-    storeLost = detail::concat("; the group's store is unreachable too: ", e.what());
+    storeError = e.what();
   }
-  if (std::string ended = endedPeers(localPeerPids); !ended.empty()) {
-    return detail::concat("rank ", rank, " of group '", group, "': ", ended,
-                          " no longer running on this host", storeLost);
-  }
-  if (!storeLost.empty()) {
-    return detail::concat("rank ", rank, " of group '", group,
+  std::string seen;
+  if (std::string ended = endedPeers(localPeerPids, group); !ended.empty()) {
+    seen = detail::concat(
+        "rank ", rank, " of group '", group, "': ", ended, " no longer running on this host",
+        storeError.empty() ? "" : "; the group's store is unreachable too: ", storeError);
+  } else if (!storeError.empty()) {
+    seen = detail::concat("rank ", rank, " of group '", group,
                           "' lost the group's store while point-to-point operations were "
-                          "outstanding",
-                          storeLost.substr(storeLost.find(':')));
+                          "outstanding: ",
+                          storeError);
   }
-  return "";
+  return seen.empty() ? "" : recordFailure(seen);
 }
 
 void GlooBackend::Runtime::startWatcher() {
@@ -400,7 +404,6 @@ void GlooBackend::Runtime::startWatcher() {
       lock.unlock();
       std::string loss = lookForLoss();
       if (!loss.empty()) {
-        if (loss.find("first failure") == std::string::npos) loss = recordFailure(loss);
         C10D_LOG(Warning, "gloo backend of group '", group, "' rank ", rank,
                  ": failing outstanding point-to-point operations: ", loss);
         breakGroup(loss);
@@ -487,7 +490,8 @@ void P2PWork::abortWait(const std::string& reason) {
   }
   // Not yet claimed: nobody is waiting on Gloo for it, so fail it here.
   if (!claimed_.exchange(true)) {
-    finishWithError(std::make_exception_ptr(BackendError(detail::concat(description(), ": ", reason))));
+    finishWithError(
+        std::make_exception_ptr(BackendError(detail::concat(description(), ": ", reason))));
   }
 }
 
@@ -501,13 +505,12 @@ GlooBackend::GlooBackend(const BackendContext& context)
   runtime_->size = context.size;
   runtime_->group = context.groupName;
   gloo::transport::tcp::attr attr = deviceAttributes(*context.store);
+  // Set-up writes to peers too (the SyncMesh's first exchange), and the device's loop thread,
+  // which writes to every pair in asynchronous mode, inherits this thread's mask: SIGPIPE stays
+  // blocked there for good.
+  detail::SigpipeGuard quiet;
   try {
-    {
-      // The device's loop thread, which writes to every pair in asynchronous mode, inherits
-      // this thread's mask: SIGPIPE stays blocked there for good.
-      detail::SigpipeGuard quiet;
-      runtime_->device = gloo::transport::tcp::CreateDevice(attr);
-    }
+    runtime_->device = gloo::transport::tcp::CreateDevice(attr);
     runtime_->context = std::make_shared<gloo::rendezvous::Context>(context.rank, context.size);
     runtime_->context->setTimeout(context.timeout);
     runtime_->defaultTimeout = context.timeout;
@@ -561,7 +564,7 @@ std::shared_ptr<Work> GlooBackend::enqueue(const WireCall& call,
                                            std::chrono::milliseconds timeout,
                                            std::vector<Tensor> outputs,
                                            std::function<void(uint32_t tag)> fn) {
-  const char* op = WireCall::kWireOps[call.op].data();
+  const char* op = WireCall::kWireOps[call.op];
   C10D_CHECK(queue_ != nullptr, InvalidArgument, op, ": gloo backend of group '", groupName_,
              "' was shut down");
   uint64_t sequence = sequence_.fetch_add(1);
@@ -570,14 +573,14 @@ std::shared_ptr<Work> GlooBackend::enqueue(const WireCall& call,
   WireCall numbered = call;
   numbered.seq = tag;
   std::shared_ptr<Runtime> runtime = runtime_;
-  auto work = std::make_shared<QueuedWork>(
-      std::move(describe), timeout, std::move(outputs),
-      [runtime, tag, numbered, fn = std::move(fn)](QueuedWork& self) {
-        runtime->guarded(self.describer(), [&] {
-          runtime->beginCall(numbered);
-          fn(tag);
-        });
-      });
+  auto work =
+      std::make_shared<QueuedWork>(std::move(describe), timeout, std::move(outputs),
+                                   [runtime, tag, numbered, fn = std::move(fn)](QueuedWork& self) {
+                                     runtime->guarded(self.describer(), [&] {
+                                       runtime->beginCall(numbered);
+                                       fn(tag);
+                                     });
+                                   });
   queue_->enqueue(work);
   return work;
 }

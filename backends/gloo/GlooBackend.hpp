@@ -24,11 +24,11 @@ class QueuedWork;
 // fails that operation (TimeoutError or BackendError naming op, group, rank and sequence number)
 // and every later one with BackendError quoting it. Create a new group to continue.
 //
+struct WireCall;  // private to backends/gloo
+
 // The address other ranks reach this one on: C10D_SOCKET_IFNAME or GLOO_SOCKET_IFNAME names an
 // interface; otherwise the local address that routes to the store's host (127.0.0.1 for
 // single-host stores).
-struct WireCall;  // private to backends/gloo
-
 class GlooBackend : public Backend {
  public:
   explicit GlooBackend(const BackendContext& context);

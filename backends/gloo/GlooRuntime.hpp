@@ -124,6 +124,7 @@ struct GlooBackend::Runtime {
   std::shared_ptr<Store> failureLog;
   // Appends message to failureLog and returns the log's first entry (message when none).
   std::string recordFailure(const std::string& message);
+  std::string firstLoggedFailure();  // throws when the store cannot be read
   // Closes every pair of both contexts; fail() calls it on this rank's first failure only.
   void closeConnections();
 
@@ -154,7 +155,8 @@ struct GlooBackend::Runtime {
   // with it, so such waits fail within about this interval instead of at their timeout.
   static constexpr std::chrono::milliseconds kWatchInterval{500};
   void startWatcher();
-  // A lost peer's description, or the group's first recorded failure; "" when neither.
+  // The group's first failure as another rank logged it, else what this rank finds itself (a
+  // peer on this host ended, the store unreachable), recorded in the log; "" when neither.
   std::string lookForLoss();
 
  private:

@@ -44,8 +44,8 @@ std::shared_ptr<Work> GlooBackend::reduceScatter(const Tensor& output,
   std::shared_ptr<Runtime> runtime = runtime_;
   return enqueue(
       WireCall::of("reduce_scatter", output.dtype(), output.numel(), options.reduceOp.kind()),
-      [=] { return detail::concat(output.describe(), " ", options.reduceOp); },
-      options.timeout, {output},
+      [=] { return detail::concat(output.describe(), " ", options.reduceOp); }, options.timeout,
+      {output},
       [runtime, output, inputs, options](uint32_t tag) {
         std::vector<uint8_t> flat(output.nbytes() * inputs.size());
         for (size_t r = 0; r < inputs.size(); ++r) {

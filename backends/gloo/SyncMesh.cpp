@@ -55,23 +55,27 @@ void SyncMesh::recv(int peer, void* data, size_t bytes) {
   std::memcpy(&header, p.recvStage.data(), kHeaderBytes);
   const bool agreeing = call_.flags & WireCall::kAgreeing;
   const bool match = agreeing ? header.flags == call_.flags : header.sameCall(call_);
-  if (!match || header.payloadBytes != bytes) {
-    std::string how =
-        header.flags != call_.flags
-            ? " (one of them runs it over Gloo's own algorithm: do their per-op timeouts, "
-              "sizes or C10D_GLOO_FAST_PATH differ?)"
-            : (match ? detail::concat(" (", header.payloadBytes, " bytes where ", bytes,
-                                      " were expected)")
-                     : "");
-    std::string earlier =
-        header.seq == previous_.seq && !header.sameCall(previous_)
-            ? detail::concat(" (at that sequence number this rank called ", previous_.describe(),
-                             ")")
-            : "";
-    throw WireMismatch{detail::concat("rank ", peer, " sent a message of ", header.describe(),
-                                      " while this rank runs ", call_.describe(), how, earlier)};
-  }
+  if (!match || header.payloadBytes != bytes) throw mismatch(peer, header, match, bytes);
   if (bytes > 0) copyBytes(data, p.recvStage.data() + kHeaderBytes, bytes);
+}
+
+WireMismatch SyncMesh::mismatch(int peer, const WireCall& header, bool sameCall,
+                                size_t expectedBytes) const {
+  std::string why;
+  if (header.flags != call_.flags) {
+    why =
+        " (one of them runs it over Gloo's own algorithm: do their per-op timeouts, sizes or "
+        "C10D_GLOO_FAST_PATH differ?)";
+  } else if (sameCall) {
+    why = detail::concat(" (", header.payloadBytes, " bytes where ", expectedBytes,
+                         " were expected)");
+  }
+  if (previous_ && header.seq == previous_->seq && !header.sameCall(*previous_)) {
+    why +=
+        detail::concat(" (at that sequence number this rank called ", previous_->describe(), ")");
+  }
+  return {detail::concat("rank ", peer, " sent a message of ", header.describe(),
+                         " while this rank runs ", call_.describe(), why)};
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include <gloo/transport/buffer.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "c10d/backends/common/Reduce.hpp"
@@ -62,6 +63,9 @@ class SyncMesh {
   void barrier();
 
  private:
+  // What a message that contradicts call_ says, for the error.
+  WireMismatch mismatch(int peer, const WireCall& header, bool sameCall,
+                        size_t expectedBytes) const;
   void ringAllreduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce);
   void ringPhase(uint8_t* base, size_t count, size_t segment, size_t elementSize, int shift,
                  ReduceFunction reduce);
@@ -77,9 +81,9 @@ class SyncMesh {
   std::vector<Peer> peers_;
   std::vector<uint8_t> scratch_;
   WireCall call_;
-  // The call before: a peer still in it when this rank has moved on (this rank's part of it only
-  // sent) shows where the ranks really parted.
-  WireCall previous_;
+  // The call before (none until the second): a peer still in it when this rank has moved on
+  // (this rank's part of it only sent) shows where the ranks really parted.
+  std::optional<WireCall> previous_;
 };
 
 }  // namespace c10d

@@ -31,10 +31,10 @@ struct WireCall {
   uint32_t payloadBytes = 0;  // this message's payload, after the header; not part of the call
   uint64_t count = 0;         // elements of the sender's call (per rank; 0 where they may differ)
 
-  static constexpr std::string_view kWireOps[] = {
-      "allreduce", "allreduce_coalesced", "broadcast",     "reduce",
-      "allgather", "allgather_into_tensor", "gather",      "scatter",
-      "reduce_scatter", "reduce_scatter_tensor", "alltoall", "alltoall_base",
+  static constexpr const char* kWireOps[] = {
+      "allreduce",      "allreduce_coalesced",   "broadcast", "reduce",
+      "allgather",      "allgather_into_tensor", "gather",    "scatter",
+      "reduce_scatter", "reduce_scatter_tensor", "alltoall",  "alltoall_base",
       "barrier"};
 
   // The call of one rank; op must be one of kWireOps.
@@ -44,8 +44,8 @@ struct WireCall {
     for (size_t i = 0; i < std::size(kWireOps); ++i) {
       if (kWireOps[i] == op) call.op = static_cast<uint8_t>(i);
     }
-    C10D_CHECK(kWireOps[call.op] == op, InvalidArgument, "gloo backend: no wire code for '", op,
-               "'");
+    C10D_CHECK(std::string_view(kWireOps[call.op]) == op, InvalidArgument,
+               "gloo backend: no wire code for '", op, "'");
     call.dtype = static_cast<uint8_t>(dtype);
     call.reduceOp = static_cast<uint8_t>(reduce);
     call.root = static_cast<uint32_t>(root);
