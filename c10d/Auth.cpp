@@ -10,7 +10,7 @@
 
 #include "c10d/Exception.hpp"
 
-namespace c10d::auth {
+namespace c10d::inline v0::auth {
 
 std::optional<std::string> tokenFromEnvironment() {
   if (const char* token = std::getenv("C10D_AUTH_TOKEN"); token != nullptr && *token != '\0') {
@@ -60,4 +60,4 @@ bool matches(const Proof& expected, const uint8_t* received) {
   return CRYPTO_memcmp(expected.data(), received, expected.size()) == 0;
 }
 
-}  // namespace c10d::auth
+}  // namespace c10d::inline v0::auth

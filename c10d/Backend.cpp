@@ -15,7 +15,7 @@
 #include "c10d/backends/nccl/NcclBackend.hpp"
 #endif
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 void Backend::unsupported(const char* op) const {
   C10D_THROW(BackendError, "backend ", name_, " does not support ", op);
@@ -172,4 +172,4 @@ std::shared_ptr<Backend> createBackend(const std::string& name, const BackendCon
   return factory(context);
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

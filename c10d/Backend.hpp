@@ -9,7 +9,7 @@
 #include "c10d/Options.hpp"
 #include "c10d/Work.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 class Store;
 
@@ -125,4 +125,4 @@ std::vector<std::string> registeredBackends();
 // Throws InvalidArgument naming the unknown backend and the registered ones.
 std::shared_ptr<Backend> createBackend(const std::string& name, const BackendContext& context);
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -8,7 +8,7 @@
 #include "c10d/Device.hpp"
 #include "c10d/Exception.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 DebugLevel debugLevelFromEnvironment() {
   const char* value = std::getenv("C10D_DEBUG");
@@ -179,4 +179,4 @@ std::string describeMismatch(const std::vector<CollectiveFingerprint>& byRank) {
 }
 
 }  // namespace detail
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -17,7 +17,7 @@
 #include "c10d/ReduceOp.hpp"
 #include "c10d/Tensor.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 enum class DebugLevel { Off = 0, Info = 1, Detail = 2 };
 
@@ -59,4 +59,4 @@ struct CollectiveFingerprint {
 std::string describeMismatch(const std::vector<CollectiveFingerprint>& byRank);
 
 }  // namespace detail
-}  // namespace c10d
+}  // namespace c10d::inline v0

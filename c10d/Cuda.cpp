@@ -8,7 +8,7 @@
 #include "c10d/backends/common/CudaRuntime.hpp"
 #endif
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 namespace {
 
@@ -76,4 +76,4 @@ void synchronizeCurrentStream(const Device& device) {
 #endif
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -6,7 +6,7 @@
 
 #include "c10d/Tensor.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 // The stream the calling thread's device work runs on, as a cudaStream_t (nullptr: the legacy
 // default stream). Backends order their device work after it: the NCCL backend's stream waits
@@ -29,4 +29,4 @@ void copyTensor(const Tensor& dst, const Tensor& src);
 // (for timing device work from the host). Throws BackendError like copyTensor.
 void synchronizeCurrentStream(const Device& device);
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -6,7 +6,7 @@
 
 #include "c10d/Exception.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 // A uniform draw from [0, bound) by rejection: the values past the last whole multiple of
@@ -59,4 +59,4 @@ std::vector<int64_t> DistributedSampler::indices() const {
   return mine;
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 struct DistributedSamplerOptions {
   bool shuffle = true;
@@ -47,4 +47,4 @@ class DistributedSampler {
   int64_t numSamples_;
 };
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 // Base of every error the library throws. what() is the whole message: what failed, where
 // (rank, key, peer, op) and, when the fix is known, what to do.
@@ -53,7 +53,7 @@ std::string concat(const Args&... args) {
 }
 
 }  // namespace detail
-}  // namespace c10d
+}  // namespace c10d::inline v0
 
 // Throws ErrorType (looked up where the macro is used) with the streamed arguments as message
 // when cond is false:

@@ -16,7 +16,7 @@
 #include "c10d/Logging.hpp"
 #include "c10d/ThreadName.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 constexpr size_t kDefaultCapacity = 1000;
@@ -258,4 +258,4 @@ std::vector<std::string> FlightRecorder::dumpAll(const std::string& reason) {
   return paths;
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -26,7 +26,7 @@
 
 #include "c10d/CollectiveCheck.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 class FlightRecorder {
  public:
@@ -81,4 +81,4 @@ class FlightRecorder {
   uint64_t next_ = 0;        // one past the highest sequence recorded
 };
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

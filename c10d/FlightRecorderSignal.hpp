@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string_view>
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 // SIGUSR1 for "USR1" or "SIGUSR1", SIGUSR2 for "USR2" or "SIGUSR2"; 0 when the variable is
 // unset or empty; -1 for any other value.
@@ -21,4 +21,4 @@ inline int flightRecorderSignalFromEnvironment() {
   return -1;
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -5,7 +5,7 @@
 
 #include "c10d/ScalarType.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 // IEEE 754 binary16, stored as its bits. Arithmetic goes through float.
 struct Half {
@@ -92,4 +92,4 @@ struct ScalarTypeOf<BFloat16> {
   static constexpr ScalarType value = ScalarType::BFloat16;
 };
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -6,7 +6,7 @@
 
 #include "c10d/Exception.hpp"
 
-namespace c10d::detail {
+namespace c10d::inline v0::detail {
 namespace {
 
 size_t limitFromEnvironment() {
@@ -95,4 +95,4 @@ size_t HostBlockCache::cachedBytes() const {
   return cached_;
 }
 
-}  // namespace c10d::detail
+}  // namespace c10d::inline v0::detail

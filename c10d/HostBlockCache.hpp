@@ -21,7 +21,7 @@
 #include <memory>
 #include <mutex>
 
-namespace c10d::detail {
+namespace c10d::inline v0::detail {
 
 class HostBlockCache {
  public:
@@ -58,4 +58,4 @@ class HostBlockCache {
   std::multimap<size_t, std::list<Block>::iterator> bySize_;
 };
 
-}  // namespace c10d::detail
+}  // namespace c10d::inline v0::detail

@@ -11,7 +11,7 @@
 #include "c10d/store/HashStore.hpp"
 #include "c10d/store/TCPStore.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 std::optional<std::string> env(const char* name) {
@@ -154,4 +154,4 @@ std::shared_ptr<ProcessGroup> initProcessGroup(InitOptions options) {
   return std::make_shared<ProcessGroup>(store, world.rank, world.worldSize, groupOptions);
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -7,7 +7,7 @@
 #include "c10d/ProcessGroup.hpp"
 #include "c10d/store/Store.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 struct InitOptions {
   // Backend spec ("gloo", "cpu:gloo,cuda:nccl", a registered name). Empty: C10D_BACKEND, else
@@ -49,4 +49,4 @@ std::shared_ptr<Store> connectStore(const InitOptions& options, const WorldInfo&
 // ranks do not show up within the timeout.
 std::shared_ptr<ProcessGroup> initProcessGroup(InitOptions options = {});
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

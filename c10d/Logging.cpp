@@ -8,7 +8,7 @@
 #include <ctime>
 #include <string_view>
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 LogLevel readLevel() {
@@ -63,4 +63,4 @@ void logLine(LogLevel level, const std::string& message) {
   [[maybe_unused]] ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -7,7 +7,7 @@
 #include "c10d/ReduceOp.hpp"
 #include "c10d/Tensor.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 // Per-operation options. A timeout of kDefaultTimeout means the group's default timeout
 // (C10D_TIMEOUT or the one given at creation). Ranks are ranks within the group.
@@ -64,4 +64,4 @@ struct P2POp {
   int tag = 0;
 };
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

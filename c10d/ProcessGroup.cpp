@@ -9,7 +9,7 @@
 #include "c10d/backends/common/HostStaging.hpp"
 #include "c10d/store/PrefixStore.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 std::string trim(const std::string& text) {
@@ -723,4 +723,4 @@ std::shared_ptr<ProcessGroup> ProcessGroup::makeSubgroup(
   return group;
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

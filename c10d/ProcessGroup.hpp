@@ -15,7 +15,7 @@
 #include "c10d/Options.hpp"
 #include "c10d/Work.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 class Store;
 
@@ -178,4 +178,4 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::shared_ptr<FlightRecorder> recorder_;  // null when C10D_FLIGHT_RECORDER_SIZE=0
 };
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -5,7 +5,7 @@
 
 #include "c10d/Exception.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 ReduceOp ReduceOp::premulSum(double factor) {
   ReduceOp op(PREMUL_SUM);
@@ -77,4 +77,4 @@ void checkReduceOp(const ReduceOp& op, ScalarType dtype, std::string_view where)
                      : "; this op takes floating-point or integer tensors");
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

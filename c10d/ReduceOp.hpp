@@ -5,7 +5,7 @@
 
 #include "c10d/ScalarType.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 // How a reduction combines the ranks' values. PREMUL_SUM multiplies each input by factor
 // before summing (NCCL's ncclRedOpCreatePreMulSum); AVG is SUM divided by the group size.
@@ -42,4 +42,4 @@ bool supports(const ReduceOp& op, ScalarType dtype);
 // where names the call for the message, e.g. "allreduce".
 void checkReduceOp(const ReduceOp& op, ScalarType dtype, std::string_view where);
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -4,7 +4,7 @@
 
 #include "c10d/Exception.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 size_t elementSize(ScalarType type) {
   switch (type) {
@@ -83,4 +83,4 @@ std::ostream& operator<<(std::ostream& out, ScalarType type) {
   return out << name(type);
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

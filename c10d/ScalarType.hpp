@@ -6,7 +6,7 @@
 #include <ostream>
 #include <string_view>
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 // Element types a Tensor can hold. The order is part of the wire format of later layers
 // (collective checks, RPC): append, never reorder.
@@ -80,4 +80,4 @@ struct ScalarTypeOf<bool> {
   static constexpr ScalarType value = ScalarType::Bool;
 };
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

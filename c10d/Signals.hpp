@@ -16,7 +16,7 @@
 
 #include <exception>
 
-namespace c10d::detail {
+namespace c10d::inline v0::detail {
 
 inline thread_local bool sigpipeBlockedForGood = false;
 
@@ -87,4 +87,4 @@ class SigpipeGuard {
   int exceptionsAtEntry_ = 0;
 };
 
-}  // namespace c10d::detail
+}  // namespace c10d::inline v0::detail

@@ -13,7 +13,7 @@
 #include "c10d/backends/common/CudaRuntime.hpp"
 #endif
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 // DLPack >= 0.8 names this kDLBool; the 0.6 header we build against predates it.
@@ -258,4 +258,4 @@ Tensor fromDLPack(DLManagedTensor* managed) {
                           std::move(holder));
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

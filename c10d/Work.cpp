@@ -3,7 +3,7 @@
 #include "c10d/Exception.hpp"
 #include "c10d/Logging.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 bool Future::completed() const {
   std::lock_guard<std::mutex> guard(mutex_);
@@ -139,4 +139,4 @@ void Work::finishWithError(std::exception_ptr error) {
   future_->setError(std::move(error));
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

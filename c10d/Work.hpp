@@ -11,7 +11,7 @@
 
 #include "c10d/Tensor.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 // The eventual result of an operation: a list of tensors or an error. Callbacks added with
 // then() run exactly once, on the thread that completes the future (or at once, on the caller's
@@ -114,4 +114,4 @@ class Work {
   int sourceRank_ = -1;
 };
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -18,7 +18,7 @@
 #include "c10d/rpc/RpcAgent.hpp"
 #include "c10d/rpc/Transport.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 
 // Names of the agent's own messages; user functions may not start with it.
 inline constexpr const char* kAgentPrefix = "c10d.";
@@ -166,4 +166,4 @@ auto RpcAgent::Impl::runRegistered(const std::string& name, Body&& body) -> decl
   }
 }
 
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc

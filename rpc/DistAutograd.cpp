@@ -7,7 +7,7 @@
 #include "c10d/backends/common/Reduce.hpp"
 #include "c10d/rpc/AgentImpl.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 
 using detail::GlobalId;
 
@@ -177,4 +177,4 @@ void registerAutogradFunctions(RpcAgent& agent) {
   agent.registerBuiltin(kRelease, [impl](int64_t context) { impl->gradients.release(context); });
 }
 
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc

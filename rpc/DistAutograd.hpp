@@ -25,7 +25,7 @@
 
 #include "c10d/rpc/RpcAgent.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 
 class DistAutogradContext {
  public:
@@ -54,4 +54,4 @@ Tensor gradientOf(RpcAgent& agent, int64_t contextId, const RRef<Tensor>& param)
 // How many contexts this worker holds (created here, or with gradients of its parameters).
 size_t liveGradientContexts(RpcAgent& agent);
 
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc

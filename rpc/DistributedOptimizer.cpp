@@ -4,7 +4,7 @@
 
 #include "c10d/rpc/AgentImpl.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 
 namespace {
 constexpr const char* kCreate = "c10d.optim.create";
@@ -83,4 +83,4 @@ void registerOptimizerFunctions(RpcAgent& agent) {
   });
 }
 
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc

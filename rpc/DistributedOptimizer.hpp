@@ -22,7 +22,7 @@
 #include "c10d/rpc/Optimizers.hpp"
 #include "c10d/rpc/RpcAgent.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 
 namespace detail {
 class LocalOptimizer;
@@ -42,4 +42,4 @@ class DistributedOptimizer {
   std::vector<RRef<detail::LocalOptimizer>> optimizers_;
 };
 
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 
 // How long a thread that expects work soon polls before it sleeps (see Future::wait).
 inline constexpr std::chrono::microseconds kSpinBeforeBlocking{50};
@@ -168,4 +168,4 @@ void waitAll(std::vector<Future<T>>& futures, std::exception_ptr first = nullptr
   if (first) std::rethrow_exception(first);
 }
 
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc

@@ -15,7 +15,7 @@
 #include "c10d/Tensor.hpp"
 #include "c10d/rpc/RpcAgent.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 
 class GradientContexts {
  public:
@@ -41,4 +41,4 @@ class GradientContexts {
   std::map<int64_t, Context> contexts_;
 };
 
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc

@@ -7,7 +7,7 @@
 
 #include "c10d/Exception.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 
 namespace {
 
@@ -331,4 +331,4 @@ std::unique_ptr<FunctionalOptimizer> makeOptimizer(const OptimizerSpec& spec) {
              "' (optimizers: sgd, adam, adamw, adagrad, rmsprop)");
 }
 
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc

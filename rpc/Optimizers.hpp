@@ -25,7 +25,7 @@
 
 #include "c10d/Tensor.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 
 // Which optimizer and its options, by torch.optim's names (lr, momentum, dampening,
 // weight_decay, nesterov, beta1, beta2, eps, lr_decay, initial_accumulator_value, alpha,
@@ -58,4 +58,4 @@ class FunctionalOptimizer {
 
 std::unique_ptr<FunctionalOptimizer> makeOptimizer(const OptimizerSpec& spec);
 
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc

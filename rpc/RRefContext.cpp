@@ -23,7 +23,7 @@
 #include "c10d/rpc/AgentImpl.hpp"
 #include "c10d/rpc/RRef.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 
 namespace detail {
 namespace {
@@ -408,4 +408,4 @@ RRefStats RpcAgent::rrefStats() const {
   return stats;
 }
 
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc

@@ -13,7 +13,7 @@
 #include "c10d/store/LocalAddress.hpp"
 #include "c10d/store/PrefixStore.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 
 namespace {
 
@@ -537,4 +537,4 @@ void RpcAgent::shutdown(bool graceful) {
   }
 }
 
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc

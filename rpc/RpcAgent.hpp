@@ -35,7 +35,7 @@
 #include "c10d/rpc/Serialization.hpp"
 #include "c10d/store/Store.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 
 struct WorkerInfo {
   std::string name;
@@ -293,6 +293,6 @@ class RpcAgent {
   std::shared_ptr<Impl> impl_;
 };
 
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc
 
 #include "c10d/rpc/RRef.hpp"

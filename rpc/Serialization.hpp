@@ -22,7 +22,7 @@
 #include "c10d/Exception.hpp"
 #include "c10d/Tensor.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 
 // msgpack extension type of a tensor reference.
 inline constexpr int8_t kTensorExtType = 1;
@@ -127,7 +127,7 @@ Tuple unpackArguments(const std::string& bytes, std::vector<Tensor>& tensors,
       what);
 }
 
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc
 
 // Tensors inside msgpack values: an extension holding the tensor's index (uint32, big-endian).
 namespace msgpack {

@@ -24,7 +24,7 @@
 #include "c10d/Signals.hpp"
 #include "c10d/ThreadName.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 
 namespace {
 
@@ -761,4 +761,4 @@ void Transport::close() {
   uv_loop_close(&impl.loop);
 }
 
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc

@@ -16,7 +16,7 @@
 
 #include "c10d/rpc/Wire.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 
 class Transport {
  public:
@@ -56,4 +56,4 @@ class Transport {
   std::shared_ptr<Impl> impl_;
 };
 
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc

@@ -6,7 +6,7 @@
 #include "c10d/Exception.hpp"
 #include "c10d/rpc/Serialization.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 
 namespace {
 
@@ -171,4 +171,4 @@ void FrameReader::startTensors() {
   have_ = 0;
 }
 
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc

@@ -18,7 +18,7 @@
 
 #include "c10d/Tensor.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 
 enum class FrameKind : uint8_t {
   Hello = 1,     // first frame on a connection: id = the sender's worker id
@@ -75,4 +75,4 @@ class FrameReader {
   size_t tensorIndex_ = 0;
 };
 
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc

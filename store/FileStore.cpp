@@ -13,7 +13,7 @@
 #include "c10d/Exception.hpp"
 #include "c10d/Logging.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 // Record layout: [u8 kind] [u32 LE key bytes] [u32 LE value bytes] [key] [value]. Lengths are
@@ -402,4 +402,4 @@ void FileStore::append(const std::string& key, const Bytes& value) {
   commit(records, "append");
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -9,7 +9,7 @@
 
 #include "c10d/store/Store.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 // A store shared by the processes of one host through one file: the store behind
 // `file:///path` init (PyTorch's FileStore). See Store for semantics.
@@ -93,4 +93,4 @@ class FileStore : public Store {
   uint64_t offset_ = 0;  // bytes of the log replayed into map_
 };
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -2,7 +2,7 @@
 
 #include "c10d/Exception.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 void HashStore::set(const std::string& key, const Bytes& value) {
   checkKey("set", key);
@@ -139,4 +139,4 @@ void HashStore::waitLocked(std::unique_lock<std::mutex>& lock, const std::vector
              timeout.count(), " ms");
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

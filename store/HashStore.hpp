@@ -6,7 +6,7 @@
 
 #include "c10d/store/Store.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 // An in-process store: a hash map behind one mutex, for threads of one process (tests,
 // single-process jobs, world size 1). See Store for semantics, errors and threading.
@@ -40,4 +40,4 @@ class HashStore : public Store {
   std::unordered_map<std::string, Bytes> map_;
 };
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

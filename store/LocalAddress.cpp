@@ -12,7 +12,7 @@
 #include "c10d/store/PrefixStore.hpp"
 #include "c10d/store/TCPStore.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 namespace {
 
@@ -103,4 +103,4 @@ std::string advertisedAddress(const Store& store, const std::string& what) {
   return address;
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 class Store;
 class TCPStore;
@@ -32,4 +32,4 @@ std::string interfaceAddress(const std::string& name);
 // what for an interface without an address, and for a store host no local address routes to.
 std::string advertisedAddress(const Store& store, const std::string& what);
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -2,7 +2,7 @@
 
 #include "c10d/Exception.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> store)
     : Store(store ? store->timeout() : kDefaultTimeout),
@@ -78,4 +78,4 @@ void PrefixStore::append(const std::string& key, const Bytes& value) {
   store_->append(join(key), value);
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

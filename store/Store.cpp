@@ -4,7 +4,7 @@
 
 #include "c10d/Exception.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 Store::Store(std::chrono::milliseconds timeout) : timeout_(kDefaultTimeout) {
   setTimeout(timeout);
@@ -81,4 +81,4 @@ std::string describeKeys(const std::vector<std::string>& keys) {
   return text;
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

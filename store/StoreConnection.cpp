@@ -18,7 +18,7 @@
 #include "c10d/Exception.hpp"
 #include "c10d/Logging.hpp"
 
-namespace c10d::detail {
+namespace c10d::inline v0::detail {
 namespace {
 
 using Clock = StoreConnection::Clock;
@@ -263,4 +263,4 @@ void StoreConnection::fail(const std::string& what) {
   C10D_THROW(StoreError, "TCPStore connection to ", address_, ": ", what);
 }
 
-}  // namespace c10d::detail
+}  // namespace c10d::inline v0::detail

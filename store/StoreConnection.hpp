@@ -8,7 +8,7 @@
 
 #include "c10d/store/StoreProtocol.hpp"
 
-namespace c10d::detail {
+namespace c10d::inline v0::detail {
 
 // One client connection to a TCPStoreServer: a non-blocking socket driven with poll() so every
 // call has a deadline. Not thread-safe: TCPStore serialises calls.
@@ -56,4 +56,4 @@ class StoreConnection {
   size_t end_ = 0;
 };
 
-}  // namespace c10d::detail
+}  // namespace c10d::inline v0::detail

@@ -1,6 +1,6 @@
 #include "c10d/store/StoreProtocol.hpp"
 
-namespace c10d::protocol {
+namespace c10d::inline v0::protocol {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the store protocol is little-endian and is encoded with memcpy");
@@ -35,4 +35,4 @@ const char* opName(Op op) {
   return "unknown";
 }
 
-}  // namespace c10d::protocol
+}  // namespace c10d::inline v0::protocol

@@ -13,7 +13,7 @@
 #include "c10d/Exception.hpp"
 #include "c10d/store/Store.hpp"
 
-namespace c10d::protocol {
+namespace c10d::inline v0::protocol {
 
 // Handshake, 8 bytes each way. Client: magic, version, 0. Server: magic, its version, status.
 // A server with an authentication token answers AuthChallenge followed by its nonce; the client
@@ -182,4 +182,4 @@ class FrameReader {
   const uint8_t* end_;
 };
 
-}  // namespace c10d::protocol
+}  // namespace c10d::inline v0::protocol

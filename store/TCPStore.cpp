@@ -6,7 +6,7 @@
 #include "c10d/store/StoreConnection.hpp"
 #include "c10d/store/StoreProtocol.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 using protocol::FrameReader;
@@ -241,4 +241,4 @@ void TCPStore::append(const std::string& key, const Bytes& value) {
   exchange(*connection_, out, Op::Append, {key}, Clock::now() + timeout()).expectEnd();
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -9,7 +9,7 @@
 
 #include "c10d/store/Store.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 class TCPStoreServer;
 namespace detail {
@@ -118,4 +118,4 @@ class TCPStoreServer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

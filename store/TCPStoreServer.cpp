@@ -21,7 +21,7 @@
 #include "c10d/store/StoreProtocol.hpp"
 #include "c10d/store/TCPStore.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 using protocol::FrameReader;
@@ -735,4 +735,4 @@ int64_t TCPStoreServer::droppedConnectionCount() const {
   return impl_->dropped.load();
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -48,7 +48,7 @@
 #include "c10d/store/PrefixStore.hpp"
 #include "c10d/store/TCPStore.hpp"
 
-namespace c10d::test {
+namespace c10d::inline v0::test {
 
 // What a rank's body gets.
 struct RankEnv {
@@ -492,4 +492,4 @@ inline std::string report(const std::vector<RankOutcome>& outcomes, size_t maxCh
   return out.str();
 }
 
-}  // namespace c10d::test
+}  // namespace c10d::inline v0::test

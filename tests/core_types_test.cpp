@@ -11,7 +11,7 @@
 #include "c10d/ScalarType.hpp"
 #include "c10d/Tensor.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 TEST(ScalarTypeTest, SizesAndNamesRoundTrip) {
@@ -295,4 +295,4 @@ TEST(HostBlockCacheTest, LargeTensorsReuseTheProcessCache) {
 }
 
 }  // namespace
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -5,7 +5,7 @@
 
 #include "MultiProcess.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 // Sets C10D_DEBUG for the ranks forked while it lives.
@@ -77,4 +77,4 @@ TEST(CollectiveCheckTest, AnUnknownLevelIsAClearError) {
 }
 
 }  // namespace
-}  // namespace c10d
+}  // namespace c10d::inline v0

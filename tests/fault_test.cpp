@@ -9,7 +9,7 @@
 
 #include "MultiProcess.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -115,4 +115,4 @@ TEST(FaultTest, StoreClientsFailWhenTheStoreHostIsKilled) {
 }
 
 }  // namespace
-}  // namespace c10d
+}  // namespace c10d::inline v0

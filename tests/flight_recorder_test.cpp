@@ -15,7 +15,7 @@
 #include "MultiProcess.hpp"
 #include "c10d/FlightRecorder.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -168,4 +168,4 @@ TEST(FlightRecorderTest, TheSignalDumpsEveryGroup) {
 }
 
 }  // namespace
-}  // namespace c10d
+}  // namespace c10d::inline v0

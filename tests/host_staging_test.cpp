@@ -19,7 +19,7 @@
 #include "c10d/store/HashStore.hpp"
 #include "c10d/store/PrefixStore.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -244,4 +244,4 @@ TEST(HostStagingTest, ProcessGroupStagesCudaTensorsForGloo) {
 }
 
 }  // namespace
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs the built c10d into a temporary prefix, moves that prefix elsewhere (the package must
 # be relocatable), then builds and runs an outside project against it with find_package(c10d).
+# Usage: install_consumer_test.sh BUILD_DIR CONSUMER_SRC [RANKS]
+# With RANKS, the consumer runs under the installed c10drun with that many local ranks.
 set -euo pipefail
 build_dir=$1
 consumer_src=$2
+ranks=${3:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -12,4 +15,8 @@ mv "$work/staged" "$work/moved"
 cmake -S "$consumer_src" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/moved" \
   -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$work/build" -j 2 >/dev/null
-"$work/build/consumer"
+if [ -n "$ranks" ]; then
+  timeout 120 "$work/moved/bin/c10drun" --nproc-per-node "$ranks" "$work/build/consumer"
+else
+  "$work/build/consumer"
+fi

@@ -9,7 +9,7 @@
 #include "c10d/DistributedSampler.hpp"
 #include "c10d/Join.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 // Ranks with {2, 5, 3} steps of data: an allreduce of ones per step, shadowed with zeros.
@@ -117,4 +117,4 @@ TEST(DistributedSamplerTest, BadArgumentsNameWhatIsWrong) {
 }
 
 }  // namespace
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -15,7 +15,7 @@
 #include "c10d/backends/nccl/NcclBackend.hpp"
 #include "c10d/store/HashStore.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 std::shared_ptr<ProcessGroup> group(const std::string& spec) {
@@ -223,4 +223,4 @@ TEST(NcclBackend, WhatNcclLacksIsRefusedBeforeTouchingTheDevice) {
 }
 
 }  // namespace
-}  // namespace c10d
+}  // namespace c10d::inline v0

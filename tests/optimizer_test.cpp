@@ -13,7 +13,7 @@
 #include "c10d/rpc/Optimizers.hpp"
 #include "tests/RpcTestUtil.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 namespace {
 
 using test::messageOf;
@@ -243,4 +243,4 @@ TEST_F(DistributedOptimizerTest, ErrorsNameTheParameterAndTheOwner) {
 }
 
 }  // namespace
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc

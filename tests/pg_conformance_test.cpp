@@ -34,7 +34,7 @@
 #include "c10d/Tensor.hpp"
 #include "c10d/Work.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -1459,4 +1459,4 @@ INSTANTIATE_TEST_SUITE_P(Mpi, ProcessGroupConformance, ::testing::ValuesIn(world
                          paramName);
 
 }  // namespace
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -19,7 +19,7 @@
 #include "c10d/ProcessGroup.hpp"
 #include "c10d/store/HashStore.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -296,4 +296,4 @@ TEST(InitTest, EnvTcpAndFileMethodsBuildAWorkingGroup) {
 }
 
 }  // namespace
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -22,7 +22,7 @@
 #include "c10d/store/HashStore.hpp"
 #include "tests/RpcTestUtil.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 namespace {
 
 using namespace std::chrono_literals;
@@ -450,4 +450,4 @@ TEST(RpcAuthTest, AMissingTokenIsRefusedEitherWay) {
 }
 
 }  // namespace
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc

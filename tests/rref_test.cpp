@@ -10,7 +10,7 @@
 #include "c10d/rpc/RRef.hpp"
 #include "tests/RpcTestUtil.hpp"
 
-namespace c10d::rpc {
+namespace c10d::inline v0::rpc {
 namespace {
 
 using namespace std::chrono_literals;
@@ -260,4 +260,4 @@ TEST(RRefTest, GracefulShutdownReleasesReferencesStillHeld) {
 }
 
 }  // namespace
-}  // namespace c10d::rpc
+}  // namespace c10d::inline v0::rpc

@@ -16,7 +16,7 @@
 #include "c10d/store/PrefixStore.hpp"
 #include "c10d/store/TCPStore.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -303,4 +303,4 @@ TEST(PrefixStoreTest, NamespacesDoNotCollide) {
 }
 
 }  // namespace
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -20,7 +20,7 @@
 #include "c10d/store/StoreProtocol.hpp"
 #include "c10d/store/TCPStore.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -545,4 +545,4 @@ TEST(TCPStoreAuthTest, TokenComesFromTheEnvironmentOrAFile) {
 }
 
 }  // namespace
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -9,7 +9,7 @@
 
 #include "MultiProcess.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -177,4 +177,4 @@ TEST(WireCheckTest, AlltoallSplitsThatDisagreeOnOneRankAreRefusedBeforeAnythingI
 }
 
 }  // namespace
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -9,6 +9,7 @@ packages=(
   libgloo-dev libopenmpi-dev openmpi-bin
   libgtest-dev python3 libssl-dev
   clang libclang-rt-14-dev iproute2
+  libtorch-dev
 )
 
 missing=()

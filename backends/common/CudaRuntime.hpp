@@ -10,7 +10,7 @@
 
 #include "c10d/Exception.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 // Throws BackendError "<what()>: <call> failed: <CUDA's name> (<CUDA's message>)".
 inline void cudaCheck(cudaError_t status, const char* call,
@@ -42,4 +42,4 @@ class CudaDeviceGuard {
   cudaError_t status_ = cudaSuccess;
 };
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

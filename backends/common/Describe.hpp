@@ -11,7 +11,7 @@
 #include "c10d/Tensor.hpp"
 #include "c10d/Work.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 // "allreduce float32[4] cpu sum (group 'default', seq 12)"; details may be empty.
 inline Work::Describe describeCollective(const char* op, std::function<std::string()> details,
@@ -34,4 +34,4 @@ inline Work::Describe describePointToPoint(const char* op, const Tensor& tensor,
   };
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

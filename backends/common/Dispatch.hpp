@@ -6,7 +6,7 @@
 #include "c10d/Half.hpp"
 #include "c10d/ScalarType.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 // Calls fn.template operator()<T>() with T the C++ type that holds dtype's elements (Half and
 // BFloat16 for the 16-bit floats), and returns its result.
@@ -41,4 +41,4 @@ decltype(auto) dispatchByDtype(ScalarType dtype, Fn&& fn) {
 template <typename T>
 inline constexpr bool kComputesViaFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -4,7 +4,7 @@
 
 #include "c10d/Cuda.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 namespace {
 
@@ -238,4 +238,4 @@ std::vector<std::shared_ptr<Work>> HostStagingBackend::batchIsendIrecv(
   return works;
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

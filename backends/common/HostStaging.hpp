@@ -14,7 +14,7 @@
 
 #include "c10d/Backend.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 class HostStagingBackend : public Backend {
  public:
@@ -69,4 +69,4 @@ class HostStagingBackend : public Backend {
   Copy copy_;
 };
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -6,7 +6,7 @@
 #include "c10d/Signals.hpp"
 #include "c10d/ThreadName.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 namespace {
 
@@ -161,4 +161,4 @@ void OpQueue::abort(std::exception_ptr error) {
   }
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -11,7 +11,7 @@
 
 #include "c10d/Work.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 class OpQueue;
 
@@ -56,4 +56,4 @@ class OpQueue {
   std::thread worker_;
 };
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -5,7 +5,7 @@
 #include "c10d/Exception.hpp"
 #include "c10d/backends/common/Dispatch.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 template <typename T, typename Combine>
@@ -142,4 +142,4 @@ void finishReduce(const ReduceOp& op, ScalarType dtype, void* data, size_t n, in
   });
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

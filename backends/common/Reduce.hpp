@@ -6,7 +6,7 @@
 #include "c10d/ReduceOp.hpp"
 #include "c10d/ScalarType.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 // out[i] = a[i] op b[i] for n elements; out may alias a or b. The signature is Gloo's reduce
 // function's, and MPI user ops wrap it too.
@@ -23,4 +23,4 @@ ReduceFunction reduceFunction(const ReduceOp& op, ScalarType dtype);
 void prepareReduce(const ReduceOp& op, ScalarType dtype, void* data, size_t n);
 void finishReduce(const ReduceOp& op, ScalarType dtype, void* data, size_t n, int groupSize);
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -6,7 +6,7 @@
 
 #include "c10d/backends/gloo/GlooRuntime.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 // Gathers input from every rank into flat (size * input bytes), rank r's at offset r.
@@ -61,4 +61,4 @@ std::shared_ptr<Work> GlooBackend::allgatherIntoTensor(const Tensor& output, con
       });
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

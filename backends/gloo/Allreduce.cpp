@@ -8,7 +8,7 @@
 #include "c10d/backends/common/Reduce.hpp"
 #include "c10d/backends/gloo/GlooRuntime.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 void allreduceInPlace(GlooBackend::Runtime& runtime, void* data, ScalarType dtype, size_t count,
@@ -79,4 +79,4 @@ std::shared_ptr<Work> GlooBackend::allreduceCoalesced(const std::vector<Tensor>&
       });
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -8,7 +8,7 @@
 
 #include "c10d/backends/gloo/GlooRuntime.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 void alltoallEqual(GlooBackend::Runtime& runtime, uint8_t* input, uint8_t* output, size_t bytes,
@@ -127,4 +127,4 @@ std::shared_ptr<Work> GlooBackend::alltoallBase(const Tensor& output, const Tens
       });
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -4,7 +4,7 @@
 
 #include "c10d/backends/gloo/GlooRuntime.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 std::shared_ptr<Work> GlooBackend::barrier(const BarrierOptions& options) {
   std::shared_ptr<Runtime> runtime = runtime_;
@@ -25,4 +25,4 @@ std::shared_ptr<Work> GlooBackend::barrier(const BarrierOptions& options) {
       });
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

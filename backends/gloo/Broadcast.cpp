@@ -5,7 +5,7 @@
 
 #include "c10d/backends/gloo/GlooRuntime.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 std::shared_ptr<Work> GlooBackend::broadcast(const Tensor& tensor,
                                              const BroadcastOptions& options) {
@@ -32,4 +32,4 @@ std::shared_ptr<Work> GlooBackend::broadcast(const Tensor& tensor,
       });
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -6,7 +6,7 @@
 
 #include "c10d/backends/gloo/GlooRuntime.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 std::shared_ptr<Work> GlooBackend::gather(const std::vector<Tensor>& outputs, const Tensor& input,
                                           const GatherOptions& options) {
@@ -38,4 +38,4 @@ std::shared_ptr<Work> GlooBackend::gather(const std::vector<Tensor>& outputs, co
       });
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -18,7 +18,7 @@
 #include "c10d/backends/gloo/GlooSetup.hpp"
 #include "c10d/store/PrefixStore.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 // Spinning on reads saves the wake-up of a sleeping thread (tens of microseconds on virtual
@@ -632,4 +632,4 @@ std::vector<std::shared_ptr<Work>> GlooBackend::batchIsendIrecv(const std::vecto
   return postEachInTurn(ops, timeout);
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

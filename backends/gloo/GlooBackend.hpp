@@ -7,7 +7,7 @@
 
 #include "c10d/Backend.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 class OpQueue;
 class QueuedWork;
@@ -90,4 +90,4 @@ class GlooBackend : public Backend {
   std::atomic<uint64_t> sequence_{0};
 };
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

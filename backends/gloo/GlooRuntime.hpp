@@ -29,7 +29,7 @@
 #include "c10d/backends/gloo/SyncMesh.hpp"
 #include "c10d/backends/gloo/WireCall.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 class P2PWork;
 
@@ -222,4 +222,4 @@ inline uint8_t* bytesOf(const Tensor& tensor) {
   return static_cast<uint8_t*>(tensor.data());
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -16,7 +16,7 @@
 #include "c10d/store/LocalAddress.hpp"
 #include "c10d/store/TCPStore.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 // Gloo's rendezvous talks to our store through this. Gloo calls get() on keys that may not exist
 // yet, so get() must wait, within the group's timeout.
@@ -82,4 +82,4 @@ void withWordOfSize(size_t elementSize, Fn&& fn) {
   C10D_THROW(InvalidArgument, "gloo backend: unsupported element size ", elementSize);
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

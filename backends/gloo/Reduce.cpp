@@ -5,7 +5,7 @@
 #include "c10d/backends/common/Reduce.hpp"
 #include "c10d/backends/gloo/GlooRuntime.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 std::shared_ptr<Work> GlooBackend::reduce(const Tensor& tensor, const ReduceOptions& options) {
   checkCPU(tensor, "reduce");
@@ -44,4 +44,4 @@ std::shared_ptr<Work> GlooBackend::reduce(const Tensor& tensor, const ReduceOpti
       });
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -9,7 +9,7 @@
 
 #include <gloo/allreduce.h>
 
-namespace c10d {
+namespace c10d::inline v0 {
 namespace {
 
 void reduceScatterFlat(GlooBackend::Runtime& runtime, std::vector<uint8_t>& flat,
@@ -73,4 +73,4 @@ std::shared_ptr<Work> GlooBackend::reduceScatterTensor(const Tensor& output, con
       });
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -6,7 +6,7 @@
 
 #include "c10d/backends/gloo/GlooRuntime.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 std::shared_ptr<Work> GlooBackend::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
                                            const ScatterOptions& options) {
@@ -37,4 +37,4 @@ std::shared_ptr<Work> GlooBackend::scatter(const Tensor& output, const std::vect
       });
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

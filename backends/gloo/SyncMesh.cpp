@@ -8,7 +8,7 @@
 #include "c10d/Exception.hpp"
 #include "c10d/backends/gloo/GlooSetup.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 SyncMesh::SyncMesh(std::shared_ptr<gloo::rendezvous::Context> context, bool busyPoll)
     : context_(std::move(context)), rank_(context_->rank), size_(context_->size), peers_(size_) {
@@ -231,4 +231,4 @@ void SyncMesh::barrier() {
   }
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -15,7 +15,7 @@
 #include "c10d/backends/common/Reduce.hpp"
 #include "c10d/backends/gloo/WireCall.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 class SyncMesh {
  public:
@@ -86,4 +86,4 @@ class SyncMesh {
   std::optional<WireCall> previous_;
 };
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -16,7 +16,7 @@
 #include "c10d/ReduceOp.hpp"
 #include "c10d/ScalarType.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 // 24 bytes on the wire, in the sender's byte order (ranks of a group share an architecture).
 struct WireCall {
@@ -82,4 +82,4 @@ struct WireMismatch {
   std::string message;
 };
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -16,7 +16,7 @@
 #include "c10d/backends/mpi/MpiTypes.hpp"
 #include "c10d/store/HashStore.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 MpiBackend::MpiBackend(const BackendContext& context)
     : Backend("mpi", context.rank, context.size), groupName_(context.groupName) {
@@ -466,4 +466,4 @@ std::shared_ptr<ProcessGroup> newMpiProcessGroup(MPI_Comm comm, ProcessGroupOpti
       std::map<std::string, std::shared_ptr<void>>{{"mpi", owned}});
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -20,7 +20,7 @@
 #include "c10d/Backend.hpp"
 #include "c10d/ProcessGroup.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 class OpQueue;
 namespace mpi {
@@ -114,4 +114,4 @@ class MpiBackend : public Backend {
 // MPI_THREAD_MULTIPLE.
 std::shared_ptr<ProcessGroup> newMpiProcessGroup(MPI_Comm comm, ProcessGroupOptions options = {});
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

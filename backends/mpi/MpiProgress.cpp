@@ -10,7 +10,7 @@
 #include "c10d/Signals.hpp"
 #include "c10d/ThreadName.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 // ---- MpiP2PWork ----
 
@@ -234,4 +234,4 @@ void MpiBackend::Progress::run() {
   }
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

@@ -14,7 +14,7 @@
 #include "c10d/backends/mpi/MpiBackend.hpp"
 #include "c10d/backends/mpi/MpiTypes.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 // A send or receive posted with MPI_Isend/MPI_Irecv. Whoever tests its request under mutex_
 // first and sees it complete finishes the Work: the caller in wait(), or the progress thread.
@@ -97,4 +97,4 @@ struct MpiBackend::Progress {
   std::thread thread_;
 };
 
-}  // namespace c10d
+}  // namespace c10d::inline v0

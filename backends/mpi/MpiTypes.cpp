@@ -9,7 +9,7 @@
 #include "c10d/Exception.hpp"
 #include "c10d/backends/common/Reduce.hpp"
 
-namespace c10d::mpi {
+namespace c10d::inline v0::mpi {
 
 namespace {
 
@@ -172,4 +172,4 @@ Communicator::~Communicator() {
   if (!finalized && comm != MPI_COMM_NULL && comm != MPI_COMM_WORLD) MPI_Comm_free(&comm);
 }
 
-}  // namespace c10d::mpi
+}  // namespace c10d::inline v0::mpi

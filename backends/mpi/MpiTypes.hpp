@@ -17,7 +17,7 @@
 #include "c10d/ReduceOp.hpp"
 #include "c10d/ScalarType.hpp"
 
-namespace c10d::mpi {
+namespace c10d::inline v0::mpi {
 
 // Initialises MPI with MPI_THREAD_MULTIPLE (finalised at exit) unless the program did; throws
 // BackendError when MPI was initialised with a lower thread level, or is already finalised.
@@ -47,6 +47,6 @@ struct Communicator {
   Communicator& operator=(const Communicator&) = delete;
 };
 
-}  // namespace c10d::mpi
+}  // namespace c10d::inline v0::mpi
 
 #define C10D_MPI_CHECK(call, what) ::c10d::mpi::check((call), #call, what)

@@ -27,7 +27,7 @@
 #include "c10d/backends/common/Dispatch.hpp"
 #include "c10d/store/Store.hpp"
 
-namespace c10d {
+namespace c10d::inline v0 {
 
 namespace {
 
@@ -764,4 +764,4 @@ std::vector<std::shared_ptr<Work>> NcclBackend::batchIsendIrecv(const std::vecto
   return std::vector<std::shared_ptr<Work>>(ops.size(), work);
 }
 
-}  // namespace c10d
+}  // namespace c10d::inline v0
