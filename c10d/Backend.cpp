@@ -3,16 +3,11 @@
 #include <map>
 #include <mutex>
 
+#include "c10d/BackendLibrary.hpp"
 #include "c10d/Exception.hpp"
 
 #ifdef C10D_WITH_GLOO
 #include "c10d/backends/gloo/GlooBackend.hpp"
-#endif
-#ifdef C10D_WITH_MPI
-#include "c10d/backends/mpi/MpiBackend.hpp"
-#endif
-#ifdef C10D_WITH_NCCL
-#include "c10d/backends/nccl/NcclBackend.hpp"
 #endif
 
 namespace c10d::inline v0 {
@@ -110,16 +105,11 @@ struct Registry {
       return std::make_shared<GlooBackend>(context);
     };
 #endif
-#ifdef C10D_WITH_MPI
-    factories["mpi"] = [](const BackendContext& context) {
-      return std::make_shared<MpiBackend>(context);
-    };
-#endif
-#ifdef C10D_WITH_NCCL
-    factories["nccl"] = [](const BackendContext& context) {
-      return std::make_shared<NcclBackend>(context);
-    };
-#endif
+    for (const detail::BackendLibrary& library : detail::backendLibraries()) {
+      factories[library.backend] = [&library](const BackendContext& context) {
+        return detail::createFromLibrary(library, context);
+      };
+    }
   }
 };
 

@@ -71,8 +71,9 @@ if(C10D_USE_NCCL_ENABLED)
   list(APPEND C10D_BACKENDS_BUILT nccl)
 endif()
 
-# Links target against what the enabled parts need. Everything stays PRIVATE: c10d's public
-# headers include none of these libraries, so consumers need only dlpack.
+# Links target against what the enabled parts of the core library need (Gloo, the CUDA runtime).
+# Everything stays PRIVATE: c10d's public headers include none of these libraries, so consumers
+# need only dlpack.
 function(c10d_link_backends target)
   if(C10D_USE_GLOO_ENABLED)
     target_sources(${target} PRIVATE
@@ -90,23 +91,53 @@ function(c10d_link_backends target)
     target_link_libraries(${target} PRIVATE gloo)
     target_compile_definitions(${target} PRIVATE C10D_WITH_GLOO=1)
   endif()
+  # The MPI and NCCL backends are libraries of their own (c10d_add_backend_libraries); libc10d
+  # only knows their SONAMEs, to load one when a group selects it.
   if(C10D_USE_MPI_ENABLED)
-    target_sources(${target} PRIVATE
-      backends/mpi/MpiBackend.cpp
-      backends/mpi/MpiProgress.cpp
-      backends/mpi/MpiTypes.cpp)
-    target_link_libraries(${target} PRIVATE MPI::MPI_C)
-    target_compile_definitions(${target} PRIVATE C10D_WITH_MPI=1)
+    target_compile_definitions(${target} PRIVATE
+      C10D_MPI_LIBRARY="$<TARGET_SONAME_FILE_NAME:c10d_mpi>")
   endif()
   if(C10D_USE_NCCL_ENABLED)
-    target_sources(${target} PRIVATE backends/nccl/NcclBackend.cpp)
-    target_include_directories(${target} PRIVATE ${C10D_NCCL_INCLUDE_DIR})
-    target_link_libraries(${target} PRIVATE ${C10D_NCCL_LIBRARY})
-    target_compile_definitions(${target} PRIVATE C10D_WITH_NCCL=1)
+    target_compile_definitions(${target} PRIVATE
+      C10D_NCCL_LIBRARY="$<TARGET_SONAME_FILE_NAME:c10d_nccl>")
   endif()
   if(C10D_WITH_CUDA)
     # The static runtime keeps libc10d.so loadable on machines without the toolkit's libraries.
     target_link_libraries(${target} PRIVATE CUDA::cudart_static)
     target_compile_definitions(${target} PRIVATE C10D_WITH_CUDA=1)
   endif()
+endfunction()
+
+# libc10d_mpi.so and libc10d_nccl.so: the MPI and NCCL backends, each linked against its
+# communication library and libc10d, loaded by libc10d (c10d/BackendLibrary.cpp) when a group
+# selects the backend. A program that hands in its own MPI communicator (newMpiProcessGroup)
+# links c10d::mpi itself.
+function(c10d_add_backend_libraries)
+  if(C10D_USE_MPI_ENABLED)
+    c10d_backend_library(mpi
+      backends/mpi/MpiBackend.cpp backends/mpi/MpiProgress.cpp backends/mpi/MpiTypes.cpp)
+    # Its public header includes <mpi.h>.
+    target_link_libraries(c10d_mpi PUBLIC MPI::MPI_C)
+  endif()
+  if(C10D_USE_NCCL_ENABLED)
+    c10d_backend_library(nccl backends/nccl/NcclBackend.cpp)
+    target_include_directories(c10d_nccl PRIVATE ${C10D_NCCL_INCLUDE_DIR})
+    # A static CUDA runtime of its own: libc10d's copy is local to libc10d (cmake/exports.map).
+    target_link_libraries(c10d_nccl PRIVATE ${C10D_NCCL_LIBRARY} CUDA::cudart_static)
+    target_compile_definitions(c10d_nccl PRIVATE C10D_WITH_CUDA=1)
+  endif()
+endfunction()
+
+function(c10d_backend_library name)
+  add_library(c10d_${name} SHARED ${ARGN})
+  add_library(c10d::${name} ALIAS c10d_${name})
+  c10d_shared_library_abi(c10d_${name})
+  set_target_properties(c10d_${name} PROPERTIES
+    VERSION ${PROJECT_VERSION}
+    SOVERSION ${PROJECT_VERSION_MAJOR}
+    EXPORT_NAME ${name}
+    INSTALL_RPATH "$ORIGIN")
+  target_compile_options(c10d_${name} PRIVATE -Wall -Wextra)
+  target_include_directories(c10d_${name} PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(c10d_${name} PUBLIC c10d::c10d)
 endfunction()

@@ -15,6 +15,8 @@ mv "$work/staged" "$work/moved"
 cmake -S "$consumer_src" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/moved" \
   -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$work/build" -j 2 >/dev/null
+# The tools users are told to run come with the package.
+"$work/moved/bin/flight_report.py" --help >/dev/null
 if [ -n "$ranks" ]; then
   timeout 120 "$work/moved/bin/c10drun" --nproc-per-node "$ranks" "$work/build/consumer"
 else

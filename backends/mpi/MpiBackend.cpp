@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "c10d/BackendLibrary.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/backends/common/Describe.hpp"
 #include "c10d/backends/common/Flatten.hpp"
@@ -467,3 +468,5 @@ std::shared_ptr<ProcessGroup> newMpiProcessGroup(MPI_Comm comm, ProcessGroupOpti
 }
 
 }  // namespace c10d::inline v0
+
+C10D_DEFINE_BACKEND_LIBRARY(c10d::MpiBackend)

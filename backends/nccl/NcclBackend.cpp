@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "c10d/Cuda.hpp"
+#include "c10d/BackendLibrary.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/Half.hpp"
 #include "c10d/Logging.hpp"
@@ -765,3 +766,5 @@ std::vector<std::shared_ptr<Work>> NcclBackend::batchIsendIrecv(const std::vecto
 }
 
 }  // namespace c10d::inline v0
+
+C10D_DEFINE_BACKEND_LIBRARY(c10d::NcclBackend)

@@ -1,5 +1,10 @@
 // An outside program linking the installed package: headers, library and DLPack all resolve.
+// With --missing NAME..., those backends' libraries must fail to load (a machine without their
+// runtimes): selecting one is a BackendError naming its library, and nothing else is affected.
 #include <dlpack/dlpack.h>
+#include <c10d/Backend.hpp>
+#include <c10d/Exception.hpp>
+#include <c10d/ProcessGroup.hpp>
 #include <c10d/Tensor.hpp>
 #include <c10d/rpc/DistributedOptimizer.hpp>
 #include <c10d/rpc/RRef.hpp>
@@ -8,8 +13,27 @@
 #include <c10d/store/TCPStore.hpp>
 
 #include <cstdio>
+#include <cstring>
+#include <string>
 
-int main() {
+namespace {
+
+// Selecting backend must fail with a BackendError that names its library file.
+bool refusedClearly(const std::string& backend) {
+  try {
+    c10d::ProcessGroup group(std::make_shared<c10d::HashStore>(), 0, 1, {.backend = backend});
+  } catch (const c10d::BackendError& e) {
+    std::printf("backend %s refused: %s\n", backend.c_str(), e.what());
+    return std::strstr(e.what(), ("libc10d_" + backend + ".so").c_str()) != nullptr;
+  }
+  std::fprintf(stderr, "backend %s was created although its runtime is missing\n",
+               backend.c_str());
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
   auto hash = std::make_shared<c10d::HashStore>();
   c10d::PrefixStore prefixed("consumer", hash);
   prefixed.setString("greeting", "hello");
@@ -32,7 +56,21 @@ int main() {
   if (c10d::rpc::OptimizerSpec::adam().name != "adam") return 5;
   agent->shutdown();
 
-  std::printf("consumer ok: stores, TCPStore on port %u, DLPack round trip, rpc remote\n",
-              tcp.port());
+  // Gloo, the backend inside libc10d itself.
+  c10d::ProcessGroup gloo(std::make_shared<c10d::HashStore>(), 0, 1, {.backend = "gloo"});
+  gloo.allreduce(t)->wait();
+  if (t.data<int32_t>()[3] != 7) return 6;
+
+  int missing = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--missing") == 0) continue;
+    if (!refusedClearly(argv[i])) return 7;
+    ++missing;
+  }
+
+  std::printf(
+      "consumer ok: stores, TCPStore on port %u, DLPack round trip, rpc remote, gloo allreduce; "
+      "%d backend(s) without their runtime refused clearly\n",
+      tcp.port(), missing);
   return 0;
 }

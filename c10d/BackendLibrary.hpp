@@ -1,0 +1,43 @@
+#pragma once
+
+// The MPI and NCCL backends are libraries of their own (libc10d_mpi.so.0, libc10d_nccl.so.0), so
+// that libc10d.so starts on a machine without libmpi or libnccl: the backend registry loads a
+// backend's library the first time a group selects it by name.
+
+#include <memory>
+#include <span>
+
+namespace c10d::inline v0 {
+
+class Backend;
+struct BackendContext;
+
+namespace detail {
+
+// A backend library of this build.
+struct BackendLibrary {
+  const char* backend;  // the name groups select it by ("mpi")
+  const char* file;     // its SONAME ("libc10d_mpi.so.0")
+  const char* needs;    // what it loads in turn, for the error when it cannot be loaded
+};
+
+std::span<const BackendLibrary> backendLibraries();
+
+// Makes library's backend, loading the library on first use: from the folder libc10d.so was
+// loaded from, else by the loader's search path. Throws BackendError naming the backend, the
+// file, the loader's reason and what the library needs. Thread-safe; a library stays loaded.
+std::shared_ptr<Backend> createFromLibrary(const BackendLibrary& library,
+                                           const BackendContext& context);
+
+}  // namespace detail
+}  // namespace c10d::inline v0
+
+// Every backend library defines this function (C linkage, so the loader finds it by this name):
+// it returns a new backend that the caller owns.
+#define C10D_BACKEND_LIBRARY_ENTRY c10d_plugin_v0_create_backend
+#define C10D_BACKEND_LIBRARY_ENTRY_NAME "c10d_plugin_v0_create_backend"
+#define C10D_DEFINE_BACKEND_LIBRARY(BackendClass)                                          \
+  extern "C" __attribute__((visibility("default"))) ::c10d::Backend*                       \
+  C10D_BACKEND_LIBRARY_ENTRY(const ::c10d::BackendContext& context) {                      \
+    return new BackendClass(context);                                                      \
+  }
