@@ -4,6 +4,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "c10d/Cuda.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/Logging.hpp"
 #include "c10d/backends/common/HostStaging.hpp"
@@ -31,6 +32,15 @@ void checkTensor(const Tensor& tensor, const char* op, const char* role) {
   C10D_CHECK(tensor.defined(), InvalidArgument, op, ": ", role, " tensor is undefined");
   C10D_CHECK(tensor.isContiguous(), InvalidArgument, op, ": ", role, " tensor ", tensor.describe(),
              " is not contiguous; pass a contiguous copy");
+  if (tensor.device().isCPU()) return;
+  // Asked once: CUDA fixes the devices a process sees when it starts.
+  static const int gpus = cudaDeviceCount();
+  C10D_CHECK(gpus > 0, InvalidArgument, op, ": ", role, " tensor ", tensor.describe(),
+             " is on a GPU but this process has no usable GPU (no CUDA device or driver, "
+             "CUDA_VISIBLE_DEVICES hides them, or c10d was built without CUDA)");
+  C10D_CHECK(tensor.device().index < gpus, InvalidArgument, op, ": ", role, " tensor ",
+             tensor.describe(), " is on ", tensor.device(), " but this process sees ", gpus,
+             " GPU(s)");
 }
 
 void checkSameKind(const Tensor& expected, const Tensor& actual, const char* op,
@@ -200,10 +210,12 @@ void ProcessGroup::checkRank(int rank, const char* what, const char* op) const {
              " out of range [0, ", size_, ") of group '", options_.groupName, "'");
 }
 
-std::chrono::milliseconds ProcessGroup::resolve(std::chrono::milliseconds timeout) const {
+std::chrono::milliseconds ProcessGroup::resolve(std::chrono::milliseconds timeout,
+                                                const char* op) const {
   if (timeout == kDefaultTimeout) return options_.timeout;
-  C10D_CHECK(timeout.count() > 0, InvalidArgument, "operation timeout must be positive, got ",
-             timeout.count(), " ms");
+  C10D_CHECK(timeout.count() > 0, InvalidArgument, op, " in group '", options_.groupName,
+             "': timeout must be positive, got ", timeout.count(),
+             " ms (leave it unset for the group's timeout)");
   return timeout;
 }
 
@@ -327,7 +339,7 @@ std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& tensor,
   Backend& backend = route(tensor, "broadcast");
   checkRank(options.rootRank, "root", "broadcast");
   BroadcastOptions resolved = options;
-  resolved.timeout = resolve(options.timeout);
+  resolved.timeout = resolve(options.timeout, "broadcast");
   return checked("broadcast", &tensor, 1, options.rootRank, std::nullopt, resolved.timeout,
                  [&] { return backend.broadcast(tensor, resolved); });
 }
@@ -337,7 +349,7 @@ std::shared_ptr<Work> ProcessGroup::allreduce(const Tensor& tensor,
   Backend& backend = route(tensor, "allreduce");
   checkReduceOp(options.reduceOp, tensor.dtype(), "allreduce");
   AllreduceOptions resolved = options;
-  resolved.timeout = resolve(options.timeout);
+  resolved.timeout = resolve(options.timeout, "allreduce");
   return checked("allreduce", &tensor, 1, -1, options.reduceOp, resolved.timeout,
                  [&] { return backend.allreduce(tensor, resolved); });
 }
@@ -352,7 +364,7 @@ std::shared_ptr<Work> ProcessGroup::allreduceCoalesced(const std::vector<Tensor>
   }
   checkReduceOp(options.reduceOp, tensors[0].dtype(), "allreduce_coalesced");
   AllreduceOptions resolved = options;
-  resolved.timeout = resolve(options.timeout);
+  resolved.timeout = resolve(options.timeout, "allreduce_coalesced");
   return checked("allreduce_coalesced", &tensors[0], static_cast<int64_t>(tensors.size()), -1,
                  options.reduceOp, resolved.timeout,
                  [&] { return backend.allreduceCoalesced(tensors, resolved); });
@@ -363,7 +375,7 @@ std::shared_ptr<Work> ProcessGroup::reduce(const Tensor& tensor, const ReduceOpt
   checkRank(options.rootRank, "root", "reduce");
   checkReduceOp(options.reduceOp, tensor.dtype(), "reduce");
   ReduceOptions resolved = options;
-  resolved.timeout = resolve(options.timeout);
+  resolved.timeout = resolve(options.timeout, "reduce");
   return checked("reduce", &tensor, 1, options.rootRank, options.reduceOp, resolved.timeout,
                  [&] { return backend.reduce(tensor, resolved); });
 }
@@ -378,7 +390,7 @@ std::shared_ptr<Work> ProcessGroup::allgather(const std::vector<Tensor>& outputs
     checkSameShape(input, outputs[r], "allgather", "output " + std::to_string(r));
   }
   AllgatherOptions resolved = options;
-  resolved.timeout = resolve(options.timeout);
+  resolved.timeout = resolve(options.timeout, "allgather");
   return checked("allgather", &input, 1, -1, std::nullopt, resolved.timeout,
                  [&] { return backend.allgather(outputs, input, resolved); });
 }
@@ -392,7 +404,7 @@ std::shared_ptr<Work> ProcessGroup::allgatherIntoTensor(const Tensor& output, co
              "allgather_into_tensor: output ", output.describe(), " must have size() * ",
              input.numel(), " = ", input.numel() * size_, " elements");
   AllgatherOptions resolved = options;
-  resolved.timeout = resolve(options.timeout);
+  resolved.timeout = resolve(options.timeout, "allgather_into_tensor");
   return checked("allgather_into_tensor", &input, 1, -1, std::nullopt, resolved.timeout,
                  [&] { return backend.allgatherIntoTensor(output, input, resolved); });
 }
@@ -412,7 +424,7 @@ std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Tensor>& outputs, c
                options.rootRank, ") and must pass no outputs");
   }
   GatherOptions resolved = options;
-  resolved.timeout = resolve(options.timeout);
+  resolved.timeout = resolve(options.timeout, "gather");
   return checked("gather", &input, 1, options.rootRank, std::nullopt, resolved.timeout,
                  [&] { return backend.gather(outputs, input, resolved); });
 }
@@ -432,7 +444,7 @@ std::shared_ptr<Work> ProcessGroup::scatter(const Tensor& output, const std::vec
                options.rootRank, ") and must pass no inputs");
   }
   ScatterOptions resolved = options;
-  resolved.timeout = resolve(options.timeout);
+  resolved.timeout = resolve(options.timeout, "scatter");
   return checked("scatter", &output, 1, options.rootRank, std::nullopt, resolved.timeout,
                  [&] { return backend.scatter(output, inputs, resolved); });
 }
@@ -448,7 +460,7 @@ std::shared_ptr<Work> ProcessGroup::reduceScatter(const Tensor& output,
   }
   checkReduceOp(options.reduceOp, output.dtype(), "reduce_scatter");
   ReduceScatterOptions resolved = options;
-  resolved.timeout = resolve(options.timeout);
+  resolved.timeout = resolve(options.timeout, "reduce_scatter");
   return checked("reduce_scatter", &output, 1, -1, options.reduceOp, resolved.timeout,
                  [&] { return backend.reduceScatter(output, inputs, resolved); });
 }
@@ -463,7 +475,7 @@ std::shared_ptr<Work> ProcessGroup::reduceScatterTensor(const Tensor& output, co
              output.numel(), " = ", output.numel() * size_, " elements");
   checkReduceOp(options.reduceOp, output.dtype(), "reduce_scatter_tensor");
   ReduceScatterOptions resolved = options;
-  resolved.timeout = resolve(options.timeout);
+  resolved.timeout = resolve(options.timeout, "reduce_scatter_tensor");
   return checked("reduce_scatter_tensor", &output, 1, -1, options.reduceOp, resolved.timeout,
                  [&] { return backend.reduceScatterTensor(output, input, resolved); });
 }
@@ -481,7 +493,7 @@ std::shared_ptr<Work> ProcessGroup::alltoall(const std::vector<Tensor>& outputs,
     checkSameKind(inputs[0], outputs[r], "alltoall", "output " + std::to_string(r));
   }
   AllToAllOptions resolved = options;
-  resolved.timeout = resolve(options.timeout);
+  resolved.timeout = resolve(options.timeout, "alltoall");
   return checked("alltoall", &inputs[0], static_cast<int64_t>(inputs.size()), -1, std::nullopt,
                  resolved.timeout, [&] { return backend.alltoall(outputs, inputs, resolved); });
 }
@@ -532,7 +544,7 @@ std::shared_ptr<Work> ProcessGroup::alltoallBase(const Tensor& output, const Ten
       output.describe(), "); its input split ", rank_, " and output split ", rank_,
       " must describe the same rows");
   AllToAllOptions resolved = options;
-  resolved.timeout = resolve(options.timeout);
+  resolved.timeout = resolve(options.timeout, "alltoall_base");
   return checked("alltoall_base", &input, 1, -1, std::nullopt, resolved.timeout, [&] {
     return backend.alltoallBase(output, input, outputSplitSizes, inputSplitSizes, resolved);
   });
@@ -541,7 +553,7 @@ std::shared_ptr<Work> ProcessGroup::alltoallBase(const Tensor& output, const Ten
 std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& options) {
   checkUsable("barrier");
   BarrierOptions resolved = options;
-  resolved.timeout = resolve(options.timeout);
+  resolved.timeout = resolve(options.timeout, "barrier");
   return checked("barrier", nullptr, 0, -1, std::nullopt, resolved.timeout,
                  [&] { return backend(DeviceType::CPU)->barrier(resolved); });
 }
@@ -552,7 +564,7 @@ void ProcessGroup::monitoredBarrier(const BarrierOptions& options, bool waitAllR
              options_.groupName,
              "' needs a store shared by the ranks; this job has none (start it with "
              "MASTER_ADDR and MASTER_PORT set)");
-  auto timeout = resolve(options.timeout);
+  auto timeout = resolve(options.timeout, "monitored_barrier");
   auto deadline = std::chrono::steady_clock::now() + timeout;
   // Through the store rather than the backend: the point is to name ranks that never arrive,
   // which a backend collective cannot do once it is stuck.
@@ -597,7 +609,7 @@ std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dstRank, int 
   checkRank(dstRank, "destination", "send");
   C10D_CHECK(tag >= 0, InvalidArgument, "send: tag must be >= 0, got ", tag);
   C10D_CHECK(dstRank != rank_, InvalidArgument, "send: rank ", rank_, " cannot send to itself");
-  return backend.send(tensor, dstRank, tag, resolve(timeout));
+  return backend.send(tensor, dstRank, tag, resolve(timeout, "send"));
 }
 
 std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int srcRank, int tag,
@@ -607,7 +619,7 @@ std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int srcRank, int 
   C10D_CHECK(tag >= 0, InvalidArgument, "recv: tag must be >= 0, got ", tag);
   C10D_CHECK(srcRank != rank_, InvalidArgument, "recv: rank ", rank_,
              " cannot receive from itself");
-  return backend.recv(tensor, srcRank, tag, resolve(timeout));
+  return backend.recv(tensor, srcRank, tag, resolve(timeout, "recv"));
 }
 
 std::shared_ptr<Work> ProcessGroup::recvAnysource(const Tensor& tensor, int tag,
@@ -616,7 +628,7 @@ std::shared_ptr<Work> ProcessGroup::recvAnysource(const Tensor& tensor, int tag,
   C10D_CHECK(tag >= 0, InvalidArgument, "recv_anysource: tag must be >= 0, got ", tag);
   C10D_CHECK(size_ > 1, InvalidArgument, "recv_anysource ", tensor.describe(), " tag ", tag,
              " (group '", options_.groupName, "'): a group of one has nobody to receive from");
-  return backend.recvAnysource(tensor, tag, resolve(timeout));
+  return backend.recvAnysource(tensor, tag, resolve(timeout, "recv_anysource"));
 }
 
 std::vector<std::shared_ptr<Work>> ProcessGroup::batchIsendIrecv(
@@ -632,7 +644,7 @@ std::vector<std::shared_ptr<Work>> ProcessGroup::batchIsendIrecv(
     C10D_CHECK(op.peer != rank_, InvalidArgument, "batch_isend_irecv: rank ", rank_,
                op.kind == P2POp::Send ? " cannot send to itself" : " cannot receive from itself");
   }
-  return backend.batchIsendIrecv(ops, resolve(timeout));
+  return backend.batchIsendIrecv(ops, resolve(timeout, "batch_isend_irecv"));
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(const std::vector<int>& ranks,
@@ -644,14 +656,17 @@ std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(const std::vector<int>& ran
   C10D_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), InvalidArgument,
              "new_group: duplicate rank in ", rankList(ranks));
   for (int r : ranks) checkRank(r, "rank", "new_group");
-  std::string name = options_.groupName + ".sub" + std::to_string(subgroupCounter_++);
-  return makeSubgroup(ranks, name, options);
+  const uint64_t index = subgroupCounter_++;
+  agreeOnCreation(index, "new_group " + rankList(ranks));
+  return makeSubgroup(ranks, options_.groupName + ".sub" + std::to_string(index), options);
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key,
                                                   std::optional<ProcessGroupOptions> options) {
   checkUsable("split");
-  std::string name = options_.groupName + ".split" + std::to_string(subgroupCounter_++);
+  const uint64_t index = subgroupCounter_++;
+  agreeOnCreation(index, "split");
+  std::string name = options_.groupName + ".split" + std::to_string(index);
   std::vector<std::array<int, 2>> all = exchangeColors(name, color, key);
   std::vector<std::pair<int, int>> members;  // (key, rank) of this rank's color, if it has one
   for (int r = 0; r < size_ && color >= 0; ++r) {
@@ -661,6 +676,40 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key,
   std::vector<int> ranks;
   for (auto& [k, r] : members) ranks.push_back(r);
   return makeSubgroup(ranks, name + ".color" + std::to_string(color), options);
+}
+
+void ProcessGroup::agreeOnCreation(uint64_t index, const std::string& call) {
+  // Without a shared store the backend splits its communicator collectively (MPI_Comm_split),
+  // which has no way to say who is missing; nothing to record here.
+  if (!options_.storeIsShared) return;
+  const std::string prefix = "create/" + std::to_string(index) + "/";
+  store_->setString(prefix + std::to_string(rank_), call);
+  std::vector<std::string> keys;
+  for (int r = 0; r < size_; ++r) keys.push_back(prefix + std::to_string(r));
+  auto where = [&] {
+    return detail::concat(call, " in group '", options_.groupName, "' (group creation #",
+                          index + 1, " on this rank)");
+  };
+  const char* rule =
+      "every rank of a group must make the same new_group and split calls in the same order; a "
+      "rank that skips one shifts every later one";
+  std::vector<Store::Bytes> calls;
+  try {
+    calls = store_->multiGet(keys, options_.timeout);
+  } catch (const TimeoutError&) {
+    std::vector<int> absent;
+    for (int r = 0; r < size_; ++r) {
+      if (!store_->check({keys[r]})) absent.push_back(r);
+    }
+    C10D_THROW(TimeoutError, where(), ": rank(s) ", rankList(absent),
+               " made no group creation #", index + 1, " within ", options_.timeout.count(),
+               " ms; ", rule);
+  }
+  for (int r = 0; r < size_; ++r) {
+    std::string theirs = toString(calls[r]);
+    C10D_CHECK(theirs == call, InvalidArgument, where(), ": rank ", r, " made ", theirs,
+               " as its group creation #", index + 1, "; ", rule);
+  }
 }
 
 std::vector<std::array<int, 2>> ProcessGroup::exchangeColors(const std::string& name, int color,

@@ -145,8 +145,14 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   ProcessGroup(NonMember, std::string groupName);
   // (color, key) of every rank of this group, for split.
   std::vector<std::array<int, 2>> exchangeColors(const std::string& name, int color, int key);
+  // Makes every rank of this group agree that its index-th group creation is call ("new_group
+  // [0, 1]", "split"): a rank that skipped or added one would shift every later subgroup's name
+  // and meet the wrong peers. Throws InvalidArgument naming a rank that made another call, and
+  // TimeoutError naming the ranks that made none.
+  void agreeOnCreation(uint64_t index, const std::string& call);
 
-  std::chrono::milliseconds resolve(std::chrono::milliseconds timeout) const;
+  // The op's timeout: the group's for kDefaultTimeout; anything not positive is refused, naming op.
+  std::chrono::milliseconds resolve(std::chrono::milliseconds timeout, const char* op) const;
   // Runs issue() (which starts the collective) under C10D_DEBUG and the flight recorder: at
   // DETAIL after checking that every rank makes the same call, at INFO and DETAIL logging its
   // duration when it completes; the recorder notes it queued, started and finished, and dumps

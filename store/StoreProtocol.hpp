@@ -64,6 +64,9 @@ enum class Status : uint8_t {
   Ok = 0,
   Timeout = 1,  // u32 n, n missing keys
   Error = 2,    // message: the request was understood but failed (e.g. add on a non-integer)
+  // message: a misuse that HashStore and FileStore reject with InvalidArgument (add overflowing
+  // int64, append past Store::kMaxValueBytes); the client throws the same type.
+  InvalidArgument = 3,
 };
 
 const char* opName(Op op);

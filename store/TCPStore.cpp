@@ -20,7 +20,9 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kServerGrace{10000};
 
 constexpr const char* kWorkersJoinedKey = "__c10d_tcpstore_workers_joined";
-constexpr const char* kWorkersReadyKey = "__c10d_tcpstore_workers_ready";
+constexpr const char* kWorkersReadyKey = "__c10d_tcpstore_workers_ready";  // "1", or why not
+constexpr const char* kWorkersReady = "1";
+constexpr const char* kWorkersExpectedKey = "__c10d_tcpstore_workers_expected";
 
 // Per-thread frame buffers: requests are serialised per store, and reusing the buffers keeps
 // small ops free of allocation.
@@ -48,8 +50,8 @@ struct Subject {
 };
 
 // Finishes and sends the request that writer built, and returns a reader positioned after the
-// response's Ok status. Timeout and Error statuses, and a connection that fails, become
-// TimeoutError and StoreError naming op and its keys.
+// response's Ok status. Timeout, Error and InvalidArgument statuses, and a connection that fails,
+// become TimeoutError, StoreError and InvalidArgument naming op and its keys.
 FrameReader exchange(detail::StoreConnection& connection, FrameWriter& writer, Op op,
                      Subject subject, Clock::time_point deadline,
                      std::chrono::milliseconds waitTimeout = {}) {
@@ -82,6 +84,11 @@ FrameReader exchange(detail::StoreConnection& connection, FrameWriter& writer, O
       C10D_THROW(StoreError, "TCPStore ", protocol::opName(op), subject.describe(), " (store ",
                  connection.address(), "): ", message);
     }
+    case Status::InvalidArgument: {
+      std::string_view message = in.bytes(protocol::kMaxFrameBytes);
+      C10D_THROW(InvalidArgument, "TCPStore ", protocol::opName(op), subject.describe(),
+                 " (store ", connection.address(), "): ", message);
+    }
   }
   C10D_THROW(StoreError, "TCPStore ", protocol::opName(op), ": unknown response status ",
              int(status), " from ", connection.address());
@@ -108,17 +115,30 @@ TCPStore::~TCPStore() = default;
 void TCPStore::waitForWorkers(int numWorkers) {
   C10D_CHECK(numWorkers >= 1, InvalidArgument, "TCPStore: numWorkers must be >= 1, got ",
              numWorkers);
+  // Every worker states the count it expects and the first statement stands. One that expects
+  // another count fails at once and wakes every waiter with why; otherwise all would wait out
+  // the timeout and then report "only N of M connected", which hides the real mistake.
+  const std::string mine = std::to_string(numWorkers);
+  const std::string first = toString(compareSet(kWorkersExpectedKey, {}, toBytes(mine)));
+  if (first != mine) {
+    std::string why = detail::concat(
+        "workers disagree about the world size (WORLD_SIZE): one expects ", numWorkers,
+        " workers, the first to connect expects ", first, "; start every rank with the same value");
+    setString(kWorkersReadyKey, why);
+    C10D_THROW(InvalidArgument, "TCPStore ", host_, ":", port_, ": ", why);
+  }
   int64_t joined = add(kWorkersJoinedKey, 1);
-  if (joined == numWorkers) setString(kWorkersReadyKey, "1");
-  if (!server_) return;
+  if (joined == numWorkers) setString(kWorkersReadyKey, kWorkersReady);
   try {
     wait({kWorkersReadyKey});
   } catch (const TimeoutError&) {
     int64_t arrived = add(kWorkersJoinedKey, 0);
-    C10D_THROW(TimeoutError, "TCPStore server at port ", port_, ": only ", arrived, " of ",
+    C10D_THROW(TimeoutError, "TCPStore ", host_, ":", port_, ": only ", arrived, " of ",
                numWorkers, " workers connected within ", timeout().count(),
                " ms; check WORLD_SIZE and that every rank was started");
   }
+  std::string ready = getString(kWorkersReadyKey);
+  C10D_CHECK(ready == kWorkersReady, InvalidArgument, "TCPStore ", host_, ":", port_, ": ", ready);
 }
 
 void TCPStore::set(const std::string& key, const Bytes& value) {

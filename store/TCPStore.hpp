@@ -36,7 +36,11 @@ struct TCPStoreOptions {
 
 // A client of a TCP key-value server (TCPStoreServer), optionally hosting the server itself.
 // One TCP connection per TCPStore object; requests on it are serialised, so one object may be
-// shared by threads (each call is one round trip; waits happen on the server).
+// shared by threads (each call is one round trip; waits happen on the server). Serialised means
+// a call waits for the call ahead of it to be answered: a thread's set on a shared object waits
+// behind another thread's blocking get or wait of a key that is not there yet, up to that call's
+// timeout. Give each thread that blocks on keys an object of its own (a second TCPStore to the
+// same host and port is a second connection to the same keys).
 //
 // Construction connects to host:port, retrying with exponential backoff and jitter until
 // options.timeout; throws TimeoutError with the last connection error when it cannot, and

@@ -463,7 +463,11 @@ void TCPStoreServer::Impl::handleFrame(Connection* connection, const uint8_t* bo
       int64_t result;
       try {
         result = addToCounter(key, it == data_.end() ? 0 : parseCounter(key, it->second), delta);
-      } catch (const Error& e) {  // not an integer, or overflow: the client gets the message
+      } catch (const InvalidArgument& e) {  // overflow
+        beginResponse(out, Status::InvalidArgument);
+        out.bytes(std::string_view(e.what()));
+        break;
+      } catch (const Error& e) {  // not an integer
         beginResponse(out, Status::Error);
         out.bytes(std::string_view(e.what()));
         break;
@@ -538,7 +542,7 @@ void TCPStoreServer::Impl::handleFrame(Connection* connection, const uint8_t* bo
       if (it == data_.end()) {
         put(key, Store::Bytes(suffix.begin(), suffix.end()));
       } else if (it->second.size() + suffix.size() > Store::kMaxValueBytes) {
-        beginResponse(out, Status::Error);
+        beginResponse(out, Status::InvalidArgument);
         out.bytes(detail::concat("append: value of key '", key, "' would grow past ",
                                  Store::kMaxValueBytes, " bytes"));
         break;

@@ -226,21 +226,29 @@ TEST(HostStagingTest, ACopyBackThatFailsFailsTheWork) {
   gloo->shutdown();
 }
 
-TEST(HostStagingTest, ProcessGroupStagesCudaTensorsForGloo) {
-  // Through ProcessGroup the real CUDA copy runs; without a device it fails, and the error shows
-  // the tensor went to the staging copy rather than being refused by Gloo as a CUDA tensor.
+TEST(HostStagingTest, ProcessGroupRefusesCudaTensorsWithoutAGpu) {
+  // Without a device, a tensor that says cuda:0 is refused up front, naming the op, instead of
+  // reaching the staging copy and failing there with CUDA's cudaErrorInsufficientDriver. With a
+  // device, ProcessGroup's routing to staging runs for real in nccl_test and the cuda examples.
+  if (cudaDeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present; nccl_test covers it";
   ProcessGroup pg(std::make_shared<HashStore>(), 0, 1,
                   ProcessGroupOptions{.backend = "gloo", .timeout = 10s});
   Tensor t = fakeDevice({2}, ScalarType::Int32);
-  if (cudaDeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present; nccl_test covers it";
-  try {
-    pg.allreduce(t)->wait();
-    FAIL() << "a copy from cuda:0 without a device succeeded";
-  } catch (const BackendError& e) {
-    EXPECT_NE(std::string(e.what()).find("copyTensor int32[2] cuda:0 -> int32[2] cpu"),
-              std::string::npos)
-        << e.what();
+  const std::pair<std::string, std::function<void()>> ops[] = {
+      {"allreduce", [&] { pg.allreduce(t); }},
+      {"broadcast", [&] { pg.broadcast(t); }},
+  };
+  for (const auto& [name, op] : ops) {
+    try {
+      op();
+      ADD_FAILURE() << name << " on cuda:0 without a device was accepted";
+    } catch (const InvalidArgument& e) {
+      std::string message = e.what();
+      EXPECT_EQ(message.rfind(name + ": ", 0), 0u) << message;
+      EXPECT_NE(message.find("no usable GPU"), std::string::npos) << message;
+    }
   }
+  pg.allreduce(Tensor::zeros({2}, ScalarType::Int32))->wait();  // the group is unharmed
 }
 
 }  // namespace

@@ -1251,7 +1251,14 @@ TEST_P(ProcessGroupConformance, BadInputIsInvalidArgumentAndGroupStaysUsable) {
 
     // Non-positive per-op timeout.
     expectThrows<InvalidArgument>([&] { pg.allreduce(input, {.timeout = 0ms}); },
-                                  "allreduce with a zero timeout", {"timeout"});
+                                  "allreduce with a zero timeout", {"allreduce", "timeout"});
+    expectThrows<InvalidArgument>([&] { pg.broadcast(input, {.timeout = -5ms}); },
+                                  "broadcast with a negative timeout",
+                                  {"broadcast", "timeout", "-5 ms"});
+    if (size > 1) {
+      expectThrows<InvalidArgument>([&] { pg.send(input, (env.rank + 1) % size, 0, -7ms); },
+                                    "send with a negative timeout", {"send", "timeout"});
+    }
 
     // The group is still usable: every rank runs good collectives.
     Tensor t = make(ScalarType::Int32, {1023});

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "MultiProcess.hpp"
@@ -156,6 +157,60 @@ TEST(ProcessGroupTest, WorldOfOneRunsEveryCollectiveLocally) {
   EXPECT_EQ(pg.groupRank(5), std::nullopt);
   pg.shutdown();
   EXPECT_THROW(pg.allreduce(t), InvalidArgument);
+}
+
+// Runs body(group) on size ranks, each a thread with its own Gloo group over one HashStore, and
+// returns each rank's error message ("" when body returned).
+std::vector<std::string> errorsOnThreadRanks(
+    int size, std::chrono::milliseconds timeout,
+    const std::function<void(ProcessGroup&)>& body) {
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::string> errors(size);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        ProcessGroup group(store, rank, size, ProcessGroupOptions{.timeout = timeout});
+        body(group);
+      } catch (const std::exception& e) {
+        errors[rank] = e.what();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return errors;
+}
+
+TEST(GroupCreationTest, ARankThatSkipsANewGroupIsNamedByEveryRank) {
+  // Rank 2 skips new_group([0, 1]); its next call, new_group([1, 2]), meets the others' first.
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> errors = errorsOnThreadRanks(3, 20s, [](ProcessGroup& group) {
+    if (group.rank() != 2) group.newGroup({0, 1});
+    group.newGroup({1, 2});
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << "waited for the timeout";
+  for (int rank : {0, 1}) {
+    EXPECT_NE(errors[rank].find("new_group [0, 1] in group 'default' (group creation #1"),
+              std::string::npos)
+        << errors[rank];
+    EXPECT_NE(errors[rank].find("rank 2 made new_group [1, 2] as its group creation #1"),
+              std::string::npos)
+        << errors[rank];
+  }
+  EXPECT_NE(errors[2].find("rank 0 made new_group [0, 1]"), std::string::npos) << errors[2];
+}
+
+TEST(GroupCreationTest, ARankThatMakesNoGroupIsNamedAtTheTimeout) {
+  std::vector<std::string> errors = errorsOnThreadRanks(3, 1s, [](ProcessGroup& group) {
+    if (group.rank() != 1) group.split(0, group.rank());
+  });
+  for (int rank : {0, 2}) {
+    EXPECT_NE(errors[rank].find("split in group 'default' (group creation #1 on this rank): "
+                                "rank(s) [1] made no group creation #1 within 1000 ms"),
+              std::string::npos)
+        << errors[rank];
+  }
+  EXPECT_EQ(errors[1], "");
 }
 
 TEST(WorkTest, FutureThenAndErrors) {

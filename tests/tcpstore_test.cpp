@@ -400,6 +400,40 @@ TEST(TCPStoreLifecycleTest, NumWorkersWaitsForEveryoneOrSaysWhoIsMissing) {
   }
 }
 
+TEST(TCPStoreLifecycleTest, WorkersThatDisagreeAboutTheWorldSizeFailAtOnceSayingSo) {
+  // Rank 0 (the server) was started with WORLD_SIZE=2, another rank with 3: both fail within a
+  // moment, with both values, instead of the server waiting out its timeout.
+  const uint16_t port = test::freeLoopbackPort();
+  const auto start = std::chrono::steady_clock::now();
+  std::string clientError;
+  std::thread worker([&] {
+    std::this_thread::sleep_for(100ms);
+    try {
+      TCPStore client("127.0.0.1", port, TCPStoreOptions{.numWorkers = 3, .timeout = 20s});
+    } catch (const InvalidArgument& e) {
+      clientError = e.what();
+    }
+  });
+  std::string serverError;
+  try {
+    TCPStore server("127.0.0.1", port,
+                    TCPStoreOptions{.isServer = true,
+                                    .numWorkers = 2,
+                                    .timeout = 20s,
+                                    .listenAddress = "127.0.0.1"});
+  } catch (const InvalidArgument& e) {
+    serverError = e.what();
+  }
+  worker.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  for (const std::string& message : {clientError, serverError}) {
+    EXPECT_NE(message.find("disagree about the world size"), std::string::npos) << message;
+    EXPECT_NE(message.find("one expects 3 workers, the first to connect expects 2"),
+              std::string::npos)
+        << message;
+  }
+}
+
 TEST(TCPStoreLifecycleTest, PortInUseIsAClearError) {
   TCPStoreServer first(TCPStoreServerOptions{"127.0.0.1", 0});
   try {
