@@ -128,6 +128,17 @@ struct RpcAgent::Impl {
   void failCalls(const std::function<bool(const Pending&)>& which,
                  const std::function<std::exception_ptr(const Pending&)>& error);
   void onPeerLost(int peer, const std::string& why);
+  // The error of a call to a peer whose connection is lost: the same for a call in flight at the
+  // loss and one made after it.
+  RemoteError lostCallError(const std::string& function, int to, const std::string& why) const;
+  // Graceful shutdown's barrier: marks this worker at stage, then waits until every worker is.
+  // Throws RemoteError at once when a peer whose connection is lost never got there, and
+  // TimeoutError at deadline naming the workers that did not.
+  void awaitEveryWorker(const std::string& stage, const char* what,
+                        std::chrono::steady_clock::time_point deadline);
+  void shutdownGracefully();
+  // Closes the transport, fails what is outstanding and stops the threads. Idempotent.
+  void close();
   void deadlineLoop();
   void waitForCalls(std::chrono::steady_clock::time_point deadline, const char* what);
   void stopThreads();

@@ -241,6 +241,10 @@ void RpcAgent::Impl::call(int to, const std::string& function, Packed arguments,
         });
     return;
   }
+  if (std::optional<std::string> why = transport->lostReason(to)) {
+    reply(std::make_exception_ptr(lostCallError(function, to, *why)), nullptr);
+    return;
+  }
   uint64_t id = nextId.fetch_add(1);
   Frame request;
   request.kind = FrameKind::Request;
@@ -258,7 +262,11 @@ void RpcAgent::Impl::call(int to, const std::string& function, Packed arguments,
   try {
     transport->send(to, std::move(request), inFlight > kBatchAboveInFlight);
   } catch (...) {
-    if (auto failed = takePending(id)) failed->reply(std::current_exception(), nullptr);
+    std::exception_ptr error = std::current_exception();
+    if (std::optional<std::string> why = transport->lostReason(to)) {  // lost since the check
+      error = std::make_exception_ptr(lostCallError(function, to, *why));
+    }
+    if (auto failed = takePending(id)) failed->reply(error, nullptr);
   }
 }
 
@@ -293,10 +301,14 @@ void RpcAgent::Impl::onPeerLost(int peer, const std::string& why) {
   }
   failCalls([peer](const Pending& p) { return p.to == peer; },
             [this, why](const Pending& p) {
-              return std::make_exception_ptr(
-                  RemoteError("rpc call '" + p.function + "' to " + describeWorker(p.to) +
-                              " failed: the connection was lost (" + why + ")"));
+              return std::make_exception_ptr(lostCallError(p.function, p.to, why));
             });
+}
+
+RemoteError RpcAgent::Impl::lostCallError(const std::string& function, int to,
+                                          const std::string& why) const {
+  return RemoteError("rpc call '" + function + "' to " + describeWorker(to) +
+                     " failed: the connection was lost (" + why + ")");
 }
 
 void RpcAgent::Impl::deadlineLoop() {
@@ -495,45 +507,78 @@ void RpcAgent::shutdown(bool graceful) {
   Impl& impl = *impl_;
   if (impl.shutDown.load()) return;
   if (graceful) {
-    auto deadline = std::chrono::steady_clock::now() + impl.options.timeout;
-    // Our calls and references first (their replies are our peers' outstanding work), then
-    // everybody's.
-    impl.waitForCalls(deadline, "before shutdown");
-    impl.settleRRefs(deadline);
-    impl.waitForCalls(deadline, "after deleting this worker's references");
-    impl.leaving = true;
-    impl.store->add("shutdown", 1);
-    auto waitFor = [&](const char* key, const char* what) {
-      while (impl.store->add(key, 0) < impl.worldSize) {
-        C10D_CHECK(std::chrono::steady_clock::now() < deadline, TimeoutError, "rpc worker '",
-                   impl.self.name, "': graceful shutdown: not every worker ", what, " within ",
-                   impl.options.timeout.count(), " ms");
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      }
-    };
-    waitFor("shutdown", "reached shutdown");
-    // Worker 0 usually hosts the store (env://): it leaves last, once nobody needs the store.
-    impl.store->add("shutdown/done", 1);
-    if (impl.self.id == 0) waitFor("shutdown/done", "finished shutting down");
+    try {
+      impl.shutdownGracefully();
+    } catch (...) {
+      impl.close();  // a failed graceful shutdown still leaves the agent closed
+      throw;
+    }
   }
-  if (impl.shutDown.exchange(true)) return;
-  impl.transport->close();
-  impl.failCalls([](const Impl::Pending&) { return true; },
-                 [&impl](const Impl::Pending& p) {
-                   return std::make_exception_ptr(InvalidArgument(
-                       "rpc call '" + p.function + "' to " + impl.describeWorker(p.to) +
-                       " failed: worker '" + impl.self.name + "' shut down"));
-                 });
+  impl.close();
+}
+
+void RpcAgent::Impl::shutdownGracefully() {
+  auto deadline = std::chrono::steady_clock::now() + options.timeout;
+  // Our calls and references first (their replies are our peers' outstanding work), then
+  // everybody's.
+  waitForCalls(deadline, "before shutdown");
+  settleRRefs(deadline);
+  waitForCalls(deadline, "after deleting this worker's references");
+  leaving = true;
+  awaitEveryWorker("shutdown", "reached shutdown", deadline);
+  // Worker 0 usually hosts the store (env://): it leaves last, once nobody needs the store.
+  if (self.id == 0) {
+    awaitEveryWorker("shutdown/done", "finished shutting down", deadline);
+  } else {
+    store->setString("shutdown/done/" + std::to_string(self.id), "");
+    store->add("shutdown/done", 1);
+  }
+}
+
+void RpcAgent::Impl::awaitEveryWorker(const std::string& stage, const char* what,
+                                      std::chrono::steady_clock::time_point deadline) {
+  auto key = [&](int id) { return stage + "/" + std::to_string(id); };
+  store->setString(key(self.id), "");
+  int64_t arrived = store->add(stage, 1);
+  while (arrived < worldSize) {
+    // A worker that is gone before it got here never will: say so now, not at the deadline.
+    for (const auto& [peer, why] : transport->lostPeers()) {
+      C10D_CHECK(store->check({key(peer)}), RemoteError, "rpc worker '", self.name,
+                 "': graceful shutdown: ", describeWorker(peer), " is gone (", why,
+                 ") and never ", what, "; this agent is closed without it");
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::string missing;
+      for (int id = 0; id < worldSize; ++id) {
+        if (!store->check({key(id)})) missing += (missing.empty() ? "" : ", ") + describeWorker(id);
+      }
+      C10D_THROW(TimeoutError, "rpc worker '", self.name, "': graceful shutdown: ", missing,
+                 " not ", what, " within ", options.timeout.count(), " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    arrived = store->add(stage, 0);
+  }
+}
+
+void RpcAgent::Impl::close() {
+  if (shutDown.exchange(true)) return;
+  transport->close();
+  failCalls([](const Pending&) { return true; },
+            [this](const Pending& p) {
+              return std::make_exception_ptr(
+                  InvalidArgument("rpc call '" + p.function + "' to " + describeWorker(p.to) +
+                                  " failed: worker '" + self.name + "' shut down"));
+            });
   // Replies queued for the pool still run: the pool drains its queue before it stops.
-  impl.stopThreads();
+  stopThreads();
   // References to values owned here die with the agent; break the cycles they form with it.
-  std::map<detail::GlobalId, Impl::Owned> owned;
-  std::map<detail::GlobalId, std::shared_ptr<detail::RRefCore>> pendingUsers, pendingChildren;
+  std::map<detail::GlobalId, Owned> ownedHere;
+  std::map<detail::GlobalId, std::shared_ptr<detail::RRefCore>> usersInFlight, childrenInFlight;
   {
-    std::lock_guard<std::mutex> guard(impl.rrefMutex);
-    owned.swap(impl.owned);
-    pendingUsers.swap(impl.pendingUsers);
-    pendingChildren.swap(impl.pendingChildren);
+    std::lock_guard<std::mutex> guard(rrefMutex);
+    ownedHere.swap(owned);
+    usersInFlight.swap(pendingUsers);
+    childrenInFlight.swap(pendingChildren);
   }
 }
 

@@ -9,12 +9,18 @@
 //
 // Workers find each other through the Store (each publishes its name and address), then keep
 // one TCP connection per pair. Arguments and results are msgpack values (see Serialization.hpp);
-// tensors travel beside them without copies into the message.
+// tensors travel beside them without copies into the message. Limit: everything that is not a
+// tensor (the function's name, msgpack'd values, tensor shapes) is at most 64 MiB per message
+// (kMaxMetaBytes, rpc/Wire.hpp); a larger one fails on the sender with InvalidArgument saying
+// its size. Send bulk data as Tensors (up to 65536 per message, 64 GiB together).
 //
 // Errors: an unknown worker or function, arguments of the wrong types, a remote exception, a
 // lost connection and a timeout all fail the call's Future (rpcSync throws): RemoteError for
 // what happened on the callee (its message names the worker and the function), TimeoutError
 // for a call that passed its timeout, InvalidArgument for what the caller got wrong locally.
+// Workers are named by name and id ("worker 'w2' (id 2)"). A lost connection to a worker is
+// final: calls in flight to it and calls made after the loss fail alike (RemoteError, "the
+// connection was lost (why)").
 //
 // Threading: every method may be called from any thread. Registered functions run on the
 // agent's pool of threads (RpcOptions::threads), several at a time.
@@ -198,7 +204,10 @@ class RpcAgent {
   // Graceful: waits until this worker's calls and RRef messages are answered, tells the owners
   // of the RRefs still held here that they are gone, then waits until every worker has done
   // the same (a barrier through the store) and closes; worker 0, which usually hosts the store,
-  // returns last. Non-graceful: closes at once, failing outstanding calls. Later calls fail with
+  // returns last. It fails at once with RemoteError naming a worker whose connection is lost
+  // before it reached the barrier, and with TimeoutError naming the missing workers after
+  // options().timeout. Non-graceful: closes at once, failing outstanding calls. Either way, and
+  // also when graceful shutdown throws, the agent is closed afterwards: later calls fail with
   // InvalidArgument. Idempotent.
   void shutdown(bool graceful = true);
 

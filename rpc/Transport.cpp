@@ -685,6 +685,18 @@ void Transport::waitForPeers(int worldSize, std::chrono::steady_clock::time_poin
   }
 }
 
+std::optional<std::string> Transport::lostReason(int peer) const {
+  std::lock_guard<std::mutex> guard(impl_->mutex);
+  auto it = impl_->lost.find(peer);
+  if (it == impl_->lost.end()) return std::nullopt;
+  return it->second;
+}
+
+std::map<int, std::string> Transport::lostPeers() const {
+  std::lock_guard<std::mutex> guard(impl_->mutex);
+  return impl_->lost;
+}
+
 void Transport::send(int peer, Frame frame, bool moreSoon) {
   std::string head = encodeHead(frame);
   std::shared_ptr<Impl::Connection> c;

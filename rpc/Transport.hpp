@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,6 +50,10 @@ class Transport {
   void send(int peer, Frame frame, bool moreSoon = false);
   // Closes every connection and stops the loop thread. Idempotent.
   void close();
+  // Why the connection to peer was lost; nullopt while it is up (or was never made).
+  std::optional<std::string> lostReason(int peer) const;
+  // Every peer whose connection was lost, and why.
+  std::map<int, std::string> lostPeers() const;
 
   struct Impl;
 

@@ -1,5 +1,5 @@
-// Real process kills: a rank SIGKILLed in the middle of a collective, and the store's host
-// killed under clients blocked on it. The survivors must fail well inside their timeout, with
+// Real process kills: a rank SIGKILLed in the middle of a collective, an RPC worker killed with
+// a call in flight to it, and the store's host killed under clients blocked on it. The survivors must fail well inside their timeout, with
 // an error that names what was lost.
 #include <gtest/gtest.h>
 
@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "MultiProcess.hpp"
+#include "c10d/rpc/RpcAgent.hpp"
+#include "c10d/store/PrefixStore.hpp"
 
 namespace c10d::inline v0 {
 namespace {
@@ -112,6 +114,61 @@ TEST(FaultTest, StoreClientsFailWhenTheStoreHostIsKilled) {
                 "the error names the op and the key: " + error);
   });
   EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{kKilled, 0, 0})) << test::report(outcomes);
+}
+
+// Worker w2 is killed while w0 has a call in flight to it. The survivors' calls to it, in
+// flight or made after, fail with the same RemoteError naming 'w2' (id 2); their graceful
+// shutdowns fail at once naming it instead of waiting the RPC timeout; and the agents are closed
+// afterwards (a call is refused, nothing reaches the wire).
+TEST(FaultTest, RpcSurvivorsOfAKilledWorkerNameItAndShutDownAtOnce) {
+  auto outcomes = test::runRanks(ranksLosing(2), [](test::RankEnv& env) {
+    auto store = std::make_shared<PrefixStore>(
+        "rpc", std::shared_ptr<Store>(&env.store, [](Store*) {}));
+    rpc::RpcOptions options;
+    options.timeout = kOpTimeout;
+    auto agent = rpc::RpcAgent::create(
+        store, "w" + std::to_string(env.rank), env.rank, env.size, options,
+        [](rpc::RpcAgent& a) {
+          a.registerFunction("echo", [](int x) { return x; });
+          a.registerFunction("hang", [] { std::this_thread::sleep_for(120s); });
+        });
+    test::checkEq(7, agent->rpcSync<int>("w" + std::to_string((env.rank + 1) % 3), "echo", 7),
+                  "a call to the next worker before the kill");
+    std::optional<rpc::Future<void>> inFlight;
+    if (env.rank == 0) {
+      inFlight = agent->rpcAsync<void>("w2", "hang");
+      env.store.setString("hang-sent", "1");
+    }
+    if (env.rank == 2) {
+      env.store.wait({"hang-sent"}, 30s);
+      std::raise(SIGKILL);
+    }
+    const std::string named = "worker 'w2' (id 2)";
+    if (inFlight) {
+      std::string error = test::expectThrows<RemoteError>([&] { inFlight->value(); },
+                                                          "the call in flight to w2", {named});
+      test::check(error.find("connection was lost") != std::string::npos, error);
+    }
+    // Calls until the loss is seen here too; then a call made after it fails like one in flight.
+    std::string after = errorSoonFrom(
+        [&] {
+          for (int i = 0; i < 100000; ++i) {
+            agent->rpcSync<int>("w2", "echo", i);
+            std::this_thread::sleep_for(1ms);
+          }
+        },
+        "calls to w2 after it was killed");
+    test::expectThrows<RemoteError>([&] { agent->rpcSync<int>("w2", "echo", 1); },
+                                    "a call to w2 made after the loss", {named, "connection was lost"});
+    test::check(after.find(named) != std::string::npos, "the first failed call names w2: " + after);
+
+    std::string shutdown = errorSoonFrom([&] { agent->shutdown(); }, "graceful shutdown");
+    test::check(shutdown.find("graceful shutdown: " + named + " is gone") != std::string::npos,
+                "the shutdown error names w2: " + shutdown);
+    test::expectThrows<InvalidArgument>([&] { agent->rpcSync<int>("w1", "echo", 1); },
+                                        "a call after the failed shutdown", {"shut down"});
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0, kKilled})) << test::report(outcomes);
 }
 
 }  // namespace
