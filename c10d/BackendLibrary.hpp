@@ -36,8 +36,8 @@ std::shared_ptr<Backend> createFromLibrary(const BackendLibrary& library,
 // it returns a new backend that the caller owns.
 #define C10D_BACKEND_LIBRARY_ENTRY c10d_plugin_v0_create_backend
 #define C10D_BACKEND_LIBRARY_ENTRY_NAME "c10d_plugin_v0_create_backend"
-#define C10D_DEFINE_BACKEND_LIBRARY(BackendClass)                                          \
-  extern "C" __attribute__((visibility("default"))) ::c10d::Backend*                       \
-  C10D_BACKEND_LIBRARY_ENTRY(const ::c10d::BackendContext& context) {                      \
-    return new BackendClass(context);                                                      \
+#define C10D_DEFINE_BACKEND_LIBRARY(BackendClass)                                                \
+  extern "C" __attribute__((visibility("default"))) ::c10d::Backend* C10D_BACKEND_LIBRARY_ENTRY( \
+      const ::c10d::BackendContext& context) {                                                   \
+    return new BackendClass(context);                                                            \
   }

@@ -687,8 +687,8 @@ void ProcessGroup::agreeOnCreation(uint64_t index, const std::string& call) {
   std::vector<std::string> keys;
   for (int r = 0; r < size_; ++r) keys.push_back(prefix + std::to_string(r));
   auto where = [&] {
-    return detail::concat(call, " in group '", options_.groupName, "' (group creation #",
-                          index + 1, " on this rank)");
+    return detail::concat(call, " in group '", options_.groupName, "' (group creation #", index + 1,
+                          " on this rank)");
   };
   const char* rule =
       "every rank of a group must make the same new_group and split calls in the same order; a "
@@ -701,9 +701,8 @@ void ProcessGroup::agreeOnCreation(uint64_t index, const std::string& call) {
     for (int r = 0; r < size_; ++r) {
       if (!store_->check({keys[r]})) absent.push_back(r);
     }
-    C10D_THROW(TimeoutError, where(), ": rank(s) ", rankList(absent),
-               " made no group creation #", index + 1, " within ", options_.timeout.count(),
-               " ms; ", rule);
+    C10D_THROW(TimeoutError, where(), ": rank(s) ", rankList(absent), " made no group creation #",
+               index + 1, " within ", options_.timeout.count(), " ms; ", rule);
   }
   for (int r = 0; r < size_; ++r) {
     std::string theirs = toString(calls[r]);

@@ -544,8 +544,8 @@ void RpcAgent::Impl::awaitEveryWorker(const std::string& stage, const char* what
     // A worker that is gone before it got here never will: say so now, not at the deadline.
     for (const auto& [peer, why] : transport->lostPeers()) {
       C10D_CHECK(store->check({key(peer)}), RemoteError, "rpc worker '", self.name,
-                 "': graceful shutdown: ", describeWorker(peer), " is gone (", why,
-                 ") and never ", what, "; this agent is closed without it");
+                 "': graceful shutdown: ", describeWorker(peer), " is gone (", why, ") and never ",
+                 what, "; this agent is closed without it");
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       std::string missing;

@@ -86,8 +86,8 @@ FrameReader exchange(detail::StoreConnection& connection, FrameWriter& writer, O
     }
     case Status::InvalidArgument: {
       std::string_view message = in.bytes(protocol::kMaxFrameBytes);
-      C10D_THROW(InvalidArgument, "TCPStore ", protocol::opName(op), subject.describe(),
-                 " (store ", connection.address(), "): ", message);
+      C10D_THROW(InvalidArgument, "TCPStore ", protocol::opName(op), subject.describe(), " (store ",
+                 connection.address(), "): ", message);
     }
   }
   C10D_THROW(StoreError, "TCPStore ", protocol::opName(op), ": unknown response status ",
@@ -133,8 +133,8 @@ void TCPStore::waitForWorkers(int numWorkers) {
     wait({kWorkersReadyKey});
   } catch (const TimeoutError&) {
     int64_t arrived = add(kWorkersJoinedKey, 0);
-    C10D_THROW(TimeoutError, "TCPStore ", host_, ":", port_, ": only ", arrived, " of ",
-               numWorkers, " workers connected within ", timeout().count(),
+    C10D_THROW(TimeoutError, "TCPStore ", host_, ":", port_, ": only ", arrived, " of ", numWorkers,
+               " workers connected within ", timeout().count(),
                " ms; check WORLD_SIZE and that every rank was started");
   }
   std::string ready = getString(kWorkersReadyKey);

@@ -1,6 +1,6 @@
 // Real process kills: a rank SIGKILLed in the middle of a collective, an RPC worker killed with
-// a call in flight to it, and the store's host killed under clients blocked on it. The survivors must fail well inside their timeout, with
-// an error that names what was lost.
+// a call in flight to it, and the store's host killed under clients blocked on it. The survivors
+// must fail well inside their timeout, with an error that names what was lost.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -116,19 +116,37 @@ TEST(FaultTest, StoreClientsFailWhenTheStoreHostIsKilled) {
   EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{kKilled, 0, 0})) << test::report(outcomes);
 }
 
+// Rank 2 stays alive but stops calling collectives: the others time out, and their errors say
+// that rank 2 is behind (it never reached the collective), not just that they timed out.
+TEST(FaultTest, GlooTimeoutNamesTheRankThatStoppedCallingCollectives) {
+  test::RunOptions options{.backend = "gloo", .worldSize = 3, .opTimeout = 2s};
+  auto outcomes = test::runRanks(options, [](test::RankEnv& env) {
+    Tensor tensor = Tensor::zeros({1024}, ScalarType::Float32);
+    for (int i = 0; i < 3; ++i) env.pg.allreduce(tensor)->wait();
+    if (env.rank == 2) {
+      env.store.wait({"others-failed/go"}, 30s);  // alive, doing something else
+      return;
+    }
+    test::expectThrows<TimeoutError>(
+        [&] { env.pg.allreduce(tensor)->wait(); }, "an allreduce that rank 2 never joins",
+        {"rank(s) 2 of group 'default' are behind: they never reached this collective (seq 3)"});
+    test::storeBarrier(env.store, "others-failed", 2);
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0, 0})) << test::report(outcomes);
+}
+
 // Worker w2 is killed while w0 has a call in flight to it. The survivors' calls to it, in
 // flight or made after, fail with the same RemoteError naming 'w2' (id 2); their graceful
 // shutdowns fail at once naming it instead of waiting the RPC timeout; and the agents are closed
 // afterwards (a call is refused, nothing reaches the wire).
 TEST(FaultTest, RpcSurvivorsOfAKilledWorkerNameItAndShutDownAtOnce) {
   auto outcomes = test::runRanks(ranksLosing(2), [](test::RankEnv& env) {
-    auto store = std::make_shared<PrefixStore>(
-        "rpc", std::shared_ptr<Store>(&env.store, [](Store*) {}));
+    auto store =
+        std::make_shared<PrefixStore>("rpc", std::shared_ptr<Store>(&env.store, [](Store*) {}));
     rpc::RpcOptions options;
     options.timeout = kOpTimeout;
     auto agent = rpc::RpcAgent::create(
-        store, "w" + std::to_string(env.rank), env.rank, env.size, options,
-        [](rpc::RpcAgent& a) {
+        store, "w" + std::to_string(env.rank), env.rank, env.size, options, [](rpc::RpcAgent& a) {
           a.registerFunction("echo", [](int x) { return x; });
           a.registerFunction("hang", [] { std::this_thread::sleep_for(120s); });
         });
@@ -159,7 +177,8 @@ TEST(FaultTest, RpcSurvivorsOfAKilledWorkerNameItAndShutDownAtOnce) {
         },
         "calls to w2 after it was killed");
     test::expectThrows<RemoteError>([&] { agent->rpcSync<int>("w2", "echo", 1); },
-                                    "a call to w2 made after the loss", {named, "connection was lost"});
+                                    "a call to w2 made after the loss",
+                                    {named, "connection was lost"});
     test::check(after.find(named) != std::string::npos, "the first failed call names w2: " + after);
 
     std::string shutdown = errorSoonFrom([&] { agent->shutdown(); }, "graceful shutdown");

@@ -161,9 +161,8 @@ TEST(ProcessGroupTest, WorldOfOneRunsEveryCollectiveLocally) {
 
 // Runs body(group) on size ranks, each a thread with its own Gloo group over one HashStore, and
 // returns each rank's error message ("" when body returned).
-std::vector<std::string> errorsOnThreadRanks(
-    int size, std::chrono::milliseconds timeout,
-    const std::function<void(ProcessGroup&)>& body) {
+std::vector<std::string> errorsOnThreadRanks(int size, std::chrono::milliseconds timeout,
+                                             const std::function<void(ProcessGroup&)>& body) {
   auto store = std::make_shared<HashStore>();
   std::vector<std::string> errors(size);
   std::vector<std::thread> threads;

@@ -261,8 +261,9 @@ TEST(RpcTest, ALostPeerFailsItsOutstandingCalls) {
   // A call made after the loss fails like the one in flight did.
   EXPECT_THROW(agents[0]->rpcSync<void>("worker1", "hang"), RemoteError);
   std::string after = messageOf([&] { agents[0]->rpcSync<void>("worker1", "hang"); });
-  EXPECT_NE(after.find("rpc call 'hang' to worker 'worker1' (id 1) failed: the connection was lost"),
-            std::string::npos)
+  EXPECT_NE(
+      after.find("rpc call 'hang' to worker 'worker1' (id 1) failed: the connection was lost"),
+      std::string::npos)
       << after;
   agents[0]->shutdown(false);
 }

@@ -416,11 +416,10 @@ TEST(TCPStoreLifecycleTest, WorkersThatDisagreeAboutTheWorldSizeFailAtOnceSaying
   });
   std::string serverError;
   try {
-    TCPStore server("127.0.0.1", port,
-                    TCPStoreOptions{.isServer = true,
-                                    .numWorkers = 2,
-                                    .timeout = 20s,
-                                    .listenAddress = "127.0.0.1"});
+    TCPStore server(
+        "127.0.0.1", port,
+        TCPStoreOptions{
+            .isServer = true, .numWorkers = 2, .timeout = 20s, .listenAddress = "127.0.0.1"});
   } catch (const InvalidArgument& e) {
     serverError = e.what();
   }

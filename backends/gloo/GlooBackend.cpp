@@ -203,16 +203,58 @@ std::string GlooBackend::Runtime::failAndBreak(std::string message) {
   return message;
 }
 
-void GlooBackend::Runtime::fail(const std::string& description, const std::string& glooMessage) {
-  std::string message = failAndBreak(detail::concat(description, " failed on rank ", rank, ": ",
-                                                    glooMessage, lostPeers(glooMessage)));
+void GlooBackend::Runtime::fail(const std::string& description, const std::string& glooMessage,
+                                std::optional<std::chrono::milliseconds> collective) {
   // Gloo says "Timed out ..." for unbound buffers and "Read timeout"/"Write timeout" for pairs
   // in sync mode.
-  if (glooMessage.find("Timed out") != std::string::npos ||
-      glooMessage.find("timeout") != std::string::npos) {
-    C10D_THROW(TimeoutError, message);
-  }
+  const bool timedOut = glooMessage.find("Timed out") != std::string::npos ||
+                        glooMessage.find("timeout") != std::string::npos;
+  std::string behind = timedOut && collective ? ranksBehind(current.seq, *collective) : "";
+  std::string message = failAndBreak(detail::concat(description, " failed on rank ", rank, ": ",
+                                                    glooMessage, lostPeers(glooMessage), behind));
+  if (timedOut) C10D_THROW(TimeoutError, message);
   C10D_THROW(BackendError, message);
+}
+
+std::string GlooBackend::Runtime::ranksBehind(uint32_t seq, std::chrono::milliseconds timeout) {
+  if (!failureLog) return "";
+  const auto window = std::clamp<std::chrono::milliseconds>(
+      timeout / 4, std::chrono::milliseconds(100), std::chrono::seconds(2));
+  auto key = [](int r) { return "timed_out/" + std::to_string(r); };
+  std::vector<int> behind;
+  try {
+    failureLog->setString(key(rank), std::to_string(seq));
+    const auto until = std::chrono::steady_clock::now() + window;
+    do {
+      behind.clear();
+      for (int r = 0; r < size; ++r) {
+        if (r == rank) continue;
+        // Sequence numbers are the low 32 bits: compare them as distances, across wrap-around.
+        bool reached =
+            failureLog->check({key(r)}) &&
+            static_cast<int32_t>(static_cast<uint32_t>(std::stoul(failureLog->getString(key(r)))) -
+                                 seq) >= 0;
+        if (!reached) behind.push_back(r);
+      }
+      if (behind.empty() || std::chrono::steady_clock::now() >= until) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    } while (true);
+  } catch (const std::exception&) {
+    return "";
+  }
+  std::string ranks;
+  for (int r : behind) ranks += detail::concat(ranks.empty() ? "" : ", ", r);
+  if (behind.empty()) {
+    return detail::concat("; every rank of group '", group, "' reached this collective (seq ", seq,
+                          ") and timed out in it or a later one: it hangs inside, no rank is "
+                          "behind");
+  }
+  return detail::concat("; rank(s) ", ranks, " of group '", group,
+                        "' are behind: they never reached this collective (seq ", seq,
+                        "); no record of them timing out in it or a later one within ",
+                        window.count(),
+                        " ms of this rank, so they are busy elsewhere or no "
+                        "longer calling collectives");
 }
 
 void GlooBackend::Runtime::failMismatch(const std::string& description,
@@ -576,10 +618,13 @@ std::shared_ptr<Work> GlooBackend::enqueue(const WireCall& call,
   auto work =
       std::make_shared<QueuedWork>(std::move(describe), timeout, std::move(outputs),
                                    [runtime, tag, numbered, fn = std::move(fn)](QueuedWork& self) {
-                                     runtime->guarded(self.describer(), [&] {
-                                       runtime->beginCall(numbered);
-                                       fn(tag);
-                                     });
+                                     runtime->guarded(
+                                         self.describer(),
+                                         [&] {
+                                           runtime->beginCall(numbered);
+                                           fn(tag);
+                                         },
+                                         self.timeout());
                                    });
   queue_->enqueue(work);
   return work;

@@ -67,21 +67,31 @@ struct GlooBackend::Runtime {
   // Runs fn (which calls Gloo) and turns Gloo's exceptions into TimeoutError / BackendError
   // whose message names the operation; the first failure marks the context unusable. SIGPIPE is
   // blocked meanwhile, so a write to a lost peer's socket fails instead of killing the process.
+  // collective: the op's timeout when fn runs a collective (a timeout then says who is behind).
   template <typename Fn>
-  void guarded(const Work::Describe& describe, Fn&& fn) {
+  void guarded(const Work::Describe& describe, Fn&& fn,
+               std::optional<std::chrono::milliseconds> collective = std::nullopt) {
     checkUsable(describe);
     detail::SigpipeGuard quiet;
     try {
       fn();
     } catch (const gloo::Exception& e) {
-      fail(describe(), e.what());
+      fail(describe(), e.what(), collective);
     } catch (const gloo::EnforceNotMet& e) {
-      fail(describe(), e.what());
+      fail(describe(), e.what(), collective);
     } catch (const WireMismatch& e) {
       failMismatch(describe(), e.message);
     }
   }
-  [[noreturn]] void fail(const std::string& description, const std::string& glooMessage);
+  [[noreturn]] void fail(const std::string& description, const std::string& glooMessage,
+                         std::optional<std::chrono::milliseconds> collective = std::nullopt);
+  // After this rank timed out in collective seq (the current call): records that in the
+  // group's store, waits a while for the other ranks' records, and names the ranks with none at
+  // or past seq: they never reached it. The wait is a quarter of the op's timeout, within
+  // [100 ms, 2 s]: ranks that are all stuck in the collective time out within that of each
+  // other. Runs before the group is broken, whose closed connections would end the others'
+  // waits with another error. Best effort: "" when the store cannot tell.
+  std::string ranksBehind(uint32_t seq, std::chrono::milliseconds timeout);
   // A message contradicted this rank's call: InvalidArgument, and the group is broken.
   [[noreturn]] void failMismatch(const std::string& description, const std::string& mismatch);
 

@@ -16,8 +16,8 @@
 #include <thread>
 #include <type_traits>
 
-#include "c10d/Cuda.hpp"
 #include "c10d/BackendLibrary.hpp"
+#include "c10d/Cuda.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/Half.hpp"
 #include "c10d/Logging.hpp"

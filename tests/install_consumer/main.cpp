@@ -26,8 +26,7 @@ bool refusedClearly(const std::string& backend) {
     std::printf("backend %s refused: %s\n", backend.c_str(), e.what());
     return std::strstr(e.what(), ("libc10d_" + backend + ".so").c_str()) != nullptr;
   }
-  std::fprintf(stderr, "backend %s was created although its runtime is missing\n",
-               backend.c_str());
+  std::fprintf(stderr, "backend %s was created although its runtime is missing\n", backend.c_str());
   return false;
 }
 

@@ -33,7 +33,8 @@ int main() {
   group->allreduce(shared)->wait();
   const float expected = size * (size + 1) / 2.0f;
   for (int64_t i = 0; i < kCount; ++i) {
-    if (torchTensor.at(i) != expected) return fail(rank, "allreduce result is wrong in the torch tensor");
+    if (torchTensor.at(i) != expected)
+      return fail(rank, "allreduce result is wrong in the torch tensor");
   }
 
   bool caught = false;

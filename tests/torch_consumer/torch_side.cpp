@@ -21,8 +21,14 @@ struct Tensor::Impl {
 Tensor::Tensor(int64_t count, float value)
     : impl_(new Impl{at::full({count}, value, at::kFloat)}) {}
 Tensor::~Tensor() = default;
-DLManagedTensor* Tensor::toDLPack() const { return at::toDLPack(impl_->tensor); }
-float Tensor::at(int64_t i) const { return impl_->tensor.data_ptr<float>()[i]; }
-const void* Tensor::data() const { return impl_->tensor.data_ptr(); }
+DLManagedTensor* Tensor::toDLPack() const {
+  return at::toDLPack(impl_->tensor);
+}
+float Tensor::at(int64_t i) const {
+  return impl_->tensor.data_ptr<float>()[i];
+}
+const void* Tensor::data() const {
+  return impl_->tensor.data_ptr();
+}
 
 }  // namespace torch_side
