@@ -682,7 +682,8 @@ void ProcessGroup::agreeOnCreation(uint64_t index, const std::string& call) {
   // Without a shared store the backend splits its communicator collectively (MPI_Comm_split),
   // which has no way to say who is missing; nothing to record here.
   if (!options_.storeIsShared) return;
-  const std::string prefix = "create/" + std::to_string(index) + "/";
+  // The store is the job's: the key names the group too.
+  const std::string prefix = "create/" + options_.groupName + "/" + std::to_string(index) + "/";
   store_->setString(prefix + std::to_string(rank_), call);
   std::vector<std::string> keys;
   for (int r = 0; r < size_; ++r) keys.push_back(prefix + std::to_string(r));

@@ -199,6 +199,18 @@ TEST(GroupCreationTest, ARankThatSkipsANewGroupIsNamedByEveryRank) {
   EXPECT_NE(errors[2].find("rank 0 made new_group [0, 1]"), std::string::npos) << errors[2];
 }
 
+TEST(GroupCreationTest, SubgroupsOfSubgroupsKeepTheirOwnCount) {
+  std::vector<std::string> errors = errorsOnThreadRanks(3, 20s, [](ProcessGroup& group) {
+    std::shared_ptr<ProcessGroup> pair = group.newGroup({0, 1});
+    if (pair->isMember()) {
+      std::shared_ptr<ProcessGroup> single = pair->newGroup({1});  // its own creation #1
+      if (single->isMember() != (group.rank() == 1)) throw std::runtime_error("wrong membership");
+    }
+    group.newGroup({2});  // the world's creation #2
+  });
+  EXPECT_EQ(errors, std::vector<std::string>(3, "")) << errors[0] << errors[1] << errors[2];
+}
+
 TEST(GroupCreationTest, ARankThatMakesNoGroupIsNamedAtTheTimeout) {
   std::vector<std::string> errors = errorsOnThreadRanks(3, 1s, [](ProcessGroup& group) {
     if (group.rank() != 1) group.split(0, group.rank());
