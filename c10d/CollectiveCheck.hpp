@@ -5,9 +5,11 @@
 //
 //   C10D_DEBUG=OFF (default)  nothing is checked or logged.
 //   C10D_DEBUG=INFO           group creation and each collective's duration are logged.
-//   C10D_DEBUG=DETAIL         INFO, and before each collective the ranks allgather their
-//                             fingerprints over the group's CPU backend; a mismatch throws
-//                             InvalidArgument on every rank, naming the ranks and their calls.
+//   C10D_DEBUG=DETAIL         INFO, and before each collective the ranks exchange their
+//                             fingerprints through the job's store (any backend; without a
+//                             shared store, an allgather on the group's CPU backend); a
+//                             mismatch throws InvalidArgument on every rank, naming the ranks
+//                             and their calls.
 
 #include <cstdint>
 #include <optional>

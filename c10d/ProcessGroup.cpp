@@ -1,6 +1,7 @@
 #include "c10d/ProcessGroup.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <sstream>
 
@@ -150,10 +151,12 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
   if (size_t capacity = FlightRecorder::capacityFromEnvironment(); capacity > 0) {
     recorder_ = std::make_shared<FlightRecorder>(options_.groupName, rank_, size_, capacity);
   }
-  if (debug_ == DebugLevel::Detail && backends_.count(DeviceType::CPU) == 0) {
-    C10D_THROW(InvalidArgument, "C10D_DEBUG=DETAIL checks collectives over the group's CPU ",
-               "backend, and group '", options_.groupName, "' (backend '", options_.backend,
-               "') has none; use e.g. C10D_BACKEND=cpu:gloo,cuda:nccl");
+  if (debug_ == DebugLevel::Detail && !options_.storeIsShared &&
+      backends_.count(DeviceType::CPU) == 0) {
+    C10D_THROW(InvalidArgument, "C10D_DEBUG=DETAIL checks collectives over the group's store, ",
+               "or without a shared store over its CPU backend, and group '", options_.groupName,
+               "' (backend '", options_.backend, "') has neither; use e.g. ",
+               "C10D_BACKEND=cpu:gloo,cuda:nccl");
   }
 }
 
@@ -238,8 +241,6 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
   if (debug_ == DebugLevel::Detail) {
     // Every rank's fingerprint, gathered before the collective itself can pair wrong calls.
     std::vector<Tensor> all;
-    for (int r = 0; r < size_; ++r)
-      all.push_back(Tensor::empty({fingerprint->kWords}, ScalarType::Int64));
     // The check's own failure (a rank that never makes the call: a timeout) reaches the caller
     // as the collective's would, through its Work, named after the collective.
     auto failed = [&](const auto& error) {
@@ -253,7 +254,7 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
       return work;
     };
     try {
-      backend(DeviceType::CPU)->allgather(all, fingerprint->encode(), {.timeout = timeout})->wait();
+      all = gatherFingerprints(sequence, fingerprint->encode(), timeout);
     } catch (const TimeoutError& e) {
       return failed(e);
     } catch (const Error& e) {
@@ -676,6 +677,45 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key,
   std::vector<int> ranks;
   for (auto& [k, r] : members) ranks.push_back(r);
   return makeSubgroup(ranks, name + ".color" + std::to_string(color), options);
+}
+
+std::vector<Tensor> ProcessGroup::gatherFingerprints(uint64_t sequence, const Tensor& mine,
+                                                     std::chrono::milliseconds timeout) {
+  const int64_t words = detail::CollectiveFingerprint::kWords;
+  std::vector<Tensor> all;
+  for (int r = 0; r < size_; ++r) all.push_back(Tensor::empty({words}, ScalarType::Int64));
+  if (!options_.storeIsShared) {
+    backend(DeviceType::CPU)->allgather(all, mine, {.timeout = timeout})->wait();
+    return all;
+  }
+  auto key = [&](uint64_t seq, int r) {
+    return detail::concat("detail/", options_.groupName, "/", seq, "/", r);
+  };
+  const auto* bytes = static_cast<const uint8_t*>(mine.data());
+  store_->set(key(sequence, rank_), Store::Bytes(bytes, bytes + mine.nbytes()));
+  std::vector<std::string> keys;
+  for (int r = 0; r < size_; ++r) keys.push_back(key(sequence, r));
+  std::vector<Store::Bytes> values;
+  try {
+    values = store_->multiGet(keys, timeout);
+  } catch (const TimeoutError&) {
+    std::vector<int> absent;
+    for (int r = 0; r < size_; ++r) {
+      if (!store_->check({keys[r]})) absent.push_back(r);
+    }
+    C10D_THROW(TimeoutError, "rank(s) ", rankList(absent), " did not make collective #",
+               sequence + 1, " of group '", options_.groupName, "' within ", timeout.count(),
+               " ms");
+  }
+  // Every rank has read the previous collective's records once all of this one's exist.
+  if (sequence > 0) store_->deleteKey(key(sequence - 1, rank_));
+  for (int r = 0; r < size_; ++r) {
+    C10D_CHECK(values[r].size() == static_cast<size_t>(all[r].nbytes()), BackendError,
+               "C10D_DEBUG=DETAIL: rank ", r, "'s record of collective #", sequence + 1,
+               " has ", values[r].size(), " bytes, not ", all[r].nbytes());
+    std::memcpy(all[r].data(), values[r].data(), values[r].size());
+  }
+  return all;
 }
 
 void ProcessGroup::agreeOnCreation(uint64_t index, const std::string& call) {

@@ -150,6 +150,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // and meet the wrong peers. Throws InvalidArgument naming a rank that made another call, and
   // TimeoutError naming the ranks that made none.
   void agreeOnCreation(uint64_t index, const std::string& call);
+  // C10D_DEBUG=DETAIL: every rank's fingerprint of the collective at sequence, through the job's
+  // store (so any backend works, a program's own included), or without a shared store through
+  // the CPU backend's allgather. Throws TimeoutError naming the ranks that did not make it.
+  std::vector<Tensor> gatherFingerprints(uint64_t sequence, const Tensor& mine,
+                                         std::chrono::milliseconds timeout);
 
   // The op's timeout: the group's for kDefaultTimeout; anything not positive is refused, naming op.
   std::chrono::milliseconds resolve(std::chrono::milliseconds timeout, const char* op) const;

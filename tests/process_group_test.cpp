@@ -122,6 +122,41 @@ TEST(BackendRegistryTest, ProgramRegisteredBackendIsSelectableByName) {
   }
 }
 
+// C10D_DEBUG=DETAIL over a program's backend that has allreduce and nothing else (no allgather
+// for the check): the check runs through the store, so matching calls pass and a size that
+// differs between two ranks is an InvalidArgument on both, before the backend sees either.
+TEST(BackendRegistryTest, DetailCheckWorksOverABackendWithoutAllgather) {
+  if (!isBackendRegistered("doubling")) {
+    registerBackend("doubling", [](const BackendContext& context) {
+      return std::make_shared<DoublingBackend>(context);
+    });
+  }
+  ScopedEnv detail({{"C10D_DEBUG", "DETAIL"}});
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  const int before = DoublingBackend::calls;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        ProcessGroup pg(store, rank, 2, ProcessGroupOptions{.backend = "doubling", .timeout = 20s});
+        Tensor same = Tensor::zeros({4}, ScalarType::Float32);
+        pg.allreduce(same)->wait();
+        Tensor differs = Tensor::zeros({4 + rank}, ScalarType::Float32);
+        pg.allreduce(differs)->wait();
+      } catch (const std::exception& e) {
+        errors[rank] = e.what();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(DoublingBackend::calls, before + 2) << "only the matching allreduce reaches it";
+  for (const std::string& error : errors) {
+    EXPECT_NE(error.find("the ranks' collectives differ"), std::string::npos) << error;
+    EXPECT_NE(error.find("float32[5]"), std::string::npos) << error;
+  }
+}
+
 TEST(BackendRegistryTest, UnknownBackendNamesTheRegisteredOnes) {
   try {
     ProcessGroup pg(std::make_shared<HashStore>(), 0, 1, ProcessGroupOptions{.backend = "nope"});
