@@ -18,6 +18,8 @@
 namespace c10d::inline v0 {
 namespace {
 
+using namespace std::chrono_literals;
+
 std::shared_ptr<ProcessGroup> group(const std::string& spec) {
   ProcessGroupOptions options;
   options.backend = spec;
@@ -212,14 +214,19 @@ TEST(NcclBackend, WhatNcclLacksIsRefusedBeforeTouchingTheDevice) {
       EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
     }
   };
-  expectRefusal([&] { pg->allreduce(shorts)->wait(); },
+  // The backend itself: without a GPU, ProcessGroup refuses these tensors before any backend
+  // sees them ("no usable GPU"), and the backend's own refusals are what this test is about.
+  std::shared_ptr<Backend> nccl = pg->backend(DeviceType::CUDA);
+  expectRefusal([&] { nccl->allreduce(shorts, {.timeout = 10s})->wait(); },
                 "backend nccl does not support allreduce on int16");
-  expectRefusal([&] { pg->reduceScatterTensor(shorts, shorts)->wait(); },
+  expectRefusal([&] { nccl->reduceScatterTensor(shorts, shorts, {.timeout = 10s})->wait(); },
                 "backend nccl does not support reduce_scatter_tensor on int16");
-  expectRefusal([&] { pg->allreduce(ints, {.reduceOp = ReduceOp::BOR})->wait(); },
-                "backend nccl does not support allreduce with bor");
-  expectRefusal([&] { pg->reduce(ints, {.reduceOp = ReduceOp::BXOR})->wait(); },
-                "backend nccl does not support reduce with bxor");
+  expectRefusal(
+      [&] { nccl->allreduce(ints, {.reduceOp = ReduceOp::BOR, .timeout = 10s})->wait(); },
+      "backend nccl does not support allreduce with bor");
+  expectRefusal(
+      [&] { nccl->reduce(ints, {.reduceOp = ReduceOp::BXOR, .timeout = 10s})->wait(); },
+      "backend nccl does not support reduce with bxor");
 }
 
 }  // namespace
