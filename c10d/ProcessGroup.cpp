@@ -711,8 +711,8 @@ std::vector<Tensor> ProcessGroup::gatherFingerprints(uint64_t sequence, const Te
   if (sequence > 0) store_->deleteKey(key(sequence - 1, rank_));
   for (int r = 0; r < size_; ++r) {
     C10D_CHECK(values[r].size() == static_cast<size_t>(all[r].nbytes()), BackendError,
-               "C10D_DEBUG=DETAIL: rank ", r, "'s record of collective #", sequence + 1,
-               " has ", values[r].size(), " bytes, not ", all[r].nbytes());
+               "C10D_DEBUG=DETAIL: rank ", r, "'s record of collective #", sequence + 1, " has ",
+               values[r].size(), " bytes, not ", all[r].nbytes());
     std::memcpy(all[r].data(), values[r].data(), values[r].size());
   }
   return all;

@@ -187,7 +187,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::map<DeviceType, std::shared_ptr<Backend>> backends_;
   // What ops on each device type go to: the backend, or a HostStagingBackend over it.
   std::map<DeviceType, std::shared_ptr<Backend>> routes_;
-  uint64_t subgroupCounter_ = 0;
+  // Threads may create subgroups (each call is collective, so the order is the program's).
+  std::atomic<uint64_t> subgroupCounter_{0};
   DebugLevel debug_ = DebugLevel::Off;
   std::atomic<uint64_t> collectives_{0};      // collectives issued: C10D_DEBUG's and the recorder's
   std::shared_ptr<FlightRecorder> recorder_;  // null when C10D_FLIGHT_RECORDER_SIZE=0

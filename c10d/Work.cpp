@@ -91,8 +91,11 @@ bool Future::complete(std::vector<Tensor> value, std::exception_ptr error) {
     try {
       callback(*this);
     } catch (const std::exception& e) {
-      // A callback's failure cannot fail a future that already completed: report it.
+      // A callback's failure cannot fail a future that already completed: report it, and run
+      // the remaining callbacks.
       C10D_LOG(Error, "Future callback threw: ", e.what());
+    } catch (...) {
+      C10D_LOG(Error, "Future callback threw an exception that is not a std::exception");
     }
   }
   return true;

@@ -83,6 +83,7 @@ struct RpcAgent::Impl {
   bool deadlinesStopping = false;
 
   std::atomic<bool> shutDown{false};
+  std::mutex shutdownMutex;  // one graceful shutdown at a time
   // Set when this worker reaches the shutdown barrier: peers closing after it are expected.
   std::atomic<bool> leaving{false};
 

@@ -507,6 +507,10 @@ void RpcAgent::shutdown(bool graceful) {
   Impl& impl = *impl_;
   if (impl.shutDown.load()) return;
   if (graceful) {
+    // A second graceful caller waits for the first and then finds the agent closed; a
+    // non-graceful one does not wait (it may be what ends a graceful shutdown that is stuck).
+    std::lock_guard<std::mutex> serialised(impl.shutdownMutex);
+    if (impl.shutDown.load()) return;
     try {
       impl.shutdownGracefully();
     } catch (...) {

@@ -136,6 +136,7 @@ struct Transport::Impl {
   std::thread thread;
 
   std::mutex mutex;
+  std::mutex closeMutex;  // held for the whole of close()
   std::condition_variable changed;
   std::deque<std::function<void()>> commands;
   std::map<int, std::shared_ptr<Connection>> peers;  // guarded by mutex
@@ -750,6 +751,8 @@ void Transport::send(int peer, Frame frame, bool moreSoon) {
 
 void Transport::close() {
   Impl& impl = *impl_;
+  // Two threads may close at once (shutdown and a destructor): one closes and joins.
+  std::lock_guard<std::mutex> closing(impl.closeMutex);
   {
     std::lock_guard<std::mutex> guard(impl.mutex);
     if (impl.closed || !impl.thread.joinable()) return;

@@ -25,12 +25,17 @@ constexpr const char* kWorkersReady = "1";
 constexpr const char* kWorkersExpectedKey = "__c10d_tcpstore_workers_expected";
 
 // Per-thread frame buffers: requests are serialised per store, and reusing the buffers keeps
-// small ops free of allocation.
+// small ops free of allocation. A buffer grown past kKeptFrameBytes by one large value (up to
+// 64 MiB) is given back at the thread's next request instead of living as long as the thread.
 thread_local std::vector<uint8_t> tlsRequest;
 thread_local std::vector<uint8_t> tlsResponse;
+constexpr size_t kKeptFrameBytes = 1 << 20;
 
-// Starts a request frame for op in this thread's request buffer.
+// Starts a request frame for op in this thread's request buffer (the previous response has
+// been read by then).
 FrameWriter startRequest(Op op) {
+  if (tlsRequest.capacity() > kKeptFrameBytes) std::vector<uint8_t>().swap(tlsRequest);
+  if (tlsResponse.capacity() > kKeptFrameBytes) std::vector<uint8_t>().swap(tlsResponse);
   tlsRequest.clear();
   FrameWriter writer(tlsRequest);
   writer.beginFrame();

@@ -91,6 +91,7 @@ class TCPStoreServer::Impl {
   std::atomic<int64_t> dropped{0};
 
  private:
+  std::mutex stopMutex_;
   void bindAndListen(const TCPStoreServerOptions& options);
   void onNewConnection();
   void onRead(Connection* connection, ssize_t nread);
@@ -171,6 +172,8 @@ TCPStoreServer::Impl::~Impl() {
 }
 
 void TCPStoreServer::Impl::stop() {
+  // Two threads may stop the server at once (stop() and the destructor): one joins.
+  std::lock_guard<std::mutex> guard(stopMutex_);
   if (!thread_.joinable()) return;
   uv_async_send(&stopSignal_);
   thread_.join();

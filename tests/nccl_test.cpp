@@ -221,12 +221,10 @@ TEST(NcclBackend, WhatNcclLacksIsRefusedBeforeTouchingTheDevice) {
                 "backend nccl does not support allreduce on int16");
   expectRefusal([&] { nccl->reduceScatterTensor(shorts, shorts, {.timeout = 10s})->wait(); },
                 "backend nccl does not support reduce_scatter_tensor on int16");
-  expectRefusal(
-      [&] { nccl->allreduce(ints, {.reduceOp = ReduceOp::BOR, .timeout = 10s})->wait(); },
-      "backend nccl does not support allreduce with bor");
-  expectRefusal(
-      [&] { nccl->reduce(ints, {.reduceOp = ReduceOp::BXOR, .timeout = 10s})->wait(); },
-      "backend nccl does not support reduce with bxor");
+  expectRefusal([&] { nccl->allreduce(ints, {.reduceOp = ReduceOp::BOR, .timeout = 10s})->wait(); },
+                "backend nccl does not support allreduce with bor");
+  expectRefusal([&] { nccl->reduce(ints, {.reduceOp = ReduceOp::BXOR, .timeout = 10s})->wait(); },
+                "backend nccl does not support reduce with bxor");
 }
 
 }  // namespace

@@ -285,6 +285,16 @@ TEST(WorkTest, FutureThenAndErrors) {
   }
 }
 
+TEST(WorkTest, ACallbackThrowingANonStdExceptionDoesNotSkipTheOthers) {
+  Work work("op", 1s, {});
+  bool laterRan = false;
+  work.getFuture()->addCallback([](Future&) { throw 42; });
+  work.getFuture()->addCallback([&](Future&) { laterRan = true; });
+  work.finish();  // used to let the int escape and skip the second callback
+  EXPECT_TRUE(laterRan);
+  EXPECT_TRUE(work.isSuccess());
+}
+
 TEST(WorldDetectionTest, ReadsEachLauncherConvention) {
   {
     ScopedEnv env({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}});

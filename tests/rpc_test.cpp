@@ -245,6 +245,31 @@ TEST(RpcTest, EveryFailureReachesTheCallerWithWhatAndWhere) {
   EXPECT_NE(after.find("after worker 'worker0' shut down"), std::string::npos) << after;
 }
 
+// Two threads of one worker shut it down at once, gracefully or not: one does the work and the
+// other returns once it is done; the other worker's graceful shutdown meets it, or names it as
+// gone when it left without the barrier.
+TEST(RpcTest, ShuttingDownFromTwoThreadsAtOnceIsSafe) {
+  for (bool graceful : {true, false}) {
+    auto agents = startWorkers(2);
+    std::vector<std::string> errors(3);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 2; ++i) {
+      threads.emplace_back(
+          [&, i] { errors[i] = messageOf([&] { agents[1]->shutdown(graceful); }); });
+    }
+    errors[2] = messageOf([&] { agents[0]->shutdown(); });
+    for (auto& thread : threads) thread.join();
+    EXPECT_EQ(errors[0], "(no error)");
+    EXPECT_EQ(errors[1], "(no error)");
+    if (graceful) {
+      EXPECT_EQ(errors[2], "(no error)");
+    } else {  // worker 1 left without reaching the barrier: worker 0 says so at once
+      EXPECT_NE(errors[2].find("worker 'worker1' (id 1) is gone"), std::string::npos) << errors[2];
+    }
+    EXPECT_THROW(agents[1]->rpcSync<int>("worker0", "nothing"), InvalidArgument);
+  }
+}
+
 TEST(RpcTest, ALostPeerFailsItsOutstandingCalls) {
   auto agents = startWorkers(2);
   agents[1]->registerFunction("hang", [] { std::this_thread::sleep_for(3s); });

@@ -378,6 +378,15 @@ TEST(TCPStoreLifecycleTest, LostServerFailsCallsInsteadOfHanging) {
   EXPECT_THROW(client.setString("k", "again"), StoreError);
 }
 
+TEST(TCPStoreLifecycleTest, StoppingFromTwoThreadsAtOnceJoinsOnce) {
+  for (int round = 0; round < 20; ++round) {
+    TCPStoreServer server(TCPStoreServerOptions{"127.0.0.1", 0});
+    std::thread other([&] { server.stop(); });
+    server.stop();  // both saw the thread joinable and joined it: std::system_error, terminate
+    other.join();
+  }
+}
+
 TEST(TCPStoreLifecycleTest, NumWorkersWaitsForEveryoneOrSaysWhoIsMissing) {
   const uint16_t port = test::freeLoopbackPort();
   std::thread worker([port] {
