@@ -259,6 +259,31 @@ TEST(GroupCreationTest, ARankThatMakesNoGroupIsNamedAtTheTimeout) {
   EXPECT_EQ(errors[1], "");
 }
 
+// One thread issues collectives while another shuts the group down: each op either completes
+// or fails with a c10d error. The backend used to drop its op queue under the issuing thread.
+TEST(ProcessGroupTest, ShutdownWhileAnotherThreadIssuesOpsFailsThemCleanly) {
+  for (int round = 0; round < 30; ++round) {
+    ProcessGroup pg(std::make_shared<HashStore>(), 0, 1, ProcessGroupOptions{.timeout = 10s});
+    std::atomic<bool> started{false};
+    std::string stoppedBy;
+    std::thread issuer([&] {
+      Tensor t = Tensor::zeros({256}, ScalarType::Float32);
+      try {
+        for (;;) {
+          pg.allreduce(t)->wait();
+          started = true;
+        }
+      } catch (const Error& e) {
+        stoppedBy = e.what();
+      }
+    });
+    while (!started) std::this_thread::yield();
+    pg.shutdown();
+    issuer.join();
+    EXPECT_NE(stoppedBy.find("shut down"), std::string::npos) << stoppedBy;
+  }
+}
+
 TEST(WorkTest, FutureThenAndErrors) {
   Work work("test op", 1s, {});
   auto chained = work.getFuture()->then(

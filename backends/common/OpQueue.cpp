@@ -114,6 +114,10 @@ OpQueue::OpQueue(std::string name) : state_(std::make_shared<QueuedWork::QueueSt
 }
 
 OpQueue::~OpQueue() {
+  close();
+}
+
+void OpQueue::close() {
   abort(std::make_exception_ptr(
       BackendError(detail::concat(state_->name, ": backend shut down before the operation ran"))));
   {
@@ -121,7 +125,8 @@ OpQueue::~OpQueue() {
     state_->stopping = true;
   }
   state_->changed.notify_all();
-  worker_.join();
+  std::lock_guard<std::mutex> joining(joinMutex_);
+  if (worker_.joinable()) worker_.join();
 }
 
 void OpQueue::enqueue(const std::shared_ptr<QueuedWork>& work) {

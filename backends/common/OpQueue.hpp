@@ -50,9 +50,14 @@ class OpQueue {
   void enqueue(const std::shared_ptr<QueuedWork>& work);
   // Fails every queued operation with error and every later enqueue too. Running ones finish.
   void abort(std::exception_ptr error);
+  // Fails what is queued and every later enqueue with a shutdown error, and returns once the
+  // running operation has finished and the worker has stopped. Idempotent and thread-safe, so a
+  // backend's shutdown may race other threads' enqueues (they fail cleanly).
+  void close();
 
  private:
   std::shared_ptr<QueuedWork::QueueState> state_;
+  std::mutex joinMutex_;
   std::thread worker_;
 };
 

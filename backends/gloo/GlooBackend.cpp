@@ -591,8 +591,10 @@ GlooBackend::~GlooBackend() {
 }
 
 void GlooBackend::shutdown() {
-  if (!queue_) return;
-  queue_.reset();  // fails queued collectives, waits for the running one
+  std::lock_guard<std::mutex> guard(shutdownMutex_);
+  if (!queue_ || shutDown_.exchange(true)) return;  // the constructor failed, or done already
+  // The queue stays: other threads may be enqueueing now, and their ops fail cleanly.
+  queue_->close();  // fails queued collectives, waits for the running one
   runtime_->stopP2P();
 }
 
@@ -607,7 +609,7 @@ std::shared_ptr<Work> GlooBackend::enqueue(const WireCall& call,
                                            std::vector<Tensor> outputs,
                                            std::function<void(uint32_t tag)> fn) {
   const char* op = WireCall::kWireOps[call.op];
-  C10D_CHECK(queue_ != nullptr, InvalidArgument, op, ": gloo backend of group '", groupName_,
+  C10D_CHECK(!shutDown_.load(), InvalidArgument, op, ": gloo backend of group '", groupName_,
              "' was shut down");
   uint64_t sequence = sequence_.fetch_add(1);
   Work::Describe describe = describeCollective(op, std::move(details), groupName_, sequence);
@@ -634,7 +636,7 @@ std::shared_ptr<Work> GlooBackend::startP2P(bool isSend, const Tensor& tensor, i
                                             std::chrono::milliseconds timeout) {
   const char* op = isSend ? "send" : (peer < 0 ? "recv_anysource" : "recv");
   checkCPU(tensor, op);
-  C10D_CHECK(queue_ != nullptr, InvalidArgument, op, ": gloo backend of group '", groupName_,
+  C10D_CHECK(!shutDown_.load(), InvalidArgument, op, ": gloo backend of group '", groupName_,
              "' was shut down");
   Work::Describe describe = describePointToPoint(op, tensor, isSend, peer, tag, groupName_);
   auto work = std::make_shared<P2PWork>(describe, timeout, tensor, isSend, runtime_);

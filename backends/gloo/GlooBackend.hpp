@@ -86,7 +86,9 @@ class GlooBackend : public Backend {
 
   std::string groupName_;
   std::shared_ptr<Runtime> runtime_;
-  std::unique_ptr<OpQueue> queue_;
+  std::unique_ptr<OpQueue> queue_;  // made by the constructor, kept until destruction
+  std::mutex shutdownMutex_;        // shutdown() may race itself (the destructor, a user)
+  std::atomic<bool> shutDown_{false};
   std::atomic<uint64_t> sequence_{0};
 };
 

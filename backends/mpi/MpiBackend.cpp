@@ -55,8 +55,10 @@ MpiBackend::~MpiBackend() {
 }
 
 void MpiBackend::shutdown() {
-  if (!queue_) return;
-  queue_.reset();  // fails queued collectives, waits for the running one
+  std::lock_guard<std::mutex> guard(shutdownMutex_);
+  if (!queue_ || shutDown_.exchange(true)) return;  // the constructor failed, or done already
+  // The queue stays: other threads may be enqueueing now, and their ops fail cleanly.
+  queue_->close();  // fails queued collectives, waits for the running one
   progress_->stop();
 }
 
@@ -68,7 +70,7 @@ void MpiBackend::checkCPU(const Tensor& tensor, const char* op) const {
 std::shared_ptr<Work> MpiBackend::enqueue(const char* op, std::function<std::string()> details,
                                           std::chrono::milliseconds timeout,
                                           std::vector<Tensor> outputs, std::function<void()> fn) {
-  C10D_CHECK(queue_ != nullptr, InvalidArgument, op, ": mpi backend of group '", groupName_,
+  C10D_CHECK(!shutDown_.load(), InvalidArgument, op, ": mpi backend of group '", groupName_,
              "' was shut down");
   uint64_t sequence = sequence_.fetch_add(1);
   Work::Describe describe = describeCollective(op, std::move(details), groupName_, sequence);
@@ -405,7 +407,7 @@ std::shared_ptr<Work> MpiBackend::startP2P(bool isSend, const Tensor& tensor, in
                                            std::chrono::milliseconds timeout) {
   const char* op = isSend ? "send" : (peer < 0 ? "recv_anysource" : "recv");
   checkCPU(tensor, op);
-  C10D_CHECK(queue_ != nullptr, InvalidArgument, op, ": mpi backend of group '", groupName_,
+  C10D_CHECK(!shutDown_.load(), InvalidArgument, op, ": mpi backend of group '", groupName_,
              "' was shut down");
   Work::Describe describe = describePointToPoint(op, tensor, isSend, peer, tag, groupName_);
   C10D_CHECK(tag <= tagUpperBound_, InvalidArgument, describe(), ": MPI tags go from 0 to ",

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "c10d/Backend.hpp"
@@ -103,7 +104,9 @@ class MpiBackend : public Backend {
   int tagUpperBound_ = 32767;  // MPI_TAG_UB; the standard guarantees at least this
   std::atomic<uint64_t> sequence_{0};
   std::shared_ptr<Progress> progress_;
-  std::unique_ptr<OpQueue> queue_;
+  std::unique_ptr<OpQueue> queue_;  // made by the constructor, kept until destruction
+  std::mutex shutdownMutex_;        // shutdown() may race itself (the destructor, a user)
+  std::atomic<bool> shutDown_{false};
 };
 
 // A process group over comm, for a program that initialised MPI itself (with
