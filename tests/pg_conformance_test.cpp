@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -1315,6 +1316,36 @@ TEST_P(ProcessGroupConformance, ShorterWaitGivesUpButTheOpGoesOn) {
     checkTensor(
         t, [](int64_t i) { return pattern(ScalarType::Float32, 1100, i); },
         "recv tag 5 after an earlier wait(100 ms) timed out");
+  });
+}
+
+// A Work's callback that issues another collective on the same group and waits for it: the
+// backend must run callbacks outside its own locks and after the op has left its queue.
+TEST_P(ProcessGroupConformance, ACallbackCanIssueAndWaitForAnotherCollective) {
+  runOnRanks([](RankEnv& env) {
+    Tensor first = make(ScalarType::Float32, {16});
+    Tensor second = make(ScalarType::Float32, {16});
+    fill(first, [](int64_t) { return Value(1); });
+    fill(second, [](int64_t) { return Value(2); });
+    std::promise<std::string> inCallback;
+    auto work = env.pg.allreduce(first);
+    work->getFuture()->addCallback([&](Future&) {
+      try {
+        env.pg.allreduce(second)->wait();
+        inCallback.set_value("");
+      } catch (const std::exception& e) {
+        inCallback.set_value(e.what());
+      }
+    });
+    work->wait();
+    std::future<std::string> outcome = inCallback.get_future();
+    if (!check(outcome.wait_for(std::chrono::seconds(20)) == std::future_status::ready,
+               "the collective issued from a callback finished within 20 s")) {
+      std::_Exit(1);  // the callback is stuck: leave without destroying what it uses
+    }
+    checkEq(std::string(), outcome.get(), "the callback's collective succeeded");
+    checkTensor(
+        second, [&](int64_t) { return Value(2 * env.size); }, "the callback's allreduce");
   });
 }
 

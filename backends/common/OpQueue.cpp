@@ -43,23 +43,31 @@ struct QueuedWork::QueueState {
   std::chrono::steady_clock::time_point lastEnqueue;
   std::exception_ptr abortError;
 
-  // Runs work outside the lock; mutex is held on entry and on return.
+  // Runs work outside the lock; mutex is held on entry and on return. The queue moves on before
+  // the Work completes, so a callback of the Work may issue the next op and wait for it (that op
+  // then runs on the callback's thread, or on the worker).
   void execute(std::unique_lock<std::mutex>& lock, const std::shared_ptr<QueuedWork>& work) {
     running = true;
     lock.unlock();
     std::function<void(QueuedWork&)> run = std::move(work->run_);
+    std::exception_ptr error;
     try {
       run(*work);
-      run = nullptr;  // drop captured tensors before waking waiters
-      work->finish();
     } catch (...) {
-      run = nullptr;
-      work->finishWithError(std::current_exception());
+      error = std::current_exception();
     }
+    run = nullptr;  // drop captured tensors before waking waiters
     lock.lock();
     running = false;
     // Only the worker waits for running to clear, and only while something is pending.
     if (!pending.empty()) changed.notify_all();
+    lock.unlock();
+    if (error) {
+      work->finishWithError(error);
+    } else {
+      work->finish();
+    }
+    lock.lock();
   }
 };
 

@@ -163,19 +163,25 @@ class NcclWork : public Work {
     Work::wait(timeout);
   }
 
-  // True once the op's event has fired (the Work is then finished).
-  bool poll() {
+  // True once the op's event has fired; error is then its failure (null: it succeeded). The
+  // caller completes the Work with complete(), outside the backend's lock.
+  bool ready(std::exception_ptr& error) {
     cudaError_t status = cudaEventQuery(done_);
     if (status == cudaErrorNotReady) return false;
     keepAlive_.clear();
-    if (status == cudaSuccess) {
-      finish();
-    } else {
-      finishWithError(std::make_exception_ptr(
+    if (status != cudaSuccess) {
+      error = std::make_exception_ptr(
           BackendError(detail::concat(description(), ": CUDA reports ", cudaGetErrorName(status),
-                                      " (", cudaGetErrorString(status), ")"))));
+                                      " (", cudaGetErrorString(status), ")")));
     }
     return true;
+  }
+  void complete(const std::exception_ptr& error) {
+    if (error) {
+      finishWithError(error);
+    } else {
+      finish();
+    }
   }
 
   std::chrono::steady_clock::time_point deadline() const { return deadline_; }
@@ -301,7 +307,12 @@ struct NcclBackend::Impl {
     return work;
   }
 
-  void abortLocked(const std::string& reason, const std::shared_ptr<NcclWork>& late) {
+  // Works the watchdog or shutdown found finished, with their errors: completed outside mutex,
+  // since completing runs callbacks and a callback may issue the group's next op.
+  using Finished = std::vector<std::pair<std::shared_ptr<NcclWork>, std::exception_ptr>>;
+
+  void abortLocked(const std::string& reason, const std::shared_ptr<NcclWork>& late,
+                   Finished& finished) {
     if (brokenBy.empty()) brokenBy = reason;
     C10D_LOG(Error, where(), ": ", reason, "; aborting the communicator");
     if (comm != nullptr) ncclCommAbort(comm);
@@ -310,39 +321,61 @@ struct NcclBackend::Impl {
       std::string message = detail::concat(work->description(), " on rank ", rank, ": ", reason,
                                            "; the communicator was aborted");
       if (work == late) {
-        work->finishWithError(std::make_exception_ptr(TimeoutError(message)));
+        finished.emplace_back(work, std::make_exception_ptr(TimeoutError(message)));
       } else {
-        work->finishWithError(std::make_exception_ptr(BackendError(message)));
+        finished.emplace_back(work, std::make_exception_ptr(BackendError(message)));
       }
     }
     inflight.clear();
   }
 
+  // Moves the leading in-flight Works whose events fired into finished.
+  void collectReadyLocked(Finished& finished) {
+    std::exception_ptr error;
+    while (!inflight.empty() && inflight.front()->ready(error)) {
+      finished.emplace_back(std::move(inflight.front()), error);
+      inflight.pop_front();
+      error = nullptr;
+    }
+  }
+
+  static void completeAll(Finished& finished) {
+    for (auto& [work, error] : finished) work->complete(error);
+    finished.clear();
+  }
+
   void watch() {
+    Finished finished;
     std::unique_lock<std::mutex> lock(mutex);
     while (!stopping) {
       changed.wait_for(lock, std::chrono::milliseconds(inflight.empty() ? 500 : 1));
       if (comm == nullptr) continue;
-      CudaDeviceGuard guard(device);
-      while (!inflight.empty() && inflight.front()->poll()) inflight.pop_front();
-      ncclResult_t asyncError = ncclSuccess;
-      if (ncclCommGetAsyncError(comm, &asyncError) == ncclSuccess && asyncError != ncclSuccess &&
-          asyncError != ncclInProgress) {
-        abortLocked(
-            detail::concat("NCCL reported an asynchronous error: ", ncclGetErrorString(asyncError)),
-            nullptr);
-        continue;
-      }
-      auto now = std::chrono::steady_clock::now();
-      for (auto& work : inflight) {
-        if (now >= work->deadline()) {
-          auto late = work;
-          abortLocked(detail::concat(late->description(), " timed out after ",
-                                     late->timeout().count(), " ms"),
-                      late);
-          break;
+      {
+        CudaDeviceGuard guard(device);
+        collectReadyLocked(finished);
+        ncclResult_t asyncError = ncclSuccess;
+        if (ncclCommGetAsyncError(comm, &asyncError) == ncclSuccess && asyncError != ncclSuccess &&
+            asyncError != ncclInProgress) {
+          abortLocked(detail::concat("NCCL reported an asynchronous error: ",
+                                     ncclGetErrorString(asyncError)),
+                      nullptr, finished);
+        } else {
+          auto now = std::chrono::steady_clock::now();
+          for (auto& work : inflight) {
+            if (now >= work->deadline()) {
+              auto late = work;
+              abortLocked(detail::concat(late->description(), " timed out after ",
+                                         late->timeout().count(), " ms"),
+                          late, finished);
+              break;
+            }
+          }
         }
       }
+      if (finished.empty()) continue;
+      lock.unlock();
+      completeAll(finished);
+      lock.lock();
     }
   }
 
@@ -354,21 +387,30 @@ struct NcclBackend::Impl {
     }
     changed.notify_all();
     if (watchdog.joinable()) watchdog.join();
-    std::lock_guard<std::mutex> guard(mutex);
-    if (comm != nullptr) {
-      CudaDeviceGuard deviceGuard(device);
-      // Pending ops finish first; a destroy that fails still leaves the first error logged.
-      if (stream != nullptr) cudaStreamSynchronize(stream);
-      for (auto& work : inflight) work->poll();
-      inflight.clear();
-      ncclResult_t status = ncclCommDestroy(comm);
-      if (status != ncclSuccess) {
-        C10D_LOG(Warning, where(), ": ncclCommDestroy failed: ", ncclGetErrorString(status));
+    Finished finished;
+    {
+      std::lock_guard<std::mutex> guard(mutex);
+      if (comm != nullptr) {
+        CudaDeviceGuard deviceGuard(device);
+        // Pending ops finish first; a destroy that fails still leaves the first error logged.
+        if (stream != nullptr) cudaStreamSynchronize(stream);
+        collectReadyLocked(finished);
+        for (auto& work : inflight) {
+          finished.emplace_back(work, std::make_exception_ptr(BackendError(detail::concat(
+                                          work->description(), " on rank ", rank,
+                                          ": the backend shut down before it finished"))));
+        }
+        inflight.clear();
+        ncclResult_t status = ncclCommDestroy(comm);
+        if (status != ncclSuccess) {
+          C10D_LOG(Warning, where(), ": ncclCommDestroy failed: ", ncclGetErrorString(status));
+        }
+        comm = nullptr;
       }
-      comm = nullptr;
+      if (stream != nullptr) cudaStreamDestroy(stream);
+      stream = nullptr;
     }
-    if (stream != nullptr) cudaStreamDestroy(stream);
-    stream = nullptr;
+    completeAll(finished);
   }
 };
 
