@@ -30,7 +30,8 @@ struct Log {
 
 std::shared_ptr<QueuedWork> op(Log& log, int id, std::function<void()> body = nullptr) {
   return std::make_shared<QueuedWork>([id] { return "op " + std::to_string(id); }, 10s,
-                                      std::vector<Tensor>{}, [&log, id, body](QueuedWork&) {
+                                      std::vector<Tensor>{},
+                                      [&log, id, body](QueuedWork&) {
                                         if (body) body();
                                         log.add(id);
                                       });

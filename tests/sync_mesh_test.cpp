@@ -1,0 +1,141 @@
+// The Gloo backend's small-message path (backends/gloo/SyncMesh.*) with ranks as threads of one
+// process, so that ThreadSanitizer sees both ends (tsan_in_process): every algorithm at world
+// sizes that are and are not powers of two, with element counts that do not divide evenly into
+// the ranks' pieces. The forked-rank conformance suite covers the same ops through ProcessGroup.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "c10d/Backend.hpp"
+#include "c10d/store/HashStore.hpp"
+#include "c10d/store/PrefixStore.hpp"
+
+namespace c10d::inline v0 {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr std::chrono::milliseconds kTimeout = 30s;  // the group's: ops take the SyncMesh
+
+class SyncMeshTest : public ::testing::TestWithParam<int> {
+ protected:
+  // Runs body(rank, backend) on size() ranks, each a thread with its own Gloo backend.
+  void onRanks(const std::function<void(int, Backend&)>& body) {
+    const int size = GetParam();
+    auto store = std::make_shared<HashStore>();
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < size; ++rank) {
+      threads.emplace_back([&, rank] {
+        try {
+          BackendContext context{std::make_shared<PrefixStore>("mesh", store), rank, size,
+                                 kTimeout, "mesh", nullptr};
+          std::shared_ptr<Backend> gloo = createBackend("gloo", context);
+          body(rank, *gloo);
+          gloo->shutdown();
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << "rank " << rank << ": " << e.what();
+          failures++;
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    EXPECT_EQ(failures.load(), 0);
+  }
+};
+
+Tensor ints(int64_t count, const std::function<int32_t(int64_t)>& value) {
+  Tensor t = Tensor::empty({count}, ScalarType::Int32);
+  for (int64_t i = 0; i < count; ++i) t.data<int32_t>()[i] = value(i);
+  return t;
+}
+
+// Counts around the pieces: fewer elements than ranks, uneven splits, and a few KiB.
+const int64_t kCounts[] = {1, 3, 7, 1000, 4099};
+
+TEST_P(SyncMeshTest, AllreduceSumsEveryRanksValues) {
+  onRanks([](int rank, Backend& gloo) {
+    const int size = gloo.size();
+    for (int64_t n : kCounts) {
+      Tensor t = ints(n, [&](int64_t i) { return static_cast<int32_t>(rank * 1000 + i); });
+      gloo.allreduce(t, {.reduceOp = ReduceOp::SUM, .timeout = kTimeout})->wait();
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(t.data<int32_t>()[i], 1000 * size * (size - 1) / 2 + size * i)
+            << "n " << n << " element " << i;
+      }
+    }
+  });
+}
+
+TEST_P(SyncMeshTest, BroadcastFromEveryRoot) {
+  onRanks([](int rank, Backend& gloo) {
+    for (int root = 0; root < gloo.size(); ++root) {
+      for (int64_t n : kCounts) {
+        Tensor t = ints(n, [&](int64_t i) { return rank == root ? static_cast<int32_t>(i + 7 * root) : -1; });
+        gloo.broadcast(t, {.rootRank = root, .timeout = kTimeout})->wait();
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(t.data<int32_t>()[i], i + 7 * root);
+      }
+    }
+  });
+}
+
+TEST_P(SyncMeshTest, AllgatherAndReduceScatterAreEachOthersShape) {
+  onRanks([](int rank, Backend& gloo) {
+    const int size = gloo.size();
+    for (int64_t n : kCounts) {
+      Tensor mine = ints(n, [&](int64_t i) { return static_cast<int32_t>(rank * 100000 + i); });
+      Tensor all = Tensor::zeros({n * size}, ScalarType::Int32);
+      gloo.allgatherIntoTensor(all, mine, {.timeout = kTimeout})->wait();
+      for (int r = 0; r < size; ++r) {
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(all.data<int32_t>()[r * n + i], r * 100000 + i);
+      }
+      Tensor piece = Tensor::zeros({n}, ScalarType::Int32);
+      Tensor input = ints(n * size, [&](int64_t i) { return static_cast<int32_t>(i + rank); });
+      gloo.reduceScatterTensor(piece, input, {.reduceOp = ReduceOp::SUM, .timeout = kTimeout})
+          ->wait();
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(piece.data<int32_t>()[i], size * (rank * n + i) + size * (size - 1) / 2);
+      }
+    }
+  });
+}
+
+TEST_P(SyncMeshTest, AlltoallSendsEachRankItsRow) {
+  onRanks([](int rank, Backend& gloo) {
+    const int size = gloo.size();
+    for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{300}}) {
+      Tensor in = ints(n * size, [&](int64_t i) { return static_cast<int32_t>(rank * 10000 + i); });
+      Tensor out = Tensor::zeros({n * size}, ScalarType::Int32);
+      gloo.alltoallBase(out, in, {}, {}, {.timeout = kTimeout})->wait();
+      for (int r = 0; r < size; ++r) {
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(out.data<int32_t>()[r * n + i], r * 10000 + rank * n + i);
+        }
+      }
+    }
+  });
+}
+
+TEST_P(SyncMeshTest, ReduceAndBarrier) {
+  onRanks([](int rank, Backend& gloo) {
+    const int size = gloo.size();
+    for (int root = 0; root < size; ++root) {
+      Tensor t = ints(13, [&](int64_t i) { return static_cast<int32_t>(rank + i); });
+      gloo.reduce(t, {.reduceOp = ReduceOp::MAX, .rootRank = root, .timeout = kTimeout})->wait();
+      if (rank == root) {
+        for (int64_t i = 0; i < 13; ++i) ASSERT_EQ(t.data<int32_t>()[i], size - 1 + i);
+      }
+      gloo.barrier({.timeout = kTimeout})->wait();
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, SyncMeshTest, ::testing::Values(2, 3, 4, 5),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "W" + std::to_string(info.param);
+                         });
+
+}  // namespace
+}  // namespace c10d::inline v0
