@@ -118,9 +118,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   void monitoredBarrier(const BarrierOptions& options = {}, bool waitAllRanks = false);
 
   // Point-to-point: a send meets the receive of the same pair and tag posted in the same order,
-  // and the two must have the same size in bytes. Not yet checked on Gloo: a larger send aborts
-  // the receiving process from Gloo's own thread, and a smaller one completes both Works with
-  // the rest of the receive left as it was (docs/architecture.md, "Point-to-point sizes").
+  // and the two must have the same size in bytes. On Gloo, sizes that differ fail both Works
+  // with InvalidArgument naming both sizes, the ranks and the tag; a smaller message is then at
+  // the start of the receive's tensor (the rest untouched), a larger one is dropped, and the
+  // group stays usable. A send's Work completes once its receive has taken the message.
   std::shared_ptr<Work> send(const Tensor& tensor, int dstRank, int tag = 0,
                              std::chrono::milliseconds timeout = kDefaultTimeout);
   std::shared_ptr<Work> recv(const Tensor& tensor, int srcRank, int tag = 0,

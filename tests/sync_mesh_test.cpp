@@ -1,7 +1,9 @@
-// The Gloo backend's small-message path (backends/gloo/SyncMesh.*) with ranks as threads of one
-// process, so that ThreadSanitizer sees both ends (tsan_in_process): every algorithm at world
-// sizes that are and are not powers of two, with element counts that do not divide evenly into
-// the ranks' pieces. The forked-rank conformance suite covers the same ops through ProcessGroup.
+// The Gloo backend's small-message path (backends/gloo/SyncMesh.*) and its point-to-point
+// matching (backends/gloo/PointToPoint.*) with ranks as threads of one process, so that
+// ThreadSanitizer sees both ends (tsan_in_process): every algorithm at world sizes that are and
+// are not powers of two, with element counts that do not divide evenly into the ranks' pieces,
+// and sends and receives of every framing. The forked-rank conformance suite covers the same ops
+// through ProcessGroup.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "c10d/Backend.hpp"
+#include "c10d/Exception.hpp"
 #include "c10d/store/HashStore.hpp"
 #include "c10d/store/PrefixStore.hpp"
 
@@ -30,8 +33,8 @@ class SyncMeshTest : public ::testing::TestWithParam<int> {
     for (int rank = 0; rank < size; ++rank) {
       threads.emplace_back([&, rank] {
         try {
-          BackendContext context{std::make_shared<PrefixStore>("mesh", store), rank, size,
-                                 kTimeout, "mesh", nullptr};
+          BackendContext context{
+              std::make_shared<PrefixStore>("mesh", store), rank, size, kTimeout, "mesh", nullptr};
           std::shared_ptr<Backend> gloo = createBackend("gloo", context);
           body(rank, *gloo);
           gloo->shutdown();
@@ -73,7 +76,8 @@ TEST_P(SyncMeshTest, BroadcastFromEveryRoot) {
   onRanks([](int rank, Backend& gloo) {
     for (int root = 0; root < gloo.size(); ++root) {
       for (int64_t n : kCounts) {
-        Tensor t = ints(n, [&](int64_t i) { return rank == root ? static_cast<int32_t>(i + 7 * root) : -1; });
+        Tensor t = ints(
+            n, [&](int64_t i) { return rank == root ? static_cast<int32_t>(i + 7 * root) : -1; });
         gloo.broadcast(t, {.rootRank = root, .timeout = kTimeout})->wait();
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(t.data<int32_t>()[i], i + 7 * root);
       }
@@ -128,6 +132,33 @@ TEST_P(SyncMeshTest, ReduceAndBarrier) {
         for (int64_t i = 0; i < 13; ++i) ASSERT_EQ(t.data<int32_t>()[i], size - 1 + i);
       }
       gloo.barrier({.timeout = kTimeout})->wait();
+    }
+  });
+}
+
+TEST_P(SyncMeshTest, PointToPointRingsOfEveryFramingAndAMismatch) {
+  onRanks([](int rank, Backend& gloo) {
+    const int size = gloo.size();
+    const int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    // In the head, at the head's limit, and with a bulk; any-source and posted after the send.
+    for (int64_t n : {int64_t{1}, int64_t{65536}, int64_t{100000}}) {
+      Tensor out = ints(n, [&](int64_t i) { return static_cast<int32_t>(rank * 7 + i); });
+      Tensor in = Tensor::zeros({n}, ScalarType::Int32);
+      auto send = gloo.send(out, right, 3, kTimeout);
+      auto recv = n == 1 ? gloo.recvAnysource(in, 3, kTimeout) : gloo.recv(in, left, 3, kTimeout);
+      recv->wait();
+      send->wait();
+      ASSERT_EQ(recv->sourceRank(), left);
+      for (int64_t i = 0; i < n; i += 997) ASSERT_EQ(in.data<int32_t>()[i], left * 7 + i);
+    }
+    // Rank 0 sends 8 elements to rank 1, which takes 4: both fail, and the pair goes on.
+    if (rank < 2) {
+      Tensor t = Tensor::zeros({rank == 0 ? 8 : 4}, ScalarType::Int32);
+      auto work = rank == 0 ? gloo.send(t, 1, 9, kTimeout) : gloo.recv(t, 0, 9, kTimeout);
+      EXPECT_THROW(work->wait(), InvalidArgument);
+      auto again = rank == 0 ? gloo.send(Tensor::zeros({4}, ScalarType::Int32), 1, 9, kTimeout)
+                             : gloo.recv(t, 0, 9, kTimeout);
+      again->wait();
     }
   });
 }

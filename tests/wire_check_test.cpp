@@ -176,5 +176,68 @@ TEST(WireCheckTest, AlltoallSplitsThatDisagreeOnOneRankAreRefusedBeforeAnythingI
   EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(2, 0)) << test::report(outcomes);
 }
 
+// Point-to-point sizes, small (in the message's head) and large (head and bulk): a send larger
+// than its receive used to abort the receiving process from Gloo's device thread, a smaller one
+// left a stale tail and reported success. Now both Works fail naming both sizes, the ranks and
+// the tag, and the pair is still in step: a matching exchange after each works.
+TEST(WireCheckTest, PointToPointSizesThatDisagreeFailBothSidesAndTheGroupStaysUsable) {
+  auto outcomes =
+      test::runRanks({.backend = "gloo", .worldSize = 2, .opTimeout = 20s}, [](test::RankEnv& env) {
+        struct Case {
+          int64_t sent, taken;
+          const char* what;
+        };
+        const Case cases[] = {{8, 4, "larger (head only)"},
+                              {4, 8, "smaller (head only)"},
+                              {300000, 100000, "larger (bulk)"},
+                              {100000, 300000, "smaller (bulk)"},
+                              {70000, 60000, "larger (bulk sent, taken from the head)"}};
+        int tag = 0;
+        for (const Case& c : cases) {
+          ++tag;
+          const std::string sizes = "rank 0 sent " + std::to_string(c.sent * 4) +
+                                    " bytes and rank 1's receive takes " +
+                                    std::to_string(c.taken * 4);
+          if (env.rank == 0) {
+            Tensor out = filled(c.sent, 7.0f);
+            test::expectThrows<InvalidArgument>([&] { env.pg.send(out, 1, tag)->wait(); },
+                                                std::string("send, ") + c.what,
+                                                {sizes, "tag " + std::to_string(tag)});
+          } else {
+            Tensor in = filled(c.taken, -1.0f);
+            test::expectThrows<InvalidArgument>([&] { env.pg.recv(in, 0, tag)->wait(); },
+                                                std::string("recv, ") + c.what,
+                                                {sizes, "tag " + std::to_string(tag)});
+            const bool fitted = c.sent < c.taken;
+            test::checkEq(fitted ? 7.0f : -1.0f, in.data<float>()[0],
+                          std::string("the start of the receive, ") + c.what);
+            test::checkEq(-1.0f, in.data<float>()[c.taken - 1],
+                          std::string("the end of the receive, ") + c.what);
+          }
+          // The same pair, the same tag, matching sizes: delivered whole.
+          Tensor exchange = filled(c.taken, env.rank == 0 ? 3.0f : 0.0f);
+          if (env.rank == 0) {
+            env.pg.send(exchange, 1, tag)->wait();
+          } else {
+            env.pg.recv(exchange, 0, tag)->wait();
+            test::checkEq(3.0f, exchange.data<float>()[c.taken - 1],
+                          std::string("a matching message after ") + c.what);
+          }
+        }
+        // A receive from any source is checked the same way.
+        if (env.rank == 0) {
+          test::expectThrows<InvalidArgument>(
+              [&] { env.pg.send(filled(16, 1.0f), 1, 99)->wait(); }, "send to recv_anysource",
+              {"rank 0 sent 64 bytes and rank 1's receive takes 32"});
+        } else {
+          test::expectThrows<InvalidArgument>(
+              [&] { env.pg.recvAnysource(filled(8, 0.0f), 99)->wait(); }, "recv_anysource",
+              {"rank 0 sent 64 bytes and rank 1's receive takes 32"});
+        }
+        env.pg.barrier()->wait();
+      });
+  EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(2, 0)) << test::report(outcomes);
+}
+
 }  // namespace
 }  // namespace c10d::inline v0

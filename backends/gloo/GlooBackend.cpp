@@ -16,6 +16,7 @@
 #include "c10d/backends/common/OpQueue.hpp"
 #include "c10d/backends/gloo/GlooRuntime.hpp"
 #include "c10d/backends/gloo/GlooSetup.hpp"
+#include "c10d/backends/gloo/PointToPoint.hpp"
 #include "c10d/store/PrefixStore.hpp"
 
 namespace c10d::inline v0 {
@@ -373,6 +374,34 @@ void GlooBackend::Runtime::releaseBuffer(std::unique_ptr<gloo::transport::Unboun
   }
 }
 
+std::unique_ptr<GlooBackend::Runtime::Staging> GlooBackend::Runtime::acquireStaging(size_t size) {
+  {
+    std::lock_guard<std::mutex> guard(buffersMutex_);
+    for (auto it = idleStaging_.begin(); it != idleStaging_.end(); ++it) {
+      if ((*it)->size == size) {
+        std::unique_ptr<Staging> staging = std::move(*it);
+        idleStaging_.erase(it);
+        return staging;
+      }
+    }
+  }
+  auto staging = std::make_unique<Staging>();
+  staging->bytes = std::make_unique<uint8_t[]>(size);
+  staging->size = size;
+  staging->buffer = context->createUnboundBuffer(staging->bytes.get(), size);
+  return staging;
+}
+
+void GlooBackend::Runtime::releaseStaging(std::unique_ptr<Staging> staging) {
+  std::unique_ptr<Staging> evicted;
+  std::lock_guard<std::mutex> guard(buffersMutex_);
+  idleStaging_.push_back(std::move(staging));
+  if (idleStaging_.size() > kMaxIdleBuffers) {
+    evicted = std::move(idleStaging_.front());
+    idleStaging_.pop_front();
+  }
+}
+
 void GlooBackend::Runtime::startProgressThread() {
   progress_ = std::thread([this] {
     detail::nameThisThread("c10d-gloo-p2p");
@@ -474,67 +503,9 @@ void GlooBackend::Runtime::stopP2P() {
   p2pChanged_.notify_all();
   watchChanged_.notify_all();
   abortP2P("aborted because the process group shut down");
+  if (p2p) p2p->stop();
   if (progress_.joinable()) progress_.join();
   if (watcher_.joinable()) watcher_.join();
-}
-
-// ---- P2PWork ----
-
-P2PWork::P2PWork(Describe describe, std::chrono::milliseconds timeout, Tensor tensor, bool isSend,
-                 std::shared_ptr<GlooBackend::Runtime> runtime)
-    : Work(std::move(describe), timeout, isSend ? std::vector<Tensor>{} : std::vector{tensor}),
-      tensor_(std::move(tensor)),
-      isSend_(isSend),
-      runtime_(std::move(runtime)) {
-  void* data = tensor_.nbytes() == 0 ? static_cast<void*>(&scratch_) : tensor_.data();
-  size_t size = tensor_.nbytes() == 0 ? 1 : tensor_.nbytes();
-  buffer_ = runtime_->acquireBuffer(data, size);
-}
-
-void P2PWork::completeIfUnclaimed() {
-  if (claimed_.exchange(true)) return;
-  try {
-    int peer = -1;
-    bool completed = false;
-    runtime_->guarded([this] { return description(); },
-                      [&] {
-                        detail::SigpipeGuard::mayHaveFailedWrites();  // asynchronous pairs
-                        completed = isSend_ ? buffer_->waitSend(&peer, timeout())
-                                            : buffer_->waitRecv(&peer, timeout());
-                      });
-    if (!completed) {
-      std::lock_guard<std::mutex> guard(bufferMutex_);
-      C10D_THROW(BackendError, description(), ": ", abortReason_);
-    }
-    if (!isSend_) setSourceRank(peer);
-    // Only a buffer whose op completed goes back: an aborted receive stays posted in Gloo.
-    std::unique_ptr<gloo::transport::UnboundBuffer> done;
-    {
-      std::lock_guard<std::mutex> guard(bufferMutex_);
-      done = std::move(buffer_);
-    }
-    runtime_->releaseBuffer(std::move(done));
-    finish();
-  } catch (...) {
-    finishWithError(std::current_exception());
-  }
-}
-
-void P2PWork::abortWait(const std::string& reason) {
-  {
-    std::lock_guard<std::mutex> guard(bufferMutex_);
-    if (abortReason_.empty()) abortReason_ = reason;
-    if (buffer_ && isSend_) {
-      buffer_->abortWaitSend();
-    } else if (buffer_) {
-      buffer_->abortWaitRecv();
-    }
-  }
-  // Not yet claimed: nobody is waiting on Gloo for it, so fail it here.
-  if (!claimed_.exchange(true)) {
-    finishWithError(
-        std::make_exception_ptr(BackendError(detail::concat(description(), ": ", reason))));
-  }
 }
 
 // ---- GlooBackend ----
@@ -582,6 +553,11 @@ GlooBackend::GlooBackend(const BackendContext& context)
                " of ", context.size, " could not set up Gloo: ", e.what());
   }
   queue_ = std::make_unique<OpQueue>("gloo backend of group '" + groupName_ + "'");
+  if (context.size > 1) {
+    runtime_->p2p = std::make_shared<P2PEngine>(*runtime_);
+    detail::SigpipeGuard quiet;
+    runtime_->p2p->start();
+  }
   runtime_->startProgressThread();
   runtime_->startWatcher();
 }
@@ -639,21 +615,21 @@ std::shared_ptr<Work> GlooBackend::startP2P(bool isSend, const Tensor& tensor, i
   C10D_CHECK(!shutDown_.load(), InvalidArgument, op, ": gloo backend of group '", groupName_,
              "' was shut down");
   Work::Describe describe = describePointToPoint(op, tensor, isSend, peer, tag, groupName_);
-  auto work = std::make_shared<P2PWork>(describe, timeout, tensor, isSend, runtime_);
-  runtime_->guarded(describe, [&] {
-    detail::SigpipeGuard::mayHaveFailedWrites();  // asynchronous pairs
-    if (isSend) {
-      work->buffer().send(peer, p2pSlot(tag));
-    } else if (peer >= 0) {
-      work->buffer().recv(peer, p2pSlot(tag));
-    } else {
-      std::vector<int> sources;
-      for (int r = 0; r < size(); ++r) {
-        if (r != rank()) sources.push_back(r);
-      }
-      work->buffer().recv(sources, p2pSlot(tag));
-    }
-  });
+  C10D_CHECK(runtime_->p2p != nullptr, InvalidArgument, describe(),
+             ": a group of one has no peer to exchange with");
+  runtime_->checkUsable(describe);
+  std::shared_ptr<P2PWork> work;
+  if (isSend) {
+    auto send = std::make_shared<P2PSend>(describe, timeout, std::vector<Tensor>{}, tensor, peer,
+                                          tag, runtime_);
+    runtime_->guarded(describe, [&] { send->post(runtime_->p2p->nextId()); });
+    work = send;
+  } else {
+    auto recv = std::make_shared<P2PRecv>(describe, timeout, std::vector<Tensor>{tensor}, tensor,
+                                          peer, tag, runtime_);
+    runtime_->p2p->post(recv, peer, tag);
+    work = recv;
+  }
   runtime_->trackP2P(work);
   return work;
 }

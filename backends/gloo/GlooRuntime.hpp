@@ -32,6 +32,7 @@
 namespace c10d::inline v0 {
 
 class P2PWork;
+class P2PEngine;
 
 // Shared by the backend and its point-to-point Works, which may outlive the backend.
 struct GlooBackend::Runtime {
@@ -154,6 +155,17 @@ struct GlooBackend::Runtime {
   // thread also locks), so buffers whose op completed are kept for the same memory.
   std::unique_ptr<gloo::transport::UnboundBuffer> acquireBuffer(void* data, size_t size);
   void releaseBuffer(std::unique_ptr<gloo::transport::UnboundBuffer> buffer);
+  // Memory of our own with its buffer, for the heads and verdicts of point-to-point messages
+  // (PointToPoint.hpp); kept like the buffers.
+  struct Staging {
+    std::unique_ptr<uint8_t[]> bytes;
+    size_t size = 0;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+  };
+  std::unique_ptr<Staging> acquireStaging(size_t size);
+  void releaseStaging(std::unique_ptr<Staging> staging);
+  // Matches point-to-point messages with receives (PointToPoint.hpp); null for a group of one.
+  std::shared_ptr<P2PEngine> p2p;
   void startProgressThread();
   void stopP2P();  // aborts outstanding point-to-point waits and joins the threads
 
@@ -191,41 +203,8 @@ struct GlooBackend::Runtime {
   static constexpr size_t kMaxIdleBuffers = 64;
   std::mutex buffersMutex_;
   std::deque<std::unique_ptr<gloo::transport::UnboundBuffer>> idleBuffers_;
+  std::deque<std::unique_ptr<Staging>> idleStaging_;
 };
-
-// A send or receive on a Gloo unbound buffer. Whoever claims it first waits on the buffer: the
-// caller in Work::wait, or the runtime's progress thread.
-class P2PWork : public Work {
- public:
-  P2PWork(Describe describe, std::chrono::milliseconds timeout, Tensor tensor, bool isSend,
-          std::shared_ptr<GlooBackend::Runtime> runtime);
-
-  gloo::transport::UnboundBuffer& buffer() { return *buffer_; }
-  bool isSend() const { return isSend_; }
-  // Waits on the buffer unless someone else claimed the work; then completes it.
-  void completeIfUnclaimed();
-  // Wakes a waiter on the buffer, or fails the work when nobody waits; reason ends its error.
-  void abortWait(const std::string& reason);
-
- protected:
-  void beforeWait() override { completeIfUnclaimed(); }
-
- private:
-  Tensor tensor_;
-  bool isSend_;
-  std::shared_ptr<GlooBackend::Runtime> runtime_;
-  uint8_t scratch_ = 0;     // stands in for an empty tensor: Gloo cannot move zero bytes
-  std::mutex bufferMutex_;  // guards buffer_ against abortWait() while it goes back to the cache
-  std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
-  std::string abortReason_;  // under bufferMutex_
-  std::atomic<bool> claimed_{false};
-};
-
-// Gloo slots: collectives build theirs from the tag we give them (Slot::build, prefix << 56),
-// point-to-point operations use the user's tag directly, below 2^32, so the two never meet.
-inline uint64_t p2pSlot(int tag) {
-  return static_cast<uint64_t>(static_cast<uint32_t>(tag));
-}
 
 // Bytes of a tensor's memory, for operations that only move data.
 inline uint8_t* bytesOf(const Tensor& tensor) {
