@@ -11,13 +11,13 @@
 #include <functional>
 #include <thread>
 
+#include "ThreadRanks.hpp"
 #include "c10d/Backend.hpp"
 #include "c10d/Cuda.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/ProcessGroup.hpp"
 #include "c10d/backends/common/HostStaging.hpp"
 #include "c10d/store/HashStore.hpp"
-#include "c10d/store/PrefixStore.hpp"
 
 namespace c10d::inline v0 {
 namespace {
@@ -56,27 +56,11 @@ void fill(const Tensor& t, int32_t base) {
 
 // Runs body(rank, staging backend) on two ranks, each a thread with its own Gloo backend.
 void onTwoRanks(const std::function<void(int, HostStagingBackend&, CopyLog&)>& body) {
-  auto store = std::make_shared<HashStore>();
-  std::atomic<int> failures{0};
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < 2; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        BackendContext context{
-            std::make_shared<PrefixStore>("staging", store), rank, 2, kTimeout, "staging", nullptr};
-        std::shared_ptr<Backend> gloo = createBackend("gloo", context);
-        CopyLog log;
-        HostStagingBackend staging(gloo, memcpyCopier(log));
-        body(rank, staging, log);
-        gloo->shutdown();
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "rank " << rank << ": " << e.what();
-        failures++;
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(failures.load(), 0);
+  test::onGlooThreadRanks(2, kTimeout, "staging", [&](int rank, std::shared_ptr<Backend> gloo) {
+    CopyLog log;
+    HostStagingBackend staging(gloo, memcpyCopier(log));
+    body(rank, staging, log);
+  });
 }
 
 TEST(HostStagingTest, CollectivesReturnTheirResultsOnTheDevice) {

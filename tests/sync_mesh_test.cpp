@@ -6,15 +6,11 @@
 // through ProcessGroup.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <functional>
-#include <thread>
 #include <vector>
 
-#include "c10d/Backend.hpp"
+#include "ThreadRanks.hpp"
 #include "c10d/Exception.hpp"
-#include "c10d/store/HashStore.hpp"
-#include "c10d/store/PrefixStore.hpp"
 
 namespace c10d::inline v0 {
 namespace {
@@ -24,28 +20,10 @@ constexpr std::chrono::milliseconds kTimeout = 30s;  // the group's: ops take th
 
 class SyncMeshTest : public ::testing::TestWithParam<int> {
  protected:
-  // Runs body(rank, backend) on size() ranks, each a thread with its own Gloo backend.
+  // Runs body(rank, backend) on GetParam() ranks, each a thread with its own Gloo backend.
   void onRanks(const std::function<void(int, Backend&)>& body) {
-    const int size = GetParam();
-    auto store = std::make_shared<HashStore>();
-    std::atomic<int> failures{0};
-    std::vector<std::thread> threads;
-    for (int rank = 0; rank < size; ++rank) {
-      threads.emplace_back([&, rank] {
-        try {
-          BackendContext context{
-              std::make_shared<PrefixStore>("mesh", store), rank, size, kTimeout, "mesh", nullptr};
-          std::shared_ptr<Backend> gloo = createBackend("gloo", context);
-          body(rank, *gloo);
-          gloo->shutdown();
-        } catch (const std::exception& e) {
-          ADD_FAILURE() << "rank " << rank << ": " << e.what();
-          failures++;
-        }
-      });
-    }
-    for (auto& thread : threads) thread.join();
-    EXPECT_EQ(failures.load(), 0);
+    test::onGlooThreadRanks(GetParam(), kTimeout, "mesh",
+                            [&](int rank, std::shared_ptr<Backend> gloo) { body(rank, *gloo); });
   }
 };
 

@@ -1,0 +1,47 @@
+#pragma once
+
+// Ranks as threads of the test process, each with its own Gloo backend over one HashStore, for
+// in-process tests that ThreadSanitizer can follow (forked ranks: MultiProcess.hpp).
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "c10d/Backend.hpp"
+#include "c10d/store/HashStore.hpp"
+#include "c10d/store/PrefixStore.hpp"
+
+namespace c10d::inline v0::test {
+
+// Runs body(rank, backend) on size threads, each with a Gloo backend of group name whose default
+// timeout is timeout, and shuts the backends down after. A rank that throws fails the test
+// with its rank and message.
+inline void onGlooThreadRanks(int size, std::chrono::milliseconds timeout, const std::string& name,
+                              const std::function<void(int, std::shared_ptr<Backend>)>& body) {
+  auto store = std::make_shared<HashStore>();
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        BackendContext context{std::make_shared<PrefixStore>(name, store), rank, size, timeout,
+                               name, nullptr};
+        std::shared_ptr<Backend> gloo = createBackend("gloo", context);
+        body(rank, gloo);
+        gloo->shutdown();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << rank << ": " << e.what();
+        failures++;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+}  // namespace c10d::inline v0::test
