@@ -14,6 +14,7 @@
 #include "c10d/ThreadName.hpp"
 #include "c10d/backends/common/Describe.hpp"
 #include "c10d/backends/common/OpQueue.hpp"
+#include "c10d/backends/gloo/GlooFailure.hpp"
 #include "c10d/backends/gloo/GlooRuntime.hpp"
 #include "c10d/backends/gloo/GlooSetup.hpp"
 #include "c10d/backends/gloo/PointToPoint.hpp"
@@ -130,9 +131,7 @@ bool GlooBackend::Runtime::exchangePeerFacts(Store& store, std::chrono::millisec
 std::string GlooBackend::Runtime::lostPeers(const std::string& glooMessage) const {
   // A peer's sockets close a moment before its process is seen to end: look for a while
   // when Gloo reports a closed or reset connection.
-  const bool connectionLost = glooMessage.find("closed") != std::string::npos ||
-                              glooMessage.find("reset") != std::string::npos ||
-                              glooMessage.find("Broken pipe") != std::string::npos;
+  const bool connectionLost = GlooFailure::of(glooMessage).connectionLost;
   const auto until =
       std::chrono::steady_clock::now() +
       (connectionLost ? std::chrono::milliseconds(500) : std::chrono::milliseconds(0));
@@ -206,10 +205,7 @@ std::string GlooBackend::Runtime::failAndBreak(std::string message) {
 
 void GlooBackend::Runtime::fail(const std::string& description, const std::string& glooMessage,
                                 std::optional<std::chrono::milliseconds> collective) {
-  // Gloo says "Timed out ..." for unbound buffers and "Read timeout"/"Write timeout" for pairs
-  // in sync mode.
-  const bool timedOut = glooMessage.find("Timed out") != std::string::npos ||
-                        glooMessage.find("timeout") != std::string::npos;
+  const bool timedOut = GlooFailure::of(glooMessage).timedOut;
   std::string behind = timedOut && collective ? ranksBehind(current.seq, *collective) : "";
   std::string message = failAndBreak(detail::concat(description, " failed on rank ", rank, ": ",
                                                     glooMessage, lostPeers(glooMessage), behind));

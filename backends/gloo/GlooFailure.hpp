@@ -1,0 +1,29 @@
+#pragma once
+
+// What a Gloo failure was, read from its message: Gloo reports failures as text only, so this is
+// the one place that knows its wording (Debian's Gloo 5b14351; tests/gloo_failure_test.cpp holds
+// the messages it was written against).
+
+#include <string_view>
+
+namespace c10d::inline v0 {
+
+struct GlooFailure {
+  // A wait ran out of time: "Timed out waiting 30000ms for recv operation to complete"
+  // (unbound buffers), "Read timeout [addr]" / "Write timeout [addr]" (pairs in sync mode), or
+  // "Application timeout caused pair closure" (another wait's timeout closed every pair).
+  bool timedOut = false;
+  // The peer's end went away: "Connection closed by peer [addr]", "Read error [addr]:
+  // Connection reset by peer", "writev [addr]: Broken pipe".
+  bool connectionLost = false;
+
+  static GlooFailure of(std::string_view message) {
+    auto has = [&](std::string_view word) { return message.find(word) != std::string_view::npos; };
+    GlooFailure failure;
+    failure.timedOut = has("Timed out") || has("timeout");
+    failure.connectionLost = has("closed") || has("reset") || has("Broken pipe");
+    return failure;
+  }
+};
+
+}  // namespace c10d::inline v0
