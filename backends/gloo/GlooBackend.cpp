@@ -549,11 +549,7 @@ GlooBackend::GlooBackend(const BackendContext& context)
                " of ", context.size, " could not set up Gloo: ", e.what());
   }
   queue_ = std::make_unique<OpQueue>("gloo backend of group '" + groupName_ + "'");
-  if (context.size > 1) {
-    runtime_->p2p = std::make_shared<P2PEngine>(*runtime_);
-    detail::SigpipeGuard quiet;
-    runtime_->p2p->start();
-  }
+  if (context.size > 1) runtime_->p2p = std::make_shared<P2PEngine>(*runtime_);
   runtime_->startProgressThread();
   runtime_->startWatcher();
 }
@@ -613,7 +609,7 @@ std::shared_ptr<Work> GlooBackend::startP2P(bool isSend, const Tensor& tensor, i
   Work::Describe describe = describePointToPoint(op, tensor, isSend, peer, tag, groupName_);
   C10D_CHECK(runtime_->p2p != nullptr, InvalidArgument, describe(),
              ": a group of one has no peer to exchange with");
-  runtime_->checkUsable(describe);
+  runtime_->guarded(describe, [&] { runtime_->p2p->ensureStarted(); });
   std::shared_ptr<P2PWork> work;
   if (isSend) {
     auto send = std::make_shared<P2PSend>(describe, timeout, std::vector<Tensor>{}, tensor, peer,

@@ -98,8 +98,7 @@ void P2PWork::waitFor(gloo::transport::UnboundBuffer& buffer, bool send, int* pe
   if (!completed) C10D_THROW(BackendError, description(), ": ", abortReason_);
 }
 
-std::string P2PWork::sizesDisagree(uint64_t sent, uint64_t taken, int sender,
-                                   int receiver) const {
+std::string P2PWork::sizesDisagree(uint64_t sent, uint64_t taken, int sender, int receiver) const {
   return detail::concat(
       description(), ": rank ", sender, " sent ", sent, " bytes and rank ", receiver,
       "'s receive takes ", taken,
@@ -154,25 +153,26 @@ void P2PRecv::deliver(int source, const Header& header, const uint8_t* eager) {
   if (fits && eagerBytes > 0) std::memcpy(tensor_.data(), eager, eagerBytes);
   std::exception_ptr error;
   try {
-    runtime_->guarded([this] { return description(); }, [&] {
-      detail::SigpipeGuard::mayHaveFailedWrites();  // asynchronous pairs
-      if (header.bytes > eagerBytes) {
-        const uint64_t rest = header.bytes - eagerBytes;
-        uint8_t* into;
-        if (fits) {
-          into = static_cast<uint8_t*>(tensor_.data()) + eagerBytes;
-        } else {
-          discarded_.resize(rest);
-          into = discarded_.data();
-        }
-        bulk_ = runtime_->acquireBuffer(into, rest);
-        bulk_->recv(source, P2PFrame::bulkSlot(header.id));
-      }
-      verdict_ = runtime_->acquireStaging(sizeof(Verdict));
-      Verdict verdict{taken, header.bytes == taken ? 1u : 0u};
-      std::memcpy(verdict_->bytes.get(), &verdict, sizeof verdict);
-      verdict_->buffer->send(source, P2PFrame::verdictSlot(header.id));
-    });
+    runtime_->guarded([this] { return description(); },
+                      [&] {
+                        detail::SigpipeGuard::mayHaveFailedWrites();  // asynchronous pairs
+                        if (header.bytes > eagerBytes) {
+                          const uint64_t rest = header.bytes - eagerBytes;
+                          uint8_t* into;
+                          if (fits) {
+                            into = static_cast<uint8_t*>(tensor_.data()) + eagerBytes;
+                          } else {
+                            discarded_.resize(rest);
+                            into = discarded_.data();
+                          }
+                          bulk_ = runtime_->acquireBuffer(into, rest);
+                          bulk_->recv(source, P2PFrame::bulkSlot(header.id));
+                        }
+                        verdict_ = runtime_->acquireStaging(sizeof(Verdict));
+                        Verdict verdict{taken, header.bytes == taken ? 1u : 0u};
+                        std::memcpy(verdict_->bytes.get(), &verdict, sizeof verdict);
+                        verdict_->buffer->send(source, P2PFrame::verdictSlot(header.id));
+                      });
   } catch (...) {
     error = std::current_exception();
   }
@@ -203,9 +203,8 @@ void P2PRecv::run(Clock::time_point deadline) {
         if (runtime_->p2p->withdraw(this)) {
           if (!reason.empty()) C10D_THROW(BackendError, description(), ": ", reason);
           // As Gloo's own waits: a timeout is the group's failure.
-          runtime_->fail(description(),
-                         detail::concat("Timed out waiting ", timeout().count(),
-                                        "ms for a matching send"));
+          runtime_->fail(description(), detail::concat("Timed out waiting ", timeout().count(),
+                                                       "ms for a matching send"));
         }
         lock.lock();  // a head is being delivered: it is quick
         matchedChanged_.wait(lock, [&] { return matched_; });
@@ -243,7 +242,10 @@ P2PEngine::~P2PEngine() {
   stop();
 }
 
-void P2PEngine::start() {
+void P2PEngine::ensureStarted() {
+  std::lock_guard<std::mutex> guard(stopMutex_);
+  if (started_ || stopping_) return;
+  started_ = true;
   for (int i = 0; i < kPostedHeads; ++i) {
     heads_.push_back(runtime_.acquireStaging(P2PFrame::kHeadRoom));
     heads_.back()->buffer->recv(peers_, P2PFrame::kHeadSlot);
@@ -253,8 +255,8 @@ void P2PEngine::start() {
 
 void P2PEngine::stop() {
   std::lock_guard<std::mutex> guard(stopMutex_);
-  if (!listener_.joinable()) return;
   stopping_ = true;
+  if (!listener_.joinable()) return;
   // The flag outlives a wait that has not begun yet: the listener's next wait returns at once.
   for (auto& head : heads_) head->buffer->abortWaitRecv();
   listener_.join();
@@ -271,7 +273,8 @@ void P2PEngine::listen() {
       got = staging.buffer->waitRecv(&source, kListenTimeout);
     } catch (const std::exception& e) {
       // The group failed (its connections closed); its Works fail through breakGroup.
-      if (!stopping_) C10D_LOG(Info, "gloo group '", runtime_.group, "': listener stops: ", e.what());
+      if (!stopping_)
+        C10D_LOG(Info, "gloo group '", runtime_.group, "': listener stops: ", e.what());
       return;
     }
     if (!got) continue;  // stop() woke it
@@ -298,7 +301,8 @@ void P2PEngine::listen() {
     try {
       staging.buffer->recv(peers_, P2PFrame::kHeadSlot);
     } catch (const std::exception& e) {
-      if (!stopping_) C10D_LOG(Info, "gloo group '", runtime_.group, "': listener stops: ", e.what());
+      if (!stopping_)
+        C10D_LOG(Info, "gloo group '", runtime_.group, "': listener stops: ", e.what());
       return;
     }
     next_ = (next_ + 1) % heads_.size();

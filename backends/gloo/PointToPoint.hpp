@@ -147,8 +147,10 @@ class P2PEngine {
   P2PEngine(const P2PEngine&) = delete;
   P2PEngine& operator=(const P2PEngine&) = delete;
 
-  // Posts the head receives and starts the listener.
-  void start();
+  // Posts the head receives and starts the listener, once; later calls return at once. Called
+  // at the group's first send or receive, so a group that only runs collectives keeps neither
+  // the thread nor the head buffers (kPostedHeads x kHeadRoom bytes). Call under guarded.
+  void ensureStarted();
   // Stops the listener. Idempotent.
   void stop();
   // The number of this rank's next message.
@@ -179,7 +181,8 @@ class P2PEngine {
   size_t next_ = 0;  // the listener's
   std::thread listener_;
   std::atomic<bool> stopping_{false};
-  std::mutex stopMutex_;
+  std::mutex stopMutex_;  // guards starting and stopping
+  bool started_ = false;
   std::atomic<uint64_t> nextId_{0};
   std::mutex mutex_;
   std::deque<Posted> posted_;
