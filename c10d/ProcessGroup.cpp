@@ -679,6 +679,23 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key,
   return makeSubgroup(ranks, name + ".color" + std::to_string(color), options);
 }
 
+std::vector<Store::Bytes> ProcessGroup::exchangeThroughStore(
+    const std::string& prefix, const Store::Bytes& mine, std::chrono::milliseconds timeout,
+    const std::function<std::string(const std::string& absent)>& describeAbsent) {
+  store_->set(prefix + std::to_string(rank_), mine);
+  std::vector<std::string> keys;
+  for (int r = 0; r < size_; ++r) keys.push_back(prefix + std::to_string(r));
+  try {
+    return store_->multiGet(keys, timeout);
+  } catch (const TimeoutError&) {
+    std::vector<int> absent;
+    for (int r = 0; r < size_; ++r) {
+      if (!store_->check({keys[r]})) absent.push_back(r);
+    }
+    C10D_THROW(TimeoutError, describeAbsent(rankList(absent)));
+  }
+}
+
 std::vector<Tensor> ProcessGroup::gatherFingerprints(uint64_t sequence, const Tensor& mine,
                                                      std::chrono::milliseconds timeout) {
   const int64_t words = detail::CollectiveFingerprint::kWords;
@@ -688,27 +705,19 @@ std::vector<Tensor> ProcessGroup::gatherFingerprints(uint64_t sequence, const Te
     backend(DeviceType::CPU)->allgather(all, mine, {.timeout = timeout})->wait();
     return all;
   }
-  auto key = [&](uint64_t seq, int r) {
-    return detail::concat("detail/", options_.groupName, "/", seq, "/", r);
+  auto prefix = [&](uint64_t seq) {
+    return detail::concat("detail/", options_.groupName, "/", seq, "/");
   };
   const auto* bytes = static_cast<const uint8_t*>(mine.data());
-  store_->set(key(sequence, rank_), Store::Bytes(bytes, bytes + mine.nbytes()));
-  std::vector<std::string> keys;
-  for (int r = 0; r < size_; ++r) keys.push_back(key(sequence, r));
-  std::vector<Store::Bytes> values;
-  try {
-    values = store_->multiGet(keys, timeout);
-  } catch (const TimeoutError&) {
-    std::vector<int> absent;
-    for (int r = 0; r < size_; ++r) {
-      if (!store_->check({keys[r]})) absent.push_back(r);
-    }
-    C10D_THROW(TimeoutError, "rank(s) ", rankList(absent), " did not make collective #",
-               sequence + 1, " of group '", options_.groupName, "' within ", timeout.count(),
-               " ms");
-  }
+  std::vector<Store::Bytes> values =
+      exchangeThroughStore(prefix(sequence), Store::Bytes(bytes, bytes + mine.nbytes()), timeout,
+                           [&](const std::string& absent) {
+                             return detail::concat("rank(s) ", absent, " did not make collective #",
+                                                   sequence + 1, " of group '", options_.groupName,
+                                                   "' within ", timeout.count(), " ms");
+                           });
   // Every rank has read the previous collective's records once all of this one's exist.
-  if (sequence > 0) store_->deleteKey(key(sequence - 1, rank_));
+  if (sequence > 0) store_->deleteKey(prefix(sequence - 1) + std::to_string(rank_));
   for (int r = 0; r < size_; ++r) {
     C10D_CHECK(values[r].size() == static_cast<size_t>(all[r].nbytes()), BackendError,
                "C10D_DEBUG=DETAIL: rank ", r, "'s record of collective #", sequence + 1, " has ",
@@ -723,10 +732,6 @@ void ProcessGroup::agreeOnCreation(uint64_t index, const std::string& call) {
   // which has no way to say who is missing; nothing to record here.
   if (!options_.storeIsShared) return;
   // The store is the job's: the key names the group too.
-  const std::string prefix = "create/" + options_.groupName + "/" + std::to_string(index) + "/";
-  store_->setString(prefix + std::to_string(rank_), call);
-  std::vector<std::string> keys;
-  for (int r = 0; r < size_; ++r) keys.push_back(prefix + std::to_string(r));
   auto where = [&] {
     return detail::concat(call, " in group '", options_.groupName, "' (group creation #", index + 1,
                           " on this rank)");
@@ -734,17 +739,12 @@ void ProcessGroup::agreeOnCreation(uint64_t index, const std::string& call) {
   const char* rule =
       "every rank of a group must make the same new_group and split calls in the same order; a "
       "rank that skips one shifts every later one";
-  std::vector<Store::Bytes> calls;
-  try {
-    calls = store_->multiGet(keys, options_.timeout);
-  } catch (const TimeoutError&) {
-    std::vector<int> absent;
-    for (int r = 0; r < size_; ++r) {
-      if (!store_->check({keys[r]})) absent.push_back(r);
-    }
-    C10D_THROW(TimeoutError, where(), ": rank(s) ", rankList(absent), " made no group creation #",
-               index + 1, " within ", options_.timeout.count(), " ms; ", rule);
-  }
+  std::vector<Store::Bytes> calls = exchangeThroughStore(
+      detail::concat("create/", options_.groupName, "/", index, "/"), toBytes(call),
+      options_.timeout, [&](const std::string& absent) {
+        return detail::concat(where(), ": rank(s) ", absent, " made no group creation #", index + 1,
+                              " within ", options_.timeout.count(), " ms; ", rule);
+      });
   for (int r = 0; r < size_; ++r) {
     std::string theirs = toString(calls[r]);
     C10D_CHECK(theirs == call, InvalidArgument, where(), ": rank ", r, " made ", theirs,

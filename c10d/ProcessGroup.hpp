@@ -3,6 +3,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -155,6 +156,12 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // and meet the wrong peers. Throws InvalidArgument naming a rank that made another call, and
   // TimeoutError naming the ranks that made none.
   void agreeOnCreation(uint64_t index, const std::string& call);
+  // Sets prefix<rank> to mine in the job's store and returns every rank's value, in rank order.
+  // Throws TimeoutError with describeAbsent(the ranks that set none, listed) after timeout.
+  std::vector<std::vector<uint8_t>> exchangeThroughStore(
+      const std::string& prefix, const std::vector<uint8_t>& mine,
+      std::chrono::milliseconds timeout,
+      const std::function<std::string(const std::string& absent)>& describeAbsent);
   // C10D_DEBUG=DETAIL: every rank's fingerprint of the collective at sequence, through the job's
   // store (so any backend works, a program's own included), or without a shared store through
   // the CPU backend's allgather. Throws TimeoutError naming the ranks that did not make it.

@@ -241,10 +241,6 @@ void RpcAgent::Impl::call(int to, const std::string& function, Packed arguments,
         });
     return;
   }
-  if (std::optional<std::string> why = transport->lostReason(to)) {
-    reply(std::make_exception_ptr(lostCallError(function, to, *why)), nullptr);
-    return;
-  }
   uint64_t id = nextId.fetch_add(1);
   Frame request;
   request.kind = FrameKind::Request;
@@ -263,7 +259,8 @@ void RpcAgent::Impl::call(int to, const std::string& function, Packed arguments,
     transport->send(to, std::move(request), inFlight > kBatchAboveInFlight);
   } catch (...) {
     std::exception_ptr error = std::current_exception();
-    if (std::optional<std::string> why = transport->lostReason(to)) {  // lost since the check
+    // The transport refuses a lost peer: that call fails like the ones in flight at the loss.
+    if (std::optional<std::string> why = transport->lostReason(to)) {
       error = std::make_exception_ptr(lostCallError(function, to, *why));
     }
     if (auto failed = takePending(id)) failed->reply(error, nullptr);

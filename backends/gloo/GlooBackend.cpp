@@ -347,39 +347,20 @@ void GlooBackend::Runtime::trackP2P(const std::shared_ptr<P2PWork>& work) {
 
 std::unique_ptr<gloo::transport::UnboundBuffer> GlooBackend::Runtime::acquireBuffer(void* data,
                                                                                     size_t size) {
-  {
-    std::lock_guard<std::mutex> guard(buffersMutex_);
-    for (auto it = idleBuffers_.begin(); it != idleBuffers_.end(); ++it) {
-      if ((*it)->ptr == data && (*it)->size == size) {
-        std::unique_ptr<gloo::transport::UnboundBuffer> buffer = std::move(*it);
-        idleBuffers_.erase(it);
-        return buffer;
-      }
-    }
-  }
+  auto same = [&](const gloo::transport::UnboundBuffer& b) {
+    return b.ptr == data && b.size == size;
+  };
+  if (auto buffer = idleBuffers_.take(same)) return buffer;
   return context->createUnboundBuffer(data, size);
 }
 
 void GlooBackend::Runtime::releaseBuffer(std::unique_ptr<gloo::transport::UnboundBuffer> buffer) {
-  std::unique_ptr<gloo::transport::UnboundBuffer> evicted;
-  std::lock_guard<std::mutex> guard(buffersMutex_);
-  idleBuffers_.push_back(std::move(buffer));
-  if (idleBuffers_.size() > kMaxIdleBuffers) {
-    evicted = std::move(idleBuffers_.front());
-    idleBuffers_.pop_front();
-  }
+  idleBuffers_.give(std::move(buffer));
 }
 
 std::unique_ptr<GlooBackend::Runtime::Staging> GlooBackend::Runtime::acquireStaging(size_t size) {
-  {
-    std::lock_guard<std::mutex> guard(buffersMutex_);
-    for (auto it = idleStaging_.begin(); it != idleStaging_.end(); ++it) {
-      if ((*it)->size == size) {
-        std::unique_ptr<Staging> staging = std::move(*it);
-        idleStaging_.erase(it);
-        return staging;
-      }
-    }
+  if (auto staging = idleStaging_.take([&](const Staging& s) { return s.size == size; })) {
+    return staging;
   }
   auto staging = std::make_unique<Staging>();
   staging->bytes = std::make_unique<uint8_t[]>(size);
@@ -389,13 +370,7 @@ std::unique_ptr<GlooBackend::Runtime::Staging> GlooBackend::Runtime::acquireStag
 }
 
 void GlooBackend::Runtime::releaseStaging(std::unique_ptr<Staging> staging) {
-  std::unique_ptr<Staging> evicted;
-  std::lock_guard<std::mutex> guard(buffersMutex_);
-  idleStaging_.push_back(std::move(staging));
-  if (idleStaging_.size() > kMaxIdleBuffers) {
-    evicted = std::move(idleStaging_.front());
-    idleStaging_.pop_front();
-  }
+  idleStaging_.give(std::move(staging));
 }
 
 void GlooBackend::Runtime::startProgressThread() {
@@ -609,17 +584,23 @@ std::shared_ptr<Work> GlooBackend::startP2P(bool isSend, const Tensor& tensor, i
   Work::Describe describe = describePointToPoint(op, tensor, isSend, peer, tag, groupName_);
   C10D_CHECK(runtime_->p2p != nullptr, InvalidArgument, describe(),
              ": a group of one has no peer to exchange with");
-  runtime_->guarded(describe, [&] { runtime_->p2p->ensureStarted(); });
+  P2PEngine& engine = *runtime_->p2p;
   std::shared_ptr<P2PWork> work;
   if (isSend) {
     auto send = std::make_shared<P2PSend>(describe, timeout, std::vector<Tensor>{}, tensor, peer,
                                           tag, runtime_);
-    runtime_->guarded(describe, [&] { send->post(runtime_->p2p->nextId()); });
+    runtime_->guarded(describe, [&] {
+      engine.ensureStarted();
+      send->post(engine.nextId());
+    });
     work = send;
   } else {
+    runtime_->checkUsable(describe);
+    // Posting a receive calls into Gloo only the first time (the head receives).
+    if (!engine.started()) runtime_->guarded(describe, [&] { engine.ensureStarted(); });
     auto recv = std::make_shared<P2PRecv>(describe, timeout, std::vector<Tensor>{tensor}, tensor,
                                           peer, tag, runtime_);
-    runtime_->p2p->post(recv, peer, tag);
+    engine.post(recv, peer, tag);
     work = recv;
   }
   runtime_->trackP2P(work);

@@ -9,6 +9,7 @@
 #include <gloo/transport/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -33,6 +34,38 @@ namespace c10d::inline v0 {
 
 class P2PWork;
 class P2PEngine;
+
+// Objects that are costly to make and kept for reuse, up to kMaxIdle of them (the oldest goes
+// first). Thread-safe.
+template <typename T>
+class IdlePool {
+ public:
+  static constexpr size_t kMaxIdle = 64;
+
+  // An idle object for which match(object) holds, or null.
+  template <typename Match>
+  std::unique_ptr<T> take(Match&& match) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto it = std::find_if(idle_.begin(), idle_.end(), [&](const auto& o) { return match(*o); });
+    if (it == idle_.end()) return nullptr;
+    std::unique_ptr<T> object = std::move(*it);
+    idle_.erase(it);
+    return object;
+  }
+  void give(std::unique_ptr<T> object) {
+    std::unique_ptr<T> evicted;  // destroyed after the lock is released
+    std::lock_guard<std::mutex> guard(mutex_);
+    idle_.push_back(std::move(object));
+    if (idle_.size() > kMaxIdle) {
+      evicted = std::move(idle_.front());
+      idle_.pop_front();
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::deque<std::unique_ptr<T>> idle_;
+};
 
 // Shared by the backend and its point-to-point Works, which may outlive the backend.
 struct GlooBackend::Runtime {
@@ -200,10 +233,8 @@ struct GlooBackend::Runtime {
   std::condition_variable watchChanged_;
   bool watcherAsleep_ = false;  // no outstanding point-to-point Work: the next op must wake it
   void abortP2P(const std::string& reason);
-  static constexpr size_t kMaxIdleBuffers = 64;
-  std::mutex buffersMutex_;
-  std::deque<std::unique_ptr<gloo::transport::UnboundBuffer>> idleBuffers_;
-  std::deque<std::unique_ptr<Staging>> idleStaging_;
+  IdlePool<gloo::transport::UnboundBuffer> idleBuffers_;
+  IdlePool<Staging> idleStaging_;
 };
 
 // Bytes of a tensor's memory, for operations that only move data.

@@ -67,11 +67,6 @@ void P2PWork::abortWait(const std::string& reason) {
   }
 }
 
-std::string P2PWork::abortReason() {
-  std::lock_guard<std::mutex> guard(mutex_);
-  return abortReason_;
-}
-
 void P2PWork::waitFor(gloo::transport::UnboundBuffer& buffer, bool send, int* peer,
                       Clock::time_point deadline) {
   {
@@ -243,14 +238,15 @@ P2PEngine::~P2PEngine() {
 }
 
 void P2PEngine::ensureStarted() {
+  if (started()) return;
   std::lock_guard<std::mutex> guard(stopMutex_);
   if (started_ || stopping_) return;
-  started_ = true;
   for (int i = 0; i < kPostedHeads; ++i) {
     heads_.push_back(runtime_.acquireStaging(P2PFrame::kHeadRoom));
     heads_.back()->buffer->recv(peers_, P2PFrame::kHeadSlot);
   }
   listener_ = std::thread([this] { listen(); });
+  started_.store(true, std::memory_order_release);
 }
 
 void P2PEngine::stop() {

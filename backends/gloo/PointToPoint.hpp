@@ -13,15 +13,15 @@
 //   verdict  from the receiver once it matched the head: the size it takes and whether the two
 //            were equal, on a slot made of the id
 //
-// Every rank keeps kPostedHeads receives for heads posted, from any peer, each with room for any
-// head, so Gloo never sees a size it cannot take. A listener thread per group (c10d-gloo-match)
-// reads each head, reposts its buffer and matches the head with the receives posted for its
-// source and tag in posting order, or keeps it until one is posted. Matching posts the bulk's
-// receive (into the tensor, or into memory it drops when the message is too large) and sends the
-// verdict. Nothing of this waits for the other rank to wait: a send completes once its receive
-// is posted there and the verdict is back, and the listener blocks on nothing but heads. Sizes
-// that differ fail both Works with InvalidArgument naming both sizes, the ranks and the tag, and
-// the group stays usable.
+// From a group's first send or receive on, every rank keeps kPostedHeads receives for heads
+// posted, from any peer, each with room for any head, so Gloo never sees a size it cannot take. A
+// listener thread per group (c10d-gloo-match) reads each head, reposts its buffer and matches the
+// head with the receives posted for its source and tag in posting order, or keeps it until one is
+// posted. Matching posts the bulk's receive (into the tensor, or into memory it drops when the
+// message is too large) and sends the verdict. Nothing of this waits for the other rank to wait: a
+// send completes once its receive is posted there and the verdict is back, and the listener blocks
+// on nothing but heads. Sizes that differ fail both Works with InvalidArgument naming both sizes,
+// the ranks and the tag, and the group stays usable.
 
 #include <gloo/transport/unbound_buffer.h>
 
@@ -91,7 +91,6 @@ class P2PWork : public Work {
   void waitFor(gloo::transport::UnboundBuffer& buffer, bool send, int* peer,
                Clock::time_point deadline);
   std::string sizesDisagree(uint64_t sent, uint64_t taken, int sender, int receiver) const;
-  std::string abortReason();
 
   Tensor tensor_;
   int peer_;  // < 0: any source (a receive)
@@ -151,6 +150,7 @@ class P2PEngine {
   // at the group's first send or receive, so a group that only runs collectives keeps neither
   // the thread nor the head buffers (kPostedHeads x kHeadRoom bytes). Call under guarded.
   void ensureStarted();
+  bool started() const { return started_.load(std::memory_order_acquire); }
   // Stops the listener. Idempotent.
   void stop();
   // The number of this rank's next message.
@@ -181,8 +181,8 @@ class P2PEngine {
   size_t next_ = 0;  // the listener's
   std::thread listener_;
   std::atomic<bool> stopping_{false};
-  std::mutex stopMutex_;  // guards starting and stopping
-  bool started_ = false;
+  std::mutex stopMutex_;              // guards starting and stopping
+  std::atomic<bool> started_{false};  // read without the mutex on every operation
   std::atomic<uint64_t> nextId_{0};
   std::mutex mutex_;
   std::deque<Posted> posted_;
