@@ -5,19 +5,17 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
-#include <cstdlib>
 #include <fstream>
 
+#include "c10d/Config.hpp"
 #include "c10d/Exception.hpp"
 
 namespace c10d::inline v0::auth {
 
 std::optional<std::string> tokenFromEnvironment() {
-  if (const char* token = std::getenv("C10D_AUTH_TOKEN"); token != nullptr && *token != '\0') {
-    return std::string(token);
-  }
-  const char* path = std::getenv("C10D_AUTH_TOKEN_FILE");
-  if (path == nullptr || *path == '\0') return std::nullopt;
+  if (auto token = config::Settings().given("C10D_AUTH_TOKEN")) return token;
+  std::string path = config::value("C10D_AUTH_TOKEN_FILE");
+  if (path.empty()) return std::nullopt;
   std::ifstream file(path);
   C10D_CHECK(file.good(), InvalidArgument, "C10D_AUTH_TOKEN_FILE names '", path,
              "', which cannot be read");

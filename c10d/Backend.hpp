@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "c10d/Config.hpp"
 #include "c10d/Options.hpp"
 #include "c10d/Work.hpp"
 
@@ -102,7 +103,8 @@ class Backend {
   int size_;
 };
 
-// What a backend factory gets: its group's store namespace, rank, size and default timeout.
+// What a backend factory gets: its group's store namespace, rank, size, default timeout and
+// settings.
 struct BackendContext {
   std::shared_ptr<Store> store;  // private to this group and backend
   int rank;
@@ -112,6 +114,12 @@ struct BackendContext {
   // For a subgroup's backend: what the parent group's backend of the same name returned from
   // splitForSubgroup; null for a job's first group.
   std::shared_ptr<void> fromParent;
+  // The group's configuration (c10d/Config.hpp): ProcessGroupOptions::config over the
+  // environment. Backends read their knobs here, never with getenv.
+  config::Settings settings = {};
+  // This process's rank among those on its host (ProcessGroupOptions::localRank, else LOCAL_RANK
+  // or the launcher's equivalent); -1 when nobody said.
+  int localRank = -1;
 };
 
 using BackendFactory = std::function<std::shared_ptr<Backend>(const BackendContext&)>;

@@ -10,14 +10,11 @@
 
 namespace c10d::inline v0 {
 
-DebugLevel debugLevelFromEnvironment() {
-  const char* value = std::getenv("C10D_DEBUG");
-  if (value == nullptr || *value == '\0') return DebugLevel::Off;
-  std::string_view text(value);
-  if (text == "OFF") return DebugLevel::Off;
+DebugLevel debugLevel(const config::Settings& settings) {
+  std::string text = settings.value("C10D_DEBUG");
   if (text == "INFO") return DebugLevel::Info;
   if (text == "DETAIL") return DebugLevel::Detail;
-  C10D_THROW(InvalidArgument, "C10D_DEBUG must be OFF, INFO or DETAIL, not '", text, "'");
+  return DebugLevel::Off;
 }
 
 namespace detail {

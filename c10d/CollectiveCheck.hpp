@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "c10d/Config.hpp"
 #include "c10d/ReduceOp.hpp"
 #include "c10d/Tensor.hpp"
 
@@ -23,8 +24,9 @@ namespace c10d::inline v0 {
 
 enum class DebugLevel { Off = 0, Info = 1, Detail = 2 };
 
-// C10D_DEBUG, read at each call (OFF when unset). Throws InvalidArgument for another value.
-DebugLevel debugLevelFromEnvironment();
+// C10D_DEBUG of a group's settings. Throws InvalidArgument for a value that is not OFF, INFO or
+// DETAIL.
+DebugLevel debugLevel(const config::Settings& settings);
 
 namespace detail {
 

@@ -19,8 +19,6 @@
 namespace c10d::inline v0 {
 namespace {
 
-constexpr size_t kDefaultCapacity = 1000;
-
 int64_t nowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -100,8 +98,6 @@ void onDumpSignal(int signal) {
 void installSignalHandlerIfAsked() {
   const int signal = flightRecorderSignalFromEnvironment();
   if (signal == 0) return;
-  C10D_CHECK(signal > 0, InvalidArgument, "C10D_FLIGHT_RECORDER_SIGNAL='",
-             std::getenv("C10D_FLIGHT_RECORDER_SIGNAL"), "': expected USR1 or USR2");
   static std::mutex mutex;
   static std::atomic<int> installed{0};
   std::lock_guard<std::mutex> guard(mutex);
@@ -139,18 +135,6 @@ FlightRecorder::FlightRecorder(std::string group, int rank, int size, size_t cap
 FlightRecorder::~FlightRecorder() {
   std::lock_guard<std::mutex> guard(registry().mutex);
   registry().recorders.erase(this);
-}
-
-size_t FlightRecorder::capacityFromEnvironment() {
-  const char* text = std::getenv("C10D_FLIGHT_RECORDER_SIZE");
-  if (text == nullptr || *text == '\0') return kDefaultCapacity;
-  char* end = nullptr;
-  errno = 0;
-  long long value = std::strtoll(text, &end, 10);
-  C10D_CHECK(errno == 0 && end != text && *end == '\0' && value >= 0 && value <= (1 << 24),
-             InvalidArgument, "C10D_FLIGHT_RECORDER_SIZE='", text,
-             "': expected a number of entries from 0 (off) to 16777216");
-  return static_cast<size_t>(value);
 }
 
 void FlightRecorder::queued(uint64_t sequence, const char* op, const Tensor* tensor,
@@ -225,8 +209,7 @@ std::string FlightRecorder::toJson(const std::string& reason) const {
 }
 
 std::string FlightRecorder::dump(const std::string& reason) const {
-  const char* dir = std::getenv("C10D_FLIGHT_RECORDER_DIR");
-  std::string path = detail::concat(dir != nullptr && *dir != '\0' ? dir : "/tmp", "/c10d_flight_",
+  std::string path = detail::concat(config::value("C10D_FLIGHT_RECORDER_DIR"), "/c10d_flight_",
                                     fileSafe(group_), "_rank", rank_, ".json");
   std::string json = toJson(reason);
   // Written beside and renamed, so a reader never sees half a dump.

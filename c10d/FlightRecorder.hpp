@@ -5,11 +5,8 @@
 // rank writes its buffer as JSON on a collective's timeout, on a signal, or on request, and
 // tools/flight_report.py reads all ranks' dumps and says which ranks are behind, at which op.
 //
-//   C10D_FLIGHT_RECORDER_SIZE    entries per group (default 1000; 0 turns the recorder off)
-//   C10D_FLIGHT_RECORDER_DIR     where dumps go (default /tmp), one file per group and rank:
-//                                c10d_flight_<group>_rank<R>.json, rewritten by each dump
-//   C10D_FLIGHT_RECORDER_SIGNAL  USR1 or USR2: that signal dumps every group of the process
-//                                (unset: no handler is installed)
+// C10D_FLIGHT_RECORDER_SIZE, _DIR and _SIGNAL (c10d/Config.hpp) size the ring, place the dumps
+// (c10d_flight_<group>_rank<R>.json, rewritten by each dump) and name the dump signal.
 //
 // States: "queued" (the call entered ProcessGroup), "started" (the backend accepted it and it
 // is in flight), "completed" or "failed" (its Work finished; failed ones keep the error).
@@ -46,10 +43,6 @@ class FlightRecorder {
   ~FlightRecorder();
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
-
-  // C10D_FLIGHT_RECORDER_SIZE, or the default; throws InvalidArgument for a value that is not
-  // a non-negative integer.
-  static size_t capacityFromEnvironment();
 
   // The call CollectiveFingerprint::of would describe, written straight into its slot: once the
   // ring has wrapped, recording allocates nothing.

@@ -5,20 +5,18 @@
 // ranks when one dies. Header-only, because c10drun does not link the library.
 
 #include <csignal>
-#include <cstdlib>
-#include <string_view>
+#include <string>
+
+#include "c10d/Config.hpp"
 
 namespace c10d::inline v0 {
 
-// SIGUSR1 for "USR1" or "SIGUSR1", SIGUSR2 for "USR2" or "SIGUSR2"; 0 when the variable is
-// unset or empty; -1 for any other value.
+// SIGUSR1 or SIGUSR2 as C10D_FLIGHT_RECORDER_SIGNAL names it; 0 when it is unset or empty.
+// Throws InvalidArgument for any other value.
 inline int flightRecorderSignalFromEnvironment() {
-  const char* value = std::getenv("C10D_FLIGHT_RECORDER_SIGNAL");
-  if (value == nullptr || *value == '\0') return 0;
-  std::string_view name = value;
-  if (name == "USR1" || name == "SIGUSR1") return SIGUSR1;
-  if (name == "USR2" || name == "SIGUSR2") return SIGUSR2;
-  return -1;
+  std::string name = config::value("C10D_FLIGHT_RECORDER_SIGNAL");
+  if (name.empty()) return 0;
+  return name == "USR1" || name == "SIGUSR1" ? SIGUSR1 : SIGUSR2;
 }
 
 }  // namespace c10d::inline v0

@@ -1,25 +1,16 @@
 #include "c10d/HostBlockCache.hpp"
 
-#include <cerrno>
 #include <cstdlib>
 #include <string>
 
+#include "c10d/Config.hpp"
 #include "c10d/Exception.hpp"
 
 namespace c10d::inline v0::detail {
 namespace {
 
 size_t limitFromEnvironment() {
-  constexpr size_t kDefaultMiB = 256;
-  const char* text = std::getenv("C10D_HOST_CACHE_MB");
-  if (text == nullptr || *text == '\0') return kDefaultMiB << 20;
-  char* end = nullptr;
-  errno = 0;
-  long long mib = std::strtoll(text, &end, 10);
-  C10D_CHECK(errno == 0 && end != text && *end == '\0' && mib >= 0 && mib <= (1LL << 30),
-             InvalidArgument, "C10D_HOST_CACHE_MB='", text,
-             "': expected a number of MiB from 0 (keep nothing) to 1073741824");
-  return static_cast<size_t>(mib) << 20;
+  return static_cast<size_t>(config::Settings().integer("C10D_HOST_CACHE_MB")) << 20;
 }
 
 void* alignedAlloc(size_t rounded, size_t requested) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "c10d/Config.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/store/FileStore.hpp"
 #include "c10d/store/HashStore.hpp"
@@ -39,30 +40,20 @@ std::string requireEnv(const char* name, const std::string& why) {
 
 WorldInfo detectWorld(const InitOptions& options) {
   WorldInfo info;
-  struct Source {
-    const char* rank;
-    const char* size;
-    const char* localRank;
-    const char* name;
-  };
-  const Source sources[] = {
-      {"RANK", "WORLD_SIZE", "LOCAL_RANK", "RANK/WORLD_SIZE"},
-      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "Open MPI"},
-      {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMI"},
-      {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "Slurm"},
-  };
-  for (const Source& source : sources) {
-    std::optional<std::string> rank = env(source.rank);
+  for (const config::Launcher& launcher : config::kLaunchers) {
+    std::optional<int64_t> rank = config::launcherInteger(launcher.rank, 0, INT32_MAX);
     if (!rank) continue;
-    std::optional<std::string> size = env(source.size);
-    C10D_CHECK(size.has_value(), InvalidArgument, source.rank, " is set but ", source.size,
+    std::optional<int64_t> size = config::launcherInteger(launcher.size, 1, INT32_MAX);
+    C10D_CHECK(size.has_value(), InvalidArgument, launcher.rank, " is set but ", launcher.size,
                " is not");
-    info.worldSize = static_cast<int>(parseInt(source.size, *size, 1, INT32_MAX));
-    info.rank = static_cast<int>(parseInt(source.rank, *rank, 0, info.worldSize - 1));
-    if (auto local = env(source.localRank)) {
-      info.localRank = static_cast<int>(parseInt(source.localRank, *local, 0, INT32_MAX));
+    info.worldSize = static_cast<int>(*size);
+    C10D_CHECK(*rank < *size, InvalidArgument, launcher.rank, "=", *rank, " is out of range for ",
+               launcher.size, "=", *size);
+    info.rank = static_cast<int>(*rank);
+    if (auto local = config::launcherInteger(launcher.localRank, 0, INT32_MAX)) {
+      info.localRank = static_cast<int>(*local);
     }
-    info.source = source.name;
+    info.source = launcher.name;
     break;
   }
   if (options.worldSize >= 0) {
@@ -87,10 +78,7 @@ std::chrono::milliseconds resolveTimeout(std::chrono::milliseconds timeout) {
                timeout.count(), " ms");
     return timeout;
   }
-  if (auto seconds = env("C10D_TIMEOUT")) {
-    return std::chrono::seconds(parseInt("C10D_TIMEOUT", *seconds, 1, 86400 * 365));
-  }
-  return std::chrono::minutes(30);
+  return std::chrono::seconds(config::Settings().integer("C10D_TIMEOUT"));
 }
 
 }  // namespace
@@ -134,7 +122,7 @@ std::shared_ptr<Store> connectStore(const InitOptions& options, const WorldInfo&
 }
 
 std::shared_ptr<ProcessGroup> initProcessGroup(InitOptions options) {
-  if (options.backend.empty()) options.backend = env("C10D_BACKEND").value_or("gloo");
+  if (options.backend.empty()) options.backend = config::value("C10D_BACKEND");
   options.timeout = resolveTimeout(options.timeout);
   WorldInfo world = detectWorld(options);
   ProcessGroupOptions groupOptions;
@@ -151,6 +139,7 @@ std::shared_ptr<ProcessGroup> initProcessGroup(InitOptions options) {
   groupOptions.backend = options.backend;
   groupOptions.timeout = options.timeout;
   groupOptions.groupName = options.groupName;
+  groupOptions.localRank = world.localRank;
   return std::make_shared<ProcessGroup>(store, world.rank, world.worldSize, groupOptions);
 }
 

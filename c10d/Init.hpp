@@ -28,7 +28,7 @@ struct InitOptions {
 struct WorldInfo {
   int rank = -1;
   int worldSize = -1;
-  int localRank = 0;
+  int localRank = -1;  // -1: the launcher did not say
   std::string source;  // which variables gave rank and size, for messages
 };
 

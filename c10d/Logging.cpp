@@ -3,18 +3,27 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <string_view>
+#include <string>
+
+#include "c10d/Config.hpp"
 
 namespace c10d::inline v0 {
 namespace {
 
+// Logging must not throw where it is called (destructors, threads): a bad C10D_LOG_LEVEL is
+// said here once and logging stays at WARNING; the next process group's creation refuses it.
 LogLevel readLevel() {
-  const char* env = std::getenv("C10D_LOG_LEVEL");
-  if (env == nullptr) return LogLevel::Warning;
-  std::string_view value(env);
+  std::string value;
+  try {
+    value = config::value("C10D_LOG_LEVEL");
+  } catch (const InvalidArgument& e) {
+    std::fprintf(stderr, "[c10d] %s; logging at WARNING\n", e.what());
+    return LogLevel::Warning;
+  }
   if (value == "DEBUG") return LogLevel::Debug;
   if (value == "INFO") return LogLevel::Info;
   if (value == "ERROR") return LogLevel::Error;

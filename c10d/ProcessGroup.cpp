@@ -14,6 +14,19 @@
 namespace c10d::inline v0 {
 namespace {
 
+// Once per process: a C10D_* variable the library does not know is most likely a typo of one it
+// does, which would otherwise be ignored without a word.
+void warnAboutUnknownVariablesOnce() {
+  static const bool warned = [] {
+    for (const std::string& name : config::unknownEnvironmentNames()) {
+      C10D_LOG(Warning, "the environment sets ", name,
+               ", which c10d does not read (misspelt? `c10d-config` lists the variables)");
+    }
+    return true;
+  }();
+  (void)warned;
+}
+
 std::string trim(const std::string& text) {
   size_t begin = text.find_first_not_of(" \t");
   size_t end = text.find_last_not_of(" \t");
@@ -117,6 +130,12 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
              " out of range [0, ", size_, ")");
   C10D_CHECK(options_.timeout.count() > 0, InvalidArgument,
              "ProcessGroup: timeout must be positive, got ", options_.timeout.count(), " ms");
+  if (options_.localRank < 0) options_.localRank = config::launcherLocalRank().value_or(-1);
+  // Every variable the group reads is checked here, at its creation, whether or not this
+  // group's code paths read it later, so a typo fails at the front door.
+  const config::Settings settings(options_.config);
+  settings.checkAll();
+  warnAboutUnknownVariablesOnce();
   globalRanks_.resize(size_);
   std::iota(globalRanks_.begin(), globalRanks_.end(), 0);
   // One backend object per distinct name, shared by the device types it serves.
@@ -130,7 +149,9 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
                              size_,
                              options_.timeout,
                              options_.groupName,
-                             parentPart == fromParent.end() ? nullptr : parentPart->second};
+                             parentPart == fromParent.end() ? nullptr : parentPart->second,
+                             settings,
+                             options_.localRank};
       backend = createBackend(name, context);
     }
     backends_[device] = backend;
@@ -141,14 +162,15 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
   }
   C10D_LOG(Info, "process group '", options_.groupName, "' rank ", rank_, " of ", size_,
            " backends ", options_.backend);
-  debug_ = debugLevelFromEnvironment();
+  debug_ = debugLevel(settings);
   if (debug_ != DebugLevel::Off) {
     logLine(LogLevel::Info,
             detail::concat("process group '", options_.groupName, "': rank ", rank_, " of ", size_,
                            ", backend '", options_.backend, "', timeout ", options_.timeout.count(),
                            " ms, C10D_DEBUG=", debug_ == DebugLevel::Detail ? "DETAIL" : "INFO"));
   }
-  if (size_t capacity = FlightRecorder::capacityFromEnvironment(); capacity > 0) {
+  if (auto capacity = static_cast<size_t>(settings.integer("C10D_FLIGHT_RECORDER_SIZE"));
+      capacity > 0) {
     recorder_ = std::make_shared<FlightRecorder>(options_.groupName, rank_, size_, capacity);
   }
   if (debug_ == DebugLevel::Detail && !options_.storeIsShared &&

@@ -32,6 +32,14 @@ struct ProcessGroupOptions {
   // split then exchanges colors through the group's CPU backend, and monitoredBarrier, which
   // needs a store the ranks share, is unavailable.
   bool storeIsShared = true;
+  // Variables of c10d/Config.hpp for this group (and, unless they get options of their own, its
+  // subgroups), over the environment: e.g. {{"C10D_GLOO_FAST_PATH", "all"}}. Only variables of
+  // Scope::Group; an unknown name, a process-wide one or a bad value is an InvalidArgument at
+  // creation. An empty value means the default, whatever the environment says.
+  std::map<std::string, std::string> config;
+  // This process's rank among those on its host (NCCL's default device, the Gloo spin decision);
+  // -1: LOCAL_RANK, else Open MPI's, PMI's or Slurm's local rank, else unknown.
+  int localRank = -1;
 };
 
 // A group of ranks that run collectives and point-to-point operations together, like
@@ -64,6 +72,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // False for the handle a non-member receives from newGroup/split: every operation on it
   // throws InvalidArgument saying so.
   bool isMember() const { return member_; }
+  // ProcessGroupOptions::localRank, else the launcher's; -1 when unknown.
+  int localRank() const { return options_.localRank; }
 
   // Global rank (in the root group) of a rank of this group, and the inverse (nullopt when the
   // global rank is not in this group).

@@ -12,12 +12,10 @@
 #include <functional>
 #include <memory>
 #include <string>
-
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "c10d/Backend.hpp"
+#include "c10d/Config.hpp"
 #include "c10d/Cuda.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/Init.hpp"
@@ -31,18 +29,15 @@ inline c10d::Device& exampleDevice() {
 }
 
 inline c10d::Device chooseDevice(c10d::ProcessGroup& pg) {
-  const char* requested = std::getenv("C10D_EXAMPLE_DEVICE");
-  bool cuda = requested != nullptr
-                  ? std::strcmp(requested, "cuda") == 0
+  std::string requested = c10d::config::value("C10D_EXAMPLE_DEVICE");
+  bool cuda = !requested.empty()
+                  ? requested == "cuda"
                   : !pg.backend(c10d::DeviceType::CPU)->handlesDevice(c10d::DeviceType::CPU);
-  C10D_CHECK(requested == nullptr || cuda || std::strcmp(requested, "cpu") == 0,
-             c10d::InvalidArgument, "C10D_EXAMPLE_DEVICE='", requested, "': expected cpu or cuda");
   if (!cuda) return c10d::Device::cpu();
   int devices = c10d::cudaDeviceCount();
   C10D_CHECK(devices > 0, c10d::InvalidArgument, "this example's tensors go to a GPU (backend ",
              pg.backend(c10d::DeviceType::CUDA)->name(), "), but no CUDA device is visible");
-  const char* local = std::getenv("LOCAL_RANK");
-  return c10d::Device::cuda((local != nullptr ? std::atoi(local) : pg.rank()) % devices);
+  return c10d::Device::cuda((pg.localRank() >= 0 ? pg.localRank() : pg.rank()) % devices);
 }
 
 // Uninitialised, on the example's device.

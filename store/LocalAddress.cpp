@@ -61,14 +61,8 @@ std::string localAddressToward(const std::string& host) {
   return address;
 }
 
-std::string socketInterface(std::string* variable) {
-  for (const char* name : {"C10D_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
-    const char* value = std::getenv(name);
-    if (value == nullptr || *value == '\0') continue;
-    if (variable != nullptr) *variable = name;
-    return value;
-  }
-  return "";
+std::string socketInterface(const config::Settings& settings) {
+  return settings.value("C10D_SOCKET_IFNAME");
 }
 
 std::string interfaceAddress(const std::string& name) {
@@ -86,12 +80,13 @@ std::string interfaceAddress(const std::string& name) {
 }
 
 std::string advertisedAddress(const Store& store, const std::string& what) {
-  std::string variable;
-  std::string iface = socketInterface(&variable);
+  config::Settings settings;
+  std::string iface = socketInterface(settings);
   if (!iface.empty()) {
     std::string address = interfaceAddress(iface);
-    C10D_CHECK(!address.empty(), InvalidArgument, what, ": ", variable, "='", iface,
-               "' names no interface with an address on this host");
+    C10D_CHECK(!address.empty(), InvalidArgument, what, ": C10D_SOCKET_IFNAME='", iface, "' (",
+               settings.origin("C10D_SOCKET_IFNAME"),
+               ") names no interface with an address on this host");
     return address;
   }
   const TCPStore* tcp = findTCPStore(&store);

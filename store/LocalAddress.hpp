@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "c10d/Config.hpp"
+
 namespace c10d::inline v0 {
 
 class Store;
@@ -19,9 +21,9 @@ bool isLoopback(const std::string& host);
 // The local address the kernel would use to reach host ("" when it cannot be resolved).
 std::string localAddressToward(const std::string& host);
 
-// The network interface the user chose for c10d's sockets: C10D_SOCKET_IFNAME, else
-// GLOO_SOCKET_IFNAME; "" when neither is set. variable, when given, gets the one that was read.
-std::string socketInterface(std::string* variable = nullptr);
+// The network interface the user chose for c10d's sockets: C10D_SOCKET_IFNAME (a group's
+// settings, else the environment), else GLOO_SOCKET_IFNAME; "" when none is set.
+std::string socketInterface(const config::Settings& settings = {});
 
 // The first IPv4 (else IPv6) address of network interface name ("" when it has none).
 std::string interfaceAddress(const std::string& name);

@@ -59,7 +59,8 @@ StoreConnection::StoreConnection(const std::string& host, uint16_t port,
                  "). Check that the store server (rank 0 or c10d-store-server) is running and "
                  "that MASTER_ADDR/MASTER_PORT point at it.");
     }
-    // Full jitter keeps thousands of ranks that start together from retrying in lockstep.
+    // Jitter (a pause drawn from [backoff/2, backoff]) keeps thousands of ranks that start
+    // together from retrying in lockstep.
     std::uniform_int_distribution<int64_t> jitter(backoff.count() / 2, backoff.count());
     auto pause = std::chrono::milliseconds(jitter(random));
     std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));

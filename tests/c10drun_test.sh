@@ -159,6 +159,18 @@ else
   not_ok "--nproc-per-node 0 gives exit 2" "exit code $rc" "stderr: $(cat "$WORK/args.err")"
 fi
 
+# (6b) A bad C10D_* value is refused once, at launch, naming the variable, before any rank starts.
+rc=0
+C10D_GLOO_FAST_PATH=sometimes timeout 30 "$C10DRUN" --nproc-per-node 2 \
+  bash -c "touch $WORK/started.\$RANK" >/dev/null 2>"$WORK/config.err" || rc=$?
+if [[ $rc -eq 2 ]] && grep -q "C10D_GLOO_FAST_PATH='sometimes' (environment): expected" \
+     "$WORK/config.err" && ! ls "$WORK"/started.* >/dev/null 2>&1; then
+  ok "a bad C10D_GLOO_FAST_PATH gives exit 2 before any rank starts"
+else
+  not_ok "a bad C10D_GLOO_FAST_PATH gives exit 2 before any rank starts" "exit code $rc" \
+    "stderr: $(cat "$WORK/config.err")"
+fi
+
 # (7) Child stderr goes to stderr, prefixed, and a last line without newline is not lost.
 rc=0
 timeout 30 "$C10DRUN" --nproc-per-node 2 bash -c 'echo "to err $RANK" >&2; printf "tail $RANK"' \

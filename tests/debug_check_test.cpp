@@ -73,7 +73,7 @@ TEST(CollectiveCheckTest, InfoLogsGroupCreationAndEachCollectivesDuration) {
 
 TEST(CollectiveCheckTest, AnUnknownLevelIsAClearError) {
   DebugLevelForRanks debug("LOUD");
-  EXPECT_THROW(debugLevelFromEnvironment(), InvalidArgument);
+  EXPECT_THROW(debugLevel(config::Settings()), InvalidArgument);
 }
 
 }  // namespace

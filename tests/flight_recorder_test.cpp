@@ -98,12 +98,13 @@ TEST(FlightRecorderTest, KeepsTheLastEntriesWithTheirStates) {
 }
 
 TEST(FlightRecorderTest, SizeComesFromTheEnvironment) {
+  const config::Settings settings;
   ::setenv("C10D_FLIGHT_RECORDER_SIZE", "0", 1);
-  EXPECT_EQ(FlightRecorder::capacityFromEnvironment(), 0u);
+  EXPECT_EQ(settings.integer("C10D_FLIGHT_RECORDER_SIZE"), 0);
   ::setenv("C10D_FLIGHT_RECORDER_SIZE", "lots", 1);
-  EXPECT_THROW(FlightRecorder::capacityFromEnvironment(), InvalidArgument);
+  EXPECT_THROW(settings.integer("C10D_FLIGHT_RECORDER_SIZE"), InvalidArgument);
   ::unsetenv("C10D_FLIGHT_RECORDER_SIZE");
-  EXPECT_EQ(FlightRecorder::capacityFromEnvironment(), 1000u);
+  EXPECT_EQ(settings.integer("C10D_FLIGHT_RECORDER_SIZE"), 1000);
 }
 
 // Ranks 0 and 1 enter a fourth allreduce that rank 2 never calls: their timeout dumps their

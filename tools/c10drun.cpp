@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "c10d/Config.hpp"
 #include "c10d/FlightRecorderSignal.hpp"
 
 extern char** environ;
@@ -189,6 +190,13 @@ Options parseOptions(int argc, char** argv) {
     usageError("--kill-grace-seconds must be a finite number >= 0");
   }
   if (options.master_addr.empty()) usageError("--master-addr must not be empty");
+  // Every rank would refuse a bad C10D_* value at its first group; say it once, before starting
+  // any of them.
+  try {
+    c10d::config::Settings().checkAll();
+  } catch (const c10d::InvalidArgument& e) {
+    usageError(e.what());
+  }
   return options;
 }
 
@@ -634,7 +642,7 @@ class Launcher {
   // the ranks still blocked in a collective never reach their own timeout's dump.
   void askForFlightRecorderDumps() {
     const int sig = c10d::flightRecorderSignalFromEnvironment();
-    if (sig <= 0) return;  // unset, or a value the ranks reject themselves
+    if (sig == 0) return;  // unset (a bad value was refused at launch)
     int asked = 0;
     for (const Rank& rank : ranks_) {
       if (rank.running && ::kill(rank.pid, sig) == 0) ++asked;  // the rank alone, not its group

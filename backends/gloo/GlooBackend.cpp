@@ -26,13 +26,12 @@ namespace {
 // Spinning on reads saves the wake-up of a sleeping thread (tens of microseconds on virtual
 // machines) but holds a core: only when the launcher tells us how many ranks share this host and
 // there is a core for each. C10D_GLOO_BUSY_POLL=0/1 overrides.
-bool busyPollWanted() {
-  if (const char* forced = std::getenv("C10D_GLOO_BUSY_POLL")) return std::string(forced) == "1";
+bool busyPollWanted(const config::Settings& settings) {
+  if (std::optional<bool> forced = settings.flag("C10D_GLOO_BUSY_POLL")) return *forced;
   for (const char* variable :
        {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
-    if (const char* value = std::getenv(variable)) {
-      long ranksHere = std::strtol(value, nullptr, 10);
-      return ranksHere >= 1 && ranksHere <= static_cast<long>(std::thread::hardware_concurrency());
+    if (auto ranksHere = config::launcherInteger(variable, 1, INT32_MAX)) {
+      return *ranksHere <= static_cast<int64_t>(std::thread::hardware_concurrency());
     }
   }
   return false;
@@ -488,7 +487,7 @@ GlooBackend::GlooBackend(const BackendContext& context)
   runtime_->rank = context.rank;
   runtime_->size = context.size;
   runtime_->group = context.groupName;
-  gloo::transport::tcp::attr attr = deviceAttributes(*context.store);
+  gloo::transport::tcp::attr attr = deviceAttributes(*context.store, context.settings);
   // Set-up writes to peers too (the SyncMesh's first exchange), and the device's loop thread,
   // which writes to every pair in asynchronous mode, inherits this thread's mask: SIGPIPE stays
   // blocked there for good.
@@ -500,10 +499,9 @@ GlooBackend::GlooBackend(const BackendContext& context)
     runtime_->defaultTimeout = context.timeout;
     GlooStore store(std::make_shared<PrefixStore>("main", context.store), context.timeout);
     runtime_->context->connectFullMesh(store, runtime_->device);
-    // C10D_GLOO_FAST_PATH: 0 never, all for every size, else by size (same on every rank).
-    const char* fastPathEnv = std::getenv("C10D_GLOO_FAST_PATH");
-    const std::string fastPath = fastPathEnv != nullptr ? fastPathEnv : "";
-    const bool spin = busyPollWanted();
+    // C10D_GLOO_FAST_PATH: 0 never, all for every size, size by size (same on every rank).
+    const std::string fastPath = context.settings.value("C10D_GLOO_FAST_PATH");
+    const bool spin = busyPollWanted(context.settings);
     if (context.size > 1 && fastPath != "0") {
       auto fast = std::make_shared<gloo::rendezvous::Context>(context.rank, context.size);
       fast->setTimeout(context.timeout);

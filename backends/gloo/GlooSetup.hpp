@@ -43,9 +43,10 @@ class GlooStore : public gloo::rendezvous::Store {
   std::chrono::milliseconds timeout_;
 };
 
-inline gloo::transport::tcp::attr deviceAttributes(const c10d::Store& store) {
+inline gloo::transport::tcp::attr deviceAttributes(const c10d::Store& store,
+                                                   const config::Settings& settings) {
   gloo::transport::tcp::attr attr;
-  attr.iface = socketInterface();
+  attr.iface = socketInterface(settings);
   if (!attr.iface.empty()) return attr;
   const TCPStore* tcp = findTCPStore(&store);
   if (tcp == nullptr || isLoopback(tcp->host())) {

@@ -46,7 +46,8 @@ MpiBackend::MpiBackend(const BackendContext& context)
   int found = 0;
   C10D_MPI_CHECK(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tagUpperBound, &found), where);
   if (found && tagUpperBound != nullptr) tagUpperBound_ = *tagUpperBound;
-  progress_ = std::make_shared<Progress>(groupName_, context.rank);
+  progress_ = std::make_shared<Progress>(
+      groupName_, context.rank, context.settings.flag("C10D_MPI_ABORT_ON_TIMEOUT").value_or(true));
   queue_ = std::make_unique<OpQueue>("mpi backend of group '" + groupName_ + "'");
 }
 

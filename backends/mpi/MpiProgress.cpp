@@ -115,10 +115,8 @@ void MpiP2PWork::beforeWait() {
 
 // ---- Progress ----
 
-MpiBackend::Progress::Progress(std::string groupName, int rankInGroup)
-    : group(std::move(groupName)), rank(rankInGroup) {
-  const char* abortEnv = std::getenv("C10D_MPI_ABORT_ON_TIMEOUT");
-  abortOnTimeout_ = abortEnv == nullptr || std::strcmp(abortEnv, "0") != 0;
+MpiBackend::Progress::Progress(std::string groupName, int rankInGroup, bool abortOnTimeout)
+    : group(std::move(groupName)), rank(rankInGroup), abortOnTimeout_(abortOnTimeout) {
   thread_ = std::thread([this] {
     detail::nameThisThread("c10d-mpi");
     detail::blockSigpipeInThisThread();

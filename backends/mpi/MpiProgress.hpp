@@ -46,7 +46,9 @@ class MpiP2PWork : public Work {
 };
 
 struct MpiBackend::Progress {
-  Progress(std::string group, int rank);
+  // abortOnTimeout: C10D_MPI_ABORT_ON_TIMEOUT, whether a collective past its timeout ends the
+  // job (MPI cannot abandon one) or is only logged.
+  Progress(std::string group, int rank, bool abortOnTimeout);
   ~Progress();  // stops the thread
 
   // A posted point-to-point op; the thread completes it if nobody has after kClaimDelay.

@@ -206,6 +206,7 @@ struct NcclBackend::Impl {
   std::chrono::milliseconds timeout;
   std::string group;
   bool blockingWait = false;
+  int localRank = -1;
 
   std::mutex mutex;  // issue order of ops, the communicator, inflight
   ncclComm_t comm = nullptr;
@@ -222,12 +223,17 @@ struct NcclBackend::Impl {
     return detail::concat("nccl backend of group '", group, "' rank ", rank);
   }
 
-  // The device a group without tensors (barrier) uses: LOCAL_RANK's, as launchers assign them.
+  // The device a group without tensors (barrier) uses: the local rank's, as launchers assign
+  // them. Not the group rank: in a subgroup it says nothing about this host's GPUs.
   int defaultDevice() const {
     int count = cudaDeviceCount();
     C10D_CHECK(count > 0, BackendError, where(), ": no CUDA device is visible to this process");
-    const char* local = std::getenv("LOCAL_RANK");
-    return (local != nullptr ? std::atoi(local) : rank) % count;
+    if (localRank >= 0) return localRank % count;
+    C10D_CHECK(count == 1, InvalidArgument, where(), ": ", count,
+               " CUDA devices are visible and nothing says which is this process's: launch with "
+               "c10drun, torchrun, mpirun or srun (they set the local rank), set LOCAL_RANK or "
+               "ProcessGroupOptions::localRank, or run a collective on a CUDA tensor first");
+    return 0;
   }
 
   // Called with mutex held.
@@ -423,8 +429,8 @@ NcclBackend::NcclBackend(const BackendContext& context)
   impl_->size = context.size;
   impl_->timeout = context.timeout;
   impl_->group = context.groupName;
-  const char* blocking = std::getenv("C10D_NCCL_BLOCKING_WAIT");
-  impl_->blockingWait = blocking != nullptr && std::strcmp(blocking, "1") == 0;
+  impl_->blockingWait = context.settings.flag("C10D_NCCL_BLOCKING_WAIT").value_or(false);
+  impl_->localRank = context.localRank;
   if (context.fromParent) {
     auto split = std::static_pointer_cast<NcclSplit>(context.fromParent);
     impl_->comm = split->comm;
