@@ -136,6 +136,8 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
   const config::Settings settings(options_.config);
   settings.checkAll();
   warnAboutUnknownVariablesOnce();
+  errorContext_ = std::make_shared<const ErrorContext>(
+      ErrorContext{.group = options_.groupName, .rank = rank_});
   globalRanks_.resize(size_);
   std::iota(globalRanks_.begin(), globalRanks_.end(), 0);
   // One backend object per distinct name, shared by the device types it serves.
@@ -226,7 +228,7 @@ std::shared_ptr<Backend> ProcessGroup::backend(DeviceType device) const {
 void ProcessGroup::checkUsable(const char* op) const {
   C10D_CHECK(member_, InvalidArgument, op, ": this process is not a member of group '",
              options_.groupName, "'");
-  C10D_CHECK(!shutdown_.load(), InvalidArgument, op, ": process group '", options_.groupName,
+  C10D_CHECK(!shutdown_.load(), StateError, op, ": process group '", options_.groupName,
              "' was shut down");
 }
 
@@ -244,12 +246,35 @@ std::chrono::milliseconds ProcessGroup::resolve(std::chrono::milliseconds timeou
   return timeout;
 }
 
+template <typename Body>
+auto ProcessGroup::withErrorContext(const char* op, int peer, Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (Error& e) {
+    ErrorContext context = errorContext_ ? *errorContext_ : ErrorContext{};
+    context.op = op;
+    if (peer >= 0) context.peers = {peer};
+    e.addContext(context);
+    throw;
+  }
+}
+
+std::shared_ptr<Work> ProcessGroup::withErrorContext(std::shared_ptr<Work> work, const char* op,
+                                                     int peer) {
+  work->setErrorContext(errorContext_, op, -1, peer);
+  return work;
+}
+
 template <typename Issue>
 std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor, int64_t tensors,
                                             int64_t root, std::optional<ReduceOp> reduceOp,
                                             std::chrono::milliseconds timeout, Issue&& issue) {
-  if (debug_ == DebugLevel::Off && !recorder_) return issue();
   const uint64_t sequence = collectives_.fetch_add(1);
+  if (debug_ == DebugLevel::Off && !recorder_) {
+    std::shared_ptr<Work> work = issue();
+    work->setErrorContext(errorContext_, op, static_cast<int64_t>(sequence), -1);
+    return work;
+  }
   // The recorder writes the call into its own slot; a fingerprint of our own is built only for
   // what C10D_DEBUG needs (the DETAIL check and the log line).
   if (recorder_) recorder_->queued(sequence, op, tensor, tensors, root, reduceOp);
@@ -272,7 +297,9 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
       using ErrorType = std::decay_t<decltype(error)>;
       work->finishWithError(std::make_exception_ptr(ErrorType(
           detail::concat(call, " in group '", options_.groupName, "' on rank ", rank_,
-                         ": the C10D_DEBUG=DETAIL check before it failed: ", error.what()))));
+                         ": the C10D_DEBUG=DETAIL check before it failed: ", error.what()),
+          error.context())));
+      work->setErrorContext(errorContext_, op, static_cast<int64_t>(sequence), -1);
       return work;
     };
     try {
@@ -301,6 +328,7 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
     failedBeforeStart(e.what());
     throw;
   }
+  work->setErrorContext(errorContext_, op, static_cast<int64_t>(sequence), -1);
   if (recorder_) recorder_->started(sequence);
   // Built only when INFO logging wants it: with C10D_DEBUG off the callback copies no strings
   // (the std::function holding it is still allocated).
@@ -359,346 +387,397 @@ Backend& ProcessGroup::route(const Tensor& tensor, const char* op) const {
 
 std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& tensor,
                                               const BroadcastOptions& options) {
-  Backend& backend = route(tensor, "broadcast");
-  checkRank(options.rootRank, "root", "broadcast");
-  BroadcastOptions resolved = options;
-  resolved.timeout = resolve(options.timeout, "broadcast");
-  return checked("broadcast", &tensor, 1, options.rootRank, std::nullopt, resolved.timeout,
-                 [&] { return backend.broadcast(tensor, resolved); });
+  return withErrorContext("broadcast", -1, [&] {
+    Backend& backend = route(tensor, "broadcast");
+    checkRank(options.rootRank, "root", "broadcast");
+    BroadcastOptions resolved = options;
+    resolved.timeout = resolve(options.timeout, "broadcast");
+    return checked("broadcast", &tensor, 1, options.rootRank, std::nullopt, resolved.timeout,
+                   [&] { return backend.broadcast(tensor, resolved); });
+  });
 }
 
 std::shared_ptr<Work> ProcessGroup::allreduce(const Tensor& tensor,
                                               const AllreduceOptions& options) {
-  Backend& backend = route(tensor, "allreduce");
-  checkReduceOp(options.reduceOp, tensor.dtype(), "allreduce");
-  AllreduceOptions resolved = options;
-  resolved.timeout = resolve(options.timeout, "allreduce");
-  return checked("allreduce", &tensor, 1, -1, options.reduceOp, resolved.timeout,
-                 [&] { return backend.allreduce(tensor, resolved); });
+  return withErrorContext("allreduce", -1, [&] {
+    Backend& backend = route(tensor, "allreduce");
+    checkReduceOp(options.reduceOp, tensor.dtype(), "allreduce");
+    AllreduceOptions resolved = options;
+    resolved.timeout = resolve(options.timeout, "allreduce");
+    return checked("allreduce", &tensor, 1, -1, options.reduceOp, resolved.timeout,
+                   [&] { return backend.allreduce(tensor, resolved); });
+  });
 }
 
 std::shared_ptr<Work> ProcessGroup::allreduceCoalesced(const std::vector<Tensor>& tensors,
                                                        const AllreduceOptions& options) {
-  C10D_CHECK(!tensors.empty(), InvalidArgument, "allreduce_coalesced: no tensors");
-  Backend& backend = route(tensors[0], "allreduce_coalesced");
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    checkTensor(tensors[i], "allreduce_coalesced", "a");
-    checkSameKind(tensors[0], tensors[i], "allreduce_coalesced", "tensor " + std::to_string(i));
-  }
-  checkReduceOp(options.reduceOp, tensors[0].dtype(), "allreduce_coalesced");
-  AllreduceOptions resolved = options;
-  resolved.timeout = resolve(options.timeout, "allreduce_coalesced");
-  return checked("allreduce_coalesced", &tensors[0], static_cast<int64_t>(tensors.size()), -1,
-                 options.reduceOp, resolved.timeout,
-                 [&] { return backend.allreduceCoalesced(tensors, resolved); });
+  return withErrorContext("allreduce_coalesced", -1, [&] {
+    C10D_CHECK(!tensors.empty(), InvalidArgument, "allreduce_coalesced: no tensors");
+    Backend& backend = route(tensors[0], "allreduce_coalesced");
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      checkTensor(tensors[i], "allreduce_coalesced", "a");
+      checkSameKind(tensors[0], tensors[i], "allreduce_coalesced", "tensor " + std::to_string(i));
+    }
+    checkReduceOp(options.reduceOp, tensors[0].dtype(), "allreduce_coalesced");
+    AllreduceOptions resolved = options;
+    resolved.timeout = resolve(options.timeout, "allreduce_coalesced");
+    return checked("allreduce_coalesced", &tensors[0], static_cast<int64_t>(tensors.size()), -1,
+                   options.reduceOp, resolved.timeout,
+                   [&] { return backend.allreduceCoalesced(tensors, resolved); });
+  });
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce(const Tensor& tensor, const ReduceOptions& options) {
-  Backend& backend = route(tensor, "reduce");
-  checkRank(options.rootRank, "root", "reduce");
-  checkReduceOp(options.reduceOp, tensor.dtype(), "reduce");
-  ReduceOptions resolved = options;
-  resolved.timeout = resolve(options.timeout, "reduce");
-  return checked("reduce", &tensor, 1, options.rootRank, options.reduceOp, resolved.timeout,
-                 [&] { return backend.reduce(tensor, resolved); });
+  return withErrorContext("reduce", -1, [&] {
+    Backend& backend = route(tensor, "reduce");
+    checkRank(options.rootRank, "root", "reduce");
+    checkReduceOp(options.reduceOp, tensor.dtype(), "reduce");
+    ReduceOptions resolved = options;
+    resolved.timeout = resolve(options.timeout, "reduce");
+    return checked("reduce", &tensor, 1, options.rootRank, options.reduceOp, resolved.timeout,
+                   [&] { return backend.reduce(tensor, resolved); });
+  });
 }
 
 std::shared_ptr<Work> ProcessGroup::allgather(const std::vector<Tensor>& outputs,
                                               const Tensor& input,
                                               const AllgatherOptions& options) {
-  Backend& backend = route(input, "allgather");
-  checkList(outputs, size_, "allgather", "output");
-  for (int r = 0; r < size_; ++r) {
-    checkTensor(outputs[r], "allgather", "output");
-    checkSameShape(input, outputs[r], "allgather", "output " + std::to_string(r));
-  }
-  AllgatherOptions resolved = options;
-  resolved.timeout = resolve(options.timeout, "allgather");
-  return checked("allgather", &input, 1, -1, std::nullopt, resolved.timeout,
-                 [&] { return backend.allgather(outputs, input, resolved); });
+  return withErrorContext("allgather", -1, [&] {
+    Backend& backend = route(input, "allgather");
+    checkList(outputs, size_, "allgather", "output");
+    for (int r = 0; r < size_; ++r) {
+      checkTensor(outputs[r], "allgather", "output");
+      checkSameShape(input, outputs[r], "allgather", "output " + std::to_string(r));
+    }
+    AllgatherOptions resolved = options;
+    resolved.timeout = resolve(options.timeout, "allgather");
+    return checked("allgather", &input, 1, -1, std::nullopt, resolved.timeout,
+                   [&] { return backend.allgather(outputs, input, resolved); });
+  });
 }
 
 std::shared_ptr<Work> ProcessGroup::allgatherIntoTensor(const Tensor& output, const Tensor& input,
                                                         const AllgatherOptions& options) {
-  Backend& backend = route(input, "allgather_into_tensor");
-  checkTensor(output, "allgather_into_tensor", "output");
-  checkSameKind(input, output, "allgather_into_tensor", "output");
-  C10D_CHECK(output.numel() == input.numel() * size_, InvalidArgument,
-             "allgather_into_tensor: output ", output.describe(), " must have size() * ",
-             input.numel(), " = ", input.numel() * size_, " elements");
-  AllgatherOptions resolved = options;
-  resolved.timeout = resolve(options.timeout, "allgather_into_tensor");
-  return checked("allgather_into_tensor", &input, 1, -1, std::nullopt, resolved.timeout,
-                 [&] { return backend.allgatherIntoTensor(output, input, resolved); });
+  return withErrorContext("allgather_into_tensor", -1, [&] {
+    Backend& backend = route(input, "allgather_into_tensor");
+    checkTensor(output, "allgather_into_tensor", "output");
+    checkSameKind(input, output, "allgather_into_tensor", "output");
+    C10D_CHECK(output.numel() == input.numel() * size_, InvalidArgument,
+               "allgather_into_tensor: output ", output.describe(), " must have size() * ",
+               input.numel(), " = ", input.numel() * size_, " elements");
+    AllgatherOptions resolved = options;
+    resolved.timeout = resolve(options.timeout, "allgather_into_tensor");
+    return checked("allgather_into_tensor", &input, 1, -1, std::nullopt, resolved.timeout,
+                   [&] { return backend.allgatherIntoTensor(output, input, resolved); });
+  });
 }
 
 std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Tensor>& outputs, const Tensor& input,
                                            const GatherOptions& options) {
-  Backend& backend = route(input, "gather");
-  checkRank(options.rootRank, "root", "gather");
-  if (rank_ == options.rootRank) {
-    checkList(outputs, size_, "gather", "output");
-    for (int r = 0; r < size_; ++r) {
-      checkTensor(outputs[r], "gather", "output");
-      checkSameShape(input, outputs[r], "gather", "output " + std::to_string(r));
+  return withErrorContext("gather", -1, [&] {
+    Backend& backend = route(input, "gather");
+    checkRank(options.rootRank, "root", "gather");
+    if (rank_ == options.rootRank) {
+      checkList(outputs, size_, "gather", "output");
+      for (int r = 0; r < size_; ++r) {
+        checkTensor(outputs[r], "gather", "output");
+        checkSameShape(input, outputs[r], "gather", "output " + std::to_string(r));
+      }
+    } else {
+      C10D_CHECK(outputs.empty(), InvalidArgument, "gather: rank ", rank_, " is not the root (",
+                 options.rootRank, ") and must pass no outputs");
     }
-  } else {
-    C10D_CHECK(outputs.empty(), InvalidArgument, "gather: rank ", rank_, " is not the root (",
-               options.rootRank, ") and must pass no outputs");
-  }
-  GatherOptions resolved = options;
-  resolved.timeout = resolve(options.timeout, "gather");
-  return checked("gather", &input, 1, options.rootRank, std::nullopt, resolved.timeout,
-                 [&] { return backend.gather(outputs, input, resolved); });
+    GatherOptions resolved = options;
+    resolved.timeout = resolve(options.timeout, "gather");
+    return checked("gather", &input, 1, options.rootRank, std::nullopt, resolved.timeout,
+                   [&] { return backend.gather(outputs, input, resolved); });
+  });
 }
 
 std::shared_ptr<Work> ProcessGroup::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
                                             const ScatterOptions& options) {
-  Backend& backend = route(output, "scatter");
-  checkRank(options.rootRank, "root", "scatter");
-  if (rank_ == options.rootRank) {
-    checkList(inputs, size_, "scatter", "input");
-    for (int r = 0; r < size_; ++r) {
-      checkTensor(inputs[r], "scatter", "input");
-      checkSameShape(output, inputs[r], "scatter", "input " + std::to_string(r));
+  return withErrorContext("scatter", -1, [&] {
+    Backend& backend = route(output, "scatter");
+    checkRank(options.rootRank, "root", "scatter");
+    if (rank_ == options.rootRank) {
+      checkList(inputs, size_, "scatter", "input");
+      for (int r = 0; r < size_; ++r) {
+        checkTensor(inputs[r], "scatter", "input");
+        checkSameShape(output, inputs[r], "scatter", "input " + std::to_string(r));
+      }
+    } else {
+      C10D_CHECK(inputs.empty(), InvalidArgument, "scatter: rank ", rank_, " is not the root (",
+                 options.rootRank, ") and must pass no inputs");
     }
-  } else {
-    C10D_CHECK(inputs.empty(), InvalidArgument, "scatter: rank ", rank_, " is not the root (",
-               options.rootRank, ") and must pass no inputs");
-  }
-  ScatterOptions resolved = options;
-  resolved.timeout = resolve(options.timeout, "scatter");
-  return checked("scatter", &output, 1, options.rootRank, std::nullopt, resolved.timeout,
-                 [&] { return backend.scatter(output, inputs, resolved); });
+    ScatterOptions resolved = options;
+    resolved.timeout = resolve(options.timeout, "scatter");
+    return checked("scatter", &output, 1, options.rootRank, std::nullopt, resolved.timeout,
+                   [&] { return backend.scatter(output, inputs, resolved); });
+  });
 }
 
 std::shared_ptr<Work> ProcessGroup::reduceScatter(const Tensor& output,
                                                   const std::vector<Tensor>& inputs,
                                                   const ReduceScatterOptions& options) {
-  Backend& backend = route(output, "reduce_scatter");
-  checkList(inputs, size_, "reduce_scatter", "input");
-  for (int r = 0; r < size_; ++r) {
-    checkTensor(inputs[r], "reduce_scatter", "input");
-    checkSameShape(output, inputs[r], "reduce_scatter", "input " + std::to_string(r));
-  }
-  checkReduceOp(options.reduceOp, output.dtype(), "reduce_scatter");
-  ReduceScatterOptions resolved = options;
-  resolved.timeout = resolve(options.timeout, "reduce_scatter");
-  return checked("reduce_scatter", &output, 1, -1, options.reduceOp, resolved.timeout,
-                 [&] { return backend.reduceScatter(output, inputs, resolved); });
+  return withErrorContext("reduce_scatter", -1, [&] {
+    Backend& backend = route(output, "reduce_scatter");
+    checkList(inputs, size_, "reduce_scatter", "input");
+    for (int r = 0; r < size_; ++r) {
+      checkTensor(inputs[r], "reduce_scatter", "input");
+      checkSameShape(output, inputs[r], "reduce_scatter", "input " + std::to_string(r));
+    }
+    checkReduceOp(options.reduceOp, output.dtype(), "reduce_scatter");
+    ReduceScatterOptions resolved = options;
+    resolved.timeout = resolve(options.timeout, "reduce_scatter");
+    return checked("reduce_scatter", &output, 1, -1, options.reduceOp, resolved.timeout,
+                   [&] { return backend.reduceScatter(output, inputs, resolved); });
+  });
 }
 
 std::shared_ptr<Work> ProcessGroup::reduceScatterTensor(const Tensor& output, const Tensor& input,
                                                         const ReduceScatterOptions& options) {
-  Backend& backend = route(output, "reduce_scatter_tensor");
-  checkTensor(input, "reduce_scatter_tensor", "input");
-  checkSameKind(output, input, "reduce_scatter_tensor", "input");
-  C10D_CHECK(input.numel() == output.numel() * size_, InvalidArgument,
-             "reduce_scatter_tensor: input ", input.describe(), " must have size() * ",
-             output.numel(), " = ", output.numel() * size_, " elements");
-  checkReduceOp(options.reduceOp, output.dtype(), "reduce_scatter_tensor");
-  ReduceScatterOptions resolved = options;
-  resolved.timeout = resolve(options.timeout, "reduce_scatter_tensor");
-  return checked("reduce_scatter_tensor", &output, 1, -1, options.reduceOp, resolved.timeout,
-                 [&] { return backend.reduceScatterTensor(output, input, resolved); });
+  return withErrorContext("reduce_scatter_tensor", -1, [&] {
+    Backend& backend = route(output, "reduce_scatter_tensor");
+    checkTensor(input, "reduce_scatter_tensor", "input");
+    checkSameKind(output, input, "reduce_scatter_tensor", "input");
+    C10D_CHECK(input.numel() == output.numel() * size_, InvalidArgument,
+               "reduce_scatter_tensor: input ", input.describe(), " must have size() * ",
+               output.numel(), " = ", output.numel() * size_, " elements");
+    checkReduceOp(options.reduceOp, output.dtype(), "reduce_scatter_tensor");
+    ReduceScatterOptions resolved = options;
+    resolved.timeout = resolve(options.timeout, "reduce_scatter_tensor");
+    return checked("reduce_scatter_tensor", &output, 1, -1, options.reduceOp, resolved.timeout,
+                   [&] { return backend.reduceScatterTensor(output, input, resolved); });
+  });
 }
 
 std::shared_ptr<Work> ProcessGroup::alltoall(const std::vector<Tensor>& outputs,
                                              const std::vector<Tensor>& inputs,
                                              const AllToAllOptions& options) {
-  checkList(inputs, size_, "alltoall", "input");
-  checkList(outputs, size_, "alltoall", "output");
-  Backend& backend = route(inputs[0], "alltoall");
-  for (int r = 0; r < size_; ++r) {
-    checkTensor(inputs[r], "alltoall", "input");
-    checkTensor(outputs[r], "alltoall", "output");
-    checkSameKind(inputs[0], inputs[r], "alltoall", "input " + std::to_string(r));
-    checkSameKind(inputs[0], outputs[r], "alltoall", "output " + std::to_string(r));
-  }
-  AllToAllOptions resolved = options;
-  resolved.timeout = resolve(options.timeout, "alltoall");
-  return checked("alltoall", &inputs[0], static_cast<int64_t>(inputs.size()), -1, std::nullopt,
-                 resolved.timeout, [&] { return backend.alltoall(outputs, inputs, resolved); });
+  return withErrorContext("alltoall", -1, [&] {
+    checkList(inputs, size_, "alltoall", "input");
+    checkList(outputs, size_, "alltoall", "output");
+    Backend& backend = route(inputs[0], "alltoall");
+    for (int r = 0; r < size_; ++r) {
+      checkTensor(inputs[r], "alltoall", "input");
+      checkTensor(outputs[r], "alltoall", "output");
+      checkSameKind(inputs[0], inputs[r], "alltoall", "input " + std::to_string(r));
+      checkSameKind(inputs[0], outputs[r], "alltoall", "output " + std::to_string(r));
+    }
+    AllToAllOptions resolved = options;
+    resolved.timeout = resolve(options.timeout, "alltoall");
+    return checked("alltoall", &inputs[0], static_cast<int64_t>(inputs.size()), -1, std::nullopt,
+                   resolved.timeout, [&] { return backend.alltoall(outputs, inputs, resolved); });
+  });
 }
 
 std::shared_ptr<Work> ProcessGroup::alltoallBase(const Tensor& output, const Tensor& input,
                                                  const std::vector<int64_t>& outputSplitSizes,
                                                  const std::vector<int64_t>& inputSplitSizes,
                                                  const AllToAllOptions& options) {
-  Backend& backend = route(input, "alltoall_base");
-  checkTensor(output, "alltoall_base", "output");
-  checkSameKind(input, output, "alltoall_base", "output");
-  auto rowsOf = [](const Tensor& tensor) { return tensor.dim() == 0 ? 1 : tensor.sizes()[0]; };
-  auto checkSplits = [&](const std::vector<int64_t>& splits, const Tensor& tensor,
-                         const char* role) {
-    int64_t rows = rowsOf(tensor);
-    if (splits.empty()) {
-      C10D_CHECK(rows % size_ == 0, InvalidArgument, "alltoall_base: ", role, " ",
-                 tensor.describe(), " has ", rows, " rows, not divisible by the group size ", size_,
-                 "; pass split sizes");
-      return;
-    }
-    C10D_CHECK(static_cast<int>(splits.size()) == size_, InvalidArgument,
-               "alltoall_base: ", splits.size(), " ", role, " split sizes for a group of ", size_);
-    int64_t total = 0;
-    for (int64_t split : splits) {
-      C10D_CHECK(split >= 0, InvalidArgument, "alltoall_base: negative ", role, " split ", split);
-      total += split;
-    }
-    C10D_CHECK(total == rows, InvalidArgument, "alltoall_base: ", role, " splits sum to ", total,
-               " but ", role, " ", tensor.describe(), " has ", rows, " rows");
-  };
-  checkSplits(inputSplitSizes, input, "input");
-  checkSplits(outputSplitSizes, output, "output");
-  // What this rank sends itself must be what it expects from itself: no peer can make up for it.
-  auto ownRows = [&](const std::vector<int64_t>& splits, const Tensor& tensor) {
-    return splits.empty() ? rowsOf(tensor) / size_ : splits[rank_];
-  };
-  auto rowBytes = [&](const Tensor& tensor) {
-    return rowsOf(tensor) == 0 ? int64_t{0}
-                               : static_cast<int64_t>(tensor.nbytes()) / rowsOf(tensor);
-  };
-  const int64_t sentToSelf = ownRows(inputSplitSizes, input);
-  const int64_t expectedFromSelf = ownRows(outputSplitSizes, output);
-  C10D_CHECK(
-      sentToSelf == expectedFromSelf && (sentToSelf == 0 || rowBytes(input) == rowBytes(output)),
-      InvalidArgument, "alltoall_base: rank ", rank_, " sends itself ", sentToSelf,
-      " rows but expects ", expectedFromSelf, " from itself (input ", input.describe(), ", output ",
-      output.describe(), "); its input split ", rank_, " and output split ", rank_,
-      " must describe the same rows");
-  AllToAllOptions resolved = options;
-  resolved.timeout = resolve(options.timeout, "alltoall_base");
-  return checked("alltoall_base", &input, 1, -1, std::nullopt, resolved.timeout, [&] {
-    return backend.alltoallBase(output, input, outputSplitSizes, inputSplitSizes, resolved);
+  return withErrorContext("alltoall_base", -1, [&] {
+    Backend& backend = route(input, "alltoall_base");
+    checkTensor(output, "alltoall_base", "output");
+    checkSameKind(input, output, "alltoall_base", "output");
+    auto rowsOf = [](const Tensor& tensor) { return tensor.dim() == 0 ? 1 : tensor.sizes()[0]; };
+    auto checkSplits = [&](const std::vector<int64_t>& splits, const Tensor& tensor,
+                           const char* role) {
+      int64_t rows = rowsOf(tensor);
+      if (splits.empty()) {
+        C10D_CHECK(rows % size_ == 0, InvalidArgument, "alltoall_base: ", role, " ",
+                   tensor.describe(), " has ", rows, " rows, not divisible by the group size ",
+                   size_, "; pass split sizes");
+        return;
+      }
+      C10D_CHECK(static_cast<int>(splits.size()) == size_, InvalidArgument,
+                 "alltoall_base: ", splits.size(), " ", role, " split sizes for a group of ",
+                 size_);
+      int64_t total = 0;
+      for (int64_t split : splits) {
+        C10D_CHECK(split >= 0, InvalidArgument, "alltoall_base: negative ", role, " split ", split);
+        total += split;
+      }
+      C10D_CHECK(total == rows, InvalidArgument, "alltoall_base: ", role, " splits sum to ", total,
+                 " but ", role, " ", tensor.describe(), " has ", rows, " rows");
+    };
+    checkSplits(inputSplitSizes, input, "input");
+    checkSplits(outputSplitSizes, output, "output");
+    // What this rank sends itself must be what it expects from itself: no peer can make up for it.
+    auto ownRows = [&](const std::vector<int64_t>& splits, const Tensor& tensor) {
+      return splits.empty() ? rowsOf(tensor) / size_ : splits[rank_];
+    };
+    auto rowBytes = [&](const Tensor& tensor) {
+      return rowsOf(tensor) == 0 ? int64_t{0}
+                                 : static_cast<int64_t>(tensor.nbytes()) / rowsOf(tensor);
+    };
+    const int64_t sentToSelf = ownRows(inputSplitSizes, input);
+    const int64_t expectedFromSelf = ownRows(outputSplitSizes, output);
+    C10D_CHECK(
+        sentToSelf == expectedFromSelf && (sentToSelf == 0 || rowBytes(input) == rowBytes(output)),
+        InvalidArgument, "alltoall_base: rank ", rank_, " sends itself ", sentToSelf,
+        " rows but expects ", expectedFromSelf, " from itself (input ", input.describe(),
+        ", output ", output.describe(), "); its input split ", rank_, " and output split ", rank_,
+        " must describe the same rows");
+    AllToAllOptions resolved = options;
+    resolved.timeout = resolve(options.timeout, "alltoall_base");
+    return checked("alltoall_base", &input, 1, -1, std::nullopt, resolved.timeout, [&] {
+      return backend.alltoallBase(output, input, outputSplitSizes, inputSplitSizes, resolved);
+    });
   });
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& options) {
-  checkUsable("barrier");
-  BarrierOptions resolved = options;
-  resolved.timeout = resolve(options.timeout, "barrier");
-  return checked("barrier", nullptr, 0, -1, std::nullopt, resolved.timeout,
-                 [&] { return backend(DeviceType::CPU)->barrier(resolved); });
+  return withErrorContext("barrier", -1, [&] {
+    checkUsable("barrier");
+    BarrierOptions resolved = options;
+    resolved.timeout = resolve(options.timeout, "barrier");
+    return checked("barrier", nullptr, 0, -1, std::nullopt, resolved.timeout,
+                   [&] { return backend(DeviceType::CPU)->barrier(resolved); });
+  });
 }
 
 void ProcessGroup::monitoredBarrier(const BarrierOptions& options, bool waitAllRanks) {
-  checkUsable("monitored_barrier");
-  C10D_CHECK(options_.storeIsShared, InvalidArgument, "monitored_barrier in group '",
-             options_.groupName,
-             "' needs a store shared by the ranks; this job has none (start it with "
-             "MASTER_ADDR and MASTER_PORT set)");
-  auto timeout = resolve(options.timeout, "monitored_barrier");
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  // Through the store rather than the backend: the point is to name ranks that never arrive,
-  // which a backend collective cannot do once it is stuck.
-  std::string base = "monitored_barrier/" + options_.groupName + "/";
-  int64_t round = store_->add(base + "round/" + std::to_string(rank_), 1);
-  std::string prefix = base + std::to_string(round) + "/";
-  store_->setString(prefix + "arrived/" + std::to_string(rank_), "1");
-  if (rank_ != 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    store_->wait({prefix + "released"}, std::max(left, std::chrono::milliseconds(1)));
-    std::string verdict = store_->getString(prefix + "released");
-    C10D_CHECK(verdict == "ok", TimeoutError, "monitored_barrier in group '", options_.groupName,
-               "': ", verdict);
-    return;
-  }
-  std::vector<int> missing;
-  for (int r = 1; r < size_; ++r) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    try {
-      store_->wait({prefix + "arrived/" + std::to_string(r)},
-                   std::max(left, std::chrono::milliseconds(1)));
-    } catch (const TimeoutError&) {
-      missing.push_back(r);
-      if (!waitAllRanks) break;
+  return withErrorContext("monitored_barrier", -1, [&] {
+    checkUsable("monitored_barrier");
+    C10D_CHECK(options_.storeIsShared, InvalidArgument, "monitored_barrier in group '",
+               options_.groupName,
+               "' needs a store shared by the ranks; this job has none (start it with "
+               "MASTER_ADDR and MASTER_PORT set)");
+    auto timeout = resolve(options.timeout, "monitored_barrier");
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    // Through the store rather than the backend: the point is to name ranks that never arrive,
+    // which a backend collective cannot do once it is stuck.
+    std::string base = "monitored_barrier/" + options_.groupName + "/";
+    int64_t round = store_->add(base + "round/" + std::to_string(rank_), 1);
+    std::string prefix = base + std::to_string(round) + "/";
+    store_->setString(prefix + "arrived/" + std::to_string(rank_), "1");
+    if (rank_ != 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      store_->wait({prefix + "released"}, std::max(left, std::chrono::milliseconds(1)));
+      std::string verdict = store_->getString(prefix + "released");
+      C10D_CHECK(verdict == "ok", TimeoutError, "monitored_barrier in group '", options_.groupName,
+                 "': ", verdict);
+      return;
     }
-  }
-  if (missing.empty()) {
-    store_->setString(prefix + "released", "ok");
-    return;
-  }
-  std::string message = detail::concat("rank(s) ", rankList(missing), " did not arrive within ",
-                                       timeout.count(), " ms");
-  store_->setString(prefix + "released", message);
-  C10D_THROW(TimeoutError, "monitored_barrier in group '", options_.groupName, "': ", message);
+    std::vector<int> missing;
+    for (int r = 1; r < size_; ++r) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      try {
+        store_->wait({prefix + "arrived/" + std::to_string(r)},
+                     std::max(left, std::chrono::milliseconds(1)));
+      } catch (const TimeoutError&) {
+        missing.push_back(r);
+        if (!waitAllRanks) break;
+      }
+    }
+    if (missing.empty()) {
+      store_->setString(prefix + "released", "ok");
+      return;
+    }
+    std::string message = detail::concat("rank(s) ", rankList(missing), " did not arrive within ",
+                                         timeout.count(), " ms");
+    store_->setString(prefix + "released", message);
+    throw TimeoutError(
+        detail::concat("monitored_barrier in group '", options_.groupName, "': ", message),
+        ErrorContext{.peers = missing});
+  });
 }
 
 std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dstRank, int tag,
                                          std::chrono::milliseconds timeout) {
-  Backend& backend = route(tensor, "send");
-  checkRank(dstRank, "destination", "send");
-  C10D_CHECK(tag >= 0, InvalidArgument, "send: tag must be >= 0, got ", tag);
-  C10D_CHECK(dstRank != rank_, InvalidArgument, "send: rank ", rank_, " cannot send to itself");
-  return backend.send(tensor, dstRank, tag, resolve(timeout, "send"));
+  return withErrorContext("send", dstRank, [&] {
+    Backend& backend = route(tensor, "send");
+    checkRank(dstRank, "destination", "send");
+    C10D_CHECK(tag >= 0, InvalidArgument, "send: tag must be >= 0, got ", tag);
+    C10D_CHECK(dstRank != rank_, InvalidArgument, "send: rank ", rank_, " cannot send to itself");
+    return withErrorContext(backend.send(tensor, dstRank, tag, resolve(timeout, "send")), "send",
+                            dstRank);
+  });
 }
 
 std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int srcRank, int tag,
                                          std::chrono::milliseconds timeout) {
-  Backend& backend = route(tensor, "recv");
-  checkRank(srcRank, "source", "recv");
-  C10D_CHECK(tag >= 0, InvalidArgument, "recv: tag must be >= 0, got ", tag);
-  C10D_CHECK(srcRank != rank_, InvalidArgument, "recv: rank ", rank_,
-             " cannot receive from itself");
-  return backend.recv(tensor, srcRank, tag, resolve(timeout, "recv"));
+  return withErrorContext("recv", srcRank, [&] {
+    Backend& backend = route(tensor, "recv");
+    checkRank(srcRank, "source", "recv");
+    C10D_CHECK(tag >= 0, InvalidArgument, "recv: tag must be >= 0, got ", tag);
+    C10D_CHECK(srcRank != rank_, InvalidArgument, "recv: rank ", rank_,
+               " cannot receive from itself");
+    return withErrorContext(backend.recv(tensor, srcRank, tag, resolve(timeout, "recv")), "recv",
+                            srcRank);
+  });
 }
 
 std::shared_ptr<Work> ProcessGroup::recvAnysource(const Tensor& tensor, int tag,
                                                   std::chrono::milliseconds timeout) {
-  Backend& backend = route(tensor, "recv_anysource");
-  C10D_CHECK(tag >= 0, InvalidArgument, "recv_anysource: tag must be >= 0, got ", tag);
-  C10D_CHECK(size_ > 1, InvalidArgument, "recv_anysource ", tensor.describe(), " tag ", tag,
-             " (group '", options_.groupName, "'): a group of one has nobody to receive from");
-  return backend.recvAnysource(tensor, tag, resolve(timeout, "recv_anysource"));
+  return withErrorContext("recv_anysource", -1, [&] {
+    Backend& backend = route(tensor, "recv_anysource");
+    C10D_CHECK(tag >= 0, InvalidArgument, "recv_anysource: tag must be >= 0, got ", tag);
+    C10D_CHECK(size_ > 1, InvalidArgument, "recv_anysource ", tensor.describe(), " tag ", tag,
+               " (group '", options_.groupName, "'): a group of one has nobody to receive from");
+    return withErrorContext(backend.recvAnysource(tensor, tag, resolve(timeout, "recv_anysource")),
+                            "recv_anysource", -1);
+  });
 }
 
 std::vector<std::shared_ptr<Work>> ProcessGroup::batchIsendIrecv(
     const std::vector<P2POp>& ops, std::chrono::milliseconds timeout) {
-  C10D_CHECK(!ops.empty(), InvalidArgument, "batch_isend_irecv: no operations");
-  Backend& backend = route(ops[0].tensor, "batch_isend_irecv");
-  for (const P2POp& op : ops) {
-    checkTensor(op.tensor, "batch_isend_irecv", op.kind == P2POp::Send ? "send" : "recv");
-    C10D_CHECK(op.tensor.device() == ops[0].tensor.device(), InvalidArgument,
-               "batch_isend_irecv: all tensors must be on one device");
-    checkRank(op.peer, op.kind == P2POp::Send ? "destination" : "source", "batch_isend_irecv");
-    C10D_CHECK(op.tag >= 0, InvalidArgument, "batch_isend_irecv: tag must be >= 0");
-    C10D_CHECK(op.peer != rank_, InvalidArgument, "batch_isend_irecv: rank ", rank_,
-               op.kind == P2POp::Send ? " cannot send to itself" : " cannot receive from itself");
-  }
-  return backend.batchIsendIrecv(ops, resolve(timeout, "batch_isend_irecv"));
+  return withErrorContext("batch_isend_irecv", -1, [&] {
+    C10D_CHECK(!ops.empty(), InvalidArgument, "batch_isend_irecv: no operations");
+    Backend& backend = route(ops[0].tensor, "batch_isend_irecv");
+    for (const P2POp& op : ops) {
+      checkTensor(op.tensor, "batch_isend_irecv", op.kind == P2POp::Send ? "send" : "recv");
+      C10D_CHECK(op.tensor.device() == ops[0].tensor.device(), InvalidArgument,
+                 "batch_isend_irecv: all tensors must be on one device");
+      checkRank(op.peer, op.kind == P2POp::Send ? "destination" : "source", "batch_isend_irecv");
+      C10D_CHECK(op.tag >= 0, InvalidArgument, "batch_isend_irecv: tag must be >= 0");
+      C10D_CHECK(op.peer != rank_, InvalidArgument, "batch_isend_irecv: rank ", rank_,
+                 op.kind == P2POp::Send ? " cannot send to itself" : " cannot receive from itself");
+    }
+    std::vector<std::shared_ptr<Work>> works =
+        backend.batchIsendIrecv(ops, resolve(timeout, "batch_isend_irecv"));
+    for (size_t i = 0; i < works.size() && i < ops.size(); ++i) {
+      withErrorContext(works[i], ops[i].kind == P2POp::Send ? "send" : "recv", ops[i].peer);
+    }
+    return works;
+  });
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(const std::vector<int>& ranks,
                                                      std::optional<ProcessGroupOptions> options) {
-  checkUsable("new_group");
-  C10D_CHECK(!ranks.empty(), InvalidArgument, "new_group: empty rank list");
-  std::vector<int> sorted = ranks;
-  std::sort(sorted.begin(), sorted.end());
-  C10D_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), InvalidArgument,
-             "new_group: duplicate rank in ", rankList(ranks));
-  for (int r : ranks) checkRank(r, "rank", "new_group");
-  const uint64_t index = subgroupCounter_++;
-  agreeOnCreation(index, "new_group " + rankList(ranks));
-  return makeSubgroup(ranks, options_.groupName + ".sub" + std::to_string(index), options);
+  return withErrorContext("new_group", -1, [&] {
+    checkUsable("new_group");
+    C10D_CHECK(!ranks.empty(), InvalidArgument, "new_group: empty rank list");
+    std::vector<int> sorted = ranks;
+    std::sort(sorted.begin(), sorted.end());
+    C10D_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), InvalidArgument,
+               "new_group: duplicate rank in ", rankList(ranks));
+    for (int r : ranks) checkRank(r, "rank", "new_group");
+    const uint64_t index = subgroupCounter_++;
+    agreeOnCreation(index, "new_group " + rankList(ranks));
+    return makeSubgroup(ranks, options_.groupName + ".sub" + std::to_string(index), options);
+  });
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key,
                                                   std::optional<ProcessGroupOptions> options) {
-  checkUsable("split");
-  const uint64_t index = subgroupCounter_++;
-  agreeOnCreation(index, "split");
-  std::string name = options_.groupName + ".split" + std::to_string(index);
-  std::vector<std::array<int, 2>> all = exchangeColors(name, color, key);
-  std::vector<std::pair<int, int>> members;  // (key, rank) of this rank's color, if it has one
-  for (int r = 0; r < size_ && color >= 0; ++r) {
-    if (all[r][0] == color) members.emplace_back(all[r][1], r);
-  }
-  std::sort(members.begin(), members.end());
-  std::vector<int> ranks;
-  for (auto& [k, r] : members) ranks.push_back(r);
-  return makeSubgroup(ranks, name + ".color" + std::to_string(color), options);
+  return withErrorContext("split", -1, [&] {
+    checkUsable("split");
+    const uint64_t index = subgroupCounter_++;
+    agreeOnCreation(index, "split");
+    std::string name = options_.groupName + ".split" + std::to_string(index);
+    std::vector<std::array<int, 2>> all = exchangeColors(name, color, key);
+    std::vector<std::pair<int, int>> members;  // (key, rank) of this rank's color, if it has one
+    for (int r = 0; r < size_ && color >= 0; ++r) {
+      if (all[r][0] == color) members.emplace_back(all[r][1], r);
+    }
+    std::sort(members.begin(), members.end());
+    std::vector<int> ranks;
+    for (auto& [k, r] : members) ranks.push_back(r);
+    return makeSubgroup(ranks, name + ".color" + std::to_string(color), options);
+  });
 }
 
 std::vector<Store::Bytes> ProcessGroup::exchangeThroughStore(

@@ -188,6 +188,13 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::shared_ptr<Work> checked(const char* op, const Tensor* tensor, int64_t tensors, int64_t root,
                                 std::optional<ReduceOp> reduceOp, std::chrono::milliseconds timeout,
                                 Issue&& issue);
+  // Runs body, the whole of public operation op: an Error it throws (bad input, a shut-down
+  // group, a backend's refusal) leaves with op, this group, this rank and peer (-1: none) in its
+  // context().
+  template <typename Body>
+  auto withErrorContext(const char* op, int peer, Body&& body) -> decltype(body());
+  // A point-to-point op's Work, its error to carry op, this group, this rank and peer.
+  std::shared_ptr<Work> withErrorContext(std::shared_ptr<Work> work, const char* op, int peer);
   Backend& route(const Tensor& tensor, const char* op) const;
   void checkUsable(const char* op) const;
   void checkRank(int rank, const char* what, const char* op) const;
@@ -208,6 +215,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Threads may create subgroups (each call is collective, so the order is the program's).
   std::atomic<uint64_t> subgroupCounter_{0};
   DebugLevel debug_ = DebugLevel::Off;
+  std::shared_ptr<const ErrorContext> errorContext_;  // this group's name and this rank
   std::atomic<uint64_t> collectives_{0};      // collectives issued: C10D_DEBUG's and the recorder's
   std::shared_ptr<FlightRecorder> recorder_;  // null when C10D_FLIGHT_RECORDER_SIZE=0
 };

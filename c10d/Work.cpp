@@ -139,7 +139,37 @@ void Work::finish() {
 }
 
 void Work::finishWithError(std::exception_ptr error) {
+  {
+    // Not held while the future completes: its callbacks run user code.
+    std::lock_guard<std::mutex> guard(contextMutex_);
+    if (error_ == nullptr) error_ = error;
+    if (contextGroup_) fillContext(error);
+  }
   future_->setError(std::move(error));
+}
+
+void Work::setErrorContext(std::shared_ptr<const ErrorContext> group, const char* op,
+                           int64_t sequence, int peer) {
+  std::lock_guard<std::mutex> guard(contextMutex_);
+  contextGroup_ = std::move(group);
+  contextOp_ = op;
+  contextSequence_ = sequence;
+  contextPeer_ = peer;
+  if (error_ != nullptr) fillContext(error_);
+}
+
+void Work::fillContext(const std::exception_ptr& error) const {
+  ErrorContext context = *contextGroup_;
+  context.op = contextOp_ != nullptr ? contextOp_ : "";
+  context.sequence = contextSequence_;
+  if (contextPeer_ >= 0) context.peers = {contextPeer_};
+  try {
+    std::rethrow_exception(error);
+  } catch (Error& e) {
+    e.addContext(context);
+  } catch (...) {
+    // Not ours (a user backend's std::exception): it has no context to fill.
+  }
 }
 
 }  // namespace c10d::inline v0

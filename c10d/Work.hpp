@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "c10d/Exception.hpp"
 #include "c10d/Tensor.hpp"
 
 namespace c10d::inline v0 {
@@ -101,6 +102,12 @@ class Work {
   void finishWithError(std::exception_ptr error);
   void setSourceRank(int rank) { sourceRank_ = rank; }
 
+  // ProcessGroup's side, right after the backend returned the work: the op's error (an Error)
+  // gets these in its context(), whether it failed already or fails later. group holds the
+  // group's name and this rank; op must outlive the work (a string literal).
+  void setErrorContext(std::shared_ptr<const ErrorContext> group, const char* op, int64_t sequence,
+                       int peer);
+
  protected:
   // Called by wait() before it blocks: a backend may run a queued operation on the waiting
   // thread instead of handing it to its worker (saves a thread hand-off for blocking calls).
@@ -112,6 +119,15 @@ class Work {
   std::vector<Tensor> outputs_;
   std::shared_ptr<Future> future_;
   int sourceRank_ = -1;
+
+  // Filled into the error by whichever of finishWithError and setErrorContext comes second.
+  void fillContext(const std::exception_ptr& error) const;
+  std::mutex contextMutex_;
+  std::exception_ptr error_;
+  std::shared_ptr<const ErrorContext> contextGroup_;
+  const char* contextOp_ = nullptr;
+  int64_t contextSequence_ = -1;
+  int contextPeer_ = -1;
 };
 
 }  // namespace c10d::inline v0

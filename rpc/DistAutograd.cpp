@@ -32,7 +32,7 @@ void addGradient(RpcAgent::Impl& impl, int64_t context, const GlobalId& id, cons
 void accumulateReceived(RpcAgent::Impl& impl, int64_t context, const GradientList& grads) {
   for (const auto& [id, grad] : grads) {
     std::shared_ptr<detail::RRefCore> core = impl.ownedCore(id, false);
-    C10D_CHECK(core != nullptr, InvalidArgument, "dist autograd: parameter RRef ", id.str(),
+    C10D_CHECK(core != nullptr, StateError, "dist autograd: parameter RRef ", id.str(),
                " is not owned by ", impl.describeWorker(impl.self.id));
     addGradient(impl, context, id, *static_cast<Tensor*>(core->localAddress(typeid(Tensor))), grad);
   }
@@ -108,7 +108,7 @@ DistAutogradContext::~DistAutogradContext() {
 
 void DistAutogradContext::accumulateGrads(
     const std::vector<std::pair<RRef<Tensor>, Tensor>>& grads) {
-  C10D_CHECK(!released_, InvalidArgument, "dist autograd context ", id_, " was released");
+  C10D_CHECK(!released_, StateError, "dist autograd context ", id_, " was released");
   RpcAgent::Impl& impl = agent_->impl();
   std::map<int, GradientList> byOwner;  // other workers
   std::vector<std::pair<RRef<Tensor>, Tensor>> local;

@@ -17,7 +17,7 @@
 //
 // Errors: what the value's creating function threw reaches every toHere() and localValue() as
 // the RemoteError it produced; localValue() on a user, or with a type other than the owner's,
-// throws InvalidArgument; an RRef used after its agent was destroyed throws InvalidArgument.
+// throws InvalidArgument; an RRef used after its agent was destroyed throws StateError.
 //
 // Threading: RRef handles may be copied, passed and used from any thread.
 
@@ -81,7 +81,7 @@ class RRefCore {
   int ownerId() const { return owner_; }
   bool isOwner() const { return isOwner_; }
   bool confirmed() const { return isOwner_ || confirmed_.load(); }
-  // The agent; InvalidArgument when it was destroyed.
+  // The agent; StateError when it was destroyed.
   std::shared_ptr<RpcAgent> agent() const;
 
   // Owner: the value, once its creating function returned (or its error).

@@ -61,7 +61,7 @@ RRefCore::~RRefCore() {
 
 std::shared_ptr<RpcAgent> RRefCore::agent() const {
   std::shared_ptr<RpcAgent> agent = agent_.lock();
-  C10D_CHECK(agent != nullptr, InvalidArgument, "rpc: RRef ", id_.str(),
+  C10D_CHECK(agent != nullptr, StateError, "rpc: RRef ", id_.str(),
              " used after its agent was destroyed");
   return agent;
 }
@@ -122,13 +122,13 @@ std::shared_ptr<RRefCore> unpackRRef(const char* data, size_t size) {
              " (owner ", wire.owner, ", sender ", wire.parent, ")");
   if (wire.parent == self) {
     std::shared_ptr<RRefCore> core = impl.takePendingChild(wire.fork);
-    C10D_CHECK(core != nullptr, InvalidArgument, "rpc: RRef ", wire.id.str(),
+    C10D_CHECK(core != nullptr, StateError, "rpc: RRef ", wire.id.str(),
                " sent to itself was already received");
     return core;
   }
   if (wire.owner == self) {
     std::shared_ptr<RRefCore> core = impl.ownedCore(wire.id, false);
-    C10D_CHECK(core != nullptr, InvalidArgument, "rpc: RRef ", wire.id.str(), " from ",
+    C10D_CHECK(core != nullptr, StateError, "rpc: RRef ", wire.id.str(), " from ",
                impl.describeWorker(scope.peer), " is no longer held on its owner");
     impl.notify(wire.parent, "c10d.rref.accept", pack(std::make_tuple(wire.fork)));
     return core;
@@ -354,7 +354,7 @@ void RpcAgent::Impl::settleRRefs(std::chrono::steady_clock::time_point deadline)
 std::shared_ptr<RRefCore> RpcAgent::remoteRaw(const std::string& to, const std::string& function,
                                               const std::function<Packed()>& packArguments) {
   Impl& impl = *impl_;
-  C10D_CHECK(!impl.shutDown.load(), InvalidArgument, "rpc: remote '", function, "' to '", to,
+  C10D_CHECK(!impl.shutDown.load(), StateError, "rpc: remote '", function, "' to '", to,
              "' after worker '", impl.self.name, "' shut down");
   const int owner = impl.idOf(to);
   const GlobalId id = impl.newId();

@@ -205,7 +205,9 @@ void RpcAgent::Impl::onFrame(int peer, Frame frame) {
       // Completed here, on the loop thread: the reply only unpacks and wakes the caller (the
       // future's then-callbacks go to the pool), which saves a hand-off per call.
       if (frame.kind == FrameKind::Error) {
-        call->reply(std::make_exception_ptr(RemoteError(frame.name)), nullptr);
+        call->reply(std::make_exception_ptr(RemoteError(
+                        frame.name, ErrorContext{.op = call->function, .worker = names[call->to]})),
+                    nullptr);
       } else {
         Packed reply{std::move(frame.payload), std::move(frame.tensors)};
         call->reply(nullptr, &reply);
@@ -222,8 +224,8 @@ void RpcAgent::Impl::onFrame(int peer, Frame frame) {
 
 void RpcAgent::Impl::call(int to, const std::string& function, Packed arguments,
                           std::chrono::milliseconds timeout, Reply reply) {
-  C10D_CHECK(!shutDown.load(), InvalidArgument, "rpc: call '", function, "' to ",
-             describeWorker(to), " after worker '", self.name, "' shut down");
+  C10D_CHECK(!shutDown.load(), StateError, "rpc: call '", function, "' to ", describeWorker(to),
+             " after worker '", self.name, "' shut down");
   C10D_CHECK(timeout.count() > 0, InvalidArgument, "rpc: call '", function,
              "': timeout must be positive, got ", timeout.count(), " ms");
   if (to == self.id) {
@@ -257,13 +259,21 @@ void RpcAgent::Impl::call(int to, const std::string& function, Packed arguments,
   }
   try {
     transport->send(to, std::move(request), inFlight > kBatchAboveInFlight);
-  } catch (...) {
-    std::exception_ptr error = std::current_exception();
+  } catch (const PeerLostError& e) {
     // The transport refuses a lost peer: that call fails like the ones in flight at the loss.
-    if (std::optional<std::string> why = transport->lostReason(to)) {
-      error = std::make_exception_ptr(lostCallError(function, to, *why));
+    if (auto failed = takePending(id)) {
+      failed->reply(std::make_exception_ptr(lostCallError(function, to, e.why())), nullptr);
     }
-    if (auto failed = takePending(id)) failed->reply(error, nullptr);
+  } catch (const StateError&) {
+    // This worker shut down between the check above and the send: as a call after it.
+    if (auto failed = takePending(id)) {
+      failed->reply(std::make_exception_ptr(StateError(
+                        c10d::detail::concat("rpc: call '", function, "' to ", describeWorker(to),
+                                             " after worker '", self.name, "' shut down"))),
+                    nullptr);
+    }
+  } catch (...) {
+    if (auto failed = takePending(id)) failed->reply(std::current_exception(), nullptr);
   }
 }
 
@@ -305,7 +315,8 @@ void RpcAgent::Impl::onPeerLost(int peer, const std::string& why) {
 RemoteError RpcAgent::Impl::lostCallError(const std::string& function, int to,
                                           const std::string& why) const {
   return RemoteError("rpc call '" + function + "' to " + describeWorker(to) +
-                     " failed: the connection was lost (" + why + ")");
+                         " failed: the connection was lost (" + why + ")",
+                     ErrorContext{.op = function, .worker = names[to]});
 }
 
 void RpcAgent::Impl::deadlineLoop() {
@@ -319,9 +330,10 @@ void RpcAgent::Impl::deadlineLoop() {
     lock.unlock();
     failCalls([now](const Pending& p) { return p.deadline <= now; },
               [this](const Pending& p) {
-                return std::make_exception_ptr(
-                    TimeoutError("rpc call '" + p.function + "' to " + describeWorker(p.to) +
-                                 " timed out after " + std::to_string(p.timeout.count()) + " ms"));
+                return std::make_exception_ptr(TimeoutError(
+                    "rpc call '" + p.function + "' to " + describeWorker(p.to) +
+                        " timed out after " + std::to_string(p.timeout.count()) + " ms",
+                    ErrorContext{.op = p.function, .worker = names[p.to]}));
               });
     lock.lock();
   }
@@ -566,9 +578,9 @@ void RpcAgent::Impl::close() {
   transport->close();
   failCalls([](const Pending&) { return true; },
             [this](const Pending& p) {
-              return std::make_exception_ptr(
-                  InvalidArgument("rpc call '" + p.function + "' to " + describeWorker(p.to) +
-                                  " failed: worker '" + self.name + "' shut down"));
+              return std::make_exception_ptr(StateError("rpc call '" + p.function + "' to " +
+                                                        describeWorker(p.to) + " failed: worker '" +
+                                                        self.name + "' shut down"));
             });
   // Replies queued for the pool still run: the pool drains its queue before it stops.
   stopThreads();

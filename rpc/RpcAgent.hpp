@@ -207,8 +207,8 @@ class RpcAgent {
   // returns last. It fails at once with RemoteError naming a worker whose connection is lost
   // before it reached the barrier, and with TimeoutError naming the missing workers after
   // options().timeout. Non-graceful: closes at once, failing outstanding calls. Either way, and
-  // also when graceful shutdown throws, the agent is closed afterwards: later calls fail with
-  // InvalidArgument. Idempotent.
+  // also when graceful shutdown throws, the agent is closed afterwards: later calls, like those
+  // in flight at the close, fail with StateError. Idempotent.
   void shutdown(bool graceful = true);
 
   // For rpc/'s own files.

@@ -57,9 +57,9 @@ constexpr char kAcceptorRole[] = "c10d rpc acceptor";
 
 // The other side broke the introduction (wrong token, none, or one where none was expected):
 // the connection is dropped and connect() fails at once instead of retrying.
-class Refused : public InvalidArgument {
+class Refused : public RemoteError {
  public:
-  using InvalidArgument::InvalidArgument;
+  using RemoteError::RemoteError;
 };
 
 struct ConnectResult {
@@ -106,6 +106,7 @@ struct Transport::Impl {
     // orders those writes against the loop's.
     std::mutex writeMutex;
     bool closing = false;  // under writeMutex, set before uv_close
+    std::string closingWhy;  // under writeMutex: drop()'s reason
     int fd = -1;
     // Under writeMutex: frames for the loop thread to write, in order, and how many loop writes
     // are scheduled or in libuv's hands (the outbox's flush counts as one). A sender writes on
@@ -156,7 +157,7 @@ struct Transport::Impl {
   void post(std::function<void()> command) {
     {
       std::lock_guard<std::mutex> guard(mutex);
-      C10D_CHECK(!closed, InvalidArgument, "rpc transport of worker ", self, " is closed");
+      C10D_CHECK(!closed, StateError, "rpc transport of worker ", self, " is closed");
       commands.push_back(std::move(command));
     }
     uv_async_send(&wakeup);
@@ -225,6 +226,7 @@ struct Transport::Impl {
       std::lock_guard<std::mutex> guard(c->writeMutex);
       if (c->closing) return;
       c->closing = true;
+      c->closingWhy = why;
     }
     if (auto pending = std::exchange(c->pendingConnect, nullptr)) {
       pending->set_value(ConnectResult{UV_ECONNRESET, {}});
@@ -656,7 +658,7 @@ void Transport::connect(int peer, const std::string& address,
         }
       });
       ConnectResult outcome = done.get();
-      C10D_CHECK(outcome.refused.empty(), InvalidArgument, "rpc worker ", impl_->self,
+      C10D_CHECK(outcome.refused.empty(), RemoteError, "rpc worker ", impl_->self,
                  ": connecting to worker ", peer, " at ", address, ": ", outcome.refused);
       rc = outcome.rc;
       if (rc == 0) return;
@@ -703,11 +705,10 @@ void Transport::send(int peer, Frame frame, bool moreSoon) {
   std::shared_ptr<Impl::Connection> c;
   {
     std::lock_guard<std::mutex> guard(impl_->mutex);
-    C10D_CHECK(!impl_->closed, InvalidArgument, "rpc transport of worker ", impl_->self,
-               " is closed");
-    auto gone = impl_->lost.find(peer);
-    C10D_CHECK(gone == impl_->lost.end(), InvalidArgument, "rpc: the connection to worker ", peer,
-               " is lost (", gone->second, ")");
+    C10D_CHECK(!impl_->closed, StateError, "rpc transport of worker ", impl_->self, " is closed");
+    if (auto gone = impl_->lost.find(peer); gone != impl_->lost.end()) {
+      throw PeerLostError(peer, gone->second);
+    }
     auto it = impl_->peers.find(peer);
     C10D_CHECK(it != impl_->peers.end(), InvalidArgument, "rpc: no connection to worker ", peer);
     c = it->second;
@@ -717,7 +718,7 @@ void Transport::send(int peer, Frame frame, bool moreSoon) {
   size_t written = 0;
   {
     std::lock_guard<std::mutex> guard(c->writeMutex);
-    C10D_CHECK(!c->closing, InvalidArgument, "rpc: the connection to worker ", peer, " is closing");
+    if (c->closing) throw PeerLostError(peer, c->closingWhy);
     if (!moreSoon && c->queuedWrites == 0 && frameBytes <= kDirectWriteBytes) {
       // Nothing queued and a small frame: write on this thread, which saves a hand-off to the
       // loop thread (47 instead of 120-135 us per empty call between two processes here).

@@ -15,9 +15,24 @@
 #include <optional>
 #include <string>
 
+#include "c10d/Exception.hpp"
 #include "c10d/rpc/Wire.hpp"
 
 namespace c10d::inline v0::rpc {
+
+// send() to a peer whose connection is lost, or being dropped right now: the same error either
+// way, so a caller can fail the call as it fails those in flight at the loss.
+class PeerLostError : public RemoteError {
+ public:
+  PeerLostError(int peer, std::string why)
+      : RemoteError(
+            c10d::detail::concat("rpc: the connection to worker ", peer, " is lost (", why, ")")),
+        why_(std::move(why)) {}
+  const std::string& why() const { return why_; }
+
+ private:
+  std::string why_;
+};
 
 class Transport {
  public:
@@ -36,17 +51,18 @@ class Transport {
   std::string listen(const std::string& host);
   // Connects to peer at address and introduces this worker (authenticating with the token);
   // retries until deadline. Blocks until the peer has answered. Throws TimeoutError, or
-  // InvalidArgument at once when authentication fails either way.
+  // RemoteError at once when the introduction fails (authentication either way, or another
+  // worker answering).
   void connect(int peer, const std::string& address,
                std::chrono::steady_clock::time_point deadline);
   // Blocks until a connection to each peer in [0, worldSize) other than self is up (made or
   // accepted). Throws TimeoutError naming the missing peers.
   void waitForPeers(int worldSize, std::chrono::steady_clock::time_point deadline);
-  // Queues frame to peer. Throws InvalidArgument for an unknown or lost peer, or a frame that
-  // cannot be encoded. The tensors stay referenced until written. A small frame is written on
-  // the calling thread when nothing is queued before it; otherwise, or when the caller says
-  // more frames follow soon (moreSoon), it joins the loop thread's next write, which carries
-  // every frame queued by then in one system call.
+  // Queues frame to peer. Throws PeerLostError for a lost peer, StateError once closed,
+  // InvalidArgument for an unknown peer or a frame that cannot be encoded. The tensors stay
+  // referenced until written. A small frame is written on the calling thread when nothing is queued
+  // before it; otherwise, or when the caller says more frames follow soon (moreSoon), it joins the
+  // loop thread's next write, which carries every frame queued by then in one system call.
   void send(int peer, Frame frame, bool moreSoon = false);
   // Closes every connection and stops the loop thread. Idempotent.
   void close();

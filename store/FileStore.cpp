@@ -280,8 +280,9 @@ std::vector<FileStore::Bytes> FileStore::poll(const std::vector<std::string>& ke
         std::min<std::chrono::steady_clock::duration>(delay, deadline - now));
     delay = std::min(delay * 2, kMaxPoll);
   }
-  C10D_THROW(TimeoutError, "FileStore ", op, ": key(s) ", describeKeys(missing), " not set after ",
-             timeout.count(), " ms (file ", path_, ")");
+  throw TimeoutError(detail::concat("FileStore ", op, ": key(s) ", describeKeys(missing),
+                                    " not set after ", timeout.count(), " ms (file ", path_, ")"),
+                     ErrorContext{.op = detail::concat("store ", op), .key = missing.front()});
 }
 
 void FileStore::set(const std::string& key, const Bytes& value) {

@@ -135,8 +135,9 @@ void HashStore::waitLocked(std::unique_lock<std::mutex>& lock, const std::vector
   for (const auto& key : keys) {
     if (map_.count(key) == 0) missing.push_back(key);
   }
-  C10D_THROW(TimeoutError, "HashStore ", op, ": key(s) ", describeKeys(missing), " not set after ",
-             timeout.count(), " ms");
+  throw TimeoutError(detail::concat("HashStore ", op, ": key(s) ", describeKeys(missing),
+                                    " not set after ", timeout.count(), " ms"),
+                     ErrorContext{.op = detail::concat("store ", op), .key = missing.front()});
 }
 
 }  // namespace c10d::inline v0

@@ -26,15 +26,21 @@ std::string Store::getString(const std::string& key) {
 
 void checkKey(std::string_view op, const std::string& key) {
   C10D_CHECK(!key.empty(), InvalidArgument, "store ", op, ": empty key");
-  C10D_CHECK(key.size() <= Store::kMaxKeyBytes, InvalidArgument, "store ", op, ": key '",
-             key.substr(0, 64), "...' is ", key.size(), " bytes, over the limit of ",
-             Store::kMaxKeyBytes);
+  if (key.size() > Store::kMaxKeyBytes) {
+    throw InvalidArgument(
+        detail::concat("store ", op, ": key '", key.substr(0, 64), "...' is ", key.size(),
+                       " bytes, over the limit of ", Store::kMaxKeyBytes),
+        ErrorContext{.op = detail::concat("store ", op), .key = key});
+  }
 }
 
 void checkValue(std::string_view op, const std::string& key, size_t valueBytes) {
-  C10D_CHECK(valueBytes <= Store::kMaxValueBytes, InvalidArgument, "store ", op,
-             ": value for key '", key, "' is ", valueBytes, " bytes, over the limit of ",
-             Store::kMaxValueBytes);
+  if (valueBytes > Store::kMaxValueBytes) {
+    throw InvalidArgument(
+        detail::concat("store ", op, ": value for key '", key, "' is ", valueBytes,
+                       " bytes, over the limit of ", Store::kMaxValueBytes),
+        ErrorContext{.op = detail::concat("store ", op), .key = key});
+  }
 }
 
 void checkKeys(std::string_view op, const std::vector<std::string>& keys) {

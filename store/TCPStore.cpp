@@ -52,6 +52,12 @@ struct Subject {
     if (keys != nullptr) return " " + describeKeys(*keys);
     return key.empty() ? std::string() : detail::concat(" '", key, "'");
   }
+
+  // The key for Error::context: the one key, or the first of several.
+  ErrorContext context(Op op) const {
+    std::string first = keys != nullptr && !keys->empty() ? keys->front() : std::string(key);
+    return ErrorContext{.op = detail::concat("store ", protocol::opName(op)), .key = first};
+  }
 };
 
 // Finishes and sends the request that writer built, and returns a reader positioned after the
@@ -69,9 +75,13 @@ FrameReader exchange(detail::StoreConnection& connection, FrameWriter& writer, O
   try {
     connection.roundTrip(tlsRequest, tlsResponse, deadline);
   } catch (const TimeoutError& e) {
-    C10D_THROW(TimeoutError, "TCPStore ", protocol::opName(op), subject.describe(), ": ", e.what());
+    throw TimeoutError(
+        detail::concat("TCPStore ", protocol::opName(op), subject.describe(), ": ", e.what()),
+        subject.context(op));
   } catch (const StoreError& e) {
-    C10D_THROW(StoreError, "TCPStore ", protocol::opName(op), subject.describe(), ": ", e.what());
+    throw StoreError(
+        detail::concat("TCPStore ", protocol::opName(op), subject.describe(), ": ", e.what()),
+        subject.context(op));
   }
   FrameReader in(tlsResponse.data(), tlsResponse.size());
   auto status = static_cast<Status>(in.u8());
@@ -80,19 +90,23 @@ FrameReader exchange(detail::StoreConnection& connection, FrameWriter& writer, O
       return in;
     case Status::Timeout: {
       std::vector<std::string> missing = in.keys();
-      C10D_THROW(TimeoutError, "TCPStore ", protocol::opName(op), ": key(s) ",
-                 describeKeys(missing), " not set after ", waitTimeout.count(), " ms (store ",
-                 connection.address(), ")");
+      throw TimeoutError(
+          detail::concat("TCPStore ", protocol::opName(op), ": key(s) ", describeKeys(missing),
+                         " not set after ", waitTimeout.count(), " ms (store ",
+                         connection.address(), ")"),
+          Subject{.keys = &missing}.context(op));
     }
     case Status::Error: {
       std::string_view message = in.bytes(protocol::kMaxFrameBytes);
-      C10D_THROW(StoreError, "TCPStore ", protocol::opName(op), subject.describe(), " (store ",
-                 connection.address(), "): ", message);
+      throw StoreError(detail::concat("TCPStore ", protocol::opName(op), subject.describe(),
+                                      " (store ", connection.address(), "): ", message),
+                       subject.context(op));
     }
     case Status::InvalidArgument: {
       std::string_view message = in.bytes(protocol::kMaxFrameBytes);
-      C10D_THROW(InvalidArgument, "TCPStore ", protocol::opName(op), subject.describe(), " (store ",
-                 connection.address(), "): ", message);
+      throw InvalidArgument(detail::concat("TCPStore ", protocol::opName(op), subject.describe(),
+                                           " (store ", connection.address(), "): ", message),
+                            subject.context(op));
     }
   }
   C10D_THROW(StoreError, "TCPStore ", protocol::opName(op), ": unknown response status ",

@@ -143,6 +143,7 @@ inline std::string errorKind(const std::exception& e) {
   if (dynamic_cast<const BackendError*>(&e)) return "BackendError";
   if (dynamic_cast<const StoreError*>(&e)) return "StoreError";
   if (dynamic_cast<const RemoteError*>(&e)) return "RemoteError";
+  if (dynamic_cast<const StateError*>(&e)) return "StateError";
   if (dynamic_cast<const Error*>(&e)) return "c10d::Error";
   return "std::exception";
 }
@@ -154,6 +155,7 @@ std::string errorName() {
   if constexpr (std::is_same_v<E, BackendError>) return "BackendError";
   if constexpr (std::is_same_v<E, StoreError>) return "StoreError";
   if constexpr (std::is_same_v<E, RemoteError>) return "RemoteError";
+  if constexpr (std::is_same_v<E, StateError>) return "StateError";
   if constexpr (std::is_same_v<E, Error>) return "c10d::Error";
   return "the expected error type";
 }

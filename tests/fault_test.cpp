@@ -33,13 +33,17 @@ test::RunOptions ranksLosing(int killed, int worldSize = 3) {
           .killedRanks = {killed}};
 }
 
-// Runs fn, which must throw well before kOpTimeout, and returns the error's message.
+// Runs fn, which must throw well before kOpTimeout, and returns the error's message; context,
+// when given, gets the error's fields.
 template <typename Fn>
-std::string errorSoonFrom(Fn&& fn, const std::string& what) {
+std::string errorSoonFrom(Fn&& fn, const std::string& what, ErrorContext* context = nullptr) {
   auto start = Clock::now();
   std::string error;
   try {
     fn();
+  } catch (const Error& e) {
+    error = e.what();
+    if (context != nullptr) *context = e.context();
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -58,13 +62,20 @@ TEST(FaultTest, GlooSurvivorsOfAKilledRankFailNamingIt) {
     }
     // Loops so that a rank which got through the killed rank's last op meets the loss on its
     // next one.
+    ErrorContext context;
     std::string error = errorSoonFrom(
         [&] {
           for (int i = 0; i < 100; ++i) env.pg.allreduce(tensor)->wait();
         },
-        "an allreduce after rank 2 was killed");
+        "an allreduce after rank 2 was killed", &context);
     test::check(error.find("rank 2 of group 'default' is no longer running") != std::string::npos,
                 "the error names rank 2: " + error);
+    // The same, as fields a framework can act on.
+    test::checkEq(std::vector<int>{2}, context.peers, "context().peers");
+    test::checkEq(std::string("allreduce"), context.op, "context().op");
+    test::checkEq(std::string("default"), context.group, "context().group");
+    test::checkEq(env.rank, context.rank, "context().rank");
+    test::check(context.sequence >= 5, "context().sequence counts the 5 allreduces before");
   });
   EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0, kKilled})) << test::report(outcomes);
 }
@@ -127,9 +138,21 @@ TEST(FaultTest, GlooTimeoutNamesTheRankThatStoppedCallingCollectives) {
       env.store.wait({"others-failed/go"}, 30s);  // alive, doing something else
       return;
     }
+    ErrorContext context;
     test::expectThrows<TimeoutError>(
-        [&] { env.pg.allreduce(tensor)->wait(); }, "an allreduce that rank 2 never joins",
+        [&] {
+          try {
+            env.pg.allreduce(tensor)->wait();
+          } catch (const Error& e) {
+            context = e.context();
+            throw;
+          }
+        },
+        "an allreduce that rank 2 never joins",
         {"rank(s) 2 of group 'default' are behind: they never reached this collective (seq 3)"});
+    test::checkEq(std::vector<int>{2}, context.peers, "context().peers: the rank behind");
+    test::checkEq(int64_t{3}, context.sequence, "context().sequence");
+    test::checkEq(std::string("allreduce"), context.op, "context().op");
     test::storeBarrier(env.store, "others-failed", 2);
   });
   EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0, 0})) << test::report(outcomes);
@@ -166,6 +189,12 @@ TEST(FaultTest, RpcSurvivorsOfAKilledWorkerNameItAndShutDownAtOnce) {
       std::string error = test::expectThrows<RemoteError>([&] { inFlight->value(); },
                                                           "the call in flight to w2", {named});
       test::check(error.find("connection was lost") != std::string::npos, error);
+      try {
+        inFlight->value();
+      } catch (const RemoteError& e) {
+        test::checkEq(std::string("w2"), e.context().worker, "context().worker");
+        test::checkEq(std::string("hang"), e.context().op, "context().op");
+      }
     }
     // Calls until the loss is seen here too; then a call made after it fails like one in flight.
     std::string after = errorSoonFrom(
@@ -184,8 +213,8 @@ TEST(FaultTest, RpcSurvivorsOfAKilledWorkerNameItAndShutDownAtOnce) {
     std::string shutdown = errorSoonFrom([&] { agent->shutdown(); }, "graceful shutdown");
     test::check(shutdown.find("graceful shutdown: " + named + " is gone") != std::string::npos,
                 "the shutdown error names w2: " + shutdown);
-    test::expectThrows<InvalidArgument>([&] { agent->rpcSync<int>("w1", "echo", 1); },
-                                        "a call after the failed shutdown", {"shut down"});
+    test::expectThrows<StateError>([&] { agent->rpcSync<int>("w1", "echo", 1); },
+                                   "a call after the failed shutdown", {"shut down"});
   });
   EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0, kKilled})) << test::report(outcomes);
 }

@@ -1280,8 +1280,7 @@ TEST_P(ProcessGroupConformance, BadInputIsInvalidArgumentAndGroupStaysUsable) {
     test::storeBarrier(env.store, "test/before-shutdown", size);
     pg.shutdown();
     pg.shutdown();
-    expectThrows<InvalidArgument>([&] { pg.allreduce(t); }, "allreduce after shutdown()",
-                                  {"shut down"});
+    expectThrows<StateError>([&] { pg.allreduce(t); }, "allreduce after shutdown()", {"shut down"});
   });
 }
 

@@ -191,7 +191,14 @@ TEST(ProcessGroupTest, WorldOfOneRunsEveryCollectiveLocally) {
   EXPECT_EQ(pg.groupRank(0), 0);
   EXPECT_EQ(pg.groupRank(5), std::nullopt);
   pg.shutdown();
-  EXPECT_THROW(pg.allreduce(t), InvalidArgument);
+  try {
+    pg.allreduce(t);
+    ADD_FAILURE() << "allreduce after shutdown() was accepted";
+  } catch (const StateError& e) {
+    EXPECT_EQ(e.context().op, "allreduce");
+    EXPECT_EQ(e.context().group, "default");
+    EXPECT_EQ(e.context().rank, 0);
+  }
 }
 
 // Runs body(group) on size ranks, each a thread with its own Gloo group over one HashStore, and
@@ -260,7 +267,8 @@ TEST(GroupCreationTest, ARankThatMakesNoGroupIsNamedAtTheTimeout) {
 }
 
 // One thread issues collectives while another shuts the group down: each op either completes
-// or fails with a c10d error. The backend used to drop its op queue under the issuing thread.
+// or fails with a StateError, whether it was issued after the shutdown or was in flight at it.
+// The backend used to drop its op queue under the issuing thread.
 TEST(ProcessGroupTest, ShutdownWhileAnotherThreadIssuesOpsFailsThemCleanly) {
   for (int round = 0; round < 30; ++round) {
     ProcessGroup pg(std::make_shared<HashStore>(), 0, 1, ProcessGroupOptions{.timeout = 10s});
@@ -273,14 +281,17 @@ TEST(ProcessGroupTest, ShutdownWhileAnotherThreadIssuesOpsFailsThemCleanly) {
           pg.allreduce(t)->wait();
           started = true;
         }
-      } catch (const Error& e) {
+      } catch (const StateError& e) {
         stoppedBy = e.what();
+      } catch (const Error& e) {
+        stoppedBy = std::string("not a StateError: ") + e.what();
       }
     });
     while (!started) std::this_thread::yield();
     pg.shutdown();
     issuer.join();
     EXPECT_NE(stoppedBy.find("shut down"), std::string::npos) << stoppedBy;
+    EXPECT_EQ(stoppedBy.find("not a StateError"), std::string::npos) << stoppedBy;
   }
 }
 

@@ -266,7 +266,7 @@ TEST(RpcTest, ShuttingDownFromTwoThreadsAtOnceIsSafe) {
     } else {  // worker 1 left without reaching the barrier: worker 0 says so at once
       EXPECT_NE(errors[2].find("worker 'worker1' (id 1) is gone"), std::string::npos) << errors[2];
     }
-    EXPECT_THROW(agents[1]->rpcSync<int>("worker0", "nothing"), InvalidArgument);
+    EXPECT_THROW(agents[1]->rpcSync<int>("worker0", "nothing"), StateError);
   }
 }
 
@@ -407,7 +407,8 @@ TEST(RpcTest, GarbageOnTheListeningPortDropsOnlyThatConnection) {
 }
 
 // Creates workers "a" (rank 0, connects) and "b" (rank 1, accepts) with their own tokens;
-// returns each one's error, or "" for a worker that came up.
+// returns each one's error, or "" for a worker that came up; a refusal by the other side (a
+// RemoteError) reads "RemoteError: ...".
 std::array<std::string, 2> createWithTokens(std::optional<std::string> tokenA,
                                             std::optional<std::string> tokenB) {
   auto store = std::make_shared<HashStore>();
@@ -422,6 +423,8 @@ std::array<std::string, 2> createWithTokens(std::optional<std::string> tokenA,
       options.authToken = tokens[rank];
       try {
         agents[rank] = RpcAgent::create(store, rank == 0 ? "a" : "b", rank, 2, options);
+      } catch (const RemoteError& e) {
+        errors[rank] = std::string("RemoteError: ") + e.what();
       } catch (const std::exception& e) {
         errors[rank] = e.what();
       }
@@ -457,6 +460,7 @@ TEST(RpcAuthTest, AWrongTokenIsRefusedAndLoggedOnBothSides) {
   ::testing::internal::CaptureStderr();
   auto errors = createWithTokens("mine", "theirs");
   std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(errors[0].rfind("RemoteError: ", 0), 0u) << errors[0];
   EXPECT_NE(errors[0].find("proved a different authentication token"), std::string::npos)
       << errors[0];
   EXPECT_NE(errors[1].find("no connection from worker(s) 0"), std::string::npos) << errors[1];
@@ -470,12 +474,14 @@ TEST(RpcAuthTest, AMissingTokenIsRefusedEitherWay) {
   ::testing::internal::CaptureStderr();
   auto errors = createWithTokens(std::nullopt, "theirs");
   std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(errors[0].rfind("RemoteError: ", 0), 0u) << errors[0];
   EXPECT_NE(errors[0].find("worker 1 requires authentication: set C10D_AUTH_TOKEN"),
             std::string::npos)
       << errors[0];
   EXPECT_NE(log.find("left without authenticating"), std::string::npos) << log;
 
   errors = createWithTokens("mine", std::nullopt);
+  EXPECT_EQ(errors[0].rfind("RemoteError: ", 0), 0u) << errors[0];
   EXPECT_NE(errors[0].find("worker 1 does not authenticate"), std::string::npos) << errors[0];
 }
 

@@ -263,6 +263,25 @@ TEST_P(StoreTest, MultiSetAndMultiGet) {
   EXPECT_THROW(store_->multiGet({"m1", "not-there"}, 50ms), TimeoutError);
 }
 
+// A program can tell which key an error is about without reading the message (under a
+// PrefixStore the field holds the key as the store underneath saw it).
+TEST_P(StoreTest, ErrorsCarryTheirKeyAsAField) {
+  store_->setString("m1", "here");
+  try {
+    store_->multiGet({"m1", "not-there"}, 50ms);
+    ADD_FAILURE() << "multiGet of a missing key returned";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(e.context().key.find("not-there"), std::string::npos) << e.context().key;
+    EXPECT_EQ(e.context().op.rfind("store ", 0), 0u) << e.context().op;
+  }
+  try {
+    store_->set("huge", Bytes(Store::kMaxValueBytes + 1));
+    ADD_FAILURE() << "an oversized value was stored";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(e.context().key.find("huge"), std::string::npos) << e.context().key;
+  }
+}
+
 TEST_P(StoreTest, AppendCreatesThenExtends) {
   store_->append("log", toBytes("ab"));
   other()->append("log", toBytes("cd"));

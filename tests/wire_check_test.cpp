@@ -31,7 +31,7 @@ class EnvForRanks {
 };
 
 // On the small-message path a mismatch breaks the group: the rank that reads the other's
-// message fails with InvalidArgument naming both calls, and the other fails (now or at its next
+// message fails with BackendError naming both calls, and the other fails (now or at its next
 // op) quoting it as the group's first failure.
 void expectBothRanksNameBoth(const std::function<void(test::RankEnv&)>& mismatched,
                              std::initializer_list<std::string_view> needles) {

@@ -127,7 +127,7 @@ OpQueue::~OpQueue() {
 
 void OpQueue::close() {
   abort(std::make_exception_ptr(
-      BackendError(detail::concat(state_->name, ": backend shut down before the operation ran"))));
+      StateError(detail::concat(state_->name, ": backend shut down before the operation ran"))));
   {
     std::lock_guard<std::mutex> guard(state_->mutex);
     state_->stopping = true;

@@ -67,11 +67,12 @@ bool processEnded(long pid) {
 // "rank 2 of group 'g' is" or "ranks 0, 2 of group 'g' are": the peers on this host whose
 // process has ended; "" if none.
 std::string endedPeers(const std::vector<std::pair<int, long>>& localPeerPids,
-                       const std::string& group) {
+                       const std::string& group, std::vector<int>* ranks = nullptr) {
   std::vector<int> ended;
   for (const auto& [peer, pid] : localPeerPids) {
     if (processEnded(pid)) ended.push_back(peer);
   }
+  if (ranks != nullptr) *ranks = ended;
   if (ended.empty()) return "";
   std::string list = ended.size() == 1 ? "rank " : "ranks ";
   for (size_t i = 0; i < ended.size(); ++i) list += detail::concat(i ? ", " : "", ended[i]);
@@ -127,7 +128,8 @@ bool GlooBackend::Runtime::exchangePeerFacts(Store& store, std::chrono::millisec
   return anySleeps;
 }
 
-std::string GlooBackend::Runtime::lostPeers(const std::string& glooMessage) const {
+std::string GlooBackend::Runtime::lostPeers(const std::string& glooMessage,
+                                            std::vector<int>* ranks) const {
   // A peer's sockets close a moment before its process is seen to end: look for a while
   // when Gloo reports a closed or reset connection.
   const bool connectionLost = GlooFailure::of(glooMessage).connectionLost;
@@ -135,7 +137,7 @@ std::string GlooBackend::Runtime::lostPeers(const std::string& glooMessage) cons
       std::chrono::steady_clock::now() +
       (connectionLost ? std::chrono::milliseconds(500) : std::chrono::milliseconds(0));
   do {
-    if (std::string ended = endedPeers(localPeerPids, group); !ended.empty()) {
+    if (std::string ended = endedPeers(localPeerPids, group, ranks); !ended.empty()) {
       return detail::concat(" (", ended, " no longer running on this host)");
     }
     if (std::chrono::steady_clock::now() >= until) break;
@@ -143,6 +145,7 @@ std::string GlooBackend::Runtime::lostPeers(const std::string& glooMessage) cons
   } while (true);
   for (const auto& [address, peer] : peerAddresses) {
     if (glooMessage.find(address) != std::string::npos) {
+      *ranks = {peer};
       return detail::concat(" (", address, " is rank ", peer, " of group '", group, "'",
                             connectionLost ? ": it was lost, or closed its connections after a "
                                              "failure of its own)"
@@ -190,7 +193,7 @@ bool GlooBackend::Runtime::breakGroup(const std::string& message) {
   // this rank fail at once (and find this failure in the log) instead of at their timeout;
   // Gloo does not wake waits on pairs it closes itself, so those are aborted here.
   closeConnections();
-  abortP2P(detail::concat("the group's connections were closed after a failure: ", message));
+  abortP2P(detail::concat("the group's connections were closed after a failure: ", message), false);
   return true;
 }
 
@@ -205,14 +208,20 @@ std::string GlooBackend::Runtime::failAndBreak(std::string message) {
 void GlooBackend::Runtime::fail(const std::string& description, const std::string& glooMessage,
                                 std::optional<std::chrono::milliseconds> collective) {
   const bool timedOut = GlooFailure::of(glooMessage).timedOut;
-  std::string behind = timedOut && collective ? ranksBehind(current.seq, *collective) : "";
-  std::string message = failAndBreak(detail::concat(description, " failed on rank ", rank, ": ",
-                                                    glooMessage, lostPeers(glooMessage), behind));
-  if (timedOut) C10D_THROW(TimeoutError, message);
-  C10D_THROW(BackendError, message);
+  ErrorContext context;  // the ranks behind, or the ones lost
+  std::string behind =
+      timedOut && collective ? ranksBehind(current.seq, *collective, &context.peers) : "";
+  std::vector<int> lost;
+  std::string lostText = lostPeers(glooMessage, &lost);
+  if (context.peers.empty()) context.peers = lost;
+  std::string message = failAndBreak(
+      detail::concat(description, " failed on rank ", rank, ": ", glooMessage, lostText, behind));
+  if (timedOut) throw TimeoutError(message, std::move(context));
+  throw BackendError(message, std::move(context));
 }
 
-std::string GlooBackend::Runtime::ranksBehind(uint32_t seq, std::chrono::milliseconds timeout) {
+std::string GlooBackend::Runtime::ranksBehind(uint32_t seq, std::chrono::milliseconds timeout,
+                                              std::vector<int>* ranksFound) {
   if (!failureLog) return "";
   const auto window = std::clamp<std::chrono::milliseconds>(
       timeout / 4, std::chrono::milliseconds(100), std::chrono::seconds(2));
@@ -238,6 +247,7 @@ std::string GlooBackend::Runtime::ranksBehind(uint32_t seq, std::chrono::millise
   } catch (const std::exception&) {
     return "";
   }
+  *ranksFound = behind;
   std::string ranks;
   for (int r : behind) ranks += detail::concat(ranks.empty() ? "" : ", ", r);
   if (behind.empty()) {
@@ -255,7 +265,8 @@ std::string GlooBackend::Runtime::ranksBehind(uint32_t seq, std::chrono::millise
 
 void GlooBackend::Runtime::failMismatch(const std::string& description,
                                         const std::string& mismatch) {
-  C10D_THROW(InvalidArgument,
+  // The ranks' calls differ, but the group is broken now: a BackendError like every later call's.
+  C10D_THROW(BackendError,
              failAndBreak(detail::concat(description, " failed on rank ", rank, ": ", mismatch)));
 }
 
@@ -454,7 +465,7 @@ void GlooBackend::Runtime::startWatcher() {
   });
 }
 
-void GlooBackend::Runtime::abortP2P(const std::string& reason) {
+void GlooBackend::Runtime::abortP2P(const std::string& reason, bool shutDown) {
   std::vector<std::shared_ptr<P2PWork>> outstanding;
   {
     std::lock_guard<std::mutex> guard(mutex_);
@@ -462,7 +473,7 @@ void GlooBackend::Runtime::abortP2P(const std::string& reason) {
       if (auto work = weak.lock()) outstanding.push_back(work);
     }
   }
-  for (auto& work : outstanding) work->abortWait(reason);
+  for (auto& work : outstanding) work->abortWait(reason, shutDown);
 }
 
 void GlooBackend::Runtime::stopP2P() {
@@ -472,7 +483,7 @@ void GlooBackend::Runtime::stopP2P() {
   }
   p2pChanged_.notify_all();
   watchChanged_.notify_all();
-  abortP2P("aborted because the process group shut down");
+  abortP2P("aborted because the process group shut down", true);
   if (p2p) p2p->stop();
   if (progress_.joinable()) progress_.join();
   if (watcher_.joinable()) watcher_.join();
@@ -550,7 +561,7 @@ std::shared_ptr<Work> GlooBackend::enqueue(const WireCall& call,
                                            std::vector<Tensor> outputs,
                                            std::function<void(uint32_t tag)> fn) {
   const char* op = WireCall::kWireOps[call.op];
-  C10D_CHECK(!shutDown_.load(), InvalidArgument, op, ": gloo backend of group '", groupName_,
+  C10D_CHECK(!shutDown_.load(), StateError, op, ": gloo backend of group '", groupName_,
              "' was shut down");
   uint64_t sequence = sequence_.fetch_add(1);
   Work::Describe describe = describeCollective(op, std::move(details), groupName_, sequence);
@@ -577,7 +588,7 @@ std::shared_ptr<Work> GlooBackend::startP2P(bool isSend, const Tensor& tensor, i
                                             std::chrono::milliseconds timeout) {
   const char* op = isSend ? "send" : (peer < 0 ? "recv_anysource" : "recv");
   checkCPU(tensor, op);
-  C10D_CHECK(!shutDown_.load(), InvalidArgument, op, ": gloo backend of group '", groupName_,
+  C10D_CHECK(!shutDown_.load(), StateError, op, ": gloo backend of group '", groupName_,
              "' was shut down");
   Work::Describe describe = describePointToPoint(op, tensor, isSend, peer, tag, groupName_);
   C10D_CHECK(runtime_->p2p != nullptr, InvalidArgument, describe(),

@@ -124,9 +124,9 @@ struct GlooBackend::Runtime {
   // or past seq: they never reached it. The wait is a quarter of the op's timeout, within
   // [100 ms, 2 s]: ranks that are all stuck in the collective time out within that of each
   // other. Runs before the group is broken, whose closed connections would end the others'
-  // waits with another error. Best effort: "" when the store cannot tell.
-  std::string ranksBehind(uint32_t seq, std::chrono::milliseconds timeout);
-  // A message contradicted this rank's call: InvalidArgument, and the group is broken.
+  // waits with another error. Best effort: "" when the store cannot tell. ranks gets them.
+  std::string ranksBehind(uint32_t seq, std::chrono::milliseconds timeout, std::vector<int>* ranks);
+  // A message contradicted this rank's call: BackendError, and the group is broken.
   [[noreturn]] void failMismatch(const std::string& description, const std::string& mismatch);
 
   // The collective this rank runs now (ops run one at a time), as its messages state it.
@@ -160,8 +160,9 @@ struct GlooBackend::Runtime {
   bool exchangePeerFacts(Store& store, std::chrono::milliseconds timeout, bool spin);
   std::vector<std::pair<int, long>> localPeerPids;         // (rank, pid)
   std::vector<std::pair<std::string, int>> peerAddresses;  // (address, rank)
-  // " (rank 2 of group 'g' is no longer running on this host)", or an address match, or "".
-  std::string lostPeers(const std::string& glooMessage) const;
+  // " (rank 2 of group 'g' is no longer running on this host)", or an address match, or "";
+  // ranks gets the ranks it names.
+  std::string lostPeers(const std::string& glooMessage, std::vector<int>* ranks) const;
   // Where a failing rank appends its failure before its connections close: a rank that then
   // sees a peer vanish, or times out waiting for one, reports the group's first failure too
   // (the rank that was killed, not the survivor that exited after it).
@@ -232,7 +233,7 @@ struct GlooBackend::Runtime {
   std::thread watcher_;
   std::condition_variable watchChanged_;
   bool watcherAsleep_ = false;  // no outstanding point-to-point Work: the next op must wake it
-  void abortP2P(const std::string& reason);
+  void abortP2P(const std::string& reason, bool shutDown);
   IdlePool<gloo::transport::UnboundBuffer> idleBuffers_;
   IdlePool<Staging> idleStaging_;
 };

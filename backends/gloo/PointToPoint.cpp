@@ -48,10 +48,21 @@ void P2PWork::completeIfUnclaimed() {
   }
 }
 
-void P2PWork::abortWait(const std::string& reason) {
+std::exception_ptr P2PWork::abortError(const std::string& reason) const {
+  std::string message = detail::concat(description(), ": ", reason);
+  return abortedByShutdown_ ? std::make_exception_ptr(StateError(message))
+                            : std::make_exception_ptr(BackendError(message));
+}
+
+void P2PWork::abortWait(const std::string& reason, bool shutDown) {
+  std::exception_ptr error;
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (abortReason_.empty()) abortReason_ = reason;
+    if (abortReason_.empty()) {
+      abortReason_ = reason;
+      abortedByShutdown_ = shutDown;
+    }
+    error = abortError(abortReason_);
     if (waiting_ != nullptr && waitingForSend_) {
       waiting_->abortWaitSend();
     } else if (waiting_ != nullptr) {
@@ -61,17 +72,14 @@ void P2PWork::abortWait(const std::string& reason) {
   // Not yet claimed: nobody runs its stages, so fail it here.
   const bool claimedHere = !claimed_.exchange(true);
   aborting(claimedHere);
-  if (claimedHere) {
-    finishWithError(
-        std::make_exception_ptr(BackendError(detail::concat(description(), ": ", reason))));
-  }
+  if (claimedHere) finishWithError(error);
 }
 
 void P2PWork::waitFor(gloo::transport::UnboundBuffer& buffer, bool send, int* peer,
                       Clock::time_point deadline) {
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (!abortReason_.empty()) C10D_THROW(BackendError, description(), ": ", abortReason_);
+    if (!abortReason_.empty()) std::rethrow_exception(abortError(abortReason_));
     waiting_ = &buffer;
     waitingForSend_ = send;
   }
@@ -90,7 +98,7 @@ void P2PWork::waitFor(gloo::transport::UnboundBuffer& buffer, bool send, int* pe
   }
   std::lock_guard<std::mutex> guard(mutex_);
   waiting_ = nullptr;
-  if (!completed) C10D_THROW(BackendError, description(), ": ", abortReason_);
+  if (!completed) std::rethrow_exception(abortError(abortReason_));
 }
 
 std::string P2PWork::sizesDisagree(uint64_t sent, uint64_t taken, int sender, int receiver) const {
@@ -194,9 +202,10 @@ void P2PRecv::run(Clock::time_point deadline) {
     while (!matched_) {
       if (!abortReason_.empty() || Clock::now() >= deadline) {
         std::string reason = abortReason_;
+        std::exception_ptr aborted = reason.empty() ? nullptr : abortError(reason);
         lock.unlock();
         if (runtime_->p2p->withdraw(this)) {
-          if (!reason.empty()) C10D_THROW(BackendError, description(), ": ", reason);
+          if (aborted) std::rethrow_exception(aborted);
           // As Gloo's own waits: a timeout is the group's failure.
           runtime_->fail(description(), detail::concat("Timed out waiting ", timeout().count(),
                                                        "ms for a matching send"));

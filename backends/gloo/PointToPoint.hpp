@@ -75,8 +75,9 @@ class P2PWork : public Work {
 
   // Runs the stages unless someone else claimed the work; then completes it.
   void completeIfUnclaimed();
-  // Wakes a wait, or fails the work when nobody waits; reason ends its error.
-  void abortWait(const std::string& reason);
+  // Wakes a wait, or fails the work when nobody waits; reason ends its error, a StateError when
+  // the group shut down (shutDown), else a BackendError.
+  void abortWait(const std::string& reason, bool shutDown);
 
  protected:
   using Clock = std::chrono::steady_clock;
@@ -91,6 +92,8 @@ class P2PWork : public Work {
   void waitFor(gloo::transport::UnboundBuffer& buffer, bool send, int* peer,
                Clock::time_point deadline);
   std::string sizesDisagree(uint64_t sent, uint64_t taken, int sender, int receiver) const;
+  // The error of an abort, from abortReason_ (mutex_ held or the reason already read).
+  std::exception_ptr abortError(const std::string& reason) const;
 
   Tensor tensor_;
   int peer_;  // < 0: any source (a receive)
@@ -103,6 +106,7 @@ class P2PWork : public Work {
   gloo::transport::UnboundBuffer* waiting_ = nullptr;
   bool waitingForSend_ = false;
   std::string abortReason_;
+  bool abortedByShutdown_ = false;
   std::atomic<bool> claimed_{false};
 };
 

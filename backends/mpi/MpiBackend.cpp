@@ -71,7 +71,7 @@ void MpiBackend::checkCPU(const Tensor& tensor, const char* op) const {
 std::shared_ptr<Work> MpiBackend::enqueue(const char* op, std::function<std::string()> details,
                                           std::chrono::milliseconds timeout,
                                           std::vector<Tensor> outputs, std::function<void()> fn) {
-  C10D_CHECK(!shutDown_.load(), InvalidArgument, op, ": mpi backend of group '", groupName_,
+  C10D_CHECK(!shutDown_.load(), StateError, op, ": mpi backend of group '", groupName_,
              "' was shut down");
   uint64_t sequence = sequence_.fetch_add(1);
   Work::Describe describe = describeCollective(op, std::move(details), groupName_, sequence);
@@ -408,7 +408,7 @@ std::shared_ptr<Work> MpiBackend::startP2P(bool isSend, const Tensor& tensor, in
                                            std::chrono::milliseconds timeout) {
   const char* op = isSend ? "send" : (peer < 0 ? "recv_anysource" : "recv");
   checkCPU(tensor, op);
-  C10D_CHECK(!shutDown_.load(), InvalidArgument, op, ": mpi backend of group '", groupName_,
+  C10D_CHECK(!shutDown_.load(), StateError, op, ": mpi backend of group '", groupName_,
              "' was shut down");
   Work::Describe describe = describePointToPoint(op, tensor, isSend, peer, tag, groupName_);
   C10D_CHECK(tag <= tagUpperBound_, InvalidArgument, describe(), ": MPI tags go from 0 to ",

@@ -285,7 +285,7 @@ struct NcclBackend::Impl {
                             std::chrono::milliseconds opTimeout, std::vector<Tensor> outputs,
                             std::vector<Tensor> inputs, Launch&& launch) {
     std::lock_guard<std::mutex> guard(mutex);
-    C10D_CHECK(!stopping, InvalidArgument, op, ": ", where(), " was shut down");
+    C10D_CHECK(!stopping, StateError, op, ": ", where(), " was shut down");
     ensureComm(onDevice < 0 ? (device >= 0 ? device : defaultDevice()) : onDevice);
     uint64_t seq = sequence++;
     Work::Describe describe = describeCollective(op, std::move(details), group, seq);
@@ -402,7 +402,7 @@ struct NcclBackend::Impl {
         if (stream != nullptr) cudaStreamSynchronize(stream);
         collectReadyLocked(finished);
         for (auto& work : inflight) {
-          finished.emplace_back(work, std::make_exception_ptr(BackendError(detail::concat(
+          finished.emplace_back(work, std::make_exception_ptr(StateError(detail::concat(
                                           work->description(), " on rank ", rank,
                                           ": the backend shut down before it finished"))));
         }
