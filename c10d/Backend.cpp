@@ -6,10 +6,6 @@
 #include "c10d/BackendLibrary.hpp"
 #include "c10d/Exception.hpp"
 
-#ifdef C10D_WITH_GLOO
-#include "c10d/backends/gloo/GlooBackend.hpp"
-#endif
-
 namespace c10d::inline v0 {
 
 void Backend::unsupported(const char* op) const {
@@ -99,12 +95,10 @@ struct Registry {
   std::mutex mutex;
   std::map<std::string, BackendFactory> factories;
 
+  // The backends built into this library register themselves as it loads (Gloo: in
+  // backends/gloo/GlooBackend.cpp); those built as their own libraries are known by name here and
+  // loaded at their first use.
   Registry() {
-#ifdef C10D_WITH_GLOO
-    factories["gloo"] = [](const BackendContext& context) {
-      return std::make_shared<GlooBackend>(context);
-    };
-#endif
     for (const detail::BackendLibrary& library : detail::backendLibraries()) {
       factories[library.backend] = [&library](const BackendContext& context) {
         return detail::createFromLibrary(library, context);

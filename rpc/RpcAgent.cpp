@@ -12,6 +12,7 @@
 #include "c10d/rpc/AgentImpl.hpp"
 #include "c10d/store/LocalAddress.hpp"
 #include "c10d/store/PrefixStore.hpp"
+#include "c10d/store/TCPStore.hpp"
 
 namespace c10d::inline v0::rpc {
 
@@ -404,7 +405,7 @@ std::shared_ptr<RpcAgent> RpcAgent::create(std::shared_ptr<Store> store, std::st
 
   const auto deadline = std::chrono::steady_clock::now() + options.initTimeout;
   std::string host = options.host.empty()
-                         ? advertisedAddress(*impl->store, "rpc worker '" + name + "'")
+                         ? advertisedAddress(tcpStoreHost(*impl->store), "rpc worker '" + name + "'")
                          : options.host;
   std::string address = impl->transport->listen(host);
   impl->store->set(rankKey("name", rank), toBytes(name));

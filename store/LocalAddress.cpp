@@ -9,8 +9,6 @@
 #include <cstdlib>
 
 #include "c10d/Exception.hpp"
-#include "c10d/store/PrefixStore.hpp"
-#include "c10d/store/TCPStore.hpp"
 
 namespace c10d::inline v0 {
 
@@ -26,15 +24,6 @@ std::string addressText(const sockaddr* address) {
 }
 
 }  // namespace
-
-const TCPStore* findTCPStore(const Store* store) {
-  while (store != nullptr) {
-    if (auto* tcp = dynamic_cast<const TCPStore*>(store)) return tcp;
-    auto* prefix = dynamic_cast<const PrefixStore*>(store);
-    store = prefix != nullptr ? prefix->underlying().get() : nullptr;
-  }
-  return nullptr;
-}
 
 bool isLoopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
@@ -79,8 +68,8 @@ std::string interfaceAddress(const std::string& name) {
   return v4.empty() ? v6 : v4;
 }
 
-std::string advertisedAddress(const Store& store, const std::string& what) {
-  config::Settings settings;
+std::string advertisedAddress(const std::optional<std::string>& storeHost, const std::string& what,
+                              const config::Settings& settings) {
   std::string iface = socketInterface(settings);
   if (!iface.empty()) {
     std::string address = interfaceAddress(iface);
@@ -89,11 +78,10 @@ std::string advertisedAddress(const Store& store, const std::string& what) {
                ") names no interface with an address on this host");
     return address;
   }
-  const TCPStore* tcp = findTCPStore(&store);
-  if (tcp == nullptr || isLoopback(tcp->host())) return "127.0.0.1";
-  std::string address = localAddressToward(tcp->host());
+  if (!storeHost || isLoopback(*storeHost)) return "127.0.0.1";
+  std::string address = localAddressToward(*storeHost);
   C10D_CHECK(!address.empty(), InvalidArgument, what,
-             ": no local address routes to the store host '", tcp->host(),
+             ": no local address routes to the store host '", *storeHost,
              "'; set C10D_SOCKET_IFNAME to the interface to use");
   return address;
 }

@@ -2,19 +2,15 @@
 
 // Which local address a process offers its peers (Gloo, RPC): the one the kernel would use to
 // reach the store's host, so that whoever can reach the store can reach us, without guessing from
-// the hostname. Private to c10d's libraries.
+// the hostname. Private to c10d's libraries; knows no store (tcpStoreHost in store/TCPStore.hpp
+// finds the host).
 
+#include <optional>
 #include <string>
 
 #include "c10d/Config.hpp"
 
 namespace c10d::inline v0 {
-
-class Store;
-class TCPStore;
-
-// The TCPStore under any PrefixStores, or null (FileStore, HashStore: one host).
-const TCPStore* findTCPStore(const Store* store);
 
 bool isLoopback(const std::string& host);
 
@@ -29,9 +25,10 @@ std::string socketInterface(const config::Settings& settings = {});
 std::string interfaceAddress(const std::string& name);
 
 // The address to listen on and publish: the address of C10D_SOCKET_IFNAME (or
-// GLOO_SOCKET_IFNAME) when set, else the local address toward the TCPStore's host, else (a
-// store on this host only, or a loopback store host) 127.0.0.1. Throws InvalidArgument naming
+// GLOO_SOCKET_IFNAME) when set, else the local address toward storeHost, else (no store host:
+// a store on this host only; or a loopback store host) 127.0.0.1. Throws InvalidArgument naming
 // what for an interface without an address, and for a store host no local address routes to.
-std::string advertisedAddress(const Store& store, const std::string& what);
+std::string advertisedAddress(const std::optional<std::string>& storeHost, const std::string& what,
+                              const config::Settings& settings = {});
 
 }  // namespace c10d::inline v0

@@ -3,6 +3,7 @@
 #include "c10d/Auth.hpp"
 #include "c10d/Exception.hpp"
 #include "c10d/Logging.hpp"
+#include "c10d/store/PrefixStore.hpp"
 #include "c10d/store/StoreConnection.hpp"
 #include "c10d/store/StoreProtocol.hpp"
 
@@ -278,6 +279,16 @@ void TCPStore::append(const std::string& key, const Bytes& value) {
   out.bytes(key);
   out.bytes(value);
   exchange(*connection_, out, Op::Append, {key}, Clock::now() + timeout()).expectEnd();
+}
+
+std::optional<std::string> tcpStoreHost(const Store& store) {
+  const Store* at = &store;
+  while (at != nullptr) {
+    if (auto* tcp = dynamic_cast<const TCPStore*>(at)) return tcp->host();
+    auto* prefix = dynamic_cast<const PrefixStore*>(at);
+    at = prefix != nullptr ? prefix->underlying().get() : nullptr;
+  }
+  return std::nullopt;
 }
 
 }  // namespace c10d::inline v0

@@ -39,6 +39,14 @@ bool busyPollWanted(const config::Settings& settings) {
 
 }  // namespace
 
+// Built into libc10d: registered as the library loads, so the core names no concrete backend.
+[[maybe_unused]] const bool registered = [] {
+  registerBackend("gloo", [](const BackendContext& context) {
+    return std::make_shared<GlooBackend>(context);
+  });
+  return true;
+}();
+
 // ---- Runtime ----
 
 void GlooBackend::Runtime::checkUsable(const Work::Describe& describe) {

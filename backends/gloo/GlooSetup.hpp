@@ -48,16 +48,14 @@ inline gloo::transport::tcp::attr deviceAttributes(const c10d::Store& store,
   gloo::transport::tcp::attr attr;
   attr.iface = socketInterface(settings);
   if (!attr.iface.empty()) return attr;
-  const TCPStore* tcp = findTCPStore(&store);
-  if (tcp == nullptr || isLoopback(tcp->host())) {
+  std::optional<std::string> storeHost = tcpStoreHost(store);
+  if (!storeHost || isLoopback(*storeHost)) {
     attr.hostname = "127.0.0.1";
     return attr;
   }
-  attr.hostname = localAddressToward(tcp->host());
-  C10D_CHECK(!attr.hostname.empty(), BackendError,
-             "gloo: no local address routes to the store "
-             "host '",
-             tcp->host(), "'; set C10D_SOCKET_IFNAME to the interface to use");
+  attr.hostname = localAddressToward(*storeHost);
+  C10D_CHECK(!attr.hostname.empty(), BackendError, "gloo: no local address routes to the store host '",
+             *storeHost, "'; set C10D_SOCKET_IFNAME to the interface to use");
   return attr;
 }
 
