@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "c10d/ProcessGroup.hpp"
-#include "c10d/ReduceOp.hpp"
-#include "c10d/ScalarType.hpp"
-#include "c10d/Tensor.hpp"
+#include "c10d/core/ReduceOp.hpp"
+#include "c10d/core/ScalarType.hpp"
+#include "c10d/core/Tensor.hpp"
 
 namespace commbench {
 

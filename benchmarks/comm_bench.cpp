@@ -53,16 +53,16 @@
 #include <vector>
 
 #include "CommBench.hpp"
+#include "backends/common/Dispatch.hpp"
 #include "c10d/Backend.hpp"
-#include "c10d/Cuda.hpp"
-#include "c10d/Half.hpp"
 #include "c10d/Init.hpp"
 #include "c10d/ProcessGroup.hpp"
-#include "c10d/ReduceOp.hpp"
-#include "c10d/ScalarType.hpp"
-#include "c10d/Tensor.hpp"
 #include "c10d/Work.hpp"
-#include "c10d/backends/common/Dispatch.hpp"
+#include "c10d/core/Cuda.hpp"
+#include "c10d/core/Half.hpp"
+#include "c10d/core/ReduceOp.hpp"
+#include "c10d/core/ScalarType.hpp"
+#include "c10d/core/Tensor.hpp"
 
 namespace commbench {
 namespace {

@@ -15,11 +15,11 @@
 #include <cstring>
 
 #include "CommBench.hpp"
-#include "c10d/Exception.hpp"
-#include "c10d/backends/common/Dispatch.hpp"
-#include "c10d/backends/common/Reduce.hpp"
-#include "c10d/backends/gloo/GlooSetup.hpp"
-#include "c10d/store/PrefixStore.hpp"
+#include "backends/common/Dispatch.hpp"
+#include "backends/common/Reduce.hpp"
+#include "backends/gloo/GlooSetup.hpp"
+#include "c10d/core/Exception.hpp"
+#include "store/PrefixStore.hpp"
 
 // Only the transport-independent headers and tcp/device.h (through GlooSetup.hpp): the other
 // gloo/transport/tcp headers of Debian's Gloo snapshot do not compile (they include a

@@ -8,8 +8,8 @@
 #include <cstdint>
 
 #include "CommBench.hpp"
-#include "c10d/Exception.hpp"
-#include "c10d/backends/mpi/MpiTypes.hpp"
+#include "backends/mpi/MpiTypes.hpp"
+#include "c10d/core/Exception.hpp"
 
 namespace commbench {
 namespace {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "c10d/Init.hpp"
-#include "c10d/rpc/RpcAgent.hpp"
+#include "rpc/RpcAgent.hpp"
 
 namespace {
 

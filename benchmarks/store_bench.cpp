@@ -30,9 +30,9 @@
 #include <thread>
 #include <vector>
 
-#include "c10d/Exception.hpp"
-#include "c10d/store/Store.hpp"
-#include "c10d/store/TCPStore.hpp"
+#include "c10d/core/Exception.hpp"
+#include "store/Store.hpp"
+#include "store/TCPStore.hpp"
 
 namespace {
 

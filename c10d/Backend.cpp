@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include "c10d/BackendLibrary.hpp"
-#include "c10d/Exception.hpp"
+#include "c10d/core/Exception.hpp"
 
 namespace c10d::inline v0 {
 

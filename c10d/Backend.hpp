@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "c10d/Config.hpp"
 #include "c10d/Options.hpp"
 #include "c10d/Work.hpp"
+#include "c10d/core/Config.hpp"
 
 namespace c10d::inline v0 {
 
@@ -114,7 +114,7 @@ struct BackendContext {
   // For a subgroup's backend: what the parent group's backend of the same name returned from
   // splitForSubgroup; null for a job's first group.
   std::shared_ptr<void> fromParent;
-  // The group's configuration (c10d/Config.hpp): ProcessGroupOptions::config over the
+  // The group's configuration (c10d/core/Config.hpp): ProcessGroupOptions::config over the
   // environment. Backends read their knobs here, never with getenv.
   config::Settings settings = {};
   // This process's rank among those on its host (ProcessGroupOptions::localRank, else LOCAL_RANK

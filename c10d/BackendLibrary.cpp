@@ -7,7 +7,7 @@
 #include <string>
 
 #include "c10d/Backend.hpp"
-#include "c10d/Exception.hpp"
+#include "c10d/core/Exception.hpp"
 
 namespace c10d::inline v0::detail {
 

@@ -5,8 +5,8 @@
 #include <map>
 #include <string_view>
 
-#include "c10d/Device.hpp"
-#include "c10d/Exception.hpp"
+#include "c10d/core/Device.hpp"
+#include "c10d/core/Exception.hpp"
 
 namespace c10d::inline v0 {
 

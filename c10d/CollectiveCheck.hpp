@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "c10d/Config.hpp"
-#include "c10d/ReduceOp.hpp"
-#include "c10d/Tensor.hpp"
+#include "c10d/core/Config.hpp"
+#include "c10d/core/ReduceOp.hpp"
+#include "c10d/core/Tensor.hpp"
 
 namespace c10d::inline v0 {
 

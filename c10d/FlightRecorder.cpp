@@ -11,10 +11,10 @@
 #include <set>
 #include <thread>
 
-#include "c10d/Exception.hpp"
 #include "c10d/FlightRecorderSignal.hpp"
-#include "c10d/Logging.hpp"
-#include "c10d/ThreadName.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Logging.hpp"
+#include "c10d/core/ThreadName.hpp"
 
 namespace c10d::inline v0 {
 namespace {

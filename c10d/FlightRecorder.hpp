@@ -5,7 +5,7 @@
 // rank writes its buffer as JSON on a collective's timeout, on a signal, or on request, and
 // tools/flight_report.py reads all ranks' dumps and says which ranks are behind, at which op.
 //
-// C10D_FLIGHT_RECORDER_SIZE, _DIR and _SIGNAL (c10d/Config.hpp) size the ring, place the dumps
+// C10D_FLIGHT_RECORDER_SIZE, _DIR and _SIGNAL (c10d/core/Config.hpp) size the ring, place the dumps
 // (c10d_flight_<group>_rank<R>.json, rewritten by each dump) and name the dump signal.
 //
 // States: "queued" (the call entered ProcessGroup), "started" (the backend accepted it and it

@@ -7,7 +7,7 @@
 #include <csignal>
 #include <string>
 
-#include "c10d/Config.hpp"
+#include "c10d/core/Config.hpp"
 
 namespace c10d::inline v0 {
 

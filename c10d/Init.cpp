@@ -1,16 +1,16 @@
 #include "c10d/Init.hpp"
 
-#include "c10d/store/HashStore.hpp"
+#include "store/HashStore.hpp"
 
 #include <charconv>
 #include <cstdlib>
 #include <optional>
 
-#include "c10d/Config.hpp"
-#include "c10d/Exception.hpp"
-#include "c10d/store/FileStore.hpp"
-#include "c10d/store/HashStore.hpp"
-#include "c10d/store/TCPStore.hpp"
+#include "c10d/core/Config.hpp"
+#include "c10d/core/Exception.hpp"
+#include "store/FileStore.hpp"
+#include "store/HashStore.hpp"
+#include "store/TCPStore.hpp"
 
 namespace c10d::inline v0 {
 namespace {

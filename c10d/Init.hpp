@@ -5,7 +5,7 @@
 #include <string>
 
 #include "c10d/ProcessGroup.hpp"
-#include "c10d/store/Store.hpp"
+#include "store/Store.hpp"
 
 namespace c10d::inline v0 {
 

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "c10d/ReduceOp.hpp"
-#include "c10d/Tensor.hpp"
+#include "c10d/core/ReduceOp.hpp"
+#include "c10d/core/Tensor.hpp"
 
 namespace c10d::inline v0 {
 

@@ -5,11 +5,11 @@
 #include <numeric>
 #include <sstream>
 
-#include "c10d/Cuda.hpp"
-#include "c10d/Exception.hpp"
-#include "c10d/Logging.hpp"
-#include "c10d/backends/common/HostStaging.hpp"
-#include "c10d/store/PrefixStore.hpp"
+#include "c10d/HostStaging.hpp"
+#include "c10d/core/Cuda.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Logging.hpp"
+#include "store/PrefixStore.hpp"
 
 namespace c10d::inline v0 {
 namespace {

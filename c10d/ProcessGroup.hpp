@@ -32,8 +32,8 @@ struct ProcessGroupOptions {
   // split then exchanges colors through the group's CPU backend, and monitoredBarrier, which
   // needs a store the ranks share, is unavailable.
   bool storeIsShared = true;
-  // Variables of c10d/Config.hpp for this group (and, unless they get options of their own, its
-  // subgroups), over the environment: e.g. {{"C10D_GLOO_FAST_PATH", "all"}}. Only variables of
+  // Variables of c10d/core/Config.hpp for this group (and, unless they get options of their own,
+  // its subgroups), over the environment: e.g. {{"C10D_GLOO_FAST_PATH", "all"}}. Only variables of
   // Scope::Group; an unknown name, a process-wide one or a bad value is an InvalidArgument at
   // creation. An empty value means the default, whatever the environment says.
   std::map<std::string, std::string> config;

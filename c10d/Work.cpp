@@ -1,7 +1,7 @@
 #include "c10d/Work.hpp"
 
-#include "c10d/Exception.hpp"
-#include "c10d/Logging.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Logging.hpp"
 
 namespace c10d::inline v0 {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "c10d/Exception.hpp"
-#include "c10d/Tensor.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Tensor.hpp"
 
 namespace c10d::inline v0 {
 

@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "c10d/Backend.hpp"
-#include "c10d/Config.hpp"
-#include "c10d/Cuda.hpp"
-#include "c10d/Exception.hpp"
 #include "c10d/Init.hpp"
-#include "c10d/Tensor.hpp"
+#include "c10d/core/Config.hpp"
+#include "c10d/core/Cuda.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Tensor.hpp"
 
 namespace examples {
 

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "c10d/Init.hpp"
-#include "c10d/rpc/DistAutograd.hpp"
-#include "c10d/rpc/DistributedOptimizer.hpp"
+#include "rpc/autograd/DistAutograd.hpp"
+#include "rpc/autograd/DistributedOptimizer.hpp"
 
 namespace {
 

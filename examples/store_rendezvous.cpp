@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "c10d/Exception.hpp"
 #include "c10d/Init.hpp"
-#include "c10d/store/PrefixStore.hpp"
+#include "c10d/core/Exception.hpp"
+#include "store/PrefixStore.hpp"
 
 int main() {
   try {

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "ExampleUtils.hpp"
-#include "c10d/DistributedSampler.hpp"
-#include "c10d/Join.hpp"
+#include "c10d/training/DistributedSampler.hpp"
+#include "c10d/training/Join.hpp"
 
 namespace {
 

@@ -14,9 +14,9 @@
 #include <thread>
 #include <unordered_map>
 
-#include "c10d/rpc/GradientContexts.hpp"
-#include "c10d/rpc/RpcAgent.hpp"
-#include "c10d/rpc/Transport.hpp"
+#include "rpc/RpcAgent.hpp"
+#include "rpc/autograd/GradientContexts.hpp"
+#include "rpc/transport/Transport.hpp"
 
 namespace c10d::inline v0::rpc {
 

@@ -28,7 +28,7 @@
 #include <string>
 #include <typeinfo>
 
-#include "c10d/rpc/RpcAgent.hpp"
+#include "rpc/RpcAgent.hpp"
 
 namespace c10d::inline v0::rpc {
 

@@ -19,9 +19,9 @@
 
 #include <string_view>
 
-#include "c10d/Logging.hpp"
-#include "c10d/rpc/AgentImpl.hpp"
-#include "c10d/rpc/RRef.hpp"
+#include "c10d/core/Logging.hpp"
+#include "rpc/AgentImpl.hpp"
+#include "rpc/RRef.hpp"
 
 namespace c10d::inline v0::rpc {
 

@@ -2,17 +2,17 @@
 // waiting for their replies (with a thread that fails the late ones), over the Transport. The
 // RRef protocol is in RRefContext.cpp.
 
-#include "c10d/rpc/RpcAgent.hpp"
+#include "rpc/RpcAgent.hpp"
 
 #include <algorithm>
 
-#include "c10d/Auth.hpp"
-#include "c10d/Logging.hpp"
-#include "c10d/ThreadName.hpp"
-#include "c10d/rpc/AgentImpl.hpp"
-#include "c10d/store/LocalAddress.hpp"
-#include "c10d/store/PrefixStore.hpp"
-#include "c10d/store/TCPStore.hpp"
+#include "c10d/core/Logging.hpp"
+#include "c10d/core/ThreadName.hpp"
+#include "c10d/net/Auth.hpp"
+#include "c10d/net/LocalAddress.hpp"
+#include "rpc/AgentImpl.hpp"
+#include "store/PrefixStore.hpp"
+#include "store/TCPStore.hpp"
 
 namespace c10d::inline v0::rpc {
 

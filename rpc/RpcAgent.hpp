@@ -11,8 +11,8 @@
 // one TCP connection per pair. Arguments and results are msgpack values (see Serialization.hpp);
 // tensors travel beside them without copies into the message. Limit: everything that is not a
 // tensor (the function's name, msgpack'd values, tensor shapes) is at most 64 MiB per message
-// (kMaxMetaBytes, rpc/Wire.hpp); a larger one fails on the sender with InvalidArgument saying
-// its size. Send bulk data as Tensors (up to 65536 per message, 64 GiB together).
+// (kMaxMetaBytes, rpc/transport/Wire.hpp); a larger one fails on the sender with InvalidArgument
+// saying its size. Send bulk data as Tensors (up to 65536 per message, 64 GiB together).
 //
 // Errors: an unknown worker or function, arguments of the wrong types, a remote exception, a
 // lost connection and a timeout all fail the call's Future (rpcSync throws): RemoteError for
@@ -36,10 +36,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "c10d/Exception.hpp"
-#include "c10d/rpc/Future.hpp"
-#include "c10d/rpc/Serialization.hpp"
-#include "c10d/store/Store.hpp"
+#include "c10d/core/Exception.hpp"
+#include "rpc/Future.hpp"
+#include "rpc/Serialization.hpp"
+#include "store/Store.hpp"
 
 namespace c10d::inline v0::rpc {
 
@@ -60,7 +60,7 @@ struct RpcOptions {
   // TCPStore's host, else 127.0.0.1 (as the Gloo backend chooses).
   std::string host;
   // Shared secret every connection between workers must prove before any call is read (see
-  // c10d/Auth.hpp). Unset: C10D_AUTH_TOKEN or C10D_AUTH_TOKEN_FILE, or no authentication.
+  // c10d/net/Auth.hpp). Unset: C10D_AUTH_TOKEN or C10D_AUTH_TOKEN_FILE, or no authentication.
   std::optional<std::string> authToken;
 };
 
@@ -304,4 +304,4 @@ class RpcAgent {
 
 }  // namespace c10d::inline v0::rpc
 
-#include "c10d/rpc/RRef.hpp"
+#include "rpc/RRef.hpp"

@@ -1,4 +1,4 @@
-#include "c10d/store/FileStore.hpp"
+#include "store/FileStore.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -10,8 +10,8 @@
 #include <cstring>
 #include <thread>
 
-#include "c10d/Exception.hpp"
-#include "c10d/Logging.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Logging.hpp"
 
 namespace c10d::inline v0 {
 namespace {

@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "c10d/store/Store.hpp"
+#include "store/Store.hpp"
 
 namespace c10d::inline v0 {
 

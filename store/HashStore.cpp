@@ -1,6 +1,6 @@
-#include "c10d/store/HashStore.hpp"
+#include "store/HashStore.hpp"
 
-#include "c10d/Exception.hpp"
+#include "c10d/core/Exception.hpp"
 
 namespace c10d::inline v0 {
 

@@ -4,7 +4,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "c10d/store/Store.hpp"
+#include "store/Store.hpp"
 
 namespace c10d::inline v0 {
 

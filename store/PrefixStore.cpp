@@ -1,6 +1,6 @@
-#include "c10d/store/PrefixStore.hpp"
+#include "store/PrefixStore.hpp"
 
-#include "c10d/Exception.hpp"
+#include "c10d/core/Exception.hpp"
 
 namespace c10d::inline v0 {
 

@@ -2,7 +2,7 @@
 
 #include <memory>
 
-#include "c10d/store/Store.hpp"
+#include "store/Store.hpp"
 
 namespace c10d::inline v0 {
 

@@ -1,8 +1,8 @@
-#include "c10d/store/Store.hpp"
+#include "store/Store.hpp"
 
 #include <charconv>
 
-#include "c10d/Exception.hpp"
+#include "c10d/core/Exception.hpp"
 
 namespace c10d::inline v0 {
 

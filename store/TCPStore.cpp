@@ -1,11 +1,11 @@
-#include "c10d/store/TCPStore.hpp"
+#include "store/TCPStore.hpp"
 
-#include "c10d/Auth.hpp"
-#include "c10d/Exception.hpp"
-#include "c10d/Logging.hpp"
-#include "c10d/store/PrefixStore.hpp"
-#include "c10d/store/StoreConnection.hpp"
-#include "c10d/store/StoreProtocol.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Logging.hpp"
+#include "c10d/net/Auth.hpp"
+#include "store/PrefixStore.hpp"
+#include "store/tcp/StoreConnection.hpp"
+#include "store/tcp/StoreProtocol.hpp"
 
 namespace c10d::inline v0 {
 namespace {

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "c10d/store/Store.hpp"
+#include "store/Store.hpp"
 
 namespace c10d::inline v0 {
 
@@ -28,7 +28,7 @@ struct TCPStoreOptions {
   // Server only: the address to listen on. Empty: every interface (IPv6 and IPv4), so ranks on
   // other hosts can connect; "127.0.0.1" keeps the store private to this host.
   std::string listenAddress;
-  // Shared secret for the connection's challenge-response (see c10d/Auth.hpp), for the client
+  // Shared secret for the connection's challenge-response (see c10d/net/Auth.hpp), for the client
   // and the server this object hosts. Unset: C10D_AUTH_TOKEN or C10D_AUTH_TOKEN_FILE, or none.
   // A client with a token refuses a server without one, and the reverse.
   std::optional<std::string> authToken;

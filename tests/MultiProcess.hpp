@@ -43,10 +43,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "c10d/Exception.hpp"
 #include "c10d/ProcessGroup.hpp"
-#include "c10d/store/PrefixStore.hpp"
-#include "c10d/store/TCPStore.hpp"
+#include "c10d/core/Exception.hpp"
+#include "store/PrefixStore.hpp"
+#include "store/TCPStore.hpp"
 
 namespace c10d::inline v0::test {
 

@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "c10d/rpc/RpcAgent.hpp"
-#include "c10d/store/HashStore.hpp"
+#include "rpc/RpcAgent.hpp"
+#include "store/HashStore.hpp"
 
 namespace c10d::inline v0::rpc::test {
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "c10d/Backend.hpp"
-#include "c10d/store/HashStore.hpp"
-#include "c10d/store/PrefixStore.hpp"
+#include "store/HashStore.hpp"
+#include "store/PrefixStore.hpp"
 
 namespace c10d::inline v0::test {
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's table of C10D_* variables must be what c10d/Config.hpp declares: compares the
+# The README's table of C10D_* variables must be what c10d/core/Config.hpp declares: compares the
 # lines between the config-table markers with `c10d-config --markdown`.
 # Usage: tests/config_table_test.sh BUILD_DIR [--write]   (--write replaces the README's table)
 set -euo pipefail
@@ -23,18 +23,18 @@ if [ "${2:-}" = "--write" ]; then
   echo "wrote the table into $readme"
   exit 0
 fi
-# One reader: nothing but c10d/Config.hpp looks a C10D_ variable up itself.
+# One reader: nothing but c10d/core/Config.hpp looks a C10D_ variable up itself.
 readers=$(cd "$here" && grep -rn --include='*.cpp' --include='*.hpp' 'getenv("C10D_' \
   c10d store rpc backends tools examples benchmarks || true)
 if [ -n "$readers" ]; then
-  echo "FAIL: these read C10D_ variables around c10d/Config.hpp's reader:"
+  echo "FAIL: these read C10D_ variables around c10d/core/Config.hpp's reader:"
   echo "$readers"
   exit 1
 fi
 if [ "$current" != "$table" ]; then
-  echo "FAIL: README.md's table of variables differs from c10d/Config.hpp:"
+  echo "FAIL: README.md's table of variables differs from c10d/core/Config.hpp:"
   diff <(echo "$current") <(echo "$table") || true
   echo "run: bash tests/config_table_test.sh $build --write"
   exit 1
 fi
-echo "PASS: README.md lists the $(echo "$table" | tail -n +3 | wc -l) variables of c10d/Config.hpp"
+echo "PASS: README.md lists the $(echo "$table" | tail -n +3 | wc -l) variables of c10d/core/Config.hpp"

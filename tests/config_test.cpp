@@ -1,16 +1,17 @@
-// c10d/Config.hpp: one table, one policy. Every variable the table accepts values for is refused,
-// by name, when it holds anything else, at a process group's creation; ProcessGroupOptions::config
-// sets a group's variables over the environment and refuses what is not a group's to set.
+// c10d/core/Config.hpp: one table, one policy. Every variable the table accepts values for is
+// refused, by name, when it holds anything else, at a process group's creation;
+// ProcessGroupOptions::config sets a group's variables over the environment and refuses what is not
+// a group's to set.
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <string>
 
-#include "c10d/Config.hpp"
-#include "c10d/Logging.hpp"
 #include "c10d/ProcessGroup.hpp"
-#include "c10d/store/HashStore.hpp"
+#include "c10d/core/Config.hpp"
+#include "c10d/core/Logging.hpp"
+#include "store/HashStore.hpp"
 
 namespace c10d::inline v0 {
 namespace {

@@ -5,11 +5,11 @@
 #include <thread>
 #include <vector>
 
-#include "c10d/Device.hpp"
-#include "c10d/HostBlockCache.hpp"
-#include "c10d/ReduceOp.hpp"
-#include "c10d/ScalarType.hpp"
-#include "c10d/Tensor.hpp"
+#include "c10d/core/Device.hpp"
+#include "c10d/core/HostBlockCache.hpp"
+#include "c10d/core/ReduceOp.hpp"
+#include "c10d/core/ScalarType.hpp"
+#include "c10d/core/Tensor.hpp"
 
 namespace c10d::inline v0 {
 namespace {

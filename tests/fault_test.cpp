@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "MultiProcess.hpp"
-#include "c10d/rpc/RpcAgent.hpp"
-#include "c10d/store/PrefixStore.hpp"
+#include "rpc/RpcAgent.hpp"
+#include "store/PrefixStore.hpp"
 
 namespace c10d::inline v0 {
 namespace {

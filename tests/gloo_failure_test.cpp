@@ -2,7 +2,7 @@
 // (gloo/transport/tcp/pair.cc, unbound_buffer.cc) and from this repository's fault tests.
 #include <gtest/gtest.h>
 
-#include "c10d/backends/gloo/GlooFailure.hpp"
+#include "backends/gloo/GlooFailure.hpp"
 
 namespace c10d::inline v0 {
 namespace {

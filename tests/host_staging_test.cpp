@@ -13,11 +13,11 @@
 
 #include "ThreadRanks.hpp"
 #include "c10d/Backend.hpp"
-#include "c10d/Cuda.hpp"
-#include "c10d/Exception.hpp"
+#include "c10d/HostStaging.hpp"
 #include "c10d/ProcessGroup.hpp"
-#include "c10d/backends/common/HostStaging.hpp"
-#include "c10d/store/HashStore.hpp"
+#include "c10d/core/Cuda.hpp"
+#include "c10d/core/Exception.hpp"
+#include "store/HashStore.hpp"
 
 namespace c10d::inline v0 {
 namespace {

@@ -6,8 +6,8 @@
 #include <set>
 
 #include "MultiProcess.hpp"
-#include "c10d/DistributedSampler.hpp"
-#include "c10d/Join.hpp"
+#include "c10d/training/DistributedSampler.hpp"
+#include "c10d/training/Join.hpp"
 
 namespace c10d::inline v0 {
 namespace {

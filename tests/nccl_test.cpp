@@ -9,11 +9,11 @@
 #include <thread>
 #include <vector>
 
-#include "c10d/Cuda.hpp"
-#include "c10d/Exception.hpp"
+#include "backends/nccl/NcclBackend.hpp"
 #include "c10d/ProcessGroup.hpp"
-#include "c10d/backends/nccl/NcclBackend.hpp"
-#include "c10d/store/HashStore.hpp"
+#include "c10d/core/Cuda.hpp"
+#include "c10d/core/Exception.hpp"
+#include "store/HashStore.hpp"
 
 namespace c10d::inline v0 {
 namespace {

@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "c10d/Exception.hpp"
-#include "c10d/backends/common/OpQueue.hpp"
+#include "backends/common/OpQueue.hpp"
+#include "c10d/core/Exception.hpp"
 
 namespace c10d::inline v0 {
 namespace {

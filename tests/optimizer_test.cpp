@@ -8,9 +8,9 @@
 #include <map>
 #include <thread>
 
-#include "c10d/rpc/DistAutograd.hpp"
-#include "c10d/rpc/DistributedOptimizer.hpp"
-#include "c10d/rpc/Optimizers.hpp"
+#include "rpc/autograd/DistAutograd.hpp"
+#include "rpc/autograd/DistributedOptimizer.hpp"
+#include "rpc/autograd/Optimizers.hpp"
 #include "tests/RpcTestUtil.hpp"
 
 namespace c10d::inline v0::rpc {

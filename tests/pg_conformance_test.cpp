@@ -27,13 +27,13 @@
 
 #include "MultiProcess.hpp"
 #include "c10d/Backend.hpp"
-#include "c10d/Exception.hpp"
-#include "c10d/Half.hpp"
 #include "c10d/ProcessGroup.hpp"
-#include "c10d/ReduceOp.hpp"
-#include "c10d/ScalarType.hpp"
-#include "c10d/Tensor.hpp"
 #include "c10d/Work.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Half.hpp"
+#include "c10d/core/ReduceOp.hpp"
+#include "c10d/core/ScalarType.hpp"
+#include "c10d/core/Tensor.hpp"
 
 namespace c10d::inline v0 {
 namespace {

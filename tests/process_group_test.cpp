@@ -15,10 +15,10 @@
 #include <thread>
 
 #include "MultiProcess.hpp"
-#include "c10d/Exception.hpp"
 #include "c10d/Init.hpp"
 #include "c10d/ProcessGroup.hpp"
-#include "c10d/store/HashStore.hpp"
+#include "c10d/core/Exception.hpp"
+#include "store/HashStore.hpp"
 
 namespace c10d::inline v0 {
 namespace {

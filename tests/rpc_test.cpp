@@ -16,10 +16,10 @@
 #include <mutex>
 #include <thread>
 
-#include "c10d/Exception.hpp"
-#include "c10d/rpc/RpcAgent.hpp"
-#include "c10d/rpc/Wire.hpp"
-#include "c10d/store/HashStore.hpp"
+#include "c10d/core/Exception.hpp"
+#include "rpc/RpcAgent.hpp"
+#include "rpc/transport/Wire.hpp"
+#include "store/HashStore.hpp"
 #include "tests/RpcTestUtil.hpp"
 
 namespace c10d::inline v0::rpc {

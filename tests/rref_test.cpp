@@ -7,7 +7,7 @@
 #include <atomic>
 #include <thread>
 
-#include "c10d/rpc/RRef.hpp"
+#include "rpc/RRef.hpp"
 #include "tests/RpcTestUtil.hpp"
 
 namespace c10d::inline v0::rpc {

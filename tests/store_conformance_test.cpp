@@ -10,11 +10,11 @@
 #include <functional>
 #include <thread>
 
-#include "c10d/Exception.hpp"
-#include "c10d/store/FileStore.hpp"
-#include "c10d/store/HashStore.hpp"
-#include "c10d/store/PrefixStore.hpp"
-#include "c10d/store/TCPStore.hpp"
+#include "c10d/core/Exception.hpp"
+#include "store/FileStore.hpp"
+#include "store/HashStore.hpp"
+#include "store/PrefixStore.hpp"
+#include "store/TCPStore.hpp"
 
 namespace c10d::inline v0 {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <string>
 
-#include "c10d/store/TCPStore.hpp"
+#include "store/TCPStore.hpp"
 
 namespace {
 

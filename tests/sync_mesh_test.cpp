@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ThreadRanks.hpp"
-#include "c10d/Exception.hpp"
+#include "c10d/core/Exception.hpp"
 
 namespace c10d::inline v0 {
 namespace {

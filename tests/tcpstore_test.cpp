@@ -15,10 +15,10 @@
 #include <thread>
 
 #include "MultiProcess.hpp"
-#include "c10d/Auth.hpp"
-#include "c10d/Exception.hpp"
-#include "c10d/store/StoreProtocol.hpp"
-#include "c10d/store/TCPStore.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/net/Auth.hpp"
+#include "store/TCPStore.hpp"
+#include "store/tcp/StoreProtocol.hpp"
 
 namespace c10d::inline v0 {
 namespace {

@@ -18,13 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "backends/common/Dispatch.hpp"
 #include "c10d/Backend.hpp"
-#include "c10d/Cuda.hpp"
-#include "c10d/Exception.hpp"
-#include "c10d/Half.hpp"
 #include "c10d/Init.hpp"
 #include "c10d/ProcessGroup.hpp"
-#include "c10d/backends/common/Dispatch.hpp"
+#include "c10d/core/Cuda.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Half.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <string>
 
-#include "c10d/Config.hpp"
+#include "c10d/core/Config.hpp"
 
 namespace config = c10d::config;
 

@@ -37,8 +37,8 @@
 #include <utility>
 #include <vector>
 
-#include "c10d/Config.hpp"
 #include "c10d/FlightRecorderSignal.hpp"
+#include "c10d/core/Config.hpp"
 
 extern char** environ;
 

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <thread>
 
-#include "c10d/Exception.hpp"
-#include "c10d/store/TCPStore.hpp"
+#include "c10d/core/Exception.hpp"
+#include "store/TCPStore.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"c10d-store-server: serve a c10d TCPStore until SIGINT or SIGTERM"};

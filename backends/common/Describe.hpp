@@ -7,9 +7,9 @@
 #include <functional>
 #include <string>
 
-#include "c10d/Exception.hpp"
-#include "c10d/Tensor.hpp"
 #include "c10d/Work.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Tensor.hpp"
 
 namespace c10d::inline v0 {
 

@@ -2,9 +2,9 @@
 
 #include <cstdint>
 
-#include "c10d/Exception.hpp"
-#include "c10d/Half.hpp"
-#include "c10d/ScalarType.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Half.hpp"
+#include "c10d/core/ScalarType.hpp"
 
 namespace c10d::inline v0 {
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "c10d/Tensor.hpp"
+#include "c10d/core/Tensor.hpp"
 
 namespace c10d::inline v0 {
 

@@ -1,10 +1,10 @@
-#include "c10d/backends/common/OpQueue.hpp"
+#include "backends/common/OpQueue.hpp"
 
 #include <sys/prctl.h>
 
-#include "c10d/Exception.hpp"
-#include "c10d/Signals.hpp"
-#include "c10d/ThreadName.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Signals.hpp"
+#include "c10d/core/ThreadName.hpp"
 
 namespace c10d::inline v0 {
 

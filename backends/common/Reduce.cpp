@@ -1,9 +1,9 @@
-#include "c10d/backends/common/Reduce.hpp"
+#include "backends/common/Reduce.hpp"
 
 #include <algorithm>
 
-#include "c10d/Exception.hpp"
-#include "c10d/backends/common/Dispatch.hpp"
+#include "backends/common/Dispatch.hpp"
+#include "c10d/core/Exception.hpp"
 
 namespace c10d::inline v0 {
 namespace {

@@ -3,8 +3,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "c10d/ReduceOp.hpp"
-#include "c10d/ScalarType.hpp"
+#include "c10d/core/ReduceOp.hpp"
+#include "c10d/core/ScalarType.hpp"
 
 namespace c10d::inline v0 {
 

@@ -5,8 +5,8 @@
 
 #include <cstring>
 
-#include "c10d/backends/common/Reduce.hpp"
-#include "c10d/backends/gloo/GlooRuntime.hpp"
+#include "backends/common/Reduce.hpp"
+#include "backends/gloo/GlooRuntime.hpp"
 
 namespace c10d::inline v0 {
 namespace {

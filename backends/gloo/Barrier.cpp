@@ -2,7 +2,7 @@
 
 #include <gloo/barrier.h>
 
-#include "c10d/backends/gloo/GlooRuntime.hpp"
+#include "backends/gloo/GlooRuntime.hpp"
 
 namespace c10d::inline v0 {
 

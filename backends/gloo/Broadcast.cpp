@@ -3,7 +3,7 @@
 
 #include <gloo/broadcast.h>
 
-#include "c10d/backends/gloo/GlooRuntime.hpp"
+#include "backends/gloo/GlooRuntime.hpp"
 
 namespace c10d::inline v0 {
 

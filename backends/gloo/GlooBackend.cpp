@@ -1,4 +1,4 @@
-#include "c10d/backends/gloo/GlooBackend.hpp"
+#include "backends/gloo/GlooBackend.hpp"
 
 #include <unistd.h>
 
@@ -10,15 +10,15 @@
 #include <map>
 #include <sstream>
 
-#include "c10d/Logging.hpp"
-#include "c10d/ThreadName.hpp"
-#include "c10d/backends/common/Describe.hpp"
-#include "c10d/backends/common/OpQueue.hpp"
-#include "c10d/backends/gloo/GlooFailure.hpp"
-#include "c10d/backends/gloo/GlooRuntime.hpp"
-#include "c10d/backends/gloo/GlooSetup.hpp"
-#include "c10d/backends/gloo/PointToPoint.hpp"
-#include "c10d/store/PrefixStore.hpp"
+#include "backends/common/Describe.hpp"
+#include "backends/common/OpQueue.hpp"
+#include "backends/gloo/GlooFailure.hpp"
+#include "backends/gloo/GlooRuntime.hpp"
+#include "backends/gloo/GlooSetup.hpp"
+#include "backends/gloo/PointToPoint.hpp"
+#include "c10d/core/Logging.hpp"
+#include "c10d/core/ThreadName.hpp"
+#include "store/PrefixStore.hpp"
 
 namespace c10d::inline v0 {
 namespace {

@@ -22,13 +22,13 @@
 #include <utility>
 #include <vector>
 
-#include "c10d/Exception.hpp"
-#include "c10d/Signals.hpp"
-#include "c10d/Tensor.hpp"
-#include "c10d/backends/gloo/GlooBackend.hpp"
-#include "c10d/backends/gloo/GlooSetup.hpp"
-#include "c10d/backends/gloo/SyncMesh.hpp"
-#include "c10d/backends/gloo/WireCall.hpp"
+#include "backends/gloo/GlooBackend.hpp"
+#include "backends/gloo/GlooSetup.hpp"
+#include "backends/gloo/SyncMesh.hpp"
+#include "backends/gloo/WireCall.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Signals.hpp"
+#include "c10d/core/Tensor.hpp"
 
 namespace c10d::inline v0 {
 

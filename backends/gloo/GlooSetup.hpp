@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "c10d/Exception.hpp"
-#include "c10d/backends/common/Flatten.hpp"
-#include "c10d/store/LocalAddress.hpp"
-#include "c10d/store/TCPStore.hpp"
+#include "backends/common/Flatten.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/net/LocalAddress.hpp"
+#include "store/TCPStore.hpp"
 
 namespace c10d::inline v0 {
 

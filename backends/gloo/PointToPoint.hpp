@@ -36,9 +36,9 @@
 #include <thread>
 #include <vector>
 
-#include "c10d/Tensor.hpp"
+#include "backends/gloo/GlooRuntime.hpp"
 #include "c10d/Work.hpp"
-#include "c10d/backends/gloo/GlooRuntime.hpp"
+#include "c10d/core/Tensor.hpp"
 
 namespace c10d::inline v0 {
 

@@ -2,8 +2,8 @@
 
 #include <gloo/reduce.h>
 
-#include "c10d/backends/common/Reduce.hpp"
-#include "c10d/backends/gloo/GlooRuntime.hpp"
+#include "backends/common/Reduce.hpp"
+#include "backends/gloo/GlooRuntime.hpp"
 
 namespace c10d::inline v0 {
 

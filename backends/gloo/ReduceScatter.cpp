@@ -4,8 +4,8 @@
 
 #include <cstring>
 
-#include "c10d/backends/common/Reduce.hpp"
-#include "c10d/backends/gloo/GlooRuntime.hpp"
+#include "backends/common/Reduce.hpp"
+#include "backends/gloo/GlooRuntime.hpp"
 
 #include <gloo/allreduce.h>
 

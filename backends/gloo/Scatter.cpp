@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "c10d/backends/gloo/GlooRuntime.hpp"
+#include "backends/gloo/GlooRuntime.hpp"
 
 namespace c10d::inline v0 {
 

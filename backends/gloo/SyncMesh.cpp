@@ -1,12 +1,12 @@
-#include "c10d/backends/gloo/SyncMesh.hpp"
+#include "backends/gloo/SyncMesh.hpp"
 
 #include <gloo/transport/pair.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "c10d/Exception.hpp"
-#include "c10d/backends/gloo/GlooSetup.hpp"
+#include "backends/gloo/GlooSetup.hpp"
+#include "c10d/core/Exception.hpp"
 
 namespace c10d::inline v0 {
 

@@ -12,8 +12,8 @@
 #include <optional>
 #include <vector>
 
-#include "c10d/backends/common/Reduce.hpp"
-#include "c10d/backends/gloo/WireCall.hpp"
+#include "backends/common/Reduce.hpp"
+#include "backends/gloo/WireCall.hpp"
 
 namespace c10d::inline v0 {
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <string_view>
 
-#include "c10d/Exception.hpp"
-#include "c10d/ReduceOp.hpp"
-#include "c10d/ScalarType.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/ReduceOp.hpp"
+#include "c10d/core/ScalarType.hpp"
 
 namespace c10d::inline v0 {
 

@@ -2,20 +2,20 @@
 // the op queue (issue order, caller's thread when it waits at once); point-to-point ops are
 // MPI requests (MpiProgress.cpp).
 
-#include "c10d/backends/mpi/MpiBackend.hpp"
+#include "backends/mpi/MpiBackend.hpp"
 
 #include <algorithm>
 #include <cstring>
 
+#include "backends/common/Describe.hpp"
+#include "backends/common/Flatten.hpp"
+#include "backends/common/OpQueue.hpp"
+#include "backends/common/Reduce.hpp"
+#include "backends/mpi/MpiProgress.hpp"
+#include "backends/mpi/MpiTypes.hpp"
 #include "c10d/BackendLibrary.hpp"
-#include "c10d/Exception.hpp"
-#include "c10d/backends/common/Describe.hpp"
-#include "c10d/backends/common/Flatten.hpp"
-#include "c10d/backends/common/OpQueue.hpp"
-#include "c10d/backends/common/Reduce.hpp"
-#include "c10d/backends/mpi/MpiProgress.hpp"
-#include "c10d/backends/mpi/MpiTypes.hpp"
-#include "c10d/store/HashStore.hpp"
+#include "c10d/core/Exception.hpp"
+#include "store/HashStore.hpp"
 
 namespace c10d::inline v0 {
 

@@ -1,14 +1,14 @@
-#include "c10d/backends/mpi/MpiProgress.hpp"
+#include "backends/mpi/MpiProgress.hpp"
 
 #include <sched.h>
 
 #include <cstdlib>
 #include <cstring>
 
-#include "c10d/Exception.hpp"
-#include "c10d/Logging.hpp"
-#include "c10d/Signals.hpp"
-#include "c10d/ThreadName.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Logging.hpp"
+#include "c10d/core/Signals.hpp"
+#include "c10d/core/ThreadName.hpp"
 
 namespace c10d::inline v0 {
 

@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "c10d/backends/mpi/MpiBackend.hpp"
-#include "c10d/backends/mpi/MpiTypes.hpp"
+#include "backends/mpi/MpiBackend.hpp"
+#include "backends/mpi/MpiTypes.hpp"
 
 namespace c10d::inline v0 {
 

@@ -1,4 +1,4 @@
-#include "c10d/backends/mpi/MpiTypes.hpp"
+#include "backends/mpi/MpiTypes.hpp"
 
 #include <array>
 #include <cstdlib>
@@ -6,8 +6,8 @@
 #include <map>
 #include <mutex>
 
-#include "c10d/Exception.hpp"
-#include "c10d/backends/common/Reduce.hpp"
+#include "backends/common/Reduce.hpp"
+#include "c10d/core/Exception.hpp"
 
 namespace c10d::inline v0::mpi {
 

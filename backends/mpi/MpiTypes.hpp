@@ -14,8 +14,8 @@
 #include <memory>
 #include <string>
 
-#include "c10d/ReduceOp.hpp"
-#include "c10d/ScalarType.hpp"
+#include "c10d/core/ReduceOp.hpp"
+#include "c10d/core/ScalarType.hpp"
 
 namespace c10d::inline v0::mpi {
 

@@ -2,7 +2,7 @@
 // stream) under one mutex, with a CUDA event after it; a watchdog thread completes the Works as
 // their events fire and aborts the communicator on an asynchronous error or a timeout.
 
-#include "c10d/backends/nccl/NcclBackend.hpp"
+#include "backends/nccl/NcclBackend.hpp"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -16,17 +16,17 @@
 #include <thread>
 #include <type_traits>
 
+#include "backends/common/Describe.hpp"
+#include "backends/common/Dispatch.hpp"
 #include "c10d/BackendLibrary.hpp"
-#include "c10d/Cuda.hpp"
-#include "c10d/Exception.hpp"
-#include "c10d/Half.hpp"
-#include "c10d/Logging.hpp"
-#include "c10d/Signals.hpp"
-#include "c10d/ThreadName.hpp"
-#include "c10d/backends/common/CudaRuntime.hpp"
-#include "c10d/backends/common/Describe.hpp"
-#include "c10d/backends/common/Dispatch.hpp"
-#include "c10d/store/Store.hpp"
+#include "c10d/core/Cuda.hpp"
+#include "c10d/core/CudaRuntime.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Half.hpp"
+#include "c10d/core/Logging.hpp"
+#include "c10d/core/Signals.hpp"
+#include "c10d/core/ThreadName.hpp"
+#include "store/Store.hpp"
 
 namespace c10d::inline v0 {
 

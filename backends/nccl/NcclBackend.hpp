@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "c10d/Backend.hpp"
-#include "c10d/Cuda.hpp"  // currentCudaStream(): each op's stream waits on it
+#include "c10d/core/Cuda.hpp"  // currentCudaStream(): each op's stream waits on it
 
 namespace c10d::inline v0 {
 

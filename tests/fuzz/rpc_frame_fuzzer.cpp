@@ -11,9 +11,9 @@
 #include <tuple>
 #include <vector>
 
-#include "c10d/Exception.hpp"
-#include "c10d/rpc/Serialization.hpp"
-#include "c10d/rpc/Wire.hpp"
+#include "c10d/core/Exception.hpp"
+#include "rpc/Serialization.hpp"
+#include "rpc/transport/Wire.hpp"
 
 namespace {
 

@@ -19,8 +19,8 @@
 #include <memory>
 #include <string>
 
-#include "c10d/store/StoreProtocol.hpp"
-#include "c10d/store/TCPStore.hpp"
+#include "store/TCPStore.hpp"
+#include "store/tcp/StoreProtocol.hpp"
 
 namespace {
 

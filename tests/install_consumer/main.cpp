@@ -3,14 +3,14 @@
 // runtimes): selecting one is a BackendError naming its library, and nothing else is affected.
 #include <dlpack/dlpack.h>
 #include <c10d/Backend.hpp>
-#include <c10d/Exception.hpp>
 #include <c10d/ProcessGroup.hpp>
-#include <c10d/Tensor.hpp>
-#include <c10d/rpc/DistributedOptimizer.hpp>
-#include <c10d/rpc/RRef.hpp>
-#include <c10d/store/HashStore.hpp>
-#include <c10d/store/PrefixStore.hpp>
-#include <c10d/store/TCPStore.hpp>
+#include <c10d/core/Exception.hpp>
+#include <c10d/core/Tensor.hpp>
+#include <rpc/RRef.hpp>
+#include <rpc/autograd/DistributedOptimizer.hpp>
+#include <store/HashStore.hpp>
+#include <store/PrefixStore.hpp>
+#include <store/TCPStore.hpp>
 
 #include <cstdio>
 #include <cstring>

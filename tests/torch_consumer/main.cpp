@@ -4,7 +4,7 @@
 // c10drun --nproc-per-node 2.
 #include <c10d/Init.hpp>
 #include <c10d/ProcessGroup.hpp>
-#include <c10d/Tensor.hpp>
+#include <c10d/core/Tensor.hpp>
 
 #include <cstdio>
 

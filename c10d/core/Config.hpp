@@ -1,0 +1,443 @@
+#pragma once
+
+// Every C10D_* environment variable the library reads, declared once (kVariables), and the one
+// reader that applies one policy to all of them (Settings): unset or empty means the default; any
+// other value must be one the table accepts, or the read throws InvalidArgument naming the
+// variable, the value and what it accepts. The README's table of variables is printed from here
+// (`c10d-config --markdown`), and a test fails when the two differ.
+//
+// Variables of Scope::Group can also be set for one process group through
+// ProcessGroupOptions::config, which takes precedence over the environment.
+//
+// Header-only: c10drun, which does not link the library, checks the same table before it starts
+// any rank. Thread-safe: Settings is immutable after construction; reading the environment while
+// another thread calls setenv is the caller's race, as with getenv.
+
+#include <charconv>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "c10d/core/Exception.hpp"
+
+// environ, which unistd.h declares only under _GNU_SOURCE.
+extern "C" char** environ;
+
+namespace c10d::inline v0::config {
+
+enum class Type {
+  Choice,   // one of Variable::choices
+  Integer,  // a decimal integer in [min, max]
+  Text,     // any non-empty text
+  Path,     // a file or directory name
+};
+
+enum class Scope {
+  Process,  // read once or per call, for the whole process: only the environment sets it
+  Group,    // read when a process group is created: ProcessGroupOptions::config can set it too
+};
+
+struct Variable {
+  std::string_view name;
+  Type type;
+  Scope scope;
+  std::string_view choices;  // Choice: the accepted values, '|' between them
+  int64_t min;               // Integer: the accepted range
+  int64_t max;
+  std::string_view fallback;     // the value unset stands for; empty: none (the reader decides)
+  std::string_view defaultText;  // the default in words, where fallback alone does not say it
+  std::string_view meaning;
+  std::string_view alias = {};  // an older name, read when this one is unset
+  bool secret = false;          // never printed
+};
+
+inline constexpr Variable kVariables[] = {
+    {"C10D_BACKEND",
+     Type::Text,
+     Scope::Process,
+     {},
+     0,
+     0,
+     "gloo",
+     {},
+     "backend spec of `initProcessGroup`: `gloo`, a registered backend's name, or per device "
+     "`cpu:gloo,cuda:nccl` (`InitOptions::backend` overrides)"},
+    {"C10D_TIMEOUT",
+     Type::Integer,
+     Scope::Process,
+     {},
+     1,
+     31536000,
+     "1800",
+     {},
+     "default timeout of every op, in seconds (`InitOptions::timeout` overrides)"},
+    {"C10D_SOCKET_IFNAME",
+     Type::Text,
+     Scope::Group,
+     {},
+     0,
+     0,
+     {},
+     "the address that routes to `MASTER_ADDR`",
+     "network interface Gloo and RPC use",
+     "GLOO_SOCKET_IFNAME"},
+    {"C10D_GLOO_BUSY_POLL",
+     Type::Choice,
+     Scope::Group,
+     "0|1",
+     0,
+     0,
+     {},
+     "spin when there is a core per local rank (`LOCAL_WORLD_SIZE`)",
+     "`1`: spin on fast-path reads instead of sleeping; `0`: sleep"},
+    {"C10D_GLOO_FAST_PATH",
+     Type::Choice,
+     Scope::Group,
+     "0|all|size",
+     0,
+     0,
+     "size",
+     {},
+     "`0`: every collective through Gloo's own algorithms; `all`: through the SyncMesh at every "
+     "size; `size`: by size. Must be the same on every rank"},
+    {"C10D_MPI_ABORT_ON_TIMEOUT",
+     Type::Choice,
+     Scope::Group,
+     "0|1",
+     0,
+     0,
+     "1",
+     {},
+     "`1`: when an MPI collective passes its timeout, log it and end the job with `MPI_Abort` "
+     "(MPI cannot abandon a collective); `0`: only log it"},
+    {"C10D_NCCL_BLOCKING_WAIT",
+     Type::Choice,
+     Scope::Group,
+     "0|1",
+     0,
+     0,
+     "0",
+     {},
+     "`1`: `Work::wait` on NCCL ops waits on the host and rethrows errors and timeouts; `0`: it "
+     "makes the caller's current stream wait and returns"},
+    {"C10D_LOG_LEVEL",
+     Type::Choice,
+     Scope::Process,
+     "DEBUG|INFO|WARNING|ERROR|OFF",
+     0,
+     0,
+     "WARNING",
+     {},
+     "the least severe message logged to stderr"},
+    {"C10D_DEBUG",
+     Type::Choice,
+     Scope::Group,
+     "OFF|INFO|DETAIL",
+     0,
+     0,
+     "OFF",
+     {},
+     "`INFO`: log group creation and each collective's duration; `DETAIL`: also check before "
+     "every collective that all ranks make the same call (op, dtype, sizes, device, root, reduce "
+     "op, sequence number) and fail on every rank naming the ranks that differ"},
+    {"C10D_FLIGHT_RECORDER_SIZE",
+     Type::Integer,
+     Scope::Group,
+     {},
+     0,
+     16777216,
+     "1000",
+     {},
+     "collectives each group remembers for its flight recorder; `0`: off"},
+    {"C10D_FLIGHT_RECORDER_DIR",
+     Type::Path,
+     Scope::Process,
+     {},
+     0,
+     0,
+     "/tmp",
+     {},
+     "where dumps go: `c10d_flight_<group>_rank<R>.json`, written when a collective fails, on "
+     "request and on the signal"},
+    {"C10D_FLIGHT_RECORDER_SIGNAL",
+     Type::Choice,
+     Scope::Process,
+     "USR1|USR2|SIGUSR1|SIGUSR2",
+     0,
+     0,
+     {},
+     "no handler",
+     "that signal makes a rank dump every group's recorder, and `c10drun` sends it to the "
+     "surviving ranks when one dies"},
+    {"C10D_HOST_CACHE_MB",
+     Type::Integer,
+     Scope::Process,
+     {},
+     0,
+     1073741824,
+     "256",
+     {},
+     "host memory of freed tensors of 1 MiB and more kept for reuse by the next tensor of that "
+     "size, in MiB; `0`: free at once"},
+    {"C10D_AUTH_TOKEN",
+     Type::Text,
+     Scope::Process,
+     {},
+     0,
+     0,
+     {},
+     "no authentication",
+     "shared secret: TCPStore and RPC connections must pass an HMAC-SHA256 challenge-response "
+     "before any request ([docs/store-protocol.md](docs/store-protocol.md#authentication))",
+     {},
+     true},
+    {"C10D_AUTH_TOKEN_FILE",
+     Type::Path,
+     Scope::Process,
+     {},
+     0,
+     0,
+     {},
+     "no authentication",
+     "a file whose first line is the token, when `C10D_AUTH_TOKEN` is unset"},
+    {"C10D_EXAMPLE_DEVICE",
+     Type::Choice,
+     Scope::Process,
+     "cpu|cuda",
+     0,
+     0,
+     {},
+     "`cpu`, or `cuda` when the backend serving CPU tensors cannot take them (`C10D_BACKEND=nccl`)",
+     "examples only: `cuda` puts their tensors on `cuda:LOCAL_RANK`"},
+};
+
+inline const Variable& variable(std::string_view name) {
+  for (const Variable& v : kVariables) {
+    if (v.name == name) return v;
+  }
+  // A name missing from the table is a bug of ours, not the user's.
+  C10D_THROW(Error, "internal: configuration variable ", name, " is not in c10d/core/Config.hpp");
+}
+
+// "`a`, `b` or `c`", "an integer in [min, max]", ...: what a variable accepts, in words.
+inline std::string accepted(const Variable& v) {
+  switch (v.type) {
+    case Type::Choice: {
+      std::vector<std::string_view> values;
+      for (size_t start = 0; start <= v.choices.size();) {
+        size_t bar = v.choices.find('|', start);
+        if (bar == std::string_view::npos) bar = v.choices.size();
+        values.push_back(v.choices.substr(start, bar - start));
+        start = bar + 1;
+      }
+      std::string text;
+      for (size_t i = 0; i < values.size(); ++i) {
+        if (i > 0) text += i + 1 == values.size() ? " or " : ", ";
+        text += detail::concat("`", values[i], "`");
+      }
+      return text;
+    }
+    case Type::Integer:
+      return detail::concat("an integer in [", v.min, ", ", v.max, "]");
+    case Type::Text:
+      return "text";
+    case Type::Path:
+      return "a path";
+  }
+  return "";
+}
+
+// Checks value against v's type; returns it unchanged. Throws InvalidArgument naming the
+// variable, where the value came from, the value and what is accepted.
+inline std::string_view check(const Variable& v, std::string_view value, std::string_view origin) {
+  bool ok = true;
+  if (v.type == Type::Choice) {
+    ok = false;
+    for (size_t start = 0; start <= v.choices.size() && !ok;) {
+      size_t bar = v.choices.find('|', start);
+      if (bar == std::string_view::npos) bar = v.choices.size();
+      ok = v.choices.substr(start, bar - start) == value;
+      start = bar + 1;
+    }
+  } else if (v.type == Type::Integer) {
+    int64_t number = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
+    ok = ec == std::errc() && end == value.data() + value.size() && number >= v.min &&
+         number <= v.max;
+  }
+  C10D_CHECK(ok, InvalidArgument, v.name, "='", v.secret ? "<secret>" : value, "' (", origin,
+             "): expected ", accepted(v));
+  return value;
+}
+
+// The variables of one process group: ProcessGroupOptions::config over the environment.
+class Settings {
+ public:
+  // The environment alone.
+  Settings() = default;
+
+  // overrides: variable name -> value, for one group. Throws InvalidArgument for a name not in
+  // the table, a variable of Scope::Process (only the environment sets those) or a bad value.
+  explicit Settings(std::map<std::string, std::string> overrides)
+      : overrides_(std::move(overrides)) {
+    for (const auto& [name, value] : overrides_) {
+      const Variable* found = nullptr;
+      for (const Variable& v : kVariables) {
+        if (v.name == name) found = &v;
+      }
+      C10D_CHECK(found != nullptr, InvalidArgument, "ProcessGroupOptions::config names '", name,
+                 "', which is not a c10d variable (see `c10d-config`)");
+      C10D_CHECK(found->scope == Scope::Group, InvalidArgument,
+                 "ProcessGroupOptions::config: ", name,
+                 " is read once per process; set it in the environment");
+      if (!value.empty()) check(*found, value, "ProcessGroupOptions::config");
+    }
+  }
+
+  // The value as given, unchecked: this group's override, else the environment, else the alias;
+  // nullopt when none is set or the one that is set is empty.
+  std::optional<std::string> given(std::string_view name) const {
+    const Variable& v = variable(name);
+    if (auto it = overrides_.find(std::string(name)); it != overrides_.end()) {
+      if (it->second.empty()) return std::nullopt;
+      return it->second;
+    }
+    for (std::string_view n : {v.name, v.alias}) {
+      if (n.empty()) continue;
+      const char* value = std::getenv(std::string(n).c_str());
+      if (value != nullptr && *value != '\0') return std::string(value);
+    }
+    return std::nullopt;
+  }
+
+  // Where given(name) comes from, for messages: "environment", "GLOO_SOCKET_IFNAME", ...
+  std::string origin(std::string_view name) const {
+    const Variable& v = variable(name);
+    if (overrides_.count(std::string(name)) != 0) return "ProcessGroupOptions::config";
+    const char* own = std::getenv(std::string(v.name).c_str());
+    if ((own == nullptr || *own == '\0') && !v.alias.empty()) {
+      return detail::concat("from ", v.alias);
+    }
+    return "environment";
+  }
+
+  // The checked value, or the fallback when unset (empty when the table has none).
+  std::string value(std::string_view name) const {
+    const Variable& v = variable(name);
+    std::optional<std::string> text = given(name);
+    if (!text) return std::string(v.fallback);
+    check(v, *text, origin(name));
+    return *text;
+  }
+
+  // A Choice of "0|1" as a bool; nullopt when unset and the table has no fallback.
+  std::optional<bool> flag(std::string_view name) const {
+    const Variable& v = variable(name);
+    C10D_CHECK(v.type == Type::Choice && v.choices == "0|1", Error, "internal: ", name,
+               " is not a 0/1 variable");
+    std::string text = value(name);
+    if (text.empty()) return std::nullopt;
+    return text == "1";
+  }
+
+  int64_t integer(std::string_view name) const {
+    const Variable& v = variable(name);
+    C10D_CHECK(v.type == Type::Integer, Error, "internal: ", name, " is not an integer variable");
+    std::string text = value(name);
+    int64_t number = 0;
+    std::from_chars(text.data(), text.data() + text.size(), number);
+    return number;
+  }
+
+  // Checks every variable that is set; the first bad one throws as value() would.
+  void checkAll() const {
+    for (const Variable& v : kVariables) value(v.name);
+  }
+
+ private:
+  std::map<std::string, std::string> overrides_;
+};
+
+// The environment's value of name, checked (Settings{}.value(name)).
+inline std::string value(std::string_view name) {
+  return Settings().value(name);
+}
+
+// C10D_* variables set in the environment that the table does not know: most likely typos
+// ("C10D_DEGUB"). Reported as a warning, not refused: tests and tools have variables of their own.
+inline std::vector<std::string> unknownEnvironmentNames() {
+  std::vector<std::string> unknown;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string_view text(*entry);
+    if (text.rfind("C10D_", 0) != 0) continue;
+    std::string_view name = text.substr(0, text.find('='));
+    bool known = false;
+    for (const Variable& v : kVariables) known |= v.name == name;
+    if (!known) unknown.emplace_back(name);
+  }
+  return unknown;
+}
+
+// ---- Launchers' variables ----
+// Not ours: what c10drun, torchrun, mpirun (Open MPI), PMI and srun (Slurm) tell each process.
+
+struct Launcher {
+  const char* rank;
+  const char* size;
+  const char* localRank;
+  const char* name;  // for messages
+};
+
+inline constexpr Launcher kLaunchers[] = {
+    {"RANK", "WORLD_SIZE", "LOCAL_RANK", "RANK/WORLD_SIZE"},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "Open MPI"},
+    {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMI"},
+    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "Slurm"},
+};
+
+// The integer in variable name, nullopt when unset or empty; InvalidArgument naming the
+// variable when it holds anything but an integer in [low, high].
+inline std::optional<int64_t> launcherInteger(const char* name, int64_t low, int64_t high) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  std::string_view value(text);
+  int64_t number = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
+  C10D_CHECK(
+      ec == std::errc() && end == value.data() + value.size() && number >= low && number <= high,
+      InvalidArgument, name, "='", value, "' is not an integer in [", low, ", ", high, "]");
+  return number;
+}
+
+// This process's rank on its host, from the first launcher that sets one; nullopt when none does.
+inline std::optional<int> launcherLocalRank() {
+  for (const Launcher& launcher : kLaunchers) {
+    if (auto local = launcherInteger(launcher.localRank, 0, INT32_MAX)) {
+      return static_cast<int>(*local);
+    }
+  }
+  return std::nullopt;
+}
+
+// The README's table: one row per variable.
+inline std::string markdownTable() {
+  std::string out =
+      "| Variable | Accepts | Default | Per group | Meaning |\n|---|---|---|---|---|\n";
+  for (const Variable& v : kVariables) {
+    std::string name = detail::concat("`", v.name, "`");
+    if (!v.alias.empty()) name += detail::concat(" (or `", v.alias, "`)");
+    std::string byDefault = !v.defaultText.empty() ? std::string(v.defaultText)
+                            : !v.fallback.empty()  ? detail::concat("`", v.fallback, "`")
+                                                   : std::string("unset");
+    out += detail::concat("| ", name, " | ", accepted(v), " | ", byDefault, " | ",
+                          v.scope == Scope::Group ? "yes" : "no", " | ", v.meaning, " |\n");
+  }
+  return out;
+}
+
+}  // namespace c10d::inline v0::config

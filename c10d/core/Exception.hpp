@@ -1,0 +1,112 @@
+#pragma once
+
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace c10d::inline v0 {
+
+// What an error is about, as fields a program can act on without parsing what(): which op, in
+// which group, on which rank, at which collective, and which other ranks it concerns. A field
+// the error does not know stays empty (-1 for numbers). what() says all of it too.
+// (Every member has an initializer, so designated initializers may name any few of them.)
+struct ErrorContext {
+  std::string op{};          // "allreduce", "send", "store get", an RPC function's name
+  std::string group{};       // the process group's name
+  int rank = -1;             // this process's rank in that group
+  int64_t sequence = -1;     // the collective's number in its group, from 0 (collectives only)
+  std::vector<int> peers{};  // the other ranks concerned: lost, behind, or a point-to-point peer
+  std::string key{};         // a store key
+  std::string worker{};      // an RPC worker's name
+};
+
+// Base of every error the library throws. what() is the whole message: what failed, where
+// (rank, key, peer, op) and, when the fix is known, what to do; context() the same as fields.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message, ErrorContext context = {})
+      : std::runtime_error(message), context_(std::move(context)) {}
+
+  const ErrorContext& context() const noexcept { return context_; }
+
+  // Sets the fields of context() that are still unset from more; what() stays as it is. For the
+  // code that throws or completes the error, before another thread can see it.
+  void addContext(const ErrorContext& more) {
+    if (context_.op.empty()) context_.op = more.op;
+    if (context_.group.empty()) context_.group = more.group;
+    if (context_.rank < 0) context_.rank = more.rank;
+    if (context_.sequence < 0) context_.sequence = more.sequence;
+    if (context_.peers.empty()) context_.peers = more.peers;
+    if (context_.key.empty()) context_.key = more.key;
+    if (context_.worker.empty()) context_.worker = more.worker;
+  }
+
+ private:
+  ErrorContext context_;
+};
+
+// A blocking call (store wait/get, collective, p2p, RPC) ran past its deadline.
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The store could not be reached, spoke the wrong protocol, or refused a request.
+class StoreError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A communication backend (Gloo, MPI, NCCL, user-registered) failed an operation.
+class BackendError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The caller passed something the library cannot accept (wrong dtype, size, rank, limit, a
+// variable's value). The object called stays usable.
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+// The call is well-formed, but what it was made on can no longer run it: a process group,
+// backend, RPC agent or transport that was shut down or closed, an RPC reference or autograd
+// context that was released. A call made after that state and one in flight when it began fail
+// alike, with this type. (A group broken by a failure is a BackendError; a lost peer's RPC
+// connection a RemoteError.)
+class StateError : public Error {
+ public:
+  using Error::Error;
+};
+
+// An error raised on another process (remote function, peer rank) and carried back here.
+class RemoteError : public Error {
+ public:
+  using Error::Error;
+};
+
+namespace detail {
+
+template <typename... Args>
+std::string concat(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  return out.str();
+}
+
+}  // namespace detail
+}  // namespace c10d::inline v0
+
+// Throws ErrorType (looked up where the macro is used) with the streamed arguments as message
+// when cond is false:
+//   C10D_CHECK(rank < size, InvalidArgument, "rank ", rank, " out of range [0, ", size, ")");
+#define C10D_CHECK(cond, ErrorType, ...)                               \
+  do {                                                                 \
+    if (!(cond)) throw ErrorType(::c10d::detail::concat(__VA_ARGS__)); \
+  } while (0)
+
+#define C10D_THROW(ErrorType, ...) throw ErrorType(::c10d::detail::concat(__VA_ARGS__))

@@ -1,0 +1,95 @@
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "c10d/core/ScalarType.hpp"
+
+namespace c10d::inline v0 {
+
+// IEEE 754 binary16, stored as its bits. Arithmetic goes through float.
+struct Half {
+  uint16_t bits = 0;
+
+  Half() = default;
+  explicit Half(float value) : bits(fromFloat(value)) {}
+  explicit operator float() const { return toFloat(bits); }
+
+  static uint16_t fromFloat(float value) {
+    uint32_t f;
+    std::memcpy(&f, &value, sizeof(f));
+    uint32_t sign = (f >> 16) & 0x8000u;
+    uint32_t magnitude = f & 0x7fffffffu;
+    if (magnitude >= 0x7f800000u) {  // inf or NaN: keep NaN a (quiet) NaN
+      return static_cast<uint16_t>(sign | 0x7c00u | (magnitude > 0x7f800000u ? 0x200u : 0u));
+    }
+    if (magnitude >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow
+    if (magnitude < 0x38800000u) {  // subnormal or zero in half: round to nearest even
+      float abs;
+      std::memcpy(&abs, &magnitude, sizeof(abs));
+      abs += 0.5f;  // shifts the half subnormal bits into the low mantissa bits of a float
+      uint32_t shifted;
+      std::memcpy(&shifted, &abs, sizeof(shifted));
+      return static_cast<uint16_t>(sign | (shifted - 0x3f000000u));
+    }
+    uint32_t mantissaOdd = (magnitude >> 13) & 1u;
+    magnitude += 0xc8000fffu + mantissaOdd;  // rebias exponent (-112 << 23) and round to even
+    return static_cast<uint16_t>(sign | (magnitude >> 13));
+  }
+
+  static float toFloat(uint16_t h) {
+    uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+    uint32_t exponent = (h >> 10) & 0x1fu;
+    uint32_t mantissa = h & 0x3ffu;
+    uint32_t f;
+    if (exponent == 0x1f) {
+      f = sign | 0x7f800000u | (mantissa << 13);
+    } else if (exponent != 0) {
+      f = sign | ((exponent + 112) << 23) | (mantissa << 13);
+    } else if (mantissa == 0) {
+      f = sign;
+    } else {  // subnormal: value = mantissa * 2^-24
+      float value = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
+      std::memcpy(&f, &value, sizeof(f));
+      f |= sign;
+    }
+    float result;
+    std::memcpy(&result, &f, sizeof(result));
+    return result;
+  }
+};
+
+// bfloat16: the upper half of a float32, rounded to nearest even.
+struct BFloat16 {
+  uint16_t bits = 0;
+
+  BFloat16() = default;
+  explicit BFloat16(float value) : bits(fromFloat(value)) {}
+  explicit operator float() const { return toFloat(bits); }
+
+  static uint16_t fromFloat(float value) {
+    uint32_t f;
+    std::memcpy(&f, &value, sizeof(f));
+    if ((f & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((f >> 16) | 0x40u);  // NaN
+    uint32_t rounding = 0x7fffu + ((f >> 16) & 1u);
+    return static_cast<uint16_t>((f + rounding) >> 16);
+  }
+
+  static float toFloat(uint16_t b) {
+    uint32_t f = static_cast<uint32_t>(b) << 16;
+    float result;
+    std::memcpy(&result, &f, sizeof(result));
+    return result;
+  }
+};
+
+template <>
+struct ScalarTypeOf<Half> {
+  static constexpr ScalarType value = ScalarType::Float16;
+};
+template <>
+struct ScalarTypeOf<BFloat16> {
+  static constexpr ScalarType value = ScalarType::BFloat16;
+};
+
+}  // namespace c10d::inline v0

@@ -1,0 +1,62 @@
+#include "c10d/training/DistributedSampler.hpp"
+
+#include <numeric>
+#include <random>
+#include <utility>
+
+#include "c10d/core/Exception.hpp"
+
+namespace c10d::inline v0 {
+namespace {
+
+// A uniform draw from [0, bound) by rejection: the values past the last whole multiple of
+// bound are redrawn, so no index is favoured.
+uint64_t below(std::mt19937_64& generator, uint64_t bound) {
+  const uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
+  uint64_t value;
+  do {
+    value = generator();
+  } while (value >= limit);
+  return value % bound;
+}
+
+}  // namespace
+
+DistributedSampler::DistributedSampler(int64_t datasetSize, int numReplicas, int rank,
+                                       DistributedSamplerOptions options)
+    : datasetSize_(datasetSize), numReplicas_(numReplicas), rank_(rank), options_(options) {
+  C10D_CHECK(datasetSize >= 0, InvalidArgument, "DistributedSampler: dataset size ", datasetSize,
+             " is negative");
+  C10D_CHECK(numReplicas >= 1, InvalidArgument,
+             "DistributedSampler: numReplicas must be >= 1, got ", numReplicas);
+  C10D_CHECK(rank >= 0 && rank < numReplicas, InvalidArgument, "DistributedSampler: rank ", rank,
+             " is outside [0, ", numReplicas, ")");
+  if (options.dropLast) {
+    C10D_CHECK(datasetSize >= numReplicas, InvalidArgument, "DistributedSampler: dropLast with ",
+               datasetSize, " samples for ", numReplicas, " replicas would leave none");
+    numSamples_ = datasetSize / numReplicas;
+  } else {
+    numSamples_ = (datasetSize + numReplicas - 1) / numReplicas;
+  }
+}
+
+std::vector<int64_t> DistributedSampler::indices() const {
+  std::vector<int64_t> order(static_cast<size_t>(datasetSize_));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  if (options_.shuffle) {
+    std::mt19937_64 generator(options_.seed + epoch_);
+    for (size_t i = order.size(); i > 1; --i) {  // Fisher-Yates
+      std::swap(order[i - 1], order[below(generator, i)]);
+    }
+  }
+  // Dropping the tail (total < size) or padding by repeating the order from its start.
+  const auto total = static_cast<size_t>(totalSize());
+  std::vector<int64_t> mine;
+  mine.reserve(static_cast<size_t>(numSamples_));
+  for (size_t i = static_cast<size_t>(rank_); i < total; i += static_cast<size_t>(numReplicas_)) {
+    mine.push_back(order[i % order.size()]);
+  }
+  return mine;
+}
+
+}  // namespace c10d::inline v0

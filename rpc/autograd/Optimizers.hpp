@@ -1,0 +1,61 @@
+#pragma once
+
+// Functional optimizers: the update rules of torch.optim (SGD, Adam, AdamW, Adagrad, RMSprop)
+// applied in place to parameter tensors, with the gradients passed in rather than read from the
+// tensors. DistributedOptimizer runs one on each parameter owner.
+//
+//   auto sgd = makeOptimizer(OptimizerSpec::sgd(0.1, /*momentum=*/0.9));
+//   sgd->step({weights, bias}, {weightsGrad, biasGrad});
+//
+// Errors: an unknown optimizer or option, or an option out of range, throws InvalidArgument
+// naming it (makeOptimizer); step() throws InvalidArgument for parameters that are not
+// contiguous float32/float64 CPU tensors or whose gradient differs in dtype or size.
+//
+// Threading: one optimizer is not safe to step from two threads at once.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#ifndef MSGPACK_NO_BOOST
+#define MSGPACK_NO_BOOST
+#endif
+#include <msgpack.hpp>
+
+#include "c10d/core/Tensor.hpp"
+
+namespace c10d::inline v0::rpc {
+
+// Which optimizer and its options, by torch.optim's names (lr, momentum, dampening,
+// weight_decay, nesterov, beta1, beta2, eps, lr_decay, initial_accumulator_value, alpha,
+// centered; booleans as 0/1). Travels over RPC.
+struct OptimizerSpec {
+  std::string name;  // "sgd", "adam", "adamw", "adagrad", "rmsprop"
+  std::map<std::string, double> options;
+  MSGPACK_DEFINE(name, options);
+
+  static OptimizerSpec sgd(double lr, double momentum = 0, double dampening = 0,
+                           double weightDecay = 0, bool nesterov = false);
+  static OptimizerSpec adam(double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+                            double eps = 1e-8, double weightDecay = 0);
+  static OptimizerSpec adamw(double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+                             double eps = 1e-8, double weightDecay = 1e-2);
+  static OptimizerSpec adagrad(double lr = 1e-2, double lrDecay = 0, double weightDecay = 0,
+                               double initialAccumulatorValue = 0, double eps = 1e-10);
+  static OptimizerSpec rmsprop(double lr = 1e-2, double alpha = 0.99, double eps = 1e-8,
+                               double weightDecay = 0, double momentum = 0, bool centered = false);
+};
+
+class FunctionalOptimizer {
+ public:
+  virtual ~FunctionalOptimizer() = default;
+  // Updates params[i] in place from grads[i]; an undefined gradient leaves its parameter (and
+  // its state) alone, as torch.optim skips parameters without a grad. State is kept per index:
+  // pass the same parameters in the same order every step.
+  virtual void step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) = 0;
+};
+
+std::unique_ptr<FunctionalOptimizer> makeOptimizer(const OptimizerSpec& spec);
+
+}  // namespace c10d::inline v0::rpc
