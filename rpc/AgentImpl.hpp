@@ -14,8 +14,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "rpc/GradientContexts.hpp"
 #include "rpc/RpcAgent.hpp"
-#include "rpc/autograd/GradientContexts.hpp"
 #include "rpc/transport/Transport.hpp"
 
 namespace c10d::inline v0::rpc {

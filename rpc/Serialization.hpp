@@ -21,6 +21,7 @@
 
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Tensor.hpp"
+#include "rpc/transport/Msgpack.hpp"
 
 namespace c10d::inline v0::rpc {
 
@@ -47,29 +48,11 @@ class TensorListScope {
 
 }  // namespace detail
 
-// msgpack's packer writes into anything with write(data, size): this appends to a string, so
-// packed bytes land where they are kept, without an intermediate buffer.
-struct StringSink {
-  std::string& out;
-  void write(const char* data, size_t size) { out.append(data, size); }
-};
-
 // A value packed for the wire: msgpack bytes plus the tensors it refers to.
 struct Packed {
   std::string bytes;
   std::vector<Tensor> tensors;
 };
-
-// Values nest at most this deep on the wire.
-inline constexpr size_t kMaxNesting = 64;
-
-// msgpack::unpack, with every announced count bounded by the bytes there are: msgpack allocates
-// an array or map for the count its header announces, so a forged count in a few bytes would
-// otherwise allocate gigabytes. Throws msgpack::unpack_error (size_overflow) past a bound.
-inline msgpack::object_handle unpackBounded(const char* data, size_t size) {
-  return msgpack::unpack(data, size, nullptr, nullptr,
-                         msgpack::unpack_limit(size, size / 2, size, size, size, kMaxNesting));
-}
 
 // Packs value (any msgpack-able type, tensors included).
 template <typename T>

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "c10d/core/Exception.hpp"
-#include "rpc/Serialization.hpp"
+#include "rpc/transport/Msgpack.hpp"
 
 namespace c10d::inline v0::rpc {
 
