@@ -56,63 +56,46 @@ std::string str(const Args&... args) {
 
 // ---- element access, independent of the library's reductions ----
 
+// What holds an element's bits here: the 16-bit floats' raw bits, and a bool's raw byte, so a
+// sentinel can be a byte no bool result may hold (a bool result must be exactly 0 or 1).
+template <typename T>
+using Raw = std::conditional_t<
+    std::is_same_v<T, bool>, uint8_t,
+    std::conditional_t<(std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>), uint16_t, T>>;
+
+template <typename T>
+Value toValue(Raw<T> raw) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return T::toFloat(raw);
+  return static_cast<Value>(raw);
+}
+
+template <typename T>
+Raw<T> fromValue(Value v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return T::fromFloat(static_cast<float>(v));
+  }
+  return static_cast<Raw<T>>(v);
+}
+
 Value get(const Tensor& t, int64_t i) {
-  const void* p = t.data();
   switch (t.dtype()) {
-    case ScalarType::Float32:
-      return static_cast<const float*>(p)[i];
-    case ScalarType::Float64:
-      return static_cast<const double*>(p)[i];
-    case ScalarType::Float16:
-      return Half::toFloat(static_cast<const uint16_t*>(p)[i]);
-    case ScalarType::BFloat16:
-      return BFloat16::toFloat(static_cast<const uint16_t*>(p)[i]);
-    case ScalarType::Int8:
-      return static_cast<const int8_t*>(p)[i];
-    case ScalarType::Int16:
-      return static_cast<const int16_t*>(p)[i];
-    case ScalarType::Int32:
-      return static_cast<const int32_t*>(p)[i];
-    case ScalarType::Int64:
-      return static_cast<const int64_t*>(p)[i];
-    case ScalarType::UInt8:
-    case ScalarType::Bool:  // the raw byte: a bool result must be exactly 0 or 1
-      return static_cast<const uint8_t*>(p)[i];
+#define C10D_GET(name, type, ...) \
+  case ScalarType::name:          \
+    return toValue<type>(static_cast<const Raw<type>*>(t.data())[i]);
+    C10D_FORALL_SCALAR_TYPES(C10D_GET)
+#undef C10D_GET
   }
   return std::numeric_limits<Value>::quiet_NaN();
 }
 
 void set(const Tensor& t, int64_t i, Value v) {
-  void* p = t.data();
   switch (t.dtype()) {
-    case ScalarType::Float32:
-      static_cast<float*>(p)[i] = static_cast<float>(v);
-      break;
-    case ScalarType::Float64:
-      static_cast<double*>(p)[i] = static_cast<double>(v);
-      break;
-    case ScalarType::Float16:
-      static_cast<uint16_t*>(p)[i] = Half::fromFloat(static_cast<float>(v));
-      break;
-    case ScalarType::BFloat16:
-      static_cast<uint16_t*>(p)[i] = BFloat16::fromFloat(static_cast<float>(v));
-      break;
-    case ScalarType::Int8:
-      static_cast<int8_t*>(p)[i] = static_cast<int8_t>(v);
-      break;
-    case ScalarType::Int16:
-      static_cast<int16_t*>(p)[i] = static_cast<int16_t>(v);
-      break;
-    case ScalarType::Int32:
-      static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
-      break;
-    case ScalarType::Int64:
-      static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v);
-      break;
-    case ScalarType::UInt8:
-    case ScalarType::Bool:  // raw byte, so a sentinel can be a byte no bool result may hold
-      static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v);
-      break;
+#define C10D_SET(name, type, ...)                              \
+  case ScalarType::name:                                       \
+    static_cast<Raw<type>*>(t.data())[i] = fromValue<type>(v); \
+    break;
+    C10D_FORALL_SCALAR_TYPES(C10D_SET)
+#undef C10D_SET
   }
 }
 

@@ -13,26 +13,11 @@ namespace c10d::inline v0 {
 template <typename Fn>
 decltype(auto) dispatchByDtype(ScalarType dtype, Fn&& fn) {
   switch (dtype) {
-    case ScalarType::Float32:
-      return fn.template operator()<float>();
-    case ScalarType::Float64:
-      return fn.template operator()<double>();
-    case ScalarType::Float16:
-      return fn.template operator()<Half>();
-    case ScalarType::BFloat16:
-      return fn.template operator()<BFloat16>();
-    case ScalarType::Int8:
-      return fn.template operator()<int8_t>();
-    case ScalarType::Int16:
-      return fn.template operator()<int16_t>();
-    case ScalarType::Int32:
-      return fn.template operator()<int32_t>();
-    case ScalarType::Int64:
-      return fn.template operator()<int64_t>();
-    case ScalarType::UInt8:
-      return fn.template operator()<uint8_t>();
-    case ScalarType::Bool:
-      return fn.template operator()<bool>();
+#define C10D_DISPATCH(name, type, ...) \
+  case ScalarType::name:               \
+    return fn.template operator()<type>();
+    C10D_FORALL_SCALAR_TYPES(C10D_DISPATCH)
+#undef C10D_DISPATCH
   }
   C10D_THROW(InvalidArgument, "invalid dtype value ", static_cast<int>(dtype));
 }

@@ -115,24 +115,11 @@ void check(int code, const char* call, const std::function<std::string()>& what)
 
 MPI_Datatype datatype(ScalarType dtype) {
   switch (dtype) {
-    case ScalarType::Float32:
-      return MPI_FLOAT;
-    case ScalarType::Float64:
-      return MPI_DOUBLE;
-    case ScalarType::Float16:
-    case ScalarType::BFloat16:
-      return MPI_UINT16_T;
-    case ScalarType::Int8:
-      return MPI_INT8_T;
-    case ScalarType::Int16:
-      return MPI_INT16_T;
-    case ScalarType::Int32:
-      return MPI_INT32_T;
-    case ScalarType::Int64:
-      return MPI_INT64_T;
-    case ScalarType::UInt8:
-    case ScalarType::Bool:  // one byte, 0 or 1; combined by user ops
-      return MPI_UINT8_T;
+#define C10D_MPI_TYPE(name, type, bytes, text, kind, dlpack, mpi, ...) \
+  case ScalarType::name:                                               \
+    return mpi;
+    C10D_FORALL_SCALAR_TYPES(C10D_MPI_TYPE)
+#undef C10D_MPI_TYPE
   }
   C10D_THROW(InvalidArgument, "mpi backend: no MPI datatype for dtype ", static_cast<int>(dtype));
 }

@@ -43,27 +43,19 @@ void ncclCheck(ncclResult_t status, const char* call, ncclComm_t comm,
 #define C10D_NCCL(call, comm, what) ncclCheck((call), #call, comm, what)
 
 ncclDataType_t ncclType(ScalarType dtype, const char* op) {
+  // ncclNumTypes stands for "NCCL has no such type" (C10D_NO_NCCL_TYPE in the dtype table).
+  ncclDataType_t type = ncclNumTypes;
   switch (dtype) {
-    case ScalarType::Float32:
-      return ncclFloat32;
-    case ScalarType::Float64:
-      return ncclFloat64;
-    case ScalarType::Float16:
-      return ncclFloat16;
-    case ScalarType::BFloat16:
-      return ncclBfloat16;
-    case ScalarType::Int8:
-      return ncclInt8;
-    case ScalarType::Int32:
-      return ncclInt32;
-    case ScalarType::Int64:
-      return ncclInt64;
-    case ScalarType::UInt8:
-    case ScalarType::Bool:
-      return ncclUint8;
-    case ScalarType::Int16:
-      break;
+#define C10D_NO_NCCL_TYPE ncclNumTypes
+#define C10D_NCCL_TYPE(name, type_, bytes, text, kind, dlpack, mpi, nccl) \
+  case ScalarType::name:                                                  \
+    type = nccl;                                                          \
+    break;
+    C10D_FORALL_SCALAR_TYPES(C10D_NCCL_TYPE)
+#undef C10D_NCCL_TYPE
+#undef C10D_NO_NCCL_TYPE
   }
+  if (type != ncclNumTypes) return type;
   C10D_THROW(BackendError, "backend nccl does not support ", op, " on ", dtype,
              " (NCCL has no such type)");
 }

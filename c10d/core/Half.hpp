@@ -83,13 +83,4 @@ struct BFloat16 {
   }
 };
 
-template <>
-struct ScalarTypeOf<Half> {
-  static constexpr ScalarType value = ScalarType::Float16;
-};
-template <>
-struct ScalarTypeOf<BFloat16> {
-  static constexpr ScalarType value = ScalarType::BFloat16;
-};
-
 }  // namespace c10d::inline v0

@@ -8,49 +8,42 @@ namespace c10d::inline v0 {
 
 size_t elementSize(ScalarType type) {
   switch (type) {
-    case ScalarType::Float64:
-    case ScalarType::Int64:
-      return 8;
-    case ScalarType::Float32:
-    case ScalarType::Int32:
-      return 4;
-    case ScalarType::Float16:
-    case ScalarType::BFloat16:
-    case ScalarType::Int16:
-      return 2;
-    case ScalarType::Int8:
-    case ScalarType::UInt8:
-    case ScalarType::Bool:
-      return 1;
+#define C10D_SIZE(name, type, bytes, ...) \
+  case ScalarType::name:                  \
+    return bytes;
+    C10D_FORALL_SCALAR_TYPES(C10D_SIZE)
+#undef C10D_SIZE
   }
   C10D_THROW(InvalidArgument, "elementSize: invalid ScalarType value ", static_cast<int>(type));
 }
 
 std::string_view name(ScalarType type) {
   switch (type) {
-    case ScalarType::Float32:
-      return "float32";
-    case ScalarType::Float64:
-      return "float64";
-    case ScalarType::Float16:
-      return "float16";
-    case ScalarType::BFloat16:
-      return "bfloat16";
-    case ScalarType::Int8:
-      return "int8";
-    case ScalarType::Int16:
-      return "int16";
-    case ScalarType::Int32:
-      return "int32";
-    case ScalarType::Int64:
-      return "int64";
-    case ScalarType::UInt8:
-      return "uint8";
-    case ScalarType::Bool:
-      return "bool";
+#define C10D_NAME(name, type, bytes, text, ...) \
+  case ScalarType::name:                        \
+    return text;
+    C10D_FORALL_SCALAR_TYPES(C10D_NAME)
+#undef C10D_NAME
   }
   return "invalid";
 }
+
+namespace {
+
+enum class Kind { Float, Integral, Bool };
+
+Kind kindOf(ScalarType type) {
+  switch (type) {
+#define C10D_KIND(name, type, bytes, text, kind, ...) \
+  case ScalarType::name:                              \
+    return Kind::kind;
+    C10D_FORALL_SCALAR_TYPES(C10D_KIND)
+#undef C10D_KIND
+  }
+  return Kind::Bool;
+}
+
+}  // namespace
 
 ScalarType scalarTypeFromName(std::string_view text) {
   for (ScalarType type : kAllScalarTypes) {
@@ -70,13 +63,11 @@ ScalarType scalarTypeFromName(std::string_view text) {
 }
 
 bool isFloatingPoint(ScalarType type) {
-  return type == ScalarType::Float32 || type == ScalarType::Float64 ||
-         type == ScalarType::Float16 || type == ScalarType::BFloat16;
+  return kindOf(type) == Kind::Float;
 }
 
 bool isIntegral(ScalarType type) {
-  return type == ScalarType::Int8 || type == ScalarType::Int16 || type == ScalarType::Int32 ||
-         type == ScalarType::Int64 || type == ScalarType::UInt8;
+  return kindOf(type) == Kind::Integral;
 }
 
 std::ostream& operator<<(std::ostream& out, ScalarType type) {

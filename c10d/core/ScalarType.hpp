@@ -8,25 +8,40 @@
 
 namespace c10d::inline v0 {
 
-// Element types a Tensor can hold. The order is part of the wire format of later layers
-// (collective checks, RPC): append, never reorder.
+struct Half;
+struct BFloat16;
+
+// Every dtype, once. C10D_FORALL_SCALAR_TYPES(X) calls
+//   X(Enumerator, C++ type of an element, bytes, "name", Kind, DLPack code, MPI type, NCCL type)
+// for each, in ScalarType's order. The order is part of the wire format of later layers
+// (collective checks, RPC): append, never reorder. Columns that name other libraries' constants
+// are only expanded where those libraries are included (backends/mpi, backends/nccl, DLPack in
+// Tensor.cpp); C10D_NO_NCCL_TYPE marks a dtype NCCL has no type for. Half and BFloat16
+// (c10d/core/Half.hpp) hold the 16-bit floats' bits.
+#define C10D_FORALL_SCALAR_TYPES(X)                                                    \
+  X(Float32, float, 4, "float32", Float, kDLFloat, MPI_FLOAT, ncclFloat32)             \
+  X(Float64, double, 8, "float64", Float, kDLFloat, MPI_DOUBLE, ncclFloat64)           \
+  X(Float16, Half, 2, "float16", Float, kDLFloat, MPI_UINT16_T, ncclFloat16)           \
+  X(BFloat16, BFloat16, 2, "bfloat16", Float, kDLBfloat, MPI_UINT16_T, ncclBfloat16)   \
+  X(Int8, int8_t, 1, "int8", Integral, kDLInt, MPI_INT8_T, ncclInt8)                   \
+  X(Int16, int16_t, 2, "int16", Integral, kDLInt, MPI_INT16_T, C10D_NO_NCCL_TYPE)      \
+  X(Int32, int32_t, 4, "int32", Integral, kDLInt, MPI_INT32_T, ncclInt32)              \
+  X(Int64, int64_t, 8, "int64", Integral, kDLInt, MPI_INT64_T, ncclInt64)              \
+  X(UInt8, uint8_t, 1, "uint8", Integral, kDLUInt, MPI_UINT8_T, ncclUint8)             \
+  /* Bool: one byte, 0 or 1; MPI and NCCL move it as a byte and combine it as logic */ \
+  X(Bool, bool, 1, "bool", Bool, kDLBoolCode, MPI_UINT8_T, ncclUint8)
+
+// Element types a Tensor can hold.
 enum class ScalarType : uint8_t {
-  Float32,
-  Float64,
-  Float16,
-  BFloat16,
-  Int8,
-  Int16,
-  Int32,
-  Int64,
-  UInt8,
-  Bool,
+#define C10D_ENUMERATOR(name, ...) name,
+  C10D_FORALL_SCALAR_TYPES(C10D_ENUMERATOR)
+#undef C10D_ENUMERATOR
 };
 
-inline constexpr std::array<ScalarType, 10> kAllScalarTypes = {
-    ScalarType::Float32, ScalarType::Float64, ScalarType::Float16, ScalarType::BFloat16,
-    ScalarType::Int8,    ScalarType::Int16,   ScalarType::Int32,   ScalarType::Int64,
-    ScalarType::UInt8,   ScalarType::Bool,
+inline constexpr std::array kAllScalarTypes = {
+#define C10D_LIST(name, ...) ScalarType::name,
+    C10D_FORALL_SCALAR_TYPES(C10D_LIST)
+#undef C10D_LIST
 };
 
 // Size of one element in bytes.
@@ -47,37 +62,12 @@ std::ostream& operator<<(std::ostream& out, ScalarType type);
 // Maps C++ element types to ScalarType for typed accessors (Tensor::data<T>()).
 template <typename T>
 struct ScalarTypeOf;
-template <>
-struct ScalarTypeOf<float> {
-  static constexpr ScalarType value = ScalarType::Float32;
-};
-template <>
-struct ScalarTypeOf<double> {
-  static constexpr ScalarType value = ScalarType::Float64;
-};
-template <>
-struct ScalarTypeOf<int8_t> {
-  static constexpr ScalarType value = ScalarType::Int8;
-};
-template <>
-struct ScalarTypeOf<int16_t> {
-  static constexpr ScalarType value = ScalarType::Int16;
-};
-template <>
-struct ScalarTypeOf<int32_t> {
-  static constexpr ScalarType value = ScalarType::Int32;
-};
-template <>
-struct ScalarTypeOf<int64_t> {
-  static constexpr ScalarType value = ScalarType::Int64;
-};
-template <>
-struct ScalarTypeOf<uint8_t> {
-  static constexpr ScalarType value = ScalarType::UInt8;
-};
-template <>
-struct ScalarTypeOf<bool> {
-  static constexpr ScalarType value = ScalarType::Bool;
-};
+#define C10D_SCALAR_TYPE_OF(name, type, ...)              \
+  template <>                                             \
+  struct ScalarTypeOf<type> {                             \
+    static constexpr ScalarType value = ScalarType::name; \
+  };
+C10D_FORALL_SCALAR_TYPES(C10D_SCALAR_TYPE_OF)
+#undef C10D_SCALAR_TYPE_OF
 
 }  // namespace c10d::inline v0

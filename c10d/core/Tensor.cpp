@@ -142,26 +142,12 @@ DLDataType toDLDataType(ScalarType type) {
   dt.lanes = 1;
   dt.bits = static_cast<uint8_t>(c10d::elementSize(type) * 8);
   switch (type) {
-    case ScalarType::Float32:
-    case ScalarType::Float64:
-    case ScalarType::Float16:
-      dt.code = kDLFloat;
-      break;
-    case ScalarType::BFloat16:
-      dt.code = kDLBfloat;
-      break;
-    case ScalarType::Int8:
-    case ScalarType::Int16:
-    case ScalarType::Int32:
-    case ScalarType::Int64:
-      dt.code = kDLInt;
-      break;
-    case ScalarType::UInt8:
-      dt.code = kDLUInt;
-      break;
-    case ScalarType::Bool:
-      dt.code = kDLBoolCode;
-      break;
+#define C10D_DLPACK_CODE(name, type, bytes, text, kind, dlpack, ...) \
+  case ScalarType::name:                                             \
+    dt.code = dlpack;                                                \
+    break;
+    C10D_FORALL_SCALAR_TYPES(C10D_DLPACK_CODE)
+#undef C10D_DLPACK_CODE
   }
   return dt;
 }
