@@ -126,7 +126,7 @@ TEST(OpQueueTest, CloseFromAnotherThreadWhileOpsAreEnqueuedFailsThemCleanly) {
         queue.enqueue(work);
         try {
           work->wait();
-        } catch (const BackendError&) {
+        } catch (const StateError&) {
           ++failed;
         }
       }

@@ -500,9 +500,7 @@ void GlooBackend::Runtime::stopP2P() {
 // ---- GlooBackend ----
 
 GlooBackend::GlooBackend(const BackendContext& context)
-    : Backend("gloo", context.rank, context.size),
-      groupName_(context.groupName),
-      runtime_(std::make_shared<Runtime>()) {
+    : QueuedBackend("gloo", context), runtime_(std::make_shared<Runtime>()) {
   runtime_->rank = context.rank;
   runtime_->size = context.size;
   runtime_->group = context.groupName;
@@ -540,7 +538,7 @@ GlooBackend::GlooBackend(const BackendContext& context)
     C10D_THROW(BackendError, "gloo backend of group '", context.groupName, "': rank ", context.rank,
                " of ", context.size, " could not set up Gloo: ", e.what());
   }
-  queue_ = std::make_unique<OpQueue>("gloo backend of group '" + groupName_ + "'");
+  startQueue();
   if (context.size > 1) runtime_->p2p = std::make_shared<P2PEngine>(*runtime_);
   runtime_->startProgressThread();
   runtime_->startWatcher();
@@ -550,17 +548,8 @@ GlooBackend::~GlooBackend() {
   shutdown();
 }
 
-void GlooBackend::shutdown() {
-  std::lock_guard<std::mutex> guard(shutdownMutex_);
-  if (!queue_ || shutDown_.exchange(true)) return;  // the constructor failed, or done already
-  // The queue stays: other threads may be enqueueing now, and their ops fail cleanly.
-  queue_->close();  // fails queued collectives, waits for the running one
+void GlooBackend::stopAfterQueue() {
   runtime_->stopP2P();
-}
-
-void GlooBackend::checkCPU(const Tensor& tensor, const char* op) const {
-  C10D_CHECK(tensor.device().isCPU(), InvalidArgument, "gloo backend: ", op, " got ",
-             tensor.describe(), "; this build's Gloo backend takes CPU tensors only");
 }
 
 std::shared_ptr<Work> GlooBackend::enqueue(const WireCall& call,
@@ -568,37 +557,30 @@ std::shared_ptr<Work> GlooBackend::enqueue(const WireCall& call,
                                            std::chrono::milliseconds timeout,
                                            std::vector<Tensor> outputs,
                                            std::function<void(uint32_t tag)> fn) {
-  const char* op = WireCall::kWireOps[call.op];
-  C10D_CHECK(!shutDown_.load(), StateError, op, ": gloo backend of group '", groupName_,
-             "' was shut down");
-  uint64_t sequence = sequence_.fetch_add(1);
-  Work::Describe describe = describeCollective(op, std::move(details), groupName_, sequence);
-  auto tag = static_cast<uint32_t>(sequence);
-  WireCall numbered = call;
-  numbered.seq = tag;
   std::shared_ptr<Runtime> runtime = runtime_;
-  auto work =
-      std::make_shared<QueuedWork>(std::move(describe), timeout, std::move(outputs),
-                                   [runtime, tag, numbered, fn = std::move(fn)](QueuedWork& self) {
-                                     runtime->guarded(
-                                         self.describer(),
-                                         [&] {
-                                           runtime->beginCall(numbered);
-                                           fn(tag);
-                                         },
-                                         self.timeout());
-                                   });
-  queue_->enqueue(work);
-  return work;
+  return QueuedBackend::enqueue(
+      WireCall::kWireOps[call.op], std::move(details), timeout, std::move(outputs),
+      [runtime, call, fn = std::move(fn)](QueuedWork& self, uint64_t sequence) {
+        // The sequence number is the Gloo tag, and what this rank's messages say it runs.
+        auto tag = static_cast<uint32_t>(sequence);
+        WireCall numbered = call;
+        numbered.seq = tag;
+        runtime->guarded(
+            self.describer(),
+            [&] {
+              runtime->beginCall(numbered);
+              fn(tag);
+            },
+            self.timeout());
+      });
 }
 
 std::shared_ptr<Work> GlooBackend::startP2P(bool isSend, const Tensor& tensor, int peer, int tag,
                                             std::chrono::milliseconds timeout) {
   const char* op = isSend ? "send" : (peer < 0 ? "recv_anysource" : "recv");
   checkCPU(tensor, op);
-  C10D_CHECK(!shutDown_.load(), StateError, op, ": gloo backend of group '", groupName_,
-             "' was shut down");
-  Work::Describe describe = describePointToPoint(op, tensor, isSend, peer, tag, groupName_);
+  checkNotShutDown(op);
+  Work::Describe describe = describePointToPoint(op, tensor, isSend, peer, tag, groupName());
   C10D_CHECK(runtime_->p2p != nullptr, InvalidArgument, describe(),
              ": a group of one has no peer to exchange with");
   P2PEngine& engine = *runtime_->p2p;
@@ -622,27 +604,6 @@ std::shared_ptr<Work> GlooBackend::startP2P(bool isSend, const Tensor& tensor, i
   }
   runtime_->trackP2P(work);
   return work;
-}
-
-std::shared_ptr<Work> GlooBackend::send(const Tensor& tensor, int dstRank, int tag,
-                                        std::chrono::milliseconds timeout) {
-  return startP2P(true, tensor, dstRank, tag, timeout);
-}
-
-std::shared_ptr<Work> GlooBackend::recv(const Tensor& tensor, int srcRank, int tag,
-                                        std::chrono::milliseconds timeout) {
-  return startP2P(false, tensor, srcRank, tag, timeout);
-}
-
-std::shared_ptr<Work> GlooBackend::recvAnysource(const Tensor& tensor, int tag,
-                                                 std::chrono::milliseconds timeout) {
-  return startP2P(false, tensor, -1, tag, timeout);
-}
-
-std::vector<std::shared_ptr<Work>> GlooBackend::batchIsendIrecv(const std::vector<P2POp>& ops,
-                                                                std::chrono::milliseconds timeout) {
-  // Unbound buffers never block when posted, so starting each op in turn starts them together.
-  return postEachInTurn(ops, timeout);
 }
 
 }  // namespace c10d::inline v0

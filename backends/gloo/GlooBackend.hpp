@@ -5,12 +5,9 @@
 #include <mutex>
 #include <string>
 
-#include "c10d/Backend.hpp"
+#include "backends/common/QueuedBackend.hpp"
 
 namespace c10d::inline v0 {
-
-class OpQueue;
-class QueuedWork;
 
 // The Gloo backend: CPU tensors, every dtype and reduce op, over one Gloo TCP context per group
 // that is built once at construction and reused by every operation.
@@ -29,7 +26,7 @@ struct WireCall;  // private to backends/gloo
 // The address other ranks reach this one on: C10D_SOCKET_IFNAME or GLOO_SOCKET_IFNAME names an
 // interface; otherwise the local address that routes to the store's host (127.0.0.1 for
 // single-host stores).
-class GlooBackend : public Backend {
+class GlooBackend : public QueuedBackend {
  public:
   explicit GlooBackend(const BackendContext& context);
   ~GlooBackend() override;
@@ -59,15 +56,6 @@ class GlooBackend : public Backend {
                                      const std::vector<int64_t>& inputSplitSizes,
                                      const AllToAllOptions& options) override;
   std::shared_ptr<Work> barrier(const BarrierOptions& options) override;
-  std::shared_ptr<Work> send(const Tensor& tensor, int dstRank, int tag,
-                             std::chrono::milliseconds timeout) override;
-  std::shared_ptr<Work> recv(const Tensor& tensor, int srcRank, int tag,
-                             std::chrono::milliseconds timeout) override;
-  std::shared_ptr<Work> recvAnysource(const Tensor& tensor, int tag,
-                                      std::chrono::milliseconds timeout) override;
-  std::vector<std::shared_ptr<Work>> batchIsendIrecv(const std::vector<P2POp>& ops,
-                                                     std::chrono::milliseconds timeout) override;
-  void shutdown() override;
 
   // The Gloo context, for code in this folder (each collective's file). Opaque elsewhere.
   struct Runtime;
@@ -80,16 +68,11 @@ class GlooBackend : public Backend {
   std::shared_ptr<Work> enqueue(const WireCall& call, std::function<std::string()> details,
                                 std::chrono::milliseconds timeout, std::vector<Tensor> outputs,
                                 std::function<void(uint32_t tag)> fn);
-  void checkCPU(const Tensor& tensor, const char* op) const;
   std::shared_ptr<Work> startP2P(bool isSend, const Tensor& tensor, int peer, int tag,
-                                 std::chrono::milliseconds timeout);
+                                 std::chrono::milliseconds timeout) override;
+  void stopAfterQueue() override;
 
-  std::string groupName_;
   std::shared_ptr<Runtime> runtime_;
-  std::unique_ptr<OpQueue> queue_;  // made by the constructor, kept until destruction
-  std::mutex shutdownMutex_;        // shutdown() may race itself (the destructor, a user)
-  std::atomic<bool> shutDown_{false};
-  std::atomic<uint64_t> sequence_{0};
 };
 
 }  // namespace c10d::inline v0

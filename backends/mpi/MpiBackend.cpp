@@ -19,10 +19,9 @@
 
 namespace c10d::inline v0 {
 
-MpiBackend::MpiBackend(const BackendContext& context)
-    : Backend("mpi", context.rank, context.size), groupName_(context.groupName) {
+MpiBackend::MpiBackend(const BackendContext& context) : QueuedBackend("mpi", context) {
   mpi::ensureInitialized();
-  auto where = [&] { return detail::concat("mpi backend of group '", groupName_, "'"); };
+  auto where = [&] { return detail::concat("mpi backend of group '", groupName(), "'"); };
   if (context.fromParent) {
     owned_ = std::static_pointer_cast<mpi::Communicator>(context.fromParent);
   } else {
@@ -47,37 +46,25 @@ MpiBackend::MpiBackend(const BackendContext& context)
   C10D_MPI_CHECK(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tagUpperBound, &found), where);
   if (found && tagUpperBound != nullptr) tagUpperBound_ = *tagUpperBound;
   progress_ = std::make_shared<Progress>(
-      groupName_, context.rank, context.settings.flag("C10D_MPI_ABORT_ON_TIMEOUT").value_or(true));
-  queue_ = std::make_unique<OpQueue>("mpi backend of group '" + groupName_ + "'");
+      groupName(), context.rank, context.settings.flag("C10D_MPI_ABORT_ON_TIMEOUT").value_or(true));
+  startQueue();
 }
 
 MpiBackend::~MpiBackend() {
   shutdown();
 }
 
-void MpiBackend::shutdown() {
-  std::lock_guard<std::mutex> guard(shutdownMutex_);
-  if (!queue_ || shutDown_.exchange(true)) return;  // the constructor failed, or done already
-  // The queue stays: other threads may be enqueueing now, and their ops fail cleanly.
-  queue_->close();  // fails queued collectives, waits for the running one
+void MpiBackend::stopAfterQueue() {
   progress_->stop();
-}
-
-void MpiBackend::checkCPU(const Tensor& tensor, const char* op) const {
-  C10D_CHECK(tensor.device().isCPU(), InvalidArgument, "mpi backend: ", op, " got ",
-             tensor.describe(), "; the MPI backend takes CPU tensors");
 }
 
 std::shared_ptr<Work> MpiBackend::enqueue(const char* op, std::function<std::string()> details,
                                           std::chrono::milliseconds timeout,
                                           std::vector<Tensor> outputs, std::function<void()> fn) {
-  C10D_CHECK(!shutDown_.load(), StateError, op, ": mpi backend of group '", groupName_,
-             "' was shut down");
-  uint64_t sequence = sequence_.fetch_add(1);
-  Work::Describe describe = describeCollective(op, std::move(details), groupName_, sequence);
-  auto work = std::make_shared<QueuedWork>(
-      std::move(describe), timeout, std::move(outputs),
-      [progress = progress_, timeout, rank = rank(), fn = std::move(fn)](QueuedWork& self) {
+  return QueuedBackend::enqueue(
+      op, std::move(details), timeout, std::move(outputs),
+      [progress = progress_, timeout, rank = rank(), fn = std::move(fn)](QueuedWork& self,
+                                                                         uint64_t) {
         Progress::RunningCollective running(*progress, self.describer(), timeout);
         try {
           fn();
@@ -85,8 +72,6 @@ std::shared_ptr<Work> MpiBackend::enqueue(const char* op, std::function<std::str
           C10D_THROW(BackendError, self.description(), " on rank ", rank, ": ", e.what());
         }
       });
-  queue_->enqueue(work);
-  return work;
 }
 
 std::shared_ptr<void> MpiBackend::splitForSubgroup(const std::vector<int>& ranksInParent) {
@@ -408,9 +393,8 @@ std::shared_ptr<Work> MpiBackend::startP2P(bool isSend, const Tensor& tensor, in
                                            std::chrono::milliseconds timeout) {
   const char* op = isSend ? "send" : (peer < 0 ? "recv_anysource" : "recv");
   checkCPU(tensor, op);
-  C10D_CHECK(!shutDown_.load(), StateError, op, ": mpi backend of group '", groupName_,
-             "' was shut down");
-  Work::Describe describe = describePointToPoint(op, tensor, isSend, peer, tag, groupName_);
+  checkNotShutDown(op);
+  Work::Describe describe = describePointToPoint(op, tensor, isSend, peer, tag, groupName());
   C10D_CHECK(tag <= tagUpperBound_, InvalidArgument, describe(), ": MPI tags go from 0 to ",
              tagUpperBound_);
   auto what = [&] { return detail::concat(describe(), " on rank ", rank()); };
@@ -426,26 +410,6 @@ std::shared_ptr<Work> MpiBackend::startP2P(bool isSend, const Tensor& tensor, in
   }
   progress_->track(work);
   return work;
-}
-
-std::shared_ptr<Work> MpiBackend::send(const Tensor& tensor, int dstRank, int tag,
-                                       std::chrono::milliseconds timeout) {
-  return startP2P(true, tensor, dstRank, tag, timeout);
-}
-
-std::shared_ptr<Work> MpiBackend::recv(const Tensor& tensor, int srcRank, int tag,
-                                       std::chrono::milliseconds timeout) {
-  return startP2P(false, tensor, srcRank, tag, timeout);
-}
-
-std::shared_ptr<Work> MpiBackend::recvAnysource(const Tensor& tensor, int tag,
-                                                std::chrono::milliseconds timeout) {
-  return startP2P(false, tensor, -1, tag, timeout);
-}
-
-std::vector<std::shared_ptr<Work>> MpiBackend::batchIsendIrecv(const std::vector<P2POp>& ops,
-                                                               std::chrono::milliseconds timeout) {
-  return postEachInTurn(ops, timeout);  // posting an MPI request never blocks
 }
 
 // ---- a communicator handed in ----

@@ -18,12 +18,11 @@
 #include <mutex>
 #include <string>
 
-#include "c10d/Backend.hpp"
+#include "backends/common/QueuedBackend.hpp"
 #include "c10d/ProcessGroup.hpp"
 
 namespace c10d::inline v0 {
 
-class OpQueue;
 namespace mpi {
 struct Communicator;
 }
@@ -40,7 +39,7 @@ struct Communicator;
 // op, group, sequence number and rank, and (unless C10D_MPI_ABORT_ON_TIMEOUT=0) ends the job
 // with MPI_Abort rather than hang; a caller that waits for it on another thread gets
 // TimeoutError.
-class MpiBackend : public Backend {
+class MpiBackend : public QueuedBackend {
  public:
   // The job's group (fromParent null): MPI_COMM_WORLD, whose rank and size must be the group's.
   // A subgroup: the communicator its parent split off (splitForSubgroup).
@@ -72,15 +71,6 @@ class MpiBackend : public Backend {
                                      const std::vector<int64_t>& inputSplitSizes,
                                      const AllToAllOptions& options) override;
   std::shared_ptr<Work> barrier(const BarrierOptions& options) override;
-  std::shared_ptr<Work> send(const Tensor& tensor, int dstRank, int tag,
-                             std::chrono::milliseconds timeout) override;
-  std::shared_ptr<Work> recv(const Tensor& tensor, int srcRank, int tag,
-                             std::chrono::milliseconds timeout) override;
-  std::shared_ptr<Work> recvAnysource(const Tensor& tensor, int tag,
-                                      std::chrono::milliseconds timeout) override;
-  std::vector<std::shared_ptr<Work>> batchIsendIrecv(const std::vector<P2POp>& ops,
-                                                     std::chrono::milliseconds timeout) override;
-  void shutdown() override;
   // MPI_Comm_split of this backend's communicator, run in issue order with the collectives.
   std::shared_ptr<void> splitForSubgroup(const std::vector<int>& ranksInParent) override;
 
@@ -95,18 +85,13 @@ class MpiBackend : public Backend {
                                 std::chrono::milliseconds timeout, std::vector<Tensor> outputs,
                                 std::function<void()> fn);
   std::shared_ptr<Work> startP2P(bool isSend, const Tensor& tensor, int peer, int tag,
-                                 std::chrono::milliseconds timeout);
-  void checkCPU(const Tensor& tensor, const char* op) const;
+                                 std::chrono::milliseconds timeout) override;
+  void stopAfterQueue() override;
 
-  std::string groupName_;
   std::shared_ptr<mpi::Communicator> owned_;  // a duplicate or a split: ours alone
   MPI_Comm comm_ = MPI_COMM_NULL;
   int tagUpperBound_ = 32767;  // MPI_TAG_UB; the standard guarantees at least this
-  std::atomic<uint64_t> sequence_{0};
   std::shared_ptr<Progress> progress_;
-  std::unique_ptr<OpQueue> queue_;  // made by the constructor, kept until destruction
-  std::mutex shutdownMutex_;        // shutdown() may race itself (the destructor, a user)
-  std::atomic<bool> shutDown_{false};
 };
 
 // A process group over comm, for a program that initialised MPI itself (with
