@@ -4,14 +4,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "c10d/Work.hpp"
 #include "c10d/core/ReduceOp.hpp"
 #include "c10d/core/Tensor.hpp"
 
 namespace c10d::inline v0 {
 
-// Per-operation options. A timeout of kDefaultTimeout means the group's default timeout
-// (C10D_TIMEOUT or the one given at creation). Ranks are ranks within the group.
-inline constexpr std::chrono::milliseconds kDefaultTimeout{-1};
+// Per-operation options. A timeout of kDefaultTimeout (c10d/Work.hpp) means the group's default
+// timeout (C10D_TIMEOUT or the one given at creation). Ranks are ranks within the group.
 
 struct BroadcastOptions {
   int rootRank = 0;

@@ -113,10 +113,10 @@ Work::Work(std::string description, std::chrono::milliseconds timeout, std::vect
 void Work::wait(std::chrono::milliseconds timeout) {
   // Running the op here blocks for as long as the op takes: only when the caller is willing to
   // wait that long. A shorter wait leaves the op to the backend's own threads.
-  if (!future_->completed() && (timeout == kUseOpTimeout || timeout >= timeout_)) beforeWait();
+  if (!future_->completed() && (timeout == kDefaultTimeout || timeout >= timeout_)) beforeWait();
   // The backend enforces the op's timeout and fails the work with its own, better message;
   // the margin here only guards against a backend that fails to.
-  auto limit = timeout == kUseOpTimeout ? timeout_ + std::chrono::seconds(10) : timeout;
+  auto limit = timeout == kDefaultTimeout ? timeout_ + std::chrono::seconds(10) : timeout;
   if (!future_->waitFor(limit)) {
     C10D_THROW(TimeoutError, description(), ": not complete after ", limit.count(), " ms");
   }

@@ -14,6 +14,10 @@
 
 namespace c10d::inline v0 {
 
+// The timeout that means "the default": in an op's options, the group's timeout (C10D_TIMEOUT or
+// the one given at creation); in Work::wait, the op's own.
+inline constexpr std::chrono::milliseconds kDefaultTimeout{-1};
+
 // The eventual result of an operation: a list of tensors or an error. Callbacks added with
 // then() run exactly once, on the thread that completes the future (or at once, on the caller's
 // thread, when it is already complete).
@@ -60,7 +64,6 @@ class Future : public std::enable_shared_from_this<Future> {
 // Threading: every method may be called from any thread; wait() may be called by several.
 class Work {
  public:
-  static constexpr std::chrono::milliseconds kUseOpTimeout{-1};
   // Produces the description when one is needed (an error, a log line): formatting it for every
   // op cost more than a small collective's own work.
   using Describe = std::function<std::string()>;
@@ -75,12 +78,12 @@ class Work {
   bool isSuccess() const { return future_->completed() && !future_->hasError(); }
   std::exception_ptr exception() const { return future_->error(); }
 
-  // Blocks until the operation completes and rethrows its error. With kUseOpTimeout the
+  // Blocks until the operation completes and rethrows its error. With kDefaultTimeout the
   // operation's own timeout applies; a shorter one throws TimeoutError when it passes (the
   // operation itself goes on and still completes or fails by its own timeout).
   // Virtual for device backends, whose wait may order the caller's stream after the op instead
   // (NCCL).
-  virtual void wait(std::chrono::milliseconds timeout = kUseOpTimeout);
+  virtual void wait(std::chrono::milliseconds timeout = kDefaultTimeout);
 
   // The source rank of a completed receive (recvAnysource reports who sent). Throws Error for
   // other operations or before completion.

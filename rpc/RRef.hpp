@@ -151,9 +151,9 @@ class RRef {
   Future<R> rpcAsync(const std::string& method, A&&... args) const {
     auto agent = core().agent();
     // By owner id: no name to look up (or copy) per call.
-    return agent->template callTyped<R>(core().ownerId(), method, agent->options().timeout, [&] {
-      return pack(std::make_tuple(*this, std::forward<A>(args)...));
-    });
+    return detail::AgentInternals::call<R>(
+        *agent, core().ownerId(), method, agent->options().timeout,
+        [&] { return pack(std::make_tuple(*this, std::forward<A>(args)...)); });
   }
   template <typename R, typename... A>
   R rpcSync(const std::string& method, A&&... args) const {
@@ -246,7 +246,7 @@ Future<T> RRef<T>::toHereAsync(std::chrono::milliseconds timeout) const {
     return failed;
   }
   auto agent = c.agent();
-  return agent->template fetchRRef<T>(core_, timeout);
+  return detail::AgentInternals::fetch<T>(*agent, core_, timeout);
 }
 
 template <typename T>

@@ -56,7 +56,8 @@ RRefCore::RRefCore(std::weak_ptr<RpcAgent> agent, GlobalId id, GlobalId fork, in
 
 RRefCore::~RRefCore() {
   if (isOwner_ || deleted_.load()) return;
-  if (std::shared_ptr<RpcAgent> agent = agent_.lock()) agent->impl().userGone(*this);
+  if (std::shared_ptr<RpcAgent> agent = agent_.lock())
+    detail::AgentInternals::impl(*agent).userGone(*this);
 }
 
 std::shared_ptr<RpcAgent> RRefCore::agent() const {
@@ -89,7 +90,7 @@ std::exception_ptr RRefCore::creationError() const {
 
 std::string packRRef(const std::shared_ptr<RRefCore>& core) {
   RRefScope& scope = requireScope("sent");
-  RpcAgent::Impl& impl = scope.agent->impl();
+  RpcAgent::Impl& impl = detail::AgentInternals::impl(*scope.agent);
   C10D_CHECK(core->agent().get() == scope.agent, InvalidArgument, "rpc: RRef ", core->id().str(),
              " belongs to another agent than the one sending it");
   RRefWire wire{core->ownerId(), core->id(), impl.newId(), impl.self.id};
@@ -108,7 +109,7 @@ std::string packRRef(const std::shared_ptr<RRefCore>& core) {
 
 std::shared_ptr<RRefCore> unpackRRef(const char* data, size_t size) {
   RRefScope& scope = requireScope("received");
-  RpcAgent::Impl& impl = scope.agent->impl();
+  RpcAgent::Impl& impl = detail::AgentInternals::impl(*scope.agent);
   RRefWire wire;
   try {
     msgpack::object_handle handle = unpackBounded(data, size);

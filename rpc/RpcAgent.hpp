@@ -107,6 +107,7 @@ struct GlobalId {
 
 class Held;
 class RRefCore;
+struct AgentInternals;
 
 // While alive on a thread, the RRefs packed or unpacked there travel between this agent and
 // peer: packing forks them for peer, unpacking makes peer their sender.
@@ -169,12 +170,6 @@ class RpcAgent {
   void registerMethod(const std::string& name, Fn fn);
   // make, when given, lets remote() call name.
   void registerHandler(const std::string& name, Handler handler, Maker make = nullptr);
-  // registerFunction for the agent's own functions (names starting with "c10d.").
-  template <typename Fn>
-  void registerBuiltin(const std::string& name, Fn fn) {
-    registerTyped(name, std::move(fn), true);
-  }
-
   // Calls function on worker `to` with args; the Future completes with its result (an R).
   // timeout: the call's own (default: options().timeout).
   template <typename R, typename... A>
@@ -211,8 +206,13 @@ class RpcAgent {
   // in flight at the close, fail with StateError. Idempotent.
   void shutdown(bool graceful = true);
 
-  // For rpc/'s own files.
+  // The agent's state, defined in rpc/AgentImpl.hpp for rpc/'s own files; opaque here.
   struct Impl;
+
+ private:
+  // rpc/'s own files (RRef, distributed autograd, the optimizer) reach what follows through
+  // detail::AgentInternals; users call none of it.
+  friend struct detail::AgentInternals;
   Impl& impl() const { return *impl_; }
   // Packs a value (made by pack) for peer, RRefs forked for it.
   template <typename PackFn>
@@ -251,7 +251,11 @@ class RpcAgent {
   Future<T> fetchRRef(const std::shared_ptr<detail::RRefCore>& core,
                       std::chrono::milliseconds timeout);
 
- private:
+  // registerFunction for the agent's own functions (names starting with "c10d.").
+  template <typename Fn>
+  void registerBuiltin(const std::string& name, Fn fn) {
+    registerTyped(name, std::move(fn), true);
+  }
   // reply runs on the transport's loop thread (or the pool): it must not block.
   using Reply = std::function<void(std::exception_ptr error, Packed* reply)>;
   explicit RpcAgent(std::shared_ptr<Impl> impl);
@@ -301,6 +305,29 @@ class RpcAgent {
 
   std::shared_ptr<Impl> impl_;
 };
+
+namespace detail {
+
+// The one way into RpcAgent's internals, for rpc/'s own files.
+struct AgentInternals {
+  static RpcAgent::Impl& impl(const RpcAgent& agent) { return agent.impl(); }
+  template <typename R, typename PackFn>
+  static Future<R> call(RpcAgent& agent, int to, const std::string& function,
+                        std::chrono::milliseconds timeout, const PackFn& packFn) {
+    return agent.callTyped<R>(to, function, timeout, packFn);
+  }
+  template <typename T>
+  static Future<T> fetch(RpcAgent& agent, const std::shared_ptr<RRefCore>& core,
+                         std::chrono::milliseconds timeout) {
+    return agent.fetchRRef<T>(core, timeout);
+  }
+  template <typename Fn>
+  static void registerBuiltin(RpcAgent& agent, const std::string& name, Fn fn) {
+    agent.registerBuiltin(name, std::move(fn));
+  }
+};
+
+}  // namespace detail
 
 }  // namespace c10d::inline v0::rpc
 

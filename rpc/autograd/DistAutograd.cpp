@@ -93,7 +93,7 @@ size_t GradientContexts::size() const {
 DistAutogradContext::DistAutogradContext(std::shared_ptr<RpcAgent> agent)
     : agent_(std::move(agent)) {
   C10D_CHECK(agent_ != nullptr, InvalidArgument, "dist autograd: null agent");
-  RpcAgent::Impl& impl = agent_->impl();
+  RpcAgent::Impl& impl = detail::AgentInternals::impl(*agent_);
   id_ = impl.gradients.newId(impl.self.id);
   impl.gradients.touch(id_, impl.self.id);
 }
@@ -109,7 +109,7 @@ DistAutogradContext::~DistAutogradContext() {
 void DistAutogradContext::accumulateGrads(
     const std::vector<std::pair<RRef<Tensor>, Tensor>>& grads) {
   C10D_CHECK(!released_, StateError, "dist autograd context ", id_, " was released");
-  RpcAgent::Impl& impl = agent_->impl();
+  RpcAgent::Impl& impl = detail::AgentInternals::impl(*agent_);
   std::map<int, GradientList> byOwner;  // other workers
   std::vector<std::pair<RRef<Tensor>, Tensor>> local;
   for (const auto& [param, grad] : grads) {
@@ -129,9 +129,9 @@ void DistAutogradContext::accumulateGrads(
   // Not a structured binding: clang 14 cannot capture one.
   for (const auto& entry : byOwner) {
     impl.gradients.touch(id_, entry.first);
-    sent.push_back(
-        agent_->callTyped<void>(entry.first, kAccumulate, agent_->options().timeout,
-                                [&] { return pack(std::make_tuple(id_, entry.second)); }));
+    sent.push_back(detail::AgentInternals::call<void>(
+        *agent_, entry.first, kAccumulate, agent_->options().timeout,
+        [&] { return pack(std::make_tuple(id_, entry.second)); }));
   }
   std::exception_ptr first;
   try {
@@ -147,14 +147,15 @@ void DistAutogradContext::accumulateGrads(
 void DistAutogradContext::release() {
   if (released_) return;
   released_ = true;
-  RpcAgent::Impl& impl = agent_->impl();
+  RpcAgent::Impl& impl = detail::AgentInternals::impl(*agent_);
   std::set<int> touched = impl.gradients.release(id_);
   if (impl.shutDown.load()) return;
   std::vector<Future<void>> sent;
   for (int worker : touched) {
     if (worker == impl.self.id) continue;
-    sent.push_back(agent_->callTyped<void>(worker, kRelease, agent_->options().timeout,
-                                           [&] { return pack(std::make_tuple(id_)); }));
+    sent.push_back(detail::AgentInternals::call<void>(*agent_, worker, kRelease,
+                                                      agent_->options().timeout,
+                                                      [&] { return pack(std::make_tuple(id_)); }));
   }
   waitAll(sent);
 }
@@ -162,19 +163,22 @@ void DistAutogradContext::release() {
 Tensor gradientOf(RpcAgent& agent, int64_t contextId, const RRef<Tensor>& param) {
   C10D_CHECK(param.defined() && param.isOwner(), InvalidArgument, "dist autograd: gradientOf ",
              param.describe(), " on worker '", agent.self().name, "', which does not own it");
-  return agent.impl().gradients.gradient(contextId, param.coreHandle()->id());
+  return detail::AgentInternals::impl(agent).gradients.gradient(contextId,
+                                                                param.coreHandle()->id());
 }
 
 size_t liveGradientContexts(RpcAgent& agent) {
-  return agent.impl().gradients.size();
+  return detail::AgentInternals::impl(agent).gradients.size();
 }
 
 void registerAutogradFunctions(RpcAgent& agent) {
-  RpcAgent::Impl* impl = &agent.impl();
-  agent.registerBuiltin(kAccumulate, [impl](int64_t context, const GradientList& grads) {
-    accumulateReceived(*impl, context, grads);
-  });
-  agent.registerBuiltin(kRelease, [impl](int64_t context) { impl->gradients.release(context); });
+  RpcAgent::Impl* impl = &detail::AgentInternals::impl(agent);
+  detail::AgentInternals::registerBuiltin(agent, kAccumulate,
+                                          [impl](int64_t context, const GradientList& grads) {
+                                            accumulateReceived(*impl, context, grads);
+                                          });
+  detail::AgentInternals::registerBuiltin(
+      agent, kRelease, [impl](int64_t context) { impl->gradients.release(context); });
 }
 
 }  // namespace c10d::inline v0::rpc

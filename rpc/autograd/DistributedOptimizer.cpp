@@ -51,8 +51,8 @@ DistributedOptimizer::DistributedOptimizer(std::shared_ptr<RpcAgent> agent,
   }
   std::vector<Future<RRef<detail::LocalOptimizer>>> created;
   for (const auto& entry : byOwner) {
-    created.push_back(agent_->callTyped<RRef<detail::LocalOptimizer>>(
-        entry.first, kCreate, agent_->options().timeout,
+    created.push_back(detail::AgentInternals::call<RRef<detail::LocalOptimizer>>(
+        *agent_, entry.first, kCreate, agent_->options().timeout,
         [&] { return pack(std::make_tuple(spec, entry.second)); }));
   }
   waitAll(created);  // as step() does: every owner answers before the first error is thrown
@@ -69,18 +69,19 @@ void DistributedOptimizer::step(int64_t contextId) {
 
 void registerOptimizerFunctions(RpcAgent& agent) {
   RpcAgent* raw = &agent;
-  agent.registerBuiltin(
-      kCreate, [raw](const OptimizerSpec& spec, std::vector<RRef<Tensor>> params) {
+  detail::AgentInternals::registerBuiltin(
+      agent, kCreate, [raw](const OptimizerSpec& spec, std::vector<RRef<Tensor>> params) {
         for (const RRef<Tensor>& param : params) {
           C10D_CHECK(param.isOwner(), InvalidArgument, "DistributedOptimizer: ", param.describe(),
                      " sent to worker '", raw->self().name, "', which does not own it");
         }
         return raw->makeRRef(detail::LocalOptimizer(spec, std::move(params)));
       });
-  RpcAgent::Impl* impl = &agent.impl();
-  agent.registerBuiltin(kStep, [impl](RRef<detail::LocalOptimizer> self, int64_t contextId) {
-    self.localValue().step(*impl, contextId);
-  });
+  RpcAgent::Impl* impl = &detail::AgentInternals::impl(agent);
+  detail::AgentInternals::registerBuiltin(
+      agent, kStep, [impl](RRef<detail::LocalOptimizer> self, int64_t contextId) {
+        self.localValue().step(*impl, contextId);
+      });
 }
 
 }  // namespace c10d::inline v0::rpc

@@ -85,7 +85,7 @@ std::optional<Frame> FrameReader::filled(size_t n) {
                  "rpc: frame version ", int(static_cast<uint8_t>(buffer_[4])), ", expected ",
                  int(kVersion));
       auto kind = static_cast<uint8_t>(buffer_[5]);
-      C10D_CHECK(kind >= 1 && kind <= 5, InvalidArgument, "rpc: unknown frame kind ", int(kind));
+      C10D_CHECK(kind >= 1 && kind <= 4, InvalidArgument, "rpc: unknown frame kind ", int(kind));
       frame_ = Frame{};
       frame_.kind = static_cast<FrameKind>(kind);
       frame_.id = getU64(buffer_.data() + 8);

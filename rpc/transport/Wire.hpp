@@ -25,7 +25,8 @@ enum class FrameKind : uint8_t {
   Request = 2,   // name = function, payload = arguments
   Response = 3,  // payload = result
   Error = 4,     // name = message
-  Control = 5,   // reserved for agent-internal messages (remote references); not sent yet
+  // 5 was reserved for agent-internal messages and never sent (RRef messages are Requests to
+  // "c10d."-named functions); a reader refuses it like any unknown kind.
 };
 
 struct Frame {
