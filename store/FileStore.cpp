@@ -8,13 +8,18 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <span>
 #include <thread>
 
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Logging.hpp"
+#include "store/KeyValueState.hpp"
 
 namespace c10d::inline v0 {
 namespace {
+
+using Changes = detail::KeyValueState::Changes;
 
 // Record layout: [u8 kind] [u32 LE key bytes] [u32 LE value bytes] [key] [value]. Lengths are
 // little-endian whatever the host, so the file means the same to every process reading it.
@@ -59,6 +64,20 @@ void encodeDelete(std::vector<uint8_t>& out, const std::string& key) {
   out.insert(out.end(), key.begin(), key.end());
 }
 
+// The records of the changes an operation decided on, in order. A change's value obeys the
+// Store limits like any other (KeyValueState checks what it computes), so it fits a record.
+std::vector<uint8_t> encodeChanges(const Changes& changes) {
+  std::vector<uint8_t> records;
+  for (const auto& change : changes) {
+    if (change.value.has_value()) {
+      encodeSet(records, change.key, *change.value);
+    } else {
+      encodeDelete(records, change.key);
+    }
+  }
+  return records;
+}
+
 // flock() for the span of one call; released however the call ends, so an exception cannot
 // leave other processes locked out.
 class FileLock {
@@ -79,7 +98,10 @@ class FileLock {
 }  // namespace
 
 FileStore::FileStore(std::string path, int numWorkers, std::chrono::milliseconds timeout)
-    : Store(timeout), path_(std::move(path)), numWorkers_(numWorkers) {
+    : Store(timeout),
+      path_(std::move(path)),
+      numWorkers_(numWorkers),
+      state_(std::make_unique<detail::KeyValueState>()) {
   C10D_CHECK(!path_.empty(), InvalidArgument, "FileStore: empty path");
   do {
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -113,23 +135,23 @@ void FileStore::registerUser() {
   std::lock_guard<std::mutex> guard(mutex_);
   FileLock lock(fd_, true, path_, "open");
   refresh("open", true);
-  std::vector<uint8_t> records;
-  encodeSet(records, kRefsKey, formatCounter(counterLocked(kRefsKey) + 1));
-  encodeSet(records, kOpenedKey, formatCounter(counterLocked(kOpenedKey) + 1));
-  commit(records, "open");
+  // Two adds of 1, decided against the same contents (distinct keys) and written as one write.
+  Changes changes;
+  state_->planAdd(kRefsKey, 1, changes);
+  state_->planAdd(kOpenedKey, 1, changes);
+  commit(encodeChanges(changes), "open");
 }
 
 void FileStore::unregisterUser() {
   std::lock_guard<std::mutex> guard(mutex_);
   FileLock lock(fd_, true, path_, "close");
   refresh("close", true);
-  const int64_t refs = counterLocked(kRefsKey) - 1;
-  std::vector<uint8_t> records;
-  encodeSet(records, kRefsKey, formatCounter(refs));
+  Changes changes;
+  const int64_t refs = state_->planAdd(kRefsKey, -1, changes);
   // Written even when the file goes next: a process that opened the path just before the unlink
   // still finds the count right in the file it holds.
-  commit(records, "close");
-  if (refs > 0 || counterLocked(kOpenedKey) < numWorkers_) return;
+  commit(encodeChanges(changes), "close");
+  if (refs > 0 || state_->counter(kOpenedKey) < numWorkers_) return;
   // The path may name another file by now (deleted and created again by someone else); only
   // the file this store used is ours to remove.
   struct stat ours {};
@@ -205,9 +227,9 @@ size_t FileStore::replay(const uint8_t* data, size_t size, bool exclusive, const
     std::string key(keyData, keyBytes);
     if (kind == kSetRecord) {
       const uint8_t* value = header + kHeaderBytes + keyBytes;
-      map_[std::move(key)].assign(value, value + valueBytes);
+      state_->applySet(std::move(key), std::span<const uint8_t>(value, valueBytes));
     } else {
-      map_.erase(key);
+      state_->applyErase(key);
     }
     // Advanced per record, so records replayed before a corrupt one are not replayed again.
     offset_ += recordBytes;
@@ -237,11 +259,6 @@ void FileStore::commit(const std::vector<uint8_t>& records, const char* op) {
   replay(records.data(), records.size(), true, op);
 }
 
-int64_t FileStore::counterLocked(const std::string& key) const {
-  auto it = map_.find(key);
-  return it == map_.end() ? 0 : parseCounter(key, it->second);
-}
-
 void FileStore::corrupt(const char* op, uint64_t offset, const std::string& why) const {
   C10D_THROW(StoreError, "FileStore ", op, ": log ", path_, " is corrupt at offset ", offset, ": ",
              why, "; delete the file once no process uses it");
@@ -261,17 +278,10 @@ std::vector<FileStore::Bytes> FileStore::poll(const std::vector<std::string>& ke
       std::lock_guard<std::mutex> guard(mutex_);
       FileLock lock(fd_, false, path_, op);
       refresh(op, false);
-      missing.clear();
-      for (const auto& key : keys) {
-        if (map_.count(key) == 0) missing.push_back(key);
-      }
+      missing = state_->missing(keys);
       if (missing.empty()) {
-        std::vector<Bytes> values;
-        if (wantValues) {
-          values.reserve(keys.size());
-          for (const auto& key : keys) values.push_back(map_.at(key));
-        }
-        return values;
+        if (!wantValues) return {};
+        return state_->multiGet(keys);
       }
     }
     const auto now = std::chrono::steady_clock::now();
@@ -286,8 +296,8 @@ std::vector<FileStore::Bytes> FileStore::poll(const std::vector<std::string>& ke
 }
 
 void FileStore::set(const std::string& key, const Bytes& value) {
-  checkKey("set", key);
-  checkValue("set", key, value.size());
+  detail::KeyValueState::checkSet(key, value);
+  // Nothing to decide: encoded before the locks are taken, so a large value holds them less.
   std::vector<uint8_t> records;
   encodeSet(records, key, value);
   std::lock_guard<std::mutex> guard(mutex_);
@@ -306,29 +316,22 @@ int64_t FileStore::add(const std::string& key, int64_t delta) {
   std::lock_guard<std::mutex> guard(mutex_);
   FileLock lock(fd_, true, path_, "add");
   refresh("add", true);
-  const int64_t current = counterLocked(key);
-  const int64_t result = addToCounter(key, current, delta);
-  std::vector<uint8_t> records;
-  encodeSet(records, key, formatCounter(result));
-  commit(records, "add");
+  Changes changes;
+  const int64_t result = state_->planAdd(key, delta, changes);
+  commit(encodeChanges(changes), "add");
   return result;
 }
 
 FileStore::Bytes FileStore::compareSet(const std::string& key, const Bytes& expected,
                                        const Bytes& desired) {
-  checkKey("compareSet", key);
-  checkValue("compareSet", key, desired.size());
+  detail::KeyValueState::checkCompareSet(key, desired);
   std::lock_guard<std::mutex> guard(mutex_);
   FileLock lock(fd_, true, path_, "compareSet");
   refresh("compareSet", true);
-  auto it = map_.find(key);
-  if (it == map_.end() ? !expected.empty() : it->second != expected) {
-    return it == map_.end() ? expected : it->second;
-  }
-  std::vector<uint8_t> records;
-  encodeSet(records, key, desired);
-  commit(records, "compareSet");
-  return desired;
+  Changes changes;
+  Bytes result = state_->planCompareSet(key, expected, desired, changes);
+  if (!changes.empty()) commit(encodeChanges(changes), "compareSet");
+  return result;
 }
 
 bool FileStore::deleteKey(const std::string& key) {
@@ -336,11 +339,10 @@ bool FileStore::deleteKey(const std::string& key) {
   std::lock_guard<std::mutex> guard(mutex_);
   FileLock lock(fd_, true, path_, "deleteKey");
   refresh("deleteKey", true);
-  if (map_.count(key) == 0) return false;
-  std::vector<uint8_t> records;
-  encodeDelete(records, key);
-  commit(records, "deleteKey");
-  return true;
+  Changes changes;
+  const bool existed = state_->planDeleteKey(key, changes);
+  if (!changes.empty()) commit(encodeChanges(changes), "deleteKey");
+  return existed;
 }
 
 bool FileStore::check(const std::vector<std::string>& keys) {
@@ -348,10 +350,7 @@ bool FileStore::check(const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> guard(mutex_);
   FileLock lock(fd_, false, path_, "check");
   refresh("check", false);
-  for (const auto& key : keys) {
-    if (map_.count(key) == 0) return false;
-  }
-  return true;
+  return state_->hasAll(keys);
 }
 
 void FileStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
@@ -363,7 +362,7 @@ int64_t FileStore::numKeys() {
   std::lock_guard<std::mutex> guard(mutex_);
   FileLock lock(fd_, false, path_, "numKeys");
   refresh("numKeys", false);
-  return static_cast<int64_t>(map_.size());
+  return state_->numKeys();
 }
 
 std::vector<FileStore::Bytes> FileStore::multiGet(const std::vector<std::string>& keys,
@@ -373,14 +372,10 @@ std::vector<FileStore::Bytes> FileStore::multiGet(const std::vector<std::string>
 }
 
 void FileStore::multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) {
-  C10D_CHECK(keys.size() == values.size(), InvalidArgument, "store multiSet: ", keys.size(),
-             " keys but ", values.size(), " values");
+  detail::KeyValueState::checkMultiSet(keys, values);
+  // Nothing to decide, as for set: the records, replayed in order, are the multiSet.
   std::vector<uint8_t> records;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    checkKey("multiSet", keys[i]);
-    checkValue("multiSet", keys[i], values[i].size());
-    encodeSet(records, keys[i], values[i]);
-  }
+  for (size_t i = 0; i < keys.size(); ++i) encodeSet(records, keys[i], values[i]);
   if (records.empty()) return;
   std::lock_guard<std::mutex> guard(mutex_);
   FileLock lock(fd_, true, path_, "multiSet");
@@ -393,14 +388,9 @@ void FileStore::append(const std::string& key, const Bytes& value) {
   std::lock_guard<std::mutex> guard(mutex_);
   FileLock lock(fd_, true, path_, "append");
   refresh("append", true);
-  auto it = map_.find(key);
-  const size_t currentBytes = it == map_.end() ? 0 : it->second.size();
-  checkValue("append", key, currentBytes + value.size());
-  Bytes combined = it == map_.end() ? Bytes{} : it->second;
-  combined.insert(combined.end(), value.begin(), value.end());
-  std::vector<uint8_t> records;
-  encodeSet(records, key, combined);
-  commit(records, "append");
+  Changes changes;
+  state_->planAppend(key, value, changes);
+  commit(encodeChanges(changes), "append");
 }
 
 }  // namespace c10d::inline v0

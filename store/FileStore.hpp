@@ -2,14 +2,18 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "store/Store.hpp"
 
 namespace c10d::inline v0 {
+
+namespace detail {
+class KeyValueState;
+}
 
 // A store shared by the processes of one host through one file: the store behind
 // `file:///path` init (PyTorch's FileStore). See Store for semantics.
@@ -76,21 +80,24 @@ class FileStore : public Store {
   // flock() does not reach every writer it may be a write in progress. Under the exclusive lock
   // it is corruption, since the record we are about to write would land after it.
   void refresh(const char* op, bool exclusive);
-  // Applies the records in data, which starts at file offset offset_, advancing offset_ past
-  // each; returns how many bytes were whole records.
+  // Applies the records in data, which starts at file offset offset_, to state_, advancing
+  // offset_ past each; returns how many bytes were whole records.
   size_t replay(const uint8_t* data, size_t size, bool exclusive, const char* op);
   // Writes encoded records at the end of the file (offset_ after an exclusive refresh) and
-  // applies them. A failed write is cut off again so no torn record stays behind.
+  // applies them. A failed write is cut off again so no torn record stays behind. Operations
+  // that read before they write ask state_ for their records (its plan* methods), so the log
+  // holds what HashStore and the TCPStore server would have done.
   void commit(const std::vector<uint8_t>& records, const char* op);
-  int64_t counterLocked(const std::string& key) const;
   [[noreturn]] void corrupt(const char* op, uint64_t offset, const std::string& why) const;
 
   std::string path_;
   int numWorkers_;
   int fd_ = -1;
   std::mutex mutex_;
-  std::unordered_map<std::string, Bytes> map_;
-  uint64_t offset_ = 0;  // bytes of the log replayed into map_
+  // The keys and what each operation does to them (store/KeyValueState.hpp), behind a pointer so
+  // that this installed header needs none of the private ones.
+  std::unique_ptr<detail::KeyValueState> state_;
+  uint64_t offset_ = 0;  // bytes of the log replayed into state_
 };
 
 }  // namespace c10d::inline v0

@@ -1,18 +1,23 @@
 #pragma once
 
 #include <condition_variable>
+#include <memory>
 #include <mutex>
-#include <unordered_map>
 
 #include "store/Store.hpp"
 
 namespace c10d::inline v0 {
 
+namespace detail {
+class KeyValueState;
+}
+
 // An in-process store: a hash map behind one mutex, for threads of one process (tests,
 // single-process jobs, world size 1). See Store for semantics, errors and threading.
 class HashStore : public Store {
  public:
-  explicit HashStore(std::chrono::milliseconds timeout = kDefaultTimeout) : Store(timeout) {}
+  explicit HashStore(std::chrono::milliseconds timeout = kDefaultTimeout);
+  ~HashStore() override;
 
   using Store::get;
   using Store::multiGet;
@@ -36,8 +41,10 @@ class HashStore : public Store {
                   std::chrono::milliseconds timeout, const char* op);
 
   std::mutex mutex_;
-  std::condition_variable changed_;
-  std::unordered_map<std::string, Bytes> map_;
+  std::condition_variable changed_;  // notified when an operation created a key
+  // The keys and what each operation does to them (store/KeyValueState.hpp), behind a pointer so
+  // that this installed header needs none of the private ones.
+  std::unique_ptr<detail::KeyValueState> state_;
 };
 
 }  // namespace c10d::inline v0

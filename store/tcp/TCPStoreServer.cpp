@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <span>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -18,6 +19,7 @@
 #include "c10d/core/Signals.hpp"
 #include "c10d/core/ThreadName.hpp"
 #include "c10d/net/Auth.hpp"
+#include "store/KeyValueState.hpp"
 #include "store/TCPStore.hpp"
 #include "store/tcp/StoreProtocol.hpp"
 
@@ -109,8 +111,10 @@ class TCPStoreServer::Impl {
   void resumeParked();
   std::vector<uint8_t>& beginResponse(FrameWriter& writer, Status status);
 
-  // Stores value at key and completes the waiters it was the last missing key for.
-  void put(const std::string& key, Store::Bytes value);
+  // Completes the waiters that the keys in created_ were the last missing key for, and empties
+  // created_. Called after each operation that may create keys, before its own answer is built
+  // (both use scratch_), so a waiter sees the operation whole, never half of a multiSet.
+  void wakeWaiters();
   void park(Connection* connection, Op op, std::vector<std::string> keys, int64_t timeoutMs);
   // Answers waiter if all its keys exist (returns true), else (re)registers it on missing keys.
   bool tryComplete(Waiter* waiter);
@@ -119,6 +123,8 @@ class TCPStoreServer::Impl {
   void answerPresent(Connection* connection, Op op, const std::vector<std::string>& keys);
   void answerWaiter(Waiter* waiter);
   void answerTimeout(Waiter* waiter);
+  // After a parked request's reply was sent: ends the wait, and serves what the client sent since.
+  void finishAnswered(Connection* connection, Waiter* waiter);
 
   uv_loop_t loop_;
   uv_tcp_t listener_;
@@ -128,7 +134,8 @@ class TCPStoreServer::Impl {
   bool stopped_ = false;
   std::optional<std::string> token_;
 
-  std::unordered_map<std::string, Store::Bytes> data_;
+  detail::KeyValueState state_;       // every key, and what each operation does to them
+  std::vector<std::string> created_;  // keys the operation in progress created; see wakeWaiters
   std::unordered_map<std::string, std::vector<Waiter*>> waiting_;
   std::unordered_set<Connection*> open_;
   std::vector<uint8_t> scratch_;  // response being built; reused to avoid allocation per reply
@@ -437,7 +444,8 @@ void TCPStoreServer::Impl::handleFrame(Connection* connection, const uint8_t* bo
       std::string key = in.key();
       Store::Bytes value = in.value();
       in.expectEnd();
-      put(key, std::move(value));
+      state_.set(key, std::move(value), &created_);
+      wakeWaiters();
       beginResponse(out, Status::Ok);
       break;
     }
@@ -462,10 +470,9 @@ void TCPStoreServer::Impl::handleFrame(Connection* connection, const uint8_t* bo
       std::string key = in.key();
       int64_t delta = in.i64();
       in.expectEnd();
-      auto it = data_.find(key);
       int64_t result;
       try {
-        result = addToCounter(key, it == data_.end() ? 0 : parseCounter(key, it->second), delta);
+        result = state_.add(key, delta, &created_);
       } catch (const InvalidArgument& e) {  // overflow
         beginResponse(out, Status::InvalidArgument);
         out.bytes(std::string_view(e.what()));
@@ -475,7 +482,7 @@ void TCPStoreServer::Impl::handleFrame(Connection* connection, const uint8_t* bo
         out.bytes(std::string_view(e.what()));
         break;
       }
-      put(key, formatCounter(result));
+      wakeWaiters();
       beginResponse(out, Status::Ok);
       out.i64(result);
       break;
@@ -485,21 +492,8 @@ void TCPStoreServer::Impl::handleFrame(Connection* connection, const uint8_t* bo
       Store::Bytes expected = in.value();
       Store::Bytes desired = in.value();
       in.expectEnd();
-      auto it = data_.find(key);
-      Store::Bytes result;
-      if (it == data_.end()) {
-        if (expected.empty()) {
-          result = desired;
-          put(key, std::move(desired));
-        } else {
-          result = std::move(expected);
-        }
-      } else if (it->second == expected) {
-        it->second = desired;
-        result = std::move(desired);
-      } else {
-        result = it->second;
-      }
+      Store::Bytes result = state_.compareSet(key, expected, std::move(desired), &created_);
+      wakeWaiters();
       beginResponse(out, Status::Ok);
       out.bytes(result);
       break;
@@ -507,7 +501,7 @@ void TCPStoreServer::Impl::handleFrame(Connection* connection, const uint8_t* bo
     case Op::Delete: {
       std::string key = in.key();
       in.expectEnd();
-      bool existed = data_.erase(key) > 0;
+      bool existed = state_.deleteKey(key);
       beginResponse(out, Status::Ok);
       out.u8(existed ? 1 : 0);
       break;
@@ -515,8 +509,7 @@ void TCPStoreServer::Impl::handleFrame(Connection* connection, const uint8_t* bo
     case Op::Check: {
       std::vector<std::string> keys = in.keys();
       in.expectEnd();
-      bool all = std::all_of(keys.begin(), keys.end(),
-                             [&](const std::string& k) { return data_.count(k) > 0; });
+      bool all = state_.hasAll(keys);
       beginResponse(out, Status::Ok);
       out.u8(all ? 1 : 0);
       break;
@@ -524,7 +517,7 @@ void TCPStoreServer::Impl::handleFrame(Connection* connection, const uint8_t* bo
     case Op::NumKeys: {
       in.expectEnd();
       beginResponse(out, Status::Ok);
-      out.i64(static_cast<int64_t>(data_.size()));
+      out.i64(state_.numKeys());
       break;
     }
     case Op::MultiSet: {
@@ -533,7 +526,8 @@ void TCPStoreServer::Impl::handleFrame(Connection* connection, const uint8_t* bo
       values.reserve(keys.size());
       for (size_t i = 0; i < keys.size(); ++i) values.push_back(in.value());
       in.expectEnd();
-      for (size_t i = 0; i < keys.size(); ++i) put(keys[i], std::move(values[i]));
+      state_.multiSet(keys, std::move(values), &created_);
+      wakeWaiters();
       beginResponse(out, Status::Ok);
       break;
     }
@@ -541,17 +535,16 @@ void TCPStoreServer::Impl::handleFrame(Connection* connection, const uint8_t* bo
       std::string key = in.key();
       std::string_view suffix = in.bytes(Store::kMaxValueBytes);
       in.expectEnd();
-      auto it = data_.find(key);
-      if (it == data_.end()) {
-        put(key, Store::Bytes(suffix.begin(), suffix.end()));
-      } else if (it->second.size() + suffix.size() > Store::kMaxValueBytes) {
+      // Appended straight from the frame, which outlives the call: no copy of its own.
+      const auto* bytes = reinterpret_cast<const uint8_t*>(suffix.data());
+      try {
+        state_.append(key, std::span<const uint8_t>(bytes, suffix.size()), &created_);
+      } catch (const InvalidArgument& e) {  // the value would grow past Store::kMaxValueBytes
         beginResponse(out, Status::InvalidArgument);
-        out.bytes(detail::concat("append: value of key '", key, "' would grow past ",
-                                 Store::kMaxValueBytes, " bytes"));
+        out.bytes(std::string_view(e.what()));
         break;
-      } else {
-        it->second.insert(it->second.end(), suffix.begin(), suffix.end());
       }
+      wakeWaiters();
       beginResponse(out, Status::Ok);
       break;
     }
@@ -565,25 +558,28 @@ void TCPStoreServer::Impl::handleFrame(Connection* connection, const uint8_t* bo
   send(connection, scratch_);
 }
 
-void TCPStoreServer::Impl::put(const std::string& key, Store::Bytes value) {
-  auto [it, inserted] = data_.insert_or_assign(key, std::move(value));
-  if (!inserted) return;  // waiters are registered only on missing keys
-  auto waiting = waiting_.find(key);
-  if (waiting == waiting_.end()) return;
-  std::vector<Waiter*> waiters = std::move(waiting->second);
-  waiting_.erase(waiting);
-  for (Waiter* waiter : waiters) {
-    auto& on = waiter->registeredOn;
-    on.erase(std::remove(on.begin(), on.end(), key), on.end());
-    if (on.empty()) tryComplete(waiter);
+void TCPStoreServer::Impl::wakeWaiters() {
+  // Waiters are registered only on missing keys, so only created ones can complete them.
+  // Answering one sends, finishes waiters and queues connections to resume, but never runs an
+  // operation, so created_ stays as it is while it is walked.
+  for (const std::string& key : created_) {
+    auto waiting = waiting_.find(key);
+    if (waiting == waiting_.end()) continue;
+    std::vector<Waiter*> waiters = std::move(waiting->second);
+    waiting_.erase(waiting);
+    for (Waiter* waiter : waiters) {
+      auto& on = waiter->registeredOn;
+      on.erase(std::remove(on.begin(), on.end(), key), on.end());
+      if (on.empty()) tryComplete(waiter);
+    }
   }
+  created_.clear();
 }
 
 void TCPStoreServer::Impl::park(Connection* connection, Op op, std::vector<std::string> keys,
                                 int64_t timeoutMs) {
   // The common case, keys already there, is answered without allocating a waiter or a timer.
-  if (std::all_of(keys.begin(), keys.end(),
-                  [&](const std::string& key) { return data_.count(key) > 0; })) {
+  if (state_.hasAll(keys)) {
     answerPresent(connection, op, keys);
     return;
   }
@@ -609,8 +605,8 @@ void TCPStoreServer::Impl::park(Connection* connection, Op op, std::vector<std::
 bool TCPStoreServer::Impl::tryComplete(Waiter* waiter) {
   unregister(waiter);
   for (const std::string& key : waiter->keys) {
-    if (data_.count(key) == 0 && std::find(waiter->registeredOn.begin(), waiter->registeredOn.end(),
-                                           key) == waiter->registeredOn.end()) {
+    if (!state_.has(key) && std::find(waiter->registeredOn.begin(), waiter->registeredOn.end(),
+                                      key) == waiter->registeredOn.end()) {
       waiting_[key].push_back(waiter);
       waiter->registeredOn.push_back(key);
     }
@@ -636,10 +632,10 @@ void TCPStoreServer::Impl::answerPresent(Connection* connection, Op op,
   FrameWriter out(scratch_);
   beginResponse(out, Status::Ok);
   if (op == Op::Get) {
-    out.bytes(data_.at(keys.front()));
+    out.bytes(state_.get(keys.front()));
   } else if (op == Op::MultiGet) {
     out.u32(static_cast<uint32_t>(keys.size()));
-    for (const auto& key : keys) out.bytes(data_.at(key));
+    for (const auto& key : keys) out.bytes(state_.get(key));
   }
   out.endFrame();
   send(connection, scratch_);
@@ -648,24 +644,26 @@ void TCPStoreServer::Impl::answerPresent(Connection* connection, Op op,
 void TCPStoreServer::Impl::answerWaiter(Waiter* waiter) {
   Connection* connection = waiter->connection;
   answerPresent(connection, waiter->op, waiter->keys);
-  finish(waiter);
-  resume_.push_back(connection);  // frames that arrived while parked
+  finishAnswered(connection, waiter);
+}
+
+void TCPStoreServer::Impl::finishAnswered(Connection* connection, Waiter* waiter) {
+  // A reply that could not be written closed the connection, and that finished its waiter
+  // already: a second finish would close the waiter's timer twice (libuv aborts on that).
+  if (connection->parked == waiter) finish(waiter);
+  if (!connection->closing) resume_.push_back(connection);  // frames that arrived while parked
 }
 
 void TCPStoreServer::Impl::answerTimeout(Waiter* waiter) {
   unregister(waiter);
-  std::vector<std::string> missing;
-  for (const auto& key : waiter->keys) {
-    if (data_.count(key) == 0) missing.push_back(key);
-  }
+  std::vector<std::string> missing = state_.missing(waiter->keys);
   FrameWriter out(scratch_);
   beginResponse(out, Status::Timeout);
   out.keys(missing);
   out.endFrame();
   Connection* connection = waiter->connection;
   send(connection, scratch_);
-  finish(waiter);
-  resume_.push_back(connection);
+  finishAnswered(connection, waiter);
 }
 
 void TCPStoreServer::Impl::finish(Waiter* waiter) {
