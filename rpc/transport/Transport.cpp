@@ -10,19 +10,18 @@
 
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <future>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Logging.hpp"
-#include "c10d/core/Signals.hpp"
-#include "c10d/core/ThreadName.hpp"
 #include "c10d/net/Auth.hpp"
+#include "c10d/net/UvLoop.hpp"
 
 namespace c10d::inline v0::rpc {
 
@@ -37,9 +36,7 @@ constexpr size_t kDirectWriteBytes = 256 * 1024;
 // served from one staging buffer, so a small frame costs one read, not one per part.
 constexpr size_t kDirectReadBytes = 64 * 1024;
 
-std::string uvError(int code) {
-  return std::string(uv_err_name(code)) + " (" + uv_strerror(code) + ")";
-}
+using c10d::detail::uvError;
 
 std::pair<std::string, std::string> splitAddress(const std::string& address) {
   size_t colon = address.rfind(':');
@@ -124,25 +121,35 @@ struct Transport::Impl {
     Connection* connection;
   };
 
+  Impl(int selfId, std::optional<std::string> authToken, OnFrame frameHandler,
+       OnPeerLost lostHandler)
+      : self(selfId),
+        token(std::move(authToken)),
+        onFrame(std::move(frameHandler)),
+        onPeerLost(std::move(lostHandler)),
+        loopThread("c10d-rpc-io", c10d::detail::concat("rpc transport of worker ", selfId),
+                   std::type_identity<BackendError>{}) {}
+
   int self;
   std::optional<std::string> token;
   OnFrame onFrame;
   OnPeerLost onPeerLost;
 
-  uv_loop_t loop;
-  uv_async_t wakeup;
   uv_check_t afterCallbacks;  // runs once the loop's callbacks are done, before it sleeps
   uv_tcp_t listener;
   bool listening = false;
-  std::thread thread;
+  // The loop, its thread and the commands posted to it; post() refuses with StateError ("rpc
+  // transport of worker <self> is closed") from the moment close() begins. After the handles
+  // above: destroyed before them, it can still close them (a constructor that fails to start it).
+  c10d::detail::UvLoopThread loopThread;
 
   std::mutex mutex;
-  std::mutex closeMutex;  // held for the whole of close()
   std::condition_variable changed;
-  std::deque<std::function<void()>> commands;
   std::map<int, std::shared_ptr<Connection>> peers;  // guarded by mutex
   std::map<int, std::string> lost;                   // peer -> why
   std::set<Connection*> connections;                 // loop thread only
+  // Under mutex: set by close() on the loop thread, before it drops the connections. send()
+  // refuses from then on, and a connection lost then is not reported to onPeerLost.
   bool closed = false;
   // Under mutex: whether the loop thread is running callbacks. Until it is done with them it
   // will pass afterCallbacks, which flushes the outboxes of `dirty`: a sender that queues a
@@ -154,13 +161,13 @@ struct Transport::Impl {
   bool loopMarkedBusy = false;
   std::vector<std::shared_ptr<Connection>> dirty;
 
+  // A command marks the loop busy as it starts, as a read does: senders meanwhile leave their
+  // flush to afterCallbacks instead of posting one more wake-up.
   void post(std::function<void()> command) {
-    {
-      std::lock_guard<std::mutex> guard(mutex);
-      C10D_CHECK(!closed, StateError, "rpc transport of worker ", self, " is closed");
-      commands.push_back(std::move(command));
-    }
-    uv_async_send(&wakeup);
+    loopThread.post([this, command = std::move(command)] {
+      markBusy();
+      command();
+    });
   }
 
   // Runs fn on the loop thread and returns its result (or rethrows its error).
@@ -184,23 +191,12 @@ struct Transport::Impl {
     return result.get();
   }
 
-  void drain() {
-    std::deque<std::function<void()>> batch;
-    {
-      std::lock_guard<std::mutex> guard(mutex);
-      loopBusy = true;
-      loopMarkedBusy = true;
-      batch.swap(commands);
-    }
-    for (auto& command : batch) command();
-  }
-
   Connection* newConnection() {
     auto owned = std::make_shared<Connection>();
     Connection* c = owned.get();
     c->self = std::move(owned);
     c->impl = this;
-    uv_tcp_init(&loop, &c->handle);
+    uv_tcp_init(loopThread.loop(), &c->handle);
     uv_tcp_nodelay(&c->handle, 1);
     c->handle.data = c;
     connections.insert(c);
@@ -527,25 +523,14 @@ struct Transport::Impl {
 
 Transport::Transport(int self, std::optional<std::string> token, OnFrame onFrame,
                      OnPeerLost onPeerLost)
-    : impl_(std::make_shared<Impl>()) {
+    : impl_(std::make_shared<Impl>(self, std::move(token), std::move(onFrame),
+                                   std::move(onPeerLost))) {
   Impl& impl = *impl_;
-  impl.self = self;
-  impl.token = std::move(token);
-  impl.onFrame = std::move(onFrame);
-  impl.onPeerLost = std::move(onPeerLost);
-  C10D_CHECK(uv_loop_init(&impl.loop) == 0, BackendError, "rpc: uv_loop_init failed");
-  uv_async_init(&impl.loop, &impl.wakeup,
-                [](uv_async_t* async) { static_cast<Impl*>(async->data)->drain(); });
-  impl.wakeup.data = &impl;
-  uv_check_init(&impl.loop, &impl.afterCallbacks);
+  uv_check_init(impl.loopThread.loop(), &impl.afterCallbacks);
   impl.afterCallbacks.data = &impl;
   uv_check_start(&impl.afterCallbacks,
                  [](uv_check_t* check) { static_cast<Impl*>(check->data)->flushDirty(); });
-  impl.thread = std::thread([&impl] {
-    c10d::detail::nameThisThread("c10d-rpc-io");
-    detail::blockSigpipeInThisThread();
-    uv_run(&impl.loop, UV_RUN_DEFAULT);
-  });
+  impl.loopThread.start();
 }
 
 Transport::~Transport() {
@@ -563,7 +548,7 @@ std::string Transport::listen(const std::string& host) {
     int rc = getaddrinfo(host.c_str(), "0", &hints, &found);
     C10D_CHECK(rc == 0 && found != nullptr, InvalidArgument, "rpc: cannot resolve '", host,
                "': ", gai_strerror(rc));
-    uv_tcp_init(&impl.loop, &impl.listener);
+    uv_tcp_init(impl.loopThread.loop(), &impl.listener);
     impl.listener.data = &impl;
     rc = uv_tcp_bind(&impl.listener, found->ai_addr, 0);
     freeaddrinfo(found);
@@ -752,29 +737,23 @@ void Transport::send(int peer, Frame frame, bool moreSoon) {
 
 void Transport::close() {
   Impl& impl = *impl_;
-  // Two threads may close at once (shutdown and a destructor): one closes and joins.
-  std::lock_guard<std::mutex> closing(impl.closeMutex);
-  {
-    std::lock_guard<std::mutex> guard(impl.mutex);
-    if (impl.closed || !impl.thread.joinable()) return;
-  }
   try {
-    impl.onLoop([&impl] {
+    // Two threads may close at once (shutdown and a destructor): loopThread lets one close and
+    // join; the other returns once it has. The commands posted before run first.
+    impl.loopThread.stop([&impl] {
       {
         std::lock_guard<std::mutex> guard(impl.mutex);
         impl.closed = true;
       }
+      // Frames still queued on a connection go with it.
       std::vector<Impl::Connection*> all(impl.connections.begin(), impl.connections.end());
       for (auto* c : all) impl.drop(c, "the transport was closed");
       if (impl.listening) uv_close(reinterpret_cast<uv_handle_t*>(&impl.listener), nullptr);
-      uv_close(reinterpret_cast<uv_handle_t*>(&impl.wakeup), nullptr);
       uv_close(reinterpret_cast<uv_handle_t*>(&impl.afterCallbacks), nullptr);
     });
   } catch (const std::exception& e) {
     C10D_LOG(Warning, "rpc worker ", impl.self, ": closing the transport: ", e.what());
   }
-  impl.thread.join();
-  uv_loop_close(&impl.loop);
 }
 
 }  // namespace c10d::inline v0::rpc

@@ -10,15 +10,13 @@
 #include <cstring>
 #include <fstream>
 #include <span>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Logging.hpp"
-#include "c10d/core/Signals.hpp"
-#include "c10d/core/ThreadName.hpp"
 #include "c10d/net/Auth.hpp"
+#include "c10d/net/UvLoop.hpp"
 #include "store/KeyValueState.hpp"
 #include "store/TCPStore.hpp"
 #include "store/tcp/StoreProtocol.hpp"
@@ -26,6 +24,7 @@
 namespace c10d::inline v0 {
 namespace {
 
+using detail::uvError;
 using protocol::FrameReader;
 using protocol::FrameWriter;
 using protocol::Op;
@@ -43,10 +42,6 @@ int listenBacklog() {
   int value = 0;
   if (in >> value && value > 0) return value;
   return SOMAXCONN;
-}
-
-std::string uvError(int code) {
-  return std::string(uv_err_name(code)) + ": " + uv_strerror(code);
 }
 
 }  // namespace
@@ -93,7 +88,6 @@ class TCPStoreServer::Impl {
   std::atomic<int64_t> dropped{0};
 
  private:
-  std::mutex stopMutex_;
   void bindAndListen(const TCPStoreServerOptions& options);
   void onNewConnection();
   void onRead(Connection* connection, ssize_t nread);
@@ -126,13 +120,12 @@ class TCPStoreServer::Impl {
   // After a parked request's reply was sent: ends the wait, and serves what the client sent since.
   void finishAnswered(Connection* connection, Waiter* waiter);
 
-  uv_loop_t loop_;
-  uv_tcp_t listener_;
-  uv_async_t stopSignal_;
-  std::thread thread_;
-  uint16_t port_ = 0;
-  bool stopped_ = false;
   std::optional<std::string> token_;
+  uv_tcp_t listener_;
+  uint16_t port_ = 0;
+  // After listener_: destroyed before it, it can still close it (a constructor that fails once
+  // the port is bound).
+  detail::UvLoopThread loopThread_;
 
   detail::KeyValueState state_;       // every key, and what each operation does to them
   std::vector<std::string> created_;  // keys the operation in progress created; see wakeWaiters
@@ -143,35 +136,19 @@ class TCPStoreServer::Impl {
 };
 
 TCPStoreServer::Impl::Impl(const TCPStoreServerOptions& options)
-    : token_(auth::resolveToken(options.authToken)) {
-  int rc = uv_loop_init(&loop_);
-  C10D_CHECK(rc == 0, StoreError, "TCPStore server: uv_loop_init failed: ", uvError(rc));
-  uv_tcp_init(&loop_, &listener_);
+    : token_(auth::resolveToken(options.authToken)),
+      loopThread_("c10d-store", "TCPStore server", std::type_identity<StoreError>{}) {
+  uv_tcp_init(loopThread_.loop(), &listener_);
   listener_.data = this;
-  uv_async_init(&loop_, &stopSignal_, [](uv_async_t* handle) {
-    auto* self = static_cast<Impl*>(handle->data);
-    self->stopped_ = true;
-    std::vector<Connection*> open(self->open_.begin(), self->open_.end());
-    for (Connection* connection : open) self->close(connection);
-    uv_close(reinterpret_cast<uv_handle_t*>(&self->listener_), nullptr);
-    uv_close(reinterpret_cast<uv_handle_t*>(&self->stopSignal_), nullptr);
-  });
-  stopSignal_.data = this;
   try {
+    // Here, before the loop thread starts: a port that cannot be had fails the constructor.
     bindAndListen(options);
   } catch (...) {
-    uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
-    uv_close(reinterpret_cast<uv_handle_t*>(&stopSignal_), nullptr);
-    uv_run(&loop_, UV_RUN_DEFAULT);
-    uv_loop_close(&loop_);
+    // Never started, the loop closes on this thread.
+    loopThread_.stop([this] { uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr); });
     throw;
   }
-  thread_ = std::thread([this] {
-    detail::nameThisThread("c10d-store");
-    detail::blockSigpipeInThisThread();
-    uv_run(&loop_, UV_RUN_DEFAULT);
-    uv_loop_close(&loop_);
-  });
+  loopThread_.start();
 }
 
 TCPStoreServer::Impl::~Impl() {
@@ -179,11 +156,14 @@ TCPStoreServer::Impl::~Impl() {
 }
 
 void TCPStoreServer::Impl::stop() {
-  // Two threads may stop the server at once (stop() and the destructor): one joins.
-  std::lock_guard<std::mutex> guard(stopMutex_);
-  if (!thread_.joinable()) return;
-  uv_async_send(&stopSignal_);
-  thread_.join();
+  // Two threads may stop the server at once (stop() and the destructor): loopThread_ lets one
+  // through and joins once; the other returns when it has.
+  loopThread_.stop([this] {
+    // Closing a connection answers nothing more: its parked waiter and queued writes go with it.
+    std::vector<Connection*> open(open_.begin(), open_.end());
+    for (Connection* connection : open) close(connection);
+    uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
+  });
 }
 
 void TCPStoreServer::Impl::bindAndListen(const TCPStoreServerOptions& options) {
@@ -234,8 +214,8 @@ void TCPStoreServer::Impl::bindAndListen(const TCPStoreServerOptions& options) {
       errors += " " + address + ": " + uvError(rc) + ";";
       // A failed bind leaves the handle's socket in an undefined state: start over with a new one.
       uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
-      uv_run(&loop_, UV_RUN_NOWAIT);
-      uv_tcp_init(&loop_, &listener_);
+      uv_run(loopThread_.loop(), UV_RUN_NOWAIT);
+      uv_tcp_init(loopThread_.loop(), &listener_);
       listener_.data = this;
     }
     freeaddrinfo(results);
@@ -247,7 +227,7 @@ void TCPStoreServer::Impl::bindAndListen(const TCPStoreServerOptions& options) {
 void TCPStoreServer::Impl::onNewConnection() {
   auto* connection = new Connection{};
   connection->server = this;
-  uv_tcp_init(&loop_, &connection->handle);
+  uv_tcp_init(loopThread_.loop(), &connection->handle);
   connection->handle.data = connection;
   int rc = uv_accept(reinterpret_cast<uv_stream_t*>(&listener_),
                      reinterpret_cast<uv_stream_t*>(&connection->handle));
@@ -585,12 +565,12 @@ void TCPStoreServer::Impl::park(Connection* connection, Op op, std::vector<std::
   }
   auto* waiter = new Waiter{connection, op, std::move(keys), {}, {}};
   connection->parked = waiter;
-  uv_timer_init(&loop_, &waiter->timer);
+  uv_timer_init(loopThread_.loop(), &waiter->timer);
   waiter->timer.data = waiter;
   tryComplete(waiter);
   // libuv times from the loop's cached clock, in whole milliseconds: refresh it and round up,
   // or a wait can end before its timeout has passed (CI measured 99.7 ms for 100 ms).
-  uv_update_time(&loop_);
+  uv_update_time(loopThread_.loop());
   uv_timer_start(
       &waiter->timer,
       [](uv_timer_t* timer) {
