@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <sstream>
 
@@ -25,6 +26,18 @@ void warnAboutUnknownVariablesOnce() {
     return true;
   }();
   (void)warned;
+}
+
+// One ErrorContext per (group, rank) a process ever creates, never freed: Works point at it and
+// may outlive their group. Groups are few; the set stays small.
+const ErrorContext* internErrorContext(const std::string& group, int rank) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, int>, std::unique_ptr<const ErrorContext>> interned;
+  std::lock_guard<std::mutex> guard(mutex);
+  auto& slot = interned[{group, rank}];
+  if (!slot)
+    slot = std::make_unique<const ErrorContext>(ErrorContext{.group = group, .rank = rank});
+  return slot.get();
 }
 
 std::string trim(const std::string& text) {
@@ -136,8 +149,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
   const config::Settings settings(options_.config);
   settings.checkAll();
   warnAboutUnknownVariablesOnce();
-  errorContext_ = std::make_shared<const ErrorContext>(
-      ErrorContext{.group = options_.groupName, .rank = rank_});
+  errorContext_ = internErrorContext(options_.groupName, rank_);
   globalRanks_.resize(size_);
   std::iota(globalRanks_.begin(), globalRanks_.end(), 0);
   // One backend object per distinct name, shared by the device types it serves.

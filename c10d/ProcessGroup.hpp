@@ -215,7 +215,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Threads may create subgroups (each call is collective, so the order is the program's).
   std::atomic<uint64_t> subgroupCounter_{0};
   DebugLevel debug_ = DebugLevel::Off;
-  std::shared_ptr<const ErrorContext> errorContext_;  // this group's name and this rank
+  // This group's name and this rank, interned for the life of the process: every Work points at
+  // it without a reference count (an atomic per op cost small ops measurably).
+  const ErrorContext* errorContext_ = nullptr;
   std::atomic<uint64_t> collectives_{0};      // collectives issued: C10D_DEBUG's and the recorder's
   std::shared_ptr<FlightRecorder> recorder_;  // null when C10D_FLIGHT_RECORDER_SIZE=0
 };

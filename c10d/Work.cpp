@@ -139,23 +139,24 @@ void Work::finish() {
 }
 
 void Work::finishWithError(std::exception_ptr error) {
-  {
-    // Not held while the future completes: its callbacks run user code.
-    std::lock_guard<std::mutex> guard(contextMutex_);
-    if (error_ == nullptr) error_ = error;
-    if (contextGroup_) fillContext(error);
+  // Only the first error is the op's (the future ignores later ones too).
+  if ((contextState_.fetch_or(kErrorClaimed, std::memory_order_acq_rel) & kErrorClaimed) == 0) {
+    error_ = error;
+    if (contextState_.fetch_or(kErrorReady, std::memory_order_acq_rel) & kContextReady) {
+      fillContext(error);
+    }
   }
   future_->setError(std::move(error));
 }
 
-void Work::setErrorContext(std::shared_ptr<const ErrorContext> group, const char* op,
-                           int64_t sequence, int peer) {
-  std::lock_guard<std::mutex> guard(contextMutex_);
-  contextGroup_ = std::move(group);
+void Work::setErrorContext(const ErrorContext* group, const char* op, int64_t sequence, int peer) {
+  contextGroup_ = group;
   contextOp_ = op;
   contextSequence_ = sequence;
   contextPeer_ = peer;
-  if (error_ != nullptr) fillContext(error_);
+  if (contextState_.fetch_or(kContextReady, std::memory_order_acq_rel) & kErrorReady) {
+    fillContext(error_);
+  }
 }
 
 void Work::fillContext(const std::exception_ptr& error) const {

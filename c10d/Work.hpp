@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -106,10 +107,9 @@ class Work {
   void setSourceRank(int rank) { sourceRank_ = rank; }
 
   // ProcessGroup's side, right after the backend returned the work: the op's error (an Error)
-  // gets these in its context(), whether it failed already or fails later. group holds the
-  // group's name and this rank; op must outlive the work (a string literal).
-  void setErrorContext(std::shared_ptr<const ErrorContext> group, const char* op, int64_t sequence,
-                       int peer);
+  // gets these in its context(), whether it failed already or fails later. group (the group's
+  // name and this rank) and op must outlive the work: an interned context and a string literal.
+  void setErrorContext(const ErrorContext* group, const char* op, int64_t sequence, int peer);
 
  protected:
   // Called by wait() before it blocks: a backend may run a queued operation on the waiting
@@ -123,11 +123,16 @@ class Work {
   std::shared_ptr<Future> future_;
   int sourceRank_ = -1;
 
-  // Filled into the error by whichever of finishWithError and setErrorContext comes second.
+  // Filled into the error by whichever of finishWithError and setErrorContext comes second: each
+  // sets its bit of contextState_ after writing its part, and the one that finds the other's
+  // bit set fills. Lock-free, because every op pays for setErrorContext.
   void fillContext(const std::exception_ptr& error) const;
-  std::mutex contextMutex_;
+  static constexpr uint8_t kErrorClaimed = 1;  // the first finishWithError is writing error_
+  static constexpr uint8_t kErrorReady = 2;    // error_ is written
+  static constexpr uint8_t kContextReady = 4;  // the context fields are written
+  std::atomic<uint8_t> contextState_{0};
   std::exception_ptr error_;
-  std::shared_ptr<const ErrorContext> contextGroup_;
+  const ErrorContext* contextGroup_ = nullptr;
   const char* contextOp_ = nullptr;
   int64_t contextSequence_ = -1;
   int contextPeer_ = -1;

@@ -1,7 +1,5 @@
 #include "backends/common/QueuedBackend.hpp"
 
-#include "backends/common/Describe.hpp"
-#include "backends/common/OpQueue.hpp"
 #include "c10d/core/Exception.hpp"
 
 namespace c10d::inline v0 {
@@ -34,17 +32,13 @@ void QueuedBackend::checkCPU(const Tensor& tensor, const char* op) const {
              tensor.describe(), "; it takes CPU tensors only");
 }
 
-std::shared_ptr<Work> QueuedBackend::enqueue(
-    const char* op, std::function<std::string()> details, std::chrono::milliseconds timeout,
-    std::vector<Tensor> outputs, std::function<void(QueuedWork&, uint64_t sequence)> run) {
+uint64_t QueuedBackend::number(const char* op) {
   checkNotShutDown(op);
-  uint64_t sequence = sequence_.fetch_add(1);
-  Work::Describe describe = describeCollective(op, std::move(details), groupName_, sequence);
-  auto work = std::make_shared<QueuedWork>(
-      std::move(describe), timeout, std::move(outputs),
-      [sequence, run = std::move(run)](QueuedWork& self) { run(self, sequence); });
+  return sequence_.fetch_add(1);
+}
+
+void QueuedBackend::queue(const std::shared_ptr<QueuedWork>& work) {
   queue_->enqueue(work);
-  return work;
 }
 
 std::shared_ptr<Work> QueuedBackend::send(const Tensor& tensor, int dstRank, int tag,
