@@ -1,13 +1,20 @@
+// ProcessGroup itself: the backend spec, construction (a backend per device type, the group's
+// C10D_DEBUG level and flight recorder), shutdown, rank translation, the backend of a device, and
+// the public operations, each of which validates its arguments (c10d/ProcessGroupChecks.hpp) and
+// then starts on its backend under checked (c10d/ProcessGroupInstrumentation.hpp). Subgroups are
+// made in c10d/Subgroups.cpp; monitoredBarrier is in c10d/MonitoredBarrier.cpp.
+
 #include "c10d/ProcessGroup.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <mutex>
 #include <numeric>
 #include <sstream>
 
 #include "c10d/HostStaging.hpp"
-#include "c10d/core/Cuda.hpp"
+#include "c10d/ProcessGroupChecks.hpp"
+#include "c10d/ProcessGroupInstrumentation.hpp"
+#include "c10d/core/Config.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Logging.hpp"
 #include "store/PrefixStore.hpp"
@@ -44,51 +51,6 @@ std::string trim(const std::string& text) {
   size_t begin = text.find_first_not_of(" \t");
   size_t end = text.find_last_not_of(" \t");
   return begin == std::string::npos ? "" : text.substr(begin, end - begin + 1);
-}
-
-std::string rankList(const std::vector<int>& ranks) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < ranks.size(); ++i) out << (i ? ", " : "") << ranks[i];
-  out << "]";
-  return out.str();
-}
-
-// Checks common to every tensor an op touches.
-void checkTensor(const Tensor& tensor, const char* op, const char* role) {
-  C10D_CHECK(tensor.defined(), InvalidArgument, op, ": ", role, " tensor is undefined");
-  C10D_CHECK(tensor.isContiguous(), InvalidArgument, op, ": ", role, " tensor ", tensor.describe(),
-             " is not contiguous; pass a contiguous copy");
-  if (tensor.device().isCPU()) return;
-  // Asked once: CUDA fixes the devices a process sees when it starts.
-  static const int gpus = cudaDeviceCount();
-  C10D_CHECK(gpus > 0, InvalidArgument, op, ": ", role, " tensor ", tensor.describe(),
-             " is on a GPU but this process has no usable GPU (no CUDA device or driver, "
-             "CUDA_VISIBLE_DEVICES hides them, or c10d was built without CUDA)");
-  C10D_CHECK(tensor.device().index < gpus, InvalidArgument, op, ": ", role, " tensor ",
-             tensor.describe(), " is on ", tensor.device(), " but this process sees ", gpus,
-             " GPU(s)");
-}
-
-void checkSameKind(const Tensor& expected, const Tensor& actual, const char* op,
-                   const std::string& role) {
-  C10D_CHECK(actual.dtype() == expected.dtype() && actual.device() == expected.device(),
-             InvalidArgument, op, ": ", role, " is ", actual.describe(), " but expected ",
-             expected.dtype(), " on ", expected.device());
-}
-
-void checkSameShape(const Tensor& expected, const Tensor& actual, const char* op,
-                    const std::string& role) {
-  checkSameKind(expected, actual, op, role);
-  C10D_CHECK(actual.numel() == expected.numel(), InvalidArgument, op, ": ", role, " is ",
-             actual.describe(), " but must have ", expected.numel(), " elements like ",
-             expected.describe());
-}
-
-void checkList(const std::vector<Tensor>& tensors, size_t expected, const char* op,
-               const char* role) {
-  C10D_CHECK(tensors.size() == expected, InvalidArgument, op, ": expected ", expected, " ", role,
-             " tensors (one per rank), got ", tensors.size());
 }
 
 }  // namespace
@@ -237,166 +199,6 @@ std::shared_ptr<Backend> ProcessGroup::backend(DeviceType device) const {
   return it->second;
 }
 
-void ProcessGroup::checkUsable(const char* op) const {
-  C10D_CHECK(member_, InvalidArgument, op, ": this process is not a member of group '",
-             options_.groupName, "'");
-  C10D_CHECK(!shutdown_.load(), StateError, op, ": process group '", options_.groupName,
-             "' was shut down");
-}
-
-void ProcessGroup::checkRank(int rank, const char* what, const char* op) const {
-  C10D_CHECK(rank >= 0 && rank < size_, InvalidArgument, op, ": ", what, " ", rank,
-             " out of range [0, ", size_, ") of group '", options_.groupName, "'");
-}
-
-std::chrono::milliseconds ProcessGroup::resolve(std::chrono::milliseconds timeout,
-                                                const char* op) const {
-  if (timeout == kDefaultTimeout) return options_.timeout;
-  C10D_CHECK(timeout.count() > 0, InvalidArgument, op, " in group '", options_.groupName,
-             "': timeout must be positive, got ", timeout.count(),
-             " ms (leave it unset for the group's timeout)");
-  return timeout;
-}
-
-template <typename Body>
-auto ProcessGroup::withErrorContext(const char* op, int peer, Body&& body) -> decltype(body()) {
-  try {
-    return body();
-  } catch (Error& e) {
-    ErrorContext context = errorContext_ ? *errorContext_ : ErrorContext{};
-    context.op = op;
-    if (peer >= 0) context.peers = {peer};
-    e.addContext(context);
-    throw;
-  }
-}
-
-std::shared_ptr<Work> ProcessGroup::withErrorContext(std::shared_ptr<Work> work, const char* op,
-                                                     int peer) {
-  work->setErrorContext(errorContext_, op, -1, peer);
-  return work;
-}
-
-template <typename Issue>
-std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor, int64_t tensors,
-                                            int64_t root, std::optional<ReduceOp> reduceOp,
-                                            std::chrono::milliseconds timeout, Issue&& issue) {
-  const uint64_t sequence = collectives_.fetch_add(1);
-  if (debug_ == DebugLevel::Off && !recorder_) {
-    std::shared_ptr<Work> work = issue();
-    work->setErrorContext(errorContext_, op, static_cast<int64_t>(sequence), -1);
-    return work;
-  }
-  // The recorder writes the call into its own slot; a fingerprint of our own is built only for
-  // what C10D_DEBUG needs (the DETAIL check and the log line).
-  if (recorder_) recorder_->queued(sequence, op, tensor, tensors, root, reduceOp);
-  std::optional<detail::CollectiveFingerprint> fingerprint;
-  if (debug_ != DebugLevel::Off)
-    fingerprint = detail::CollectiveFingerprint::of(sequence, op, tensor, tensors, root, reduceOp);
-  // A call that fails before its Work exists (bad input, the DETAIL check) is recorded too.
-  auto failedBeforeStart = [&](const std::string& error) {
-    if (recorder_) recorder_->finished(sequence, error);
-  };
-  if (debug_ == DebugLevel::Detail) {
-    // Every rank's fingerprint, gathered before the collective itself can pair wrong calls.
-    std::vector<Tensor> all;
-    // The check's own failure (a rank that never makes the call: a timeout) reaches the caller
-    // as the collective's would, through its Work, named after the collective.
-    auto failed = [&](const auto& error) {
-      failedBeforeStart(error.what());
-      std::string call = fingerprint->describe();
-      auto work = std::make_shared<Work>(call, timeout, std::vector<Tensor>{});
-      using ErrorType = std::decay_t<decltype(error)>;
-      work->finishWithError(std::make_exception_ptr(ErrorType(
-          detail::concat(call, " in group '", options_.groupName, "' on rank ", rank_,
-                         ": the C10D_DEBUG=DETAIL check before it failed: ", error.what()),
-          error.context())));
-      work->setErrorContext(errorContext_, op, static_cast<int64_t>(sequence), -1);
-      return work;
-    };
-    try {
-      all = gatherFingerprints(sequence, fingerprint->encode(), timeout);
-    } catch (const TimeoutError& e) {
-      return failed(e);
-    } catch (const Error& e) {
-      return failed(BackendError(e.what()));
-    }
-    std::vector<detail::CollectiveFingerprint> byRank;
-    for (const Tensor& words : all) byRank.push_back(detail::CollectiveFingerprint::decode(words));
-    std::string mismatch = detail::describeMismatch(byRank);
-    if (!mismatch.empty()) {
-      failedBeforeStart("C10D_DEBUG=DETAIL: the ranks' collectives differ");
-      C10D_THROW(InvalidArgument, "C10D_DEBUG=DETAIL: rank ", rank_, " of group '",
-                 options_.groupName, "': the ranks' collectives differ: ", mismatch);
-    }
-  }
-  // The clock is read only for the log line.
-  std::chrono::steady_clock::time_point start;
-  if (debug_ != DebugLevel::Off) start = std::chrono::steady_clock::now();
-  std::shared_ptr<Work> work;
-  try {
-    work = issue();
-  } catch (const std::exception& e) {
-    failedBeforeStart(e.what());
-    throw;
-  }
-  work->setErrorContext(errorContext_, op, static_cast<int64_t>(sequence), -1);
-  if (recorder_) recorder_->started(sequence);
-  // Built only when INFO logging wants it: with C10D_DEBUG off the callback copies no strings
-  // (the std::function holding it is still allocated).
-  std::string logPrefix = debug_ != DebugLevel::Off
-                              ? detail::concat("group '", options_.groupName, "' rank ", rank_,
-                                               ": ", fingerprint->describe())
-                              : std::string();
-  work->getFuture()->addCallback([start, sequence, recorder = recorder_,
-                                  logPrefix = std::move(logPrefix)](Future& done) {
-    std::string error;
-    if (std::exception_ptr failure = done.error()) {
-      try {
-        std::rethrow_exception(failure);
-      } catch (const std::exception& e) {
-        error = e.what();
-      } catch (...) {
-        error = "an exception that is not a std::exception";
-      }
-    }
-    if (recorder) {
-      recorder->finished(sequence, error);
-      // Every rank that sees a collective fail leaves its view of the group behind.
-      if (!error.empty()) {
-        try {
-          recorder->dump(detail::concat("collective #", sequence, " failed: ", error));
-        } catch (const std::exception& e) {
-          C10D_LOG(Warning, e.what());
-        }
-      }
-    }
-    if (!logPrefix.empty()) {
-      auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
-      logLine(LogLevel::Info, detail::concat(logPrefix, error.empty() ? " completed" : " failed",
-                                             " in ", us / 1000.0, " ms"));
-    }
-  });
-  return work;
-}
-
-std::string ProcessGroup::dumpFlightRecorder(const std::string& reason) const {
-  C10D_CHECK(recorder_ != nullptr, InvalidArgument, "process group '", options_.groupName,
-             "': the flight recorder is off (C10D_FLIGHT_RECORDER_SIZE=0)");
-  return recorder_->dump(reason);
-}
-
-Backend& ProcessGroup::route(const Tensor& tensor, const char* op) const {
-  checkUsable(op);
-  checkTensor(tensor, op, "the");
-  DeviceType device = tensor.device().type;
-  auto it = routes_.find(device);
-  if (it == routes_.end()) backend(device);  // throws, naming the spec
-  return *it->second;
-}
-
 std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& tensor,
                                               const BroadcastOptions& options) {
   return withErrorContext("broadcast", -1, [&] {
@@ -427,8 +229,9 @@ std::shared_ptr<Work> ProcessGroup::allreduceCoalesced(const std::vector<Tensor>
     C10D_CHECK(!tensors.empty(), InvalidArgument, "allreduce_coalesced: no tensors");
     Backend& backend = route(tensors[0], "allreduce_coalesced");
     for (size_t i = 0; i < tensors.size(); ++i) {
-      checkTensor(tensors[i], "allreduce_coalesced", "a");
-      checkSameKind(tensors[0], tensors[i], "allreduce_coalesced", "tensor " + std::to_string(i));
+      detail::checkTensor(tensors[i], "allreduce_coalesced", "a");
+      detail::checkSameKind(tensors[0], tensors[i], "allreduce_coalesced",
+                            "tensor " + std::to_string(i));
     }
     checkReduceOp(options.reduceOp, tensors[0].dtype(), "allreduce_coalesced");
     AllreduceOptions resolved = options;
@@ -456,10 +259,10 @@ std::shared_ptr<Work> ProcessGroup::allgather(const std::vector<Tensor>& outputs
                                               const AllgatherOptions& options) {
   return withErrorContext("allgather", -1, [&] {
     Backend& backend = route(input, "allgather");
-    checkList(outputs, size_, "allgather", "output");
+    detail::checkList(outputs, size_, "allgather", "output");
     for (int r = 0; r < size_; ++r) {
-      checkTensor(outputs[r], "allgather", "output");
-      checkSameShape(input, outputs[r], "allgather", "output " + std::to_string(r));
+      detail::checkTensor(outputs[r], "allgather", "output");
+      detail::checkSameShape(input, outputs[r], "allgather", "output " + std::to_string(r));
     }
     AllgatherOptions resolved = options;
     resolved.timeout = resolve(options.timeout, "allgather");
@@ -472,8 +275,8 @@ std::shared_ptr<Work> ProcessGroup::allgatherIntoTensor(const Tensor& output, co
                                                         const AllgatherOptions& options) {
   return withErrorContext("allgather_into_tensor", -1, [&] {
     Backend& backend = route(input, "allgather_into_tensor");
-    checkTensor(output, "allgather_into_tensor", "output");
-    checkSameKind(input, output, "allgather_into_tensor", "output");
+    detail::checkTensor(output, "allgather_into_tensor", "output");
+    detail::checkSameKind(input, output, "allgather_into_tensor", "output");
     C10D_CHECK(output.numel() == input.numel() * size_, InvalidArgument,
                "allgather_into_tensor: output ", output.describe(), " must have size() * ",
                input.numel(), " = ", input.numel() * size_, " elements");
@@ -490,10 +293,10 @@ std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Tensor>& outputs, c
     Backend& backend = route(input, "gather");
     checkRank(options.rootRank, "root", "gather");
     if (rank_ == options.rootRank) {
-      checkList(outputs, size_, "gather", "output");
+      detail::checkList(outputs, size_, "gather", "output");
       for (int r = 0; r < size_; ++r) {
-        checkTensor(outputs[r], "gather", "output");
-        checkSameShape(input, outputs[r], "gather", "output " + std::to_string(r));
+        detail::checkTensor(outputs[r], "gather", "output");
+        detail::checkSameShape(input, outputs[r], "gather", "output " + std::to_string(r));
       }
     } else {
       C10D_CHECK(outputs.empty(), InvalidArgument, "gather: rank ", rank_, " is not the root (",
@@ -512,10 +315,10 @@ std::shared_ptr<Work> ProcessGroup::scatter(const Tensor& output, const std::vec
     Backend& backend = route(output, "scatter");
     checkRank(options.rootRank, "root", "scatter");
     if (rank_ == options.rootRank) {
-      checkList(inputs, size_, "scatter", "input");
+      detail::checkList(inputs, size_, "scatter", "input");
       for (int r = 0; r < size_; ++r) {
-        checkTensor(inputs[r], "scatter", "input");
-        checkSameShape(output, inputs[r], "scatter", "input " + std::to_string(r));
+        detail::checkTensor(inputs[r], "scatter", "input");
+        detail::checkSameShape(output, inputs[r], "scatter", "input " + std::to_string(r));
       }
     } else {
       C10D_CHECK(inputs.empty(), InvalidArgument, "scatter: rank ", rank_, " is not the root (",
@@ -533,10 +336,10 @@ std::shared_ptr<Work> ProcessGroup::reduceScatter(const Tensor& output,
                                                   const ReduceScatterOptions& options) {
   return withErrorContext("reduce_scatter", -1, [&] {
     Backend& backend = route(output, "reduce_scatter");
-    checkList(inputs, size_, "reduce_scatter", "input");
+    detail::checkList(inputs, size_, "reduce_scatter", "input");
     for (int r = 0; r < size_; ++r) {
-      checkTensor(inputs[r], "reduce_scatter", "input");
-      checkSameShape(output, inputs[r], "reduce_scatter", "input " + std::to_string(r));
+      detail::checkTensor(inputs[r], "reduce_scatter", "input");
+      detail::checkSameShape(output, inputs[r], "reduce_scatter", "input " + std::to_string(r));
     }
     checkReduceOp(options.reduceOp, output.dtype(), "reduce_scatter");
     ReduceScatterOptions resolved = options;
@@ -550,8 +353,8 @@ std::shared_ptr<Work> ProcessGroup::reduceScatterTensor(const Tensor& output, co
                                                         const ReduceScatterOptions& options) {
   return withErrorContext("reduce_scatter_tensor", -1, [&] {
     Backend& backend = route(output, "reduce_scatter_tensor");
-    checkTensor(input, "reduce_scatter_tensor", "input");
-    checkSameKind(output, input, "reduce_scatter_tensor", "input");
+    detail::checkTensor(input, "reduce_scatter_tensor", "input");
+    detail::checkSameKind(output, input, "reduce_scatter_tensor", "input");
     C10D_CHECK(input.numel() == output.numel() * size_, InvalidArgument,
                "reduce_scatter_tensor: input ", input.describe(), " must have size() * ",
                output.numel(), " = ", output.numel() * size_, " elements");
@@ -567,14 +370,14 @@ std::shared_ptr<Work> ProcessGroup::alltoall(const std::vector<Tensor>& outputs,
                                              const std::vector<Tensor>& inputs,
                                              const AllToAllOptions& options) {
   return withErrorContext("alltoall", -1, [&] {
-    checkList(inputs, size_, "alltoall", "input");
-    checkList(outputs, size_, "alltoall", "output");
+    detail::checkList(inputs, size_, "alltoall", "input");
+    detail::checkList(outputs, size_, "alltoall", "output");
     Backend& backend = route(inputs[0], "alltoall");
     for (int r = 0; r < size_; ++r) {
-      checkTensor(inputs[r], "alltoall", "input");
-      checkTensor(outputs[r], "alltoall", "output");
-      checkSameKind(inputs[0], inputs[r], "alltoall", "input " + std::to_string(r));
-      checkSameKind(inputs[0], outputs[r], "alltoall", "output " + std::to_string(r));
+      detail::checkTensor(inputs[r], "alltoall", "input");
+      detail::checkTensor(outputs[r], "alltoall", "output");
+      detail::checkSameKind(inputs[0], inputs[r], "alltoall", "input " + std::to_string(r));
+      detail::checkSameKind(inputs[0], outputs[r], "alltoall", "output " + std::to_string(r));
     }
     AllToAllOptions resolved = options;
     resolved.timeout = resolve(options.timeout, "alltoall");
@@ -589,47 +392,9 @@ std::shared_ptr<Work> ProcessGroup::alltoallBase(const Tensor& output, const Ten
                                                  const AllToAllOptions& options) {
   return withErrorContext("alltoall_base", -1, [&] {
     Backend& backend = route(input, "alltoall_base");
-    checkTensor(output, "alltoall_base", "output");
-    checkSameKind(input, output, "alltoall_base", "output");
-    auto rowsOf = [](const Tensor& tensor) { return tensor.dim() == 0 ? 1 : tensor.sizes()[0]; };
-    auto checkSplits = [&](const std::vector<int64_t>& splits, const Tensor& tensor,
-                           const char* role) {
-      int64_t rows = rowsOf(tensor);
-      if (splits.empty()) {
-        C10D_CHECK(rows % size_ == 0, InvalidArgument, "alltoall_base: ", role, " ",
-                   tensor.describe(), " has ", rows, " rows, not divisible by the group size ",
-                   size_, "; pass split sizes");
-        return;
-      }
-      C10D_CHECK(static_cast<int>(splits.size()) == size_, InvalidArgument,
-                 "alltoall_base: ", splits.size(), " ", role, " split sizes for a group of ",
-                 size_);
-      int64_t total = 0;
-      for (int64_t split : splits) {
-        C10D_CHECK(split >= 0, InvalidArgument, "alltoall_base: negative ", role, " split ", split);
-        total += split;
-      }
-      C10D_CHECK(total == rows, InvalidArgument, "alltoall_base: ", role, " splits sum to ", total,
-                 " but ", role, " ", tensor.describe(), " has ", rows, " rows");
-    };
-    checkSplits(inputSplitSizes, input, "input");
-    checkSplits(outputSplitSizes, output, "output");
-    // What this rank sends itself must be what it expects from itself: no peer can make up for it.
-    auto ownRows = [&](const std::vector<int64_t>& splits, const Tensor& tensor) {
-      return splits.empty() ? rowsOf(tensor) / size_ : splits[rank_];
-    };
-    auto rowBytes = [&](const Tensor& tensor) {
-      return rowsOf(tensor) == 0 ? int64_t{0}
-                                 : static_cast<int64_t>(tensor.nbytes()) / rowsOf(tensor);
-    };
-    const int64_t sentToSelf = ownRows(inputSplitSizes, input);
-    const int64_t expectedFromSelf = ownRows(outputSplitSizes, output);
-    C10D_CHECK(
-        sentToSelf == expectedFromSelf && (sentToSelf == 0 || rowBytes(input) == rowBytes(output)),
-        InvalidArgument, "alltoall_base: rank ", rank_, " sends itself ", sentToSelf,
-        " rows but expects ", expectedFromSelf, " from itself (input ", input.describe(),
-        ", output ", output.describe(), "); its input split ", rank_, " and output split ", rank_,
-        " must describe the same rows");
+    detail::checkTensor(output, "alltoall_base", "output");
+    detail::checkSameKind(input, output, "alltoall_base", "output");
+    detail::checkAlltoallSplits(output, input, outputSplitSizes, inputSplitSizes, rank_, size_);
     AllToAllOptions resolved = options;
     resolved.timeout = resolve(options.timeout, "alltoall_base");
     return checked("alltoall_base", &input, 1, -1, std::nullopt, resolved.timeout, [&] {
@@ -645,55 +410,6 @@ std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& options) {
     resolved.timeout = resolve(options.timeout, "barrier");
     return checked("barrier", nullptr, 0, -1, std::nullopt, resolved.timeout,
                    [&] { return backend(DeviceType::CPU)->barrier(resolved); });
-  });
-}
-
-void ProcessGroup::monitoredBarrier(const BarrierOptions& options, bool waitAllRanks) {
-  return withErrorContext("monitored_barrier", -1, [&] {
-    checkUsable("monitored_barrier");
-    C10D_CHECK(options_.storeIsShared, InvalidArgument, "monitored_barrier in group '",
-               options_.groupName,
-               "' needs a store shared by the ranks; this job has none (start it with "
-               "MASTER_ADDR and MASTER_PORT set)");
-    auto timeout = resolve(options.timeout, "monitored_barrier");
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    // Through the store rather than the backend: the point is to name ranks that never arrive,
-    // which a backend collective cannot do once it is stuck.
-    std::string base = "monitored_barrier/" + options_.groupName + "/";
-    int64_t round = store_->add(base + "round/" + std::to_string(rank_), 1);
-    std::string prefix = base + std::to_string(round) + "/";
-    store_->setString(prefix + "arrived/" + std::to_string(rank_), "1");
-    if (rank_ != 0) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      store_->wait({prefix + "released"}, std::max(left, std::chrono::milliseconds(1)));
-      std::string verdict = store_->getString(prefix + "released");
-      C10D_CHECK(verdict == "ok", TimeoutError, "monitored_barrier in group '", options_.groupName,
-                 "': ", verdict);
-      return;
-    }
-    std::vector<int> missing;
-    for (int r = 1; r < size_; ++r) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      try {
-        store_->wait({prefix + "arrived/" + std::to_string(r)},
-                     std::max(left, std::chrono::milliseconds(1)));
-      } catch (const TimeoutError&) {
-        missing.push_back(r);
-        if (!waitAllRanks) break;
-      }
-    }
-    if (missing.empty()) {
-      store_->setString(prefix + "released", "ok");
-      return;
-    }
-    std::string message = detail::concat("rank(s) ", rankList(missing), " did not arrive within ",
-                                         timeout.count(), " ms");
-    store_->setString(prefix + "released", message);
-    throw TimeoutError(
-        detail::concat("monitored_barrier in group '", options_.groupName, "': ", message),
-        ErrorContext{.peers = missing});
   });
 }
 
@@ -740,7 +456,7 @@ std::vector<std::shared_ptr<Work>> ProcessGroup::batchIsendIrecv(
     C10D_CHECK(!ops.empty(), InvalidArgument, "batch_isend_irecv: no operations");
     Backend& backend = route(ops[0].tensor, "batch_isend_irecv");
     for (const P2POp& op : ops) {
-      checkTensor(op.tensor, "batch_isend_irecv", op.kind == P2POp::Send ? "send" : "recv");
+      detail::checkTensor(op.tensor, "batch_isend_irecv", op.kind == P2POp::Send ? "send" : "recv");
       C10D_CHECK(op.tensor.device() == ops[0].tensor.device(), InvalidArgument,
                  "batch_isend_irecv: all tensors must be on one device");
       checkRank(op.peer, op.kind == P2POp::Send ? "destination" : "source", "batch_isend_irecv");
@@ -755,174 +471,6 @@ std::vector<std::shared_ptr<Work>> ProcessGroup::batchIsendIrecv(
     }
     return works;
   });
-}
-
-std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(const std::vector<int>& ranks,
-                                                     std::optional<ProcessGroupOptions> options) {
-  return withErrorContext("new_group", -1, [&] {
-    checkUsable("new_group");
-    C10D_CHECK(!ranks.empty(), InvalidArgument, "new_group: empty rank list");
-    std::vector<int> sorted = ranks;
-    std::sort(sorted.begin(), sorted.end());
-    C10D_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), InvalidArgument,
-               "new_group: duplicate rank in ", rankList(ranks));
-    for (int r : ranks) checkRank(r, "rank", "new_group");
-    const uint64_t index = subgroupCounter_++;
-    agreeOnCreation(index, "new_group " + rankList(ranks));
-    return makeSubgroup(ranks, options_.groupName + ".sub" + std::to_string(index), options);
-  });
-}
-
-std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key,
-                                                  std::optional<ProcessGroupOptions> options) {
-  return withErrorContext("split", -1, [&] {
-    checkUsable("split");
-    const uint64_t index = subgroupCounter_++;
-    agreeOnCreation(index, "split");
-    std::string name = options_.groupName + ".split" + std::to_string(index);
-    std::vector<std::array<int, 2>> all = exchangeColors(name, color, key);
-    std::vector<std::pair<int, int>> members;  // (key, rank) of this rank's color, if it has one
-    for (int r = 0; r < size_ && color >= 0; ++r) {
-      if (all[r][0] == color) members.emplace_back(all[r][1], r);
-    }
-    std::sort(members.begin(), members.end());
-    std::vector<int> ranks;
-    for (auto& [k, r] : members) ranks.push_back(r);
-    return makeSubgroup(ranks, name + ".color" + std::to_string(color), options);
-  });
-}
-
-std::vector<Store::Bytes> ProcessGroup::exchangeThroughStore(
-    const std::string& prefix, const Store::Bytes& mine, std::chrono::milliseconds timeout,
-    const std::function<std::string(const std::string& absent)>& describeAbsent) {
-  store_->set(prefix + std::to_string(rank_), mine);
-  std::vector<std::string> keys;
-  for (int r = 0; r < size_; ++r) keys.push_back(prefix + std::to_string(r));
-  try {
-    return store_->multiGet(keys, timeout);
-  } catch (const TimeoutError&) {
-    std::vector<int> absent;
-    for (int r = 0; r < size_; ++r) {
-      if (!store_->check({keys[r]})) absent.push_back(r);
-    }
-    C10D_THROW(TimeoutError, describeAbsent(rankList(absent)));
-  }
-}
-
-std::vector<Tensor> ProcessGroup::gatherFingerprints(uint64_t sequence, const Tensor& mine,
-                                                     std::chrono::milliseconds timeout) {
-  const int64_t words = detail::CollectiveFingerprint::kWords;
-  std::vector<Tensor> all;
-  for (int r = 0; r < size_; ++r) all.push_back(Tensor::empty({words}, ScalarType::Int64));
-  if (!options_.storeIsShared) {
-    backend(DeviceType::CPU)->allgather(all, mine, {.timeout = timeout})->wait();
-    return all;
-  }
-  auto prefix = [&](uint64_t seq) {
-    return detail::concat("detail/", options_.groupName, "/", seq, "/");
-  };
-  const auto* bytes = static_cast<const uint8_t*>(mine.data());
-  std::vector<Store::Bytes> values =
-      exchangeThroughStore(prefix(sequence), Store::Bytes(bytes, bytes + mine.nbytes()), timeout,
-                           [&](const std::string& absent) {
-                             return detail::concat("rank(s) ", absent, " did not make collective #",
-                                                   sequence + 1, " of group '", options_.groupName,
-                                                   "' within ", timeout.count(), " ms");
-                           });
-  // Every rank has read the previous collective's records once all of this one's exist.
-  if (sequence > 0) store_->deleteKey(prefix(sequence - 1) + std::to_string(rank_));
-  for (int r = 0; r < size_; ++r) {
-    C10D_CHECK(values[r].size() == static_cast<size_t>(all[r].nbytes()), BackendError,
-               "C10D_DEBUG=DETAIL: rank ", r, "'s record of collective #", sequence + 1, " has ",
-               values[r].size(), " bytes, not ", all[r].nbytes());
-    std::memcpy(all[r].data(), values[r].data(), values[r].size());
-  }
-  return all;
-}
-
-void ProcessGroup::agreeOnCreation(uint64_t index, const std::string& call) {
-  // Without a shared store the backend splits its communicator collectively (MPI_Comm_split),
-  // which has no way to say who is missing; nothing to record here.
-  if (!options_.storeIsShared) return;
-  // The store is the job's: the key names the group too.
-  auto where = [&] {
-    return detail::concat(call, " in group '", options_.groupName, "' (group creation #", index + 1,
-                          " on this rank)");
-  };
-  const char* rule =
-      "every rank of a group must make the same new_group and split calls in the same order; a "
-      "rank that skips one shifts every later one";
-  std::vector<Store::Bytes> calls = exchangeThroughStore(
-      detail::concat("create/", options_.groupName, "/", index, "/"), toBytes(call),
-      options_.timeout, [&](const std::string& absent) {
-        return detail::concat(where(), ": rank(s) ", absent, " made no group creation #", index + 1,
-                              " within ", options_.timeout.count(), " ms; ", rule);
-      });
-  for (int r = 0; r < size_; ++r) {
-    std::string theirs = toString(calls[r]);
-    C10D_CHECK(theirs == call, InvalidArgument, where(), ": rank ", r, " made ", theirs,
-               " as its group creation #", index + 1, "; ", rule);
-  }
-}
-
-std::vector<std::array<int, 2>> ProcessGroup::exchangeColors(const std::string& name, int color,
-                                                             int key) {
-  std::vector<std::array<int, 2>> all(size_);
-  if (options_.storeIsShared) {
-    std::string prefix = "split/" + name + "/";
-    store_->setString(prefix + std::to_string(rank_),
-                      std::to_string(color) + " " + std::to_string(key));
-    std::vector<std::string> keys;
-    for (int r = 0; r < size_; ++r) keys.push_back(prefix + std::to_string(r));
-    std::vector<Store::Bytes> values = store_->multiGet(keys, options_.timeout);
-    for (int r = 0; r < size_; ++r) {
-      std::istringstream in(toString(values[r]));
-      in >> all[r][0] >> all[r][1];
-    }
-    return all;
-  }
-  // No shared store: through the backend, as one allgather of (color, key) per rank.
-  auto cpu = backends_.find(DeviceType::CPU);
-  C10D_CHECK(cpu != backends_.end(), InvalidArgument, "split in group '", options_.groupName,
-             "': without a shared store (MASTER_ADDR) it needs a CPU backend");
-  Tensor mine = Tensor::empty({2}, ScalarType::Int32);
-  static_cast<int32_t*>(mine.data())[0] = color;
-  static_cast<int32_t*>(mine.data())[1] = key;
-  Tensor gathered = Tensor::empty({2 * static_cast<int64_t>(size_)}, ScalarType::Int32);
-  cpu->second->allgatherIntoTensor(gathered, mine, {.timeout = options_.timeout})->wait();
-  for (int r = 0; r < size_; ++r) {
-    all[r][0] = static_cast<int32_t*>(gathered.data())[2 * r];
-    all[r][1] = static_cast<int32_t*>(gathered.data())[2 * r + 1];
-  }
-  return all;
-}
-
-std::shared_ptr<ProcessGroup> ProcessGroup::makeSubgroup(
-    const std::vector<int>& memberRanks, const std::string& name,
-    std::optional<ProcessGroupOptions> options) {
-  // Every rank of this group gets here for every subgroup, members or not: the backends that
-  // split a communicator collectively need all of them.
-  std::map<std::string, std::shared_ptr<void>> fromParent;
-  for (auto& [device, backend] : backends_) {
-    // One backend may serve several device types: split it once.
-    if (fromParent.count(backend->name()) == 0) {
-      fromParent[backend->name()] = backend->splitForSubgroup(memberRanks);
-    }
-  }
-  auto it = std::find(memberRanks.begin(), memberRanks.end(), rank_);
-  if (it == memberRanks.end()) {
-    return std::shared_ptr<ProcessGroup>(new ProcessGroup(NonMember{}, name));
-  }
-  ProcessGroupOptions subOptions = options.value_or(options_);
-  subOptions.groupName = name;
-  subOptions.storeIsShared = options_.storeIsShared;
-  std::shared_ptr<ProcessGroup> group(
-      new ProcessGroup(store_, static_cast<int>(it - memberRanks.begin()),
-                       static_cast<int>(memberRanks.size()), subOptions, fromParent));
-  for (size_t i = 0; i < memberRanks.size(); ++i) {
-    group->globalRanks_[i] = globalRanks_[memberRanks[i]];
-  }
-  return group;
 }
 
 }  // namespace c10d::inline v0

@@ -1,0 +1,67 @@
+// ProcessGroup::monitoredBarrier: a barrier through the job's store rather than a backend, so
+// that rank 0 can name the ranks that did not arrive in time.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "c10d/ProcessGroup.hpp"
+#include "c10d/ProcessGroupChecks.hpp"
+#include "c10d/ProcessGroupInstrumentation.hpp"
+#include "c10d/core/Exception.hpp"
+#include "store/Store.hpp"
+
+namespace c10d::inline v0 {
+
+void ProcessGroup::monitoredBarrier(const BarrierOptions& options, bool waitAllRanks) {
+  return withErrorContext("monitored_barrier", -1, [&] {
+    checkUsable("monitored_barrier");
+    C10D_CHECK(options_.storeIsShared, InvalidArgument, "monitored_barrier in group '",
+               options_.groupName,
+               "' needs a store shared by the ranks; this job has none (start it with "
+               "MASTER_ADDR and MASTER_PORT set)");
+    auto timeout = resolve(options.timeout, "monitored_barrier");
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    // Through the store rather than the backend: the point is to name ranks that never arrive,
+    // which a backend collective cannot do once it is stuck.
+    std::string base = "monitored_barrier/" + options_.groupName + "/";
+    int64_t round = store_->add(base + "round/" + std::to_string(rank_), 1);
+    std::string prefix = base + std::to_string(round) + "/";
+    store_->setString(prefix + "arrived/" + std::to_string(rank_), "1");
+    if (rank_ != 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      store_->wait({prefix + "released"}, std::max(left, std::chrono::milliseconds(1)));
+      std::string verdict = store_->getString(prefix + "released");
+      C10D_CHECK(verdict == "ok", TimeoutError, "monitored_barrier in group '", options_.groupName,
+                 "': ", verdict);
+      return;
+    }
+    std::vector<int> missing;
+    for (int r = 1; r < size_; ++r) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      try {
+        store_->wait({prefix + "arrived/" + std::to_string(r)},
+                     std::max(left, std::chrono::milliseconds(1)));
+      } catch (const TimeoutError&) {
+        missing.push_back(r);
+        if (!waitAllRanks) break;
+      }
+    }
+    if (missing.empty()) {
+      store_->setString(prefix + "released", "ok");
+      return;
+    }
+    std::string message = detail::concat("rank(s) ", detail::rankList(missing),
+                                         " did not arrive within ", timeout.count(), " ms");
+    store_->setString(prefix + "released", message);
+    throw TimeoutError(
+        detail::concat("monitored_barrier in group '", options_.groupName, "': ", message),
+        ErrorContext{.peers = missing});
+  });
+}
+
+}  // namespace c10d::inline v0

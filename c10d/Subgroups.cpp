@@ -1,0 +1,161 @@
+// ProcessGroup's subgroups: newGroup and split, the store (or, without a shared store, CPU
+// backend) exchanges they run over the parent group to agree on each creation and on the colors,
+// and the making of the subgroup itself on every rank of the parent, members or not.
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "c10d/ProcessGroup.hpp"
+#include "c10d/ProcessGroupChecks.hpp"
+#include "c10d/ProcessGroupInstrumentation.hpp"
+#include "c10d/core/Exception.hpp"
+#include "store/Store.hpp"
+
+namespace c10d::inline v0 {
+
+std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(const std::vector<int>& ranks,
+                                                     std::optional<ProcessGroupOptions> options) {
+  return withErrorContext("new_group", -1, [&] {
+    checkUsable("new_group");
+    C10D_CHECK(!ranks.empty(), InvalidArgument, "new_group: empty rank list");
+    std::vector<int> sorted = ranks;
+    std::sort(sorted.begin(), sorted.end());
+    C10D_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), InvalidArgument,
+               "new_group: duplicate rank in ", detail::rankList(ranks));
+    for (int r : ranks) checkRank(r, "rank", "new_group");
+    const uint64_t index = subgroupCounter_++;
+    agreeOnCreation(index, "new_group " + detail::rankList(ranks));
+    return makeSubgroup(ranks, options_.groupName + ".sub" + std::to_string(index), options);
+  });
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key,
+                                                  std::optional<ProcessGroupOptions> options) {
+  return withErrorContext("split", -1, [&] {
+    checkUsable("split");
+    const uint64_t index = subgroupCounter_++;
+    agreeOnCreation(index, "split");
+    std::string name = options_.groupName + ".split" + std::to_string(index);
+    std::vector<std::array<int, 2>> all = exchangeColors(name, color, key);
+    std::vector<std::pair<int, int>> members;  // (key, rank) of this rank's color, if it has one
+    for (int r = 0; r < size_ && color >= 0; ++r) {
+      if (all[r][0] == color) members.emplace_back(all[r][1], r);
+    }
+    std::sort(members.begin(), members.end());
+    std::vector<int> ranks;
+    for (auto& [k, r] : members) ranks.push_back(r);
+    return makeSubgroup(ranks, name + ".color" + std::to_string(color), options);
+  });
+}
+
+std::vector<Store::Bytes> ProcessGroup::exchangeThroughStore(
+    const std::string& prefix, const Store::Bytes& mine, std::chrono::milliseconds timeout,
+    const std::function<std::string(const std::string& absent)>& describeAbsent) {
+  store_->set(prefix + std::to_string(rank_), mine);
+  std::vector<std::string> keys;
+  for (int r = 0; r < size_; ++r) keys.push_back(prefix + std::to_string(r));
+  try {
+    return store_->multiGet(keys, timeout);
+  } catch (const TimeoutError&) {
+    std::vector<int> absent;
+    for (int r = 0; r < size_; ++r) {
+      if (!store_->check({keys[r]})) absent.push_back(r);
+    }
+    C10D_THROW(TimeoutError, describeAbsent(detail::rankList(absent)));
+  }
+}
+
+void ProcessGroup::agreeOnCreation(uint64_t index, const std::string& call) {
+  // Without a shared store the backend splits its communicator collectively (MPI_Comm_split),
+  // which has no way to say who is missing; nothing to record here.
+  if (!options_.storeIsShared) return;
+  // The store is the job's: the key names the group too.
+  auto where = [&] {
+    return detail::concat(call, " in group '", options_.groupName, "' (group creation #", index + 1,
+                          " on this rank)");
+  };
+  const char* rule =
+      "every rank of a group must make the same new_group and split calls in the same order; a "
+      "rank that skips one shifts every later one";
+  std::vector<Store::Bytes> calls = exchangeThroughStore(
+      detail::concat("create/", options_.groupName, "/", index, "/"), toBytes(call),
+      options_.timeout, [&](const std::string& absent) {
+        return detail::concat(where(), ": rank(s) ", absent, " made no group creation #", index + 1,
+                              " within ", options_.timeout.count(), " ms; ", rule);
+      });
+  for (int r = 0; r < size_; ++r) {
+    std::string theirs = toString(calls[r]);
+    C10D_CHECK(theirs == call, InvalidArgument, where(), ": rank ", r, " made ", theirs,
+               " as its group creation #", index + 1, "; ", rule);
+  }
+}
+
+std::vector<std::array<int, 2>> ProcessGroup::exchangeColors(const std::string& name, int color,
+                                                             int key) {
+  std::vector<std::array<int, 2>> all(size_);
+  if (options_.storeIsShared) {
+    std::string prefix = "split/" + name + "/";
+    store_->setString(prefix + std::to_string(rank_),
+                      std::to_string(color) + " " + std::to_string(key));
+    std::vector<std::string> keys;
+    for (int r = 0; r < size_; ++r) keys.push_back(prefix + std::to_string(r));
+    std::vector<Store::Bytes> values = store_->multiGet(keys, options_.timeout);
+    for (int r = 0; r < size_; ++r) {
+      std::istringstream in(toString(values[r]));
+      in >> all[r][0] >> all[r][1];
+    }
+    return all;
+  }
+  // No shared store: through the backend, as one allgather of (color, key) per rank.
+  auto cpu = backends_.find(DeviceType::CPU);
+  C10D_CHECK(cpu != backends_.end(), InvalidArgument, "split in group '", options_.groupName,
+             "': without a shared store (MASTER_ADDR) it needs a CPU backend");
+  Tensor mine = Tensor::empty({2}, ScalarType::Int32);
+  static_cast<int32_t*>(mine.data())[0] = color;
+  static_cast<int32_t*>(mine.data())[1] = key;
+  Tensor gathered = Tensor::empty({2 * static_cast<int64_t>(size_)}, ScalarType::Int32);
+  cpu->second->allgatherIntoTensor(gathered, mine, {.timeout = options_.timeout})->wait();
+  for (int r = 0; r < size_; ++r) {
+    all[r][0] = static_cast<int32_t*>(gathered.data())[2 * r];
+    all[r][1] = static_cast<int32_t*>(gathered.data())[2 * r + 1];
+  }
+  return all;
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::makeSubgroup(
+    const std::vector<int>& memberRanks, const std::string& name,
+    std::optional<ProcessGroupOptions> options) {
+  // Every rank of this group gets here for every subgroup, members or not: the backends that
+  // split a communicator collectively need all of them.
+  std::map<std::string, std::shared_ptr<void>> fromParent;
+  for (auto& [device, backend] : backends_) {
+    // One backend may serve several device types: split it once.
+    if (fromParent.count(backend->name()) == 0) {
+      fromParent[backend->name()] = backend->splitForSubgroup(memberRanks);
+    }
+  }
+  auto it = std::find(memberRanks.begin(), memberRanks.end(), rank_);
+  if (it == memberRanks.end()) {
+    return std::shared_ptr<ProcessGroup>(new ProcessGroup(NonMember{}, name));
+  }
+  ProcessGroupOptions subOptions = options.value_or(options_);
+  subOptions.groupName = name;
+  subOptions.storeIsShared = options_.storeIsShared;
+  std::shared_ptr<ProcessGroup> group(
+      new ProcessGroup(store_, static_cast<int>(it - memberRanks.begin()),
+                       static_cast<int>(memberRanks.size()), subOptions, fromParent));
+  for (size_t i = 0; i < memberRanks.size(); ++i) {
+    group->globalRanks_[i] = globalRanks_[memberRanks[i]];
+  }
+  return group;
+}
+
+}  // namespace c10d::inline v0
