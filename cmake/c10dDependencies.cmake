@@ -121,7 +121,9 @@ function(c10d_add_backend_libraries)
     target_link_libraries(c10d_mpi PUBLIC MPI::MPI_C)
   endif()
   if(C10D_USE_NCCL_ENABLED)
-    c10d_backend_library(nccl backends/nccl/NcclBackend.cpp)
+    c10d_backend_library(nccl
+      backends/nccl/NcclBackend.cpp backends/nccl/NcclCommunicator.cpp backends/nccl/NcclTypes.cpp
+      backends/nccl/NcclWatchdog.cpp)
     target_include_directories(c10d_nccl PRIVATE ${C10D_NCCL_INCLUDE_DIR})
     # A static CUDA runtime of its own: libc10d's copy is local to libc10d (cmake/exports.map).
     target_link_libraries(c10d_nccl PRIVATE ${C10D_NCCL_LIBRARY} CUDA::cudart_static)

@@ -1,275 +1,43 @@
 // The NCCL backend: every op is enqueued on the group's stream (after the caller's current
-// stream) under one mutex, with a CUDA event after it; a watchdog thread completes the Works as
-// their events fire and aborts the communicator on an asynchronous error or a timeout.
+// stream) under one mutex, with a CUDA event after it; a watchdog thread (NcclWatchdog.cpp)
+// completes the Works as their events fire and aborts the communicator (NcclCommunicator.cpp) on
+// an asynchronous error or a timeout.
 
 #include "backends/nccl/NcclBackend.hpp"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include <algorithm>
-#include <condition_variable>
-#include <cstdlib>
-#include <cstring>
-#include <deque>
+#include <cstdint>
+#include <functional>
+#include <memory>
 #include <mutex>
-#include <thread>
-#include <type_traits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/common/Describe.hpp"
-#include "backends/common/Dispatch.hpp"
+#include "backends/nccl/NcclCommunicator.hpp"
+#include "backends/nccl/NcclTypes.hpp"
+#include "backends/nccl/NcclWatchdog.hpp"
 #include "c10d/BackendLibrary.hpp"
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/CudaRuntime.hpp"
 #include "c10d/core/Exception.hpp"
-#include "c10d/core/Half.hpp"
-#include "c10d/core/Logging.hpp"
-#include "c10d/core/Signals.hpp"
-#include "c10d/core/ThreadName.hpp"
-#include "store/Store.hpp"
 
 namespace c10d::inline v0 {
 
-namespace {
-
-void ncclCheck(ncclResult_t status, const char* call, ncclComm_t comm,
-               const std::function<std::string()>& what) {
-  if (status == ncclSuccess) return;
-  const char* last = comm != nullptr ? ncclGetLastError(comm) : nullptr;
-  C10D_THROW(BackendError, what(), ": ", call, " failed: ", ncclGetErrorString(status),
-             last != nullptr && *last != '\0' ? std::string(" (") + last + ")" : std::string());
-}
-
-#define C10D_NCCL(call, comm, what) ncclCheck((call), #call, comm, what)
-
-ncclDataType_t ncclType(ScalarType dtype, const char* op) {
-  // ncclNumTypes stands for "NCCL has no such type" (C10D_NO_NCCL_TYPE in the dtype table).
-  ncclDataType_t type = ncclNumTypes;
-  switch (dtype) {
-#define C10D_NO_NCCL_TYPE ncclNumTypes
-#define C10D_NCCL_TYPE(name, type_, bytes, text, kind, dlpack, mpi, nccl) \
-  case ScalarType::name:                                                  \
-    type = nccl;                                                          \
-    break;
-    C10D_FORALL_SCALAR_TYPES(C10D_NCCL_TYPE)
-#undef C10D_NCCL_TYPE
-#undef C10D_NO_NCCL_TYPE
-  }
-  if (type != ncclNumTypes) return type;
-  C10D_THROW(BackendError, "backend nccl does not support ", op, " on ", dtype,
-             " (NCCL has no such type)");
-}
-
-// What NCCL cannot reduce, refused before any device work (and without a device): int16 (NCCL
-// has no 16-bit integer type; ops that only move data send it as bytes) and the bitwise ops.
-void checkReducible(const char* op, ScalarType dtype, const ReduceOp& reduceOp) {
-  ncclType(dtype, op);
-  ReduceOp::Kind kind = reduceOp.kind();
-  bool boolAsLogical = dtype == ScalarType::Bool && kind != ReduceOp::BXOR;
-  C10D_CHECK(
-      boolAsLogical || (kind != ReduceOp::BAND && kind != ReduceOp::BOR && kind != ReduceOp::BXOR),
-      BackendError, "backend nccl does not support ", op, " with ", reduceOp,
-      " (NCCL has no bitwise reductions)");
-}
-
-// A reduction op for NCCL; PREMUL_SUM's is created per op and destroyed after enqueueing.
-struct Reduction {
-  ncclRedOp_t op = ncclSum;
-  bool created = false;
-};
-
-// op is defined on dtype (ProcessGroup checked it); NCCL may still lack it.
-Reduction reduction(const ReduceOp& op, ScalarType dtype, ncclComm_t comm, const char* name) {
-  if (dtype == ScalarType::Bool) {
-    // As 0/1 bytes: SUM, MAX and BOR are OR (max); PRODUCT, MIN and BAND are AND (min).
-    switch (op.kind()) {
-      case ReduceOp::SUM:
-      case ReduceOp::MAX:
-      case ReduceOp::BOR:
-        return {ncclMax};
-      case ReduceOp::PRODUCT:
-      case ReduceOp::MIN:
-      case ReduceOp::BAND:
-        return {ncclMin};
-      default:
-        break;
-    }
-  }
-  switch (op.kind()) {
-    case ReduceOp::SUM:
-      return {ncclSum};
-    case ReduceOp::PRODUCT:
-      return {ncclProd};
-    case ReduceOp::MIN:
-      return {ncclMin};
-    case ReduceOp::MAX:
-      return {ncclMax};
-    case ReduceOp::AVG:
-      return {ncclAvg};
-    case ReduceOp::PREMUL_SUM: {
-      Reduction result{ncclSum, true};
-      ncclDataType_t type = ncclType(dtype, name);
-      auto what = [name] { return std::string(name); };
-      // The factor in the tensor's own type (integers truncate it, as c10d's CPU kernels do),
-      // read by NCCL from host memory at the call.
-      alignas(8) unsigned char scalar[8] = {};
-      dispatchByDtype(dtype, [&]<typename T>() {
-        T factor = static_cast<T>(static_cast<float>(op.factor()));
-        if constexpr (std::is_same_v<T, double>) factor = op.factor();
-        std::memcpy(scalar, &factor, sizeof(T));
-      });
-      C10D_NCCL(ncclRedOpCreatePreMulSum(&result.op, scalar, type, ncclScalarHostImmediate, comm),
-                comm, what);
-      return result;
-    }
-    default:
-      C10D_THROW(BackendError, "backend nccl does not support ", name, " with ", op,
-                 " (NCCL has no bitwise reductions)");
-  }
-}
-
-}  // namespace
-
-// ---- Work ----
-
-class NcclWork : public Work {
- public:
-  NcclWork(Describe describe, std::chrono::milliseconds timeout, std::vector<Tensor> outputs,
-           std::vector<Tensor> keepAlive, cudaEvent_t done, bool blockingWait)
-      : Work(std::move(describe), timeout, std::move(outputs)),
-        keepAlive_(std::move(keepAlive)),
-        done_(done),
-        blockingWait_(blockingWait),
-        deadline_(std::chrono::steady_clock::now() + timeout) {}
-  ~NcclWork() override {
-    if (done_ != nullptr) cudaEventDestroy(done_);
-  }
-
-  void wait(std::chrono::milliseconds timeout) override {
-    if (!blockingWait_ && !isCompleted()) {
-      // Later work on the caller's stream runs after the op; the host does not wait.
-      C10D_CUDA(cudaStreamWaitEvent(static_cast<cudaStream_t>(currentCudaStream()), done_, 0),
-                [&] { return description(); });
-      return;
-    }
-    Work::wait(timeout);
-  }
-
-  // True once the op's event has fired; error is then its failure (null: it succeeded). The
-  // caller completes the Work with complete(), outside the backend's lock.
-  bool ready(std::exception_ptr& error) {
-    cudaError_t status = cudaEventQuery(done_);
-    if (status == cudaErrorNotReady) return false;
-    keepAlive_.clear();
-    if (status != cudaSuccess) {
-      error = std::make_exception_ptr(
-          BackendError(detail::concat(description(), ": CUDA reports ", cudaGetErrorName(status),
-                                      " (", cudaGetErrorString(status), ")")));
-    }
-    return true;
-  }
-  void complete(const std::exception_ptr& error) {
-    if (error) {
-      finishWithError(error);
-    } else {
-      finish();
-    }
-  }
-
-  std::chrono::steady_clock::time_point deadline() const { return deadline_; }
-
- private:
-  std::vector<Tensor> keepAlive_;  // inputs the stream may still read
-  cudaEvent_t done_;
-  bool blockingWait_;
-  std::chrono::steady_clock::time_point deadline_;
-};
-
-// What splitForSubgroup hands a member's new backend: its split communicator.
-struct NcclSplit {
-  ncclComm_t comm;
-  int device;
-};
-
 struct NcclBackend::Impl {
-  std::shared_ptr<Store> store;
-  int rank;
-  int size;
-  std::chrono::milliseconds timeout;
-  std::string group;
-  bool blockingWait = false;
-  int localRank = -1;
+  explicit Impl(const BackendContext& context)
+      : communicator(context),
+        watchdog(mutex, communicator),
+        blockingWait(context.settings.flag("C10D_NCCL_BLOCKING_WAIT").value_or(false)) {}
 
-  std::mutex mutex;  // issue order of ops, the communicator, inflight
-  ncclComm_t comm = nullptr;
-  int device = -1;
-  cudaStream_t stream = nullptr;
-  std::string brokenBy;
+  std::mutex mutex;  // issue order of ops, the communicator, the watchdog's in-flight Works
+  nccl::Communicator communicator;
+  nccl::Watchdog watchdog;
+  bool blockingWait;
   uint64_t sequence = 0;
-  std::deque<std::shared_ptr<NcclWork>> inflight;
-  std::condition_variable changed;
-  bool stopping = false;
-  std::thread watchdog;
-
-  std::string where() const {
-    return detail::concat("nccl backend of group '", group, "' rank ", rank);
-  }
-
-  // The device a group without tensors (barrier) uses: the local rank's, as launchers assign
-  // them. Not the group rank: in a subgroup it says nothing about this host's GPUs.
-  int defaultDevice() const {
-    int count = cudaDeviceCount();
-    C10D_CHECK(count > 0, BackendError, where(), ": no CUDA device is visible to this process");
-    if (localRank >= 0) return localRank % count;
-    C10D_CHECK(count == 1, InvalidArgument, where(), ": ", count,
-               " CUDA devices are visible and nothing says which is this process's: launch with "
-               "c10drun, torchrun, mpirun or srun (they set the local rank), set LOCAL_RANK or "
-               "ProcessGroupOptions::localRank, or run a collective on a CUDA tensor first");
-    return 0;
-  }
-
-  // Called with mutex held.
-  void ensureComm(int wanted) {
-    C10D_CHECK(brokenBy.empty(), BackendError, where(), ": the communicator was aborted (",
-               brokenBy, "); create a new process group to continue");
-    if (comm != nullptr) {
-      C10D_CHECK(wanted == device, InvalidArgument, where(),
-                 ": its communicator is on cuda:", device, ", a tensor is on cuda:", wanted,
-                 "; one group serves one device");
-      return;
-    }
-    auto what = [this] { return where(); };
-    CudaDeviceGuard guard(wanted);
-    ncclUniqueId id;
-    if (rank == 0) {
-      C10D_NCCL(ncclGetUniqueId(&id), nullptr, what);
-      store->set("nccl/unique-id", Store::Bytes(reinterpret_cast<uint8_t*>(&id),
-                                                reinterpret_cast<uint8_t*>(&id + 1)));
-    }
-    Store::Bytes bytes = store->get("nccl/unique-id", timeout);
-    C10D_CHECK(bytes.size() == sizeof(id), BackendError, where(),
-               ": the NCCL unique id in the store has ", bytes.size(), " bytes, expected ",
-               sizeof(id));
-    std::memcpy(&id, bytes.data(), sizeof(id));
-    C10D_NCCL(ncclCommInitRank(&comm, size, id, rank), nullptr, what);
-    device = wanted;
-    createStream();
-  }
-
-  void createStream() {
-    CudaDeviceGuard guard(device);
-    C10D_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-              [this] { return where(); });
-    startWatchdog();
-  }
-
-  void startWatchdog() {
-    watchdog = std::thread([this] {
-      detail::nameThisThread("c10d-nccl-wdog");
-      detail::blockSigpipeInThisThread();
-      watch();
-    });
-  }
 
   // Enqueues launch(comm, stream) after the caller's current stream and returns its Work.
   template <typename Launch>
@@ -277,12 +45,15 @@ struct NcclBackend::Impl {
                             std::chrono::milliseconds opTimeout, std::vector<Tensor> outputs,
                             std::vector<Tensor> inputs, Launch&& launch) {
     std::lock_guard<std::mutex> guard(mutex);
-    C10D_CHECK(!stopping, StateError, op, ": ", where(), " was shut down");
-    ensureComm(onDevice < 0 ? (device >= 0 ? device : defaultDevice()) : onDevice);
+    C10D_CHECK(!watchdog.stopping(), StateError, op, ": ", communicator.where(), " was shut down");
+    // The group's first op makes the communicator, and the watchdog's thread with it.
+    if (communicator.ensure(onDevice)) watchdog.start();
     uint64_t seq = sequence++;
-    Work::Describe describe = describeCollective(op, std::move(details), group, seq);
-    auto what = [&] { return detail::concat(describe(), " on rank ", rank); };
-    CudaDeviceGuard deviceGuard(device);
+    Work::Describe describe = describeCollective(op, std::move(details), communicator.group(), seq);
+    auto what = [&] { return detail::concat(describe(), " on rank ", communicator.rank()); };
+    ncclComm_t comm = communicator.comm();
+    cudaStream_t stream = communicator.stream();
+    CudaDeviceGuard deviceGuard(communicator.device());
     cudaEvent_t before = nullptr, done = nullptr;
     C10D_CUDA(cudaEventCreateWithFlags(&before, cudaEventDisableTiming), what);
     try {
@@ -300,134 +71,34 @@ struct NcclBackend::Impl {
     inputs.insert(inputs.end(), outputs.begin(), outputs.end());
     auto work = std::make_shared<NcclWork>(describe, opTimeout, std::move(outputs),
                                            std::move(inputs), done, blockingWait);
-    inflight.push_back(work);
-    changed.notify_one();
+    watchdog.track(work);
     return work;
   }
 
-  // Works the watchdog or shutdown found finished, with their errors: completed outside mutex,
-  // since completing runs callbacks and a callback may issue the group's next op.
-  using Finished = std::vector<std::pair<std::shared_ptr<NcclWork>, std::exception_ptr>>;
-
-  void abortLocked(const std::string& reason, const std::shared_ptr<NcclWork>& late,
-                   Finished& finished) {
-    if (brokenBy.empty()) brokenBy = reason;
-    C10D_LOG(Error, where(), ": ", reason, "; aborting the communicator");
-    if (comm != nullptr) ncclCommAbort(comm);
-    comm = nullptr;
-    for (auto& work : inflight) {
-      std::string message = detail::concat(work->description(), " on rank ", rank, ": ", reason,
-                                           "; the communicator was aborted");
-      if (work == late) {
-        finished.emplace_back(work, std::make_exception_ptr(TimeoutError(message)));
-      } else {
-        finished.emplace_back(work, std::make_exception_ptr(BackendError(message)));
-      }
-    }
-    inflight.clear();
-  }
-
-  // Moves the leading in-flight Works whose events fired into finished.
-  void collectReadyLocked(Finished& finished) {
-    std::exception_ptr error;
-    while (!inflight.empty() && inflight.front()->ready(error)) {
-      finished.emplace_back(std::move(inflight.front()), error);
-      inflight.pop_front();
-      error = nullptr;
-    }
-  }
-
-  static void completeAll(Finished& finished) {
-    for (auto& [work, error] : finished) work->complete(error);
-    finished.clear();
-  }
-
-  void watch() {
-    Finished finished;
-    std::unique_lock<std::mutex> lock(mutex);
-    while (!stopping) {
-      changed.wait_for(lock, std::chrono::milliseconds(inflight.empty() ? 500 : 1));
-      if (comm == nullptr) continue;
-      {
-        CudaDeviceGuard guard(device);
-        collectReadyLocked(finished);
-        ncclResult_t asyncError = ncclSuccess;
-        if (ncclCommGetAsyncError(comm, &asyncError) == ncclSuccess && asyncError != ncclSuccess &&
-            asyncError != ncclInProgress) {
-          abortLocked(detail::concat("NCCL reported an asynchronous error: ",
-                                     ncclGetErrorString(asyncError)),
-                      nullptr, finished);
-        } else {
-          auto now = std::chrono::steady_clock::now();
-          for (auto& work : inflight) {
-            if (now >= work->deadline()) {
-              auto late = work;
-              abortLocked(detail::concat(late->description(), " timed out after ",
-                                         late->timeout().count(), " ms"),
-                          late, finished);
-              break;
-            }
-          }
-        }
-      }
-      if (finished.empty()) continue;
-      lock.unlock();
-      completeAll(finished);
-      lock.lock();
-    }
-  }
-
   void shutdown() {
+    if (!watchdog.stop()) return;
+    nccl::Watchdog::Finished finished;
     {
       std::lock_guard<std::mutex> guard(mutex);
-      if (stopping) return;
-      stopping = true;
-    }
-    changed.notify_all();
-    if (watchdog.joinable()) watchdog.join();
-    Finished finished;
-    {
-      std::lock_guard<std::mutex> guard(mutex);
-      if (comm != nullptr) {
-        CudaDeviceGuard deviceGuard(device);
+      if (communicator.comm() != nullptr) {
+        CudaDeviceGuard deviceGuard(communicator.device());
         // Pending ops finish first; a destroy that fails still leaves the first error logged.
-        if (stream != nullptr) cudaStreamSynchronize(stream);
-        collectReadyLocked(finished);
-        for (auto& work : inflight) {
-          finished.emplace_back(work, std::make_exception_ptr(StateError(detail::concat(
-                                          work->description(), " on rank ", rank,
-                                          ": the backend shut down before it finished"))));
-        }
-        inflight.clear();
-        ncclResult_t status = ncclCommDestroy(comm);
-        if (status != ncclSuccess) {
-          C10D_LOG(Warning, where(), ": ncclCommDestroy failed: ", ncclGetErrorString(status));
-        }
-        comm = nullptr;
+        if (communicator.stream() != nullptr) cudaStreamSynchronize(communicator.stream());
+        watchdog.drainLocked(finished);
       }
-      if (stream != nullptr) cudaStreamDestroy(stream);
-      stream = nullptr;
+      communicator.destroy();
     }
-    completeAll(finished);
+    nccl::Watchdog::completeAll(finished);
   }
 };
 
 // ---- NcclBackend ----
 
 NcclBackend::NcclBackend(const BackendContext& context)
-    : Backend("nccl", context.rank, context.size), impl_(std::make_shared<Impl>()) {
-  impl_->store = context.store;
-  impl_->rank = context.rank;
-  impl_->size = context.size;
-  impl_->timeout = context.timeout;
-  impl_->group = context.groupName;
-  impl_->blockingWait = context.settings.flag("C10D_NCCL_BLOCKING_WAIT").value_or(false);
-  impl_->localRank = context.localRank;
+    : Backend("nccl", context.rank, context.size), impl_(std::make_shared<Impl>(context)) {
   if (context.fromParent) {
-    auto split = std::static_pointer_cast<NcclSplit>(context.fromParent);
-    impl_->comm = split->comm;
-    impl_->device = split->device;
-    impl_->createStream();
+    impl_->communicator.adopt(*std::static_pointer_cast<nccl::Split>(context.fromParent));
+    impl_->watchdog.start();
   }
 }
 
@@ -441,21 +112,7 @@ void NcclBackend::shutdown() {
 
 std::shared_ptr<void> NcclBackend::splitForSubgroup(const std::vector<int>& ranksInParent) {
   std::lock_guard<std::mutex> guard(impl_->mutex);
-  // A parent that never made its communicator has nothing to split: the subgroup makes its own
-  // from a unique id when it first needs one (every rank is in the same state, as ops are
-  // issued in the same order everywhere).
-  if (impl_->comm == nullptr) return nullptr;
-  auto position = std::find(ranksInParent.begin(), ranksInParent.end(), rank());
-  bool member = position != ranksInParent.end();
-  int color =
-      member ? *std::min_element(ranksInParent.begin(), ranksInParent.end()) : NCCL_SPLIT_NOCOLOR;
-  int key = member ? static_cast<int>(position - ranksInParent.begin()) : 0;
-  ncclComm_t child = nullptr;
-  CudaDeviceGuard deviceGuard(impl_->device);
-  C10D_NCCL(ncclCommSplit(impl_->comm, color, key, &child, nullptr), impl_->comm,
-            [&] { return detail::concat(impl_->where(), ": ncclCommSplit for a subgroup"); });
-  if (!member) return nullptr;
-  return std::make_shared<NcclSplit>(NcclSplit{child, impl_->device});
+  return impl_->communicator.split(ranksInParent);
 }
 
 namespace {
@@ -492,19 +149,19 @@ namespace {
 
 void allreduceOne(const Tensor& tensor, const ReduceOp& op, ncclComm_t comm, cudaStream_t stream,
                   const What& what) {
-  Reduction reduce = reduction(op, tensor.dtype(), comm, "allreduce");
+  nccl::Reduction reduce = nccl::reduction(op, tensor.dtype(), comm, "allreduce");
   ncclResult_t status =
       ncclAllReduce(tensor.data(), tensor.data(), tensor.numel(),
-                    ncclType(tensor.dtype(), "allreduce"), reduce.op, comm, stream);
+                    nccl::dataType(tensor.dtype(), "allreduce"), reduce.op, comm, stream);
   if (reduce.created) ncclRedOpDestroy(reduce.op, comm);
-  ncclCheck(status, "ncclAllReduce", comm, what);
+  nccl::check(status, "ncclAllReduce", comm, what);
 }
 
 }  // namespace
 
 std::shared_ptr<Work> NcclBackend::allreduce(const Tensor& tensor,
                                              const AllreduceOptions& options) {
-  checkReducible("allreduce", tensor.dtype(), options.reduceOp);
+  nccl::checkReducible("allreduce", tensor.dtype(), options.reduceOp);
   return impl_->run(
       "allreduce", [=] { return detail::concat(tensor.describe(), " ", options.reduceOp); },
       deviceOf(tensor, "allreduce"), options.timeout, {tensor}, {},
@@ -516,7 +173,7 @@ std::shared_ptr<Work> NcclBackend::allreduce(const Tensor& tensor,
 std::shared_ptr<Work> NcclBackend::allreduceCoalesced(const std::vector<Tensor>& tensors,
                                                       const AllreduceOptions& options) {
   for (const Tensor& t : tensors)
-    checkReducible("allreduce_coalesced", t.dtype(), options.reduceOp);
+    nccl::checkReducible("allreduce_coalesced", t.dtype(), options.reduceOp);
   return impl_->run(
       "allreduce_coalesced",
       [=] { return detail::concat(tensors.size(), " tensors ", options.reduceOp); },
@@ -529,7 +186,7 @@ std::shared_ptr<Work> NcclBackend::allreduceCoalesced(const std::vector<Tensor>&
 }
 
 std::shared_ptr<Work> NcclBackend::reduce(const Tensor& tensor, const ReduceOptions& options) {
-  checkReducible("reduce", tensor.dtype(), options.reduceOp);
+  nccl::checkReducible("reduce", tensor.dtype(), options.reduceOp);
   return impl_->run(
       "reduce",
       [=] {
@@ -537,12 +194,12 @@ std::shared_ptr<Work> NcclBackend::reduce(const Tensor& tensor, const ReduceOpti
       },
       deviceOf(tensor, "reduce"), options.timeout, {tensor}, {},
       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        Reduction reduce = reduction(options.reduceOp, tensor.dtype(), comm, "reduce");
+        nccl::Reduction reduce = nccl::reduction(options.reduceOp, tensor.dtype(), comm, "reduce");
         ncclResult_t status = ncclReduce(tensor.data(), tensor.data(), tensor.numel(),
-                                         ncclType(tensor.dtype(), "reduce"), reduce.op,
+                                         nccl::dataType(tensor.dtype(), "reduce"), reduce.op,
                                          options.rootRank, comm, stream);
         if (reduce.created) ncclRedOpDestroy(reduce.op, comm);
-        ncclCheck(status, "ncclReduce", comm, what);
+        nccl::check(status, "ncclReduce", comm, what);
       });
 }
 
@@ -576,7 +233,7 @@ std::shared_ptr<Work> NcclBackend::allgather(const std::vector<Tensor>& outputs,
                     what);
         }
         cudaFreeAsync(flat, stream);
-        ncclCheck(status, "ncclAllGather", comm, what);
+        nccl::check(status, "ncclAllGather", comm, what);
       });
 }
 
@@ -640,26 +297,27 @@ std::shared_ptr<Work> NcclBackend::scatter(const Tensor& output, const std::vect
 
 std::shared_ptr<Work> NcclBackend::reduceScatterTensor(const Tensor& output, const Tensor& input,
                                                        const ReduceScatterOptions& options) {
-  checkReducible("reduce_scatter_tensor", output.dtype(), options.reduceOp);
+  nccl::checkReducible("reduce_scatter_tensor", output.dtype(), options.reduceOp);
   deviceOf(input, "reduce_scatter_tensor");
   return impl_->run(
       "reduce_scatter_tensor",
       [=] { return detail::concat(input.describe(), " ", options.reduceOp); },
       deviceOf(output, "reduce_scatter_tensor"), options.timeout, {output}, {input},
       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        Reduction reduce = reduction(options.reduceOp, output.dtype(), comm, "reduce_scatter");
-        ncclResult_t status =
-            ncclReduceScatter(input.data(), output.data(), output.numel(),
-                              ncclType(output.dtype(), "reduce_scatter"), reduce.op, comm, stream);
+        nccl::Reduction reduce =
+            nccl::reduction(options.reduceOp, output.dtype(), comm, "reduce_scatter");
+        ncclResult_t status = ncclReduceScatter(input.data(), output.data(), output.numel(),
+                                                nccl::dataType(output.dtype(), "reduce_scatter"),
+                                                reduce.op, comm, stream);
         if (reduce.created) ncclRedOpDestroy(reduce.op, comm);
-        ncclCheck(status, "ncclReduceScatter", comm, what);
+        nccl::check(status, "ncclReduceScatter", comm, what);
       });
 }
 
 std::shared_ptr<Work> NcclBackend::reduceScatter(const Tensor& output,
                                                  const std::vector<Tensor>& inputs,
                                                  const ReduceScatterOptions& options) {
-  checkReducible("reduce_scatter", output.dtype(), options.reduceOp);
+  nccl::checkReducible("reduce_scatter", output.dtype(), options.reduceOp);
   deviceOf(inputs, "reduce_scatter");
   return impl_->run(
       "reduce_scatter", [=] { return detail::concat(output.describe(), " ", options.reduceOp); },
@@ -673,13 +331,14 @@ std::shared_ptr<Work> NcclBackend::reduceScatter(const Tensor& output,
                                     cudaMemcpyDeviceToDevice, stream),
                     what);
         }
-        Reduction reduce = reduction(options.reduceOp, output.dtype(), comm, "reduce_scatter");
-        ncclResult_t status =
-            ncclReduceScatter(flat, output.data(), output.numel(),
-                              ncclType(output.dtype(), "reduce_scatter"), reduce.op, comm, stream);
+        nccl::Reduction reduce =
+            nccl::reduction(options.reduceOp, output.dtype(), comm, "reduce_scatter");
+        ncclResult_t status = ncclReduceScatter(flat, output.data(), output.numel(),
+                                                nccl::dataType(output.dtype(), "reduce_scatter"),
+                                                reduce.op, comm, stream);
         if (reduce.created) ncclRedOpDestroy(reduce.op, comm);
         cudaFreeAsync(flat, stream);
-        ncclCheck(status, "ncclReduceScatter", comm, what);
+        nccl::check(status, "ncclReduceScatter", comm, what);
       });
 }
 
@@ -749,7 +408,7 @@ std::shared_ptr<Work> NcclBackend::barrier(const BarrierOptions& options) {
                       ncclResult_t status =
                           ncclAllReduce(word, word, 1, ncclFloat32, ncclSum, comm, stream);
                       cudaFreeAsync(word, stream);
-                      ncclCheck(status, "ncclAllReduce", comm, what);
+                      nccl::check(status, "ncclAllReduce", comm, what);
                     });
 }
 

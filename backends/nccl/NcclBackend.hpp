@@ -1,7 +1,7 @@
 #pragma once
 
 // The NCCL backend ("nccl"): collectives and point-to-point on CUDA tensors. No CUDA or NCCL
-// header is included here; the implementation is private (NcclBackend.cpp).
+// header is included here; the implementation is private (backends/nccl/*.cpp).
 
 #include <chrono>
 #include <memory>
