@@ -1,21 +1,22 @@
 #pragma once
 
-// Private to rpc/: the agent's state. RpcAgent.cpp runs calls (registry, pool, the table of
-// calls waiting for replies and the thread that fails late ones); RRefContext.cpp runs the
-// remote-reference protocol; DistAutograd.cpp keeps distributed autograd contexts and
-// DistributedOptimizer.cpp the optimizers on parameter owners.
+// Private to rpc/: the agent's state. RpcAgent.cpp runs calls (registry, serving, sending,
+// shutdown) over the pool (WorkerPool.hpp) and the table of calls waiting for replies with the
+// thread that fails late ones (CallTable.hpp); RRefContext.cpp runs the remote-reference
+// protocol; DistAutograd.cpp keeps distributed autograd contexts and DistributedOptimizer.cpp
+// the optimizers on parameter owners.
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
-#include <thread>
 #include <unordered_map>
 
+#include "rpc/CallTable.hpp"
 #include "rpc/GradientContexts.hpp"
 #include "rpc/RpcAgent.hpp"
+#include "rpc/WorkerPool.hpp"
 #include "rpc/transport/Transport.hpp"
 
 namespace c10d::inline v0::rpc {
@@ -29,13 +30,7 @@ void registerAutogradFunctions(RpcAgent& agent);
 void registerOptimizerFunctions(RpcAgent& agent);
 
 struct RpcAgent::Impl {
-  struct Pending {
-    Reply reply;
-    std::chrono::steady_clock::time_point deadline;
-    std::chrono::milliseconds timeout;
-    int to;
-    std::string function;
-  };
+  using Pending = detail::CallTable::Pending;
   struct Registered {
     Handler call;
     Maker make;  // null: remote() cannot call it
@@ -63,24 +58,10 @@ struct RpcAgent::Impl {
   std::map<std::string, std::shared_ptr<const Registered>> handlers;
 
   // Pool for incoming calls and for completing outgoing ones.
-  std::mutex poolMutex;
-  std::condition_variable poolChanged;
-  std::deque<std::function<void()>> tasks;
-  std::vector<std::thread> pool;
-  bool poolStopping = false;
-  int poolSleeping = 0;                // threads blocked on poolChanged
-  bool poolSpinning = false;           // one idle thread polls the queue instead of sleeping
-  std::atomic<size_t> queuedTasks{0};  // tasks.size(), readable without the mutex
-
-  std::mutex pendingMutex;
-  // Notified when pending becomes empty (graceful shutdown waits for that); the deadline thread
-  // has its own, so that completing a call wakes nobody.
-  std::condition_variable pendingDrained;
-  std::condition_variable deadlineStop;
-  std::map<uint64_t, Pending> pending;
-  std::atomic<uint64_t> nextId{1};
-  std::thread deadlines;
-  bool deadlinesStopping = false;
+  detail::WorkerPool pool;
+  // Outgoing calls waiting for their replies, and the deadline thread; the calls it fails
+  // complete on pool, which is declared first so that it outlives the table.
+  detail::CallTable calls{pool};
 
   std::atomic<bool> shutDown{false};
   std::mutex shutdownMutex;  // one graceful shutdown at a time
@@ -101,8 +82,7 @@ struct RpcAgent::Impl {
   std::mutex optimizerStep;  // one optimizer step at a time on this worker
 
   // ---- calls (RpcAgent.cpp) ----
-  void runOnPool(std::function<void()> task);
-  void poolLoop();
+  void runOnPool(std::function<void()> task) { pool.post(std::move(task)); }
   int idOf(const std::string& name) const;
   std::string describeWorker(int id) const;
   void addHandler(const std::string& name, Registered registered);
@@ -124,14 +104,13 @@ struct RpcAgent::Impl {
   void sendError(int peer, uint64_t id, const std::string& message);
   void call(int to, const std::string& function, Packed arguments,
             std::chrono::milliseconds timeout, Reply reply);
-  std::optional<Pending> takePending(uint64_t id);
   void onFrame(int peer, Frame frame);
-  void failCalls(const std::function<bool(const Pending&)>& which,
-                 const std::function<std::exception_ptr(const Pending&)>& error);
   void onPeerLost(int peer, const std::string& why);
   // The error of a call to a peer whose connection is lost: the same for a call in flight at the
   // loss and one made after it.
   RemoteError lostCallError(const std::string& function, int to, const std::string& why) const;
+  // The error of a call past its deadline, for the deadline thread.
+  std::exception_ptr timeoutError(const Pending& late) const;
   // Graceful shutdown's barrier: marks this worker at stage, then waits until every worker is.
   // Throws RemoteError at once when a peer whose connection is lost never got there, and
   // TimeoutError at deadline naming the workers that did not.
@@ -140,7 +119,7 @@ struct RpcAgent::Impl {
   void shutdownGracefully();
   // Closes the transport, fails what is outstanding and stops the threads. Idempotent.
   void close();
-  void deadlineLoop();
+  // Throws TimeoutError when calls are still unanswered at deadline; what says at which stage.
   void waitForCalls(std::chrono::steady_clock::time_point deadline, const char* what);
   void stopThreads();
 

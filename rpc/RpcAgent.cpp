@@ -1,13 +1,14 @@
-// The RPC agent: a registry of functions, a pool that runs incoming calls, the table of calls
-// waiting for their replies (with a thread that fails the late ones), over the Transport. The
-// RRef protocol is in RRefContext.cpp.
+// The RPC agent: a registry of functions, serving incoming calls on the pool (WorkerPool.cpp),
+// sending calls whose replies wait in the call table (CallTable.cpp, with the thread that fails
+// the late ones), over the Transport; creation and shutdown. The RRef protocol is in
+// RRefContext.cpp.
 
 #include "rpc/RpcAgent.hpp"
 
 #include <algorithm>
+#include <thread>
 
 #include "c10d/core/Logging.hpp"
-#include "c10d/core/ThreadName.hpp"
 #include "c10d/net/Auth.hpp"
 #include "c10d/net/LocalAddress.hpp"
 #include "rpc/AgentImpl.hpp"
@@ -22,8 +23,6 @@ std::string rankKey(const char* what, int rank) {
   return std::string(what) + "/" + std::to_string(rank);
 }
 
-constexpr std::chrono::microseconds kPoolSpin{100};
-
 // With more calls than this in flight, a request joins the transport's next batched write
 // instead of making a system call of its own: nobody waits on that one call alone, and a
 // pipelined caller's burst then costs a few writes, not one per call (docs/performance.md).
@@ -34,63 +33,6 @@ bool isAgentMessage(const std::string& name) {
 }
 
 }  // namespace
-
-// ---- Impl: the pool ----
-
-void RpcAgent::Impl::runOnPool(std::function<void()> task) {
-  bool wake;
-  {
-    std::lock_guard<std::mutex> guard(poolMutex);
-    if (poolStopping) return;
-    tasks.push_back(std::move(task));
-    queuedTasks.store(tasks.size(), std::memory_order_release);
-    // A polling thread takes one task by itself; only the others need a sleeper woken.
-    wake = poolSleeping > 0 && (!poolSpinning || tasks.size() > 1);
-  }
-  if (wake) poolChanged.notify_one();
-}
-
-void RpcAgent::Impl::poolLoop() {
-  std::unique_lock<std::mutex> lock(poolMutex);
-  bool justRan = false;  // polls only right after running a task, then sleeps
-  while (true) {
-    if (tasks.empty() && !poolStopping) {
-      if (justRan && !poolSpinning) {
-        justRan = false;
-        // One idle thread polls for kPoolSpin before sleeping: calls that follow each other
-        // (a client's next request, a pipeline of them) then start without waking a thread,
-        // which on this kind of host costs more than a small call's own work. It yields while
-        // polling, so it never holds a core another thread of the agent needs.
-        poolSpinning = true;
-        lock.unlock();
-        auto until = std::chrono::steady_clock::now() + kPoolSpin;
-        while (queuedTasks.load(std::memory_order_acquire) == 0 &&
-               std::chrono::steady_clock::now() < until) {
-          std::this_thread::yield();
-        }
-        lock.lock();
-        poolSpinning = false;
-        continue;
-      }
-      ++poolSleeping;
-      poolChanged.wait(lock, [&] { return poolStopping || !tasks.empty(); });
-      --poolSleeping;
-    }
-    if (tasks.empty()) return;
-    std::function<void()> task = std::move(tasks.front());
-    tasks.pop_front();
-    queuedTasks.store(tasks.size(), std::memory_order_release);
-    lock.unlock();
-    try {
-      task();
-    } catch (const std::exception& e) {
-      C10D_LOG(Error, "rpc worker '", self.name, "': ", e.what());
-    }
-    task = nullptr;  // what it captured goes now, not under the lock
-    justRan = true;
-    lock.lock();
-  }
-}
 
 // ---- Impl: serving calls ----
 
@@ -163,7 +105,7 @@ void RpcAgent::Impl::respond(int peer, uint64_t id, Packed result) {
     // While more calls wait for the pool, their responses will follow this one: let the loop
     // thread write them together (a pipelined client's burst then costs the server a few
     // system calls instead of one per call).
-    transport->send(peer, std::move(response), queuedTasks.load(std::memory_order_relaxed) > 0);
+    transport->send(peer, std::move(response), pool.queued() > 0);
   } catch (const std::exception& e) {
     sendError(peer, id,
               "the result from " + describeWorker(self.id) + " could not be sent: " + e.what());
@@ -182,16 +124,6 @@ void RpcAgent::Impl::serve(int peer, Frame request) {
   respond(peer, request.id, std::move(result));
 }
 
-std::optional<RpcAgent::Impl::Pending> RpcAgent::Impl::takePending(uint64_t id) {
-  std::lock_guard<std::mutex> guard(pendingMutex);
-  auto it = pending.find(id);
-  if (it == pending.end()) return std::nullopt;
-  Pending p = std::move(it->second);
-  pending.erase(it);
-  if (pending.empty()) pendingDrained.notify_all();
-  return p;
-}
-
 void RpcAgent::Impl::onFrame(int peer, Frame frame) {
   switch (frame.kind) {
     case FrameKind::Request:
@@ -201,7 +133,7 @@ void RpcAgent::Impl::onFrame(int peer, Frame frame) {
       return;
     case FrameKind::Response:
     case FrameKind::Error: {
-      std::optional<Pending> call = takePending(frame.id);
+      std::optional<Pending> call = calls.take(frame.id);
       if (!call) return;  // timed out already
       // Completed here, on the loop thread: the reply only unpacks and wakes the caller (the
       // future's then-callbacks go to the pool), which saves a hand-off per call.
@@ -244,58 +176,31 @@ void RpcAgent::Impl::call(int to, const std::string& function, Packed arguments,
         });
     return;
   }
-  uint64_t id = nextId.fetch_add(1);
+  uint64_t id = calls.newId();
   Frame request;
   request.kind = FrameKind::Request;
   request.id = id;
   request.name = function;
   request.payload = std::move(arguments.bytes);
   request.tensors = std::move(arguments.tensors);
-  size_t inFlight;
-  {
-    std::lock_guard<std::mutex> guard(pendingMutex);
-    pending[id] = Pending{std::move(reply), std::chrono::steady_clock::now() + timeout, timeout, to,
-                          function};
-    inFlight = pending.size();
-  }
+  size_t inFlight = calls.add(id, std::move(reply), timeout, to, function);
   try {
     transport->send(to, std::move(request), inFlight > kBatchAboveInFlight);
   } catch (const PeerLostError& e) {
     // The transport refuses a lost peer: that call fails like the ones in flight at the loss.
-    if (auto failed = takePending(id)) {
+    if (auto failed = calls.take(id)) {
       failed->reply(std::make_exception_ptr(lostCallError(function, to, e.why())), nullptr);
     }
   } catch (const StateError&) {
     // This worker shut down between the check above and the send: as a call after it.
-    if (auto failed = takePending(id)) {
+    if (auto failed = calls.take(id)) {
       failed->reply(std::make_exception_ptr(StateError(
                         c10d::detail::concat("rpc: call '", function, "' to ", describeWorker(to),
                                              " after worker '", self.name, "' shut down"))),
                     nullptr);
     }
   } catch (...) {
-    if (auto failed = takePending(id)) failed->reply(std::current_exception(), nullptr);
-  }
-}
-
-void RpcAgent::Impl::failCalls(const std::function<bool(const Pending&)>& which,
-                               const std::function<std::exception_ptr(const Pending&)>& error) {
-  std::vector<Pending> failed;
-  {
-    std::lock_guard<std::mutex> guard(pendingMutex);
-    for (auto it = pending.begin(); it != pending.end();) {
-      if (which(it->second)) {
-        failed.push_back(std::move(it->second));
-        it = pending.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    if (pending.empty()) pendingDrained.notify_all();
-  }
-  for (Pending& call : failed) {
-    std::exception_ptr e = error(call);
-    runOnPool([call = std::move(call), e]() mutable { call.reply(e, nullptr); });
+    if (auto failed = calls.take(id)) failed->reply(std::current_exception(), nullptr);
   }
 }
 
@@ -307,10 +212,10 @@ void RpcAgent::Impl::onPeerLost(int peer, const std::string& why) {
     C10D_LOG(Warning, "rpc worker '", self.name, "': lost the connection to ", describeWorker(peer),
              ": ", why);
   }
-  failCalls([peer](const Pending& p) { return p.to == peer; },
-            [this, why](const Pending& p) {
-              return std::make_exception_ptr(lostCallError(p.function, p.to, why));
-            });
+  calls.fail([peer](const Pending& p) { return p.to == peer; },
+             [this, why](const Pending& p) {
+               return std::make_exception_ptr(lostCallError(p.function, p.to, why));
+             });
 }
 
 RemoteError RpcAgent::Impl::lostCallError(const std::string& function, int to,
@@ -320,50 +225,25 @@ RemoteError RpcAgent::Impl::lostCallError(const std::string& function, int to,
                      ErrorContext{.op = function, .worker = names[to]});
 }
 
-void RpcAgent::Impl::deadlineLoop() {
-  std::unique_lock<std::mutex> lock(pendingMutex);
-  while (!deadlinesStopping) {
-    deadlineStop.wait_for(lock, std::chrono::milliseconds(10));
-    auto now = std::chrono::steady_clock::now();
-    bool any = std::any_of(pending.begin(), pending.end(),
-                           [&](const auto& entry) { return entry.second.deadline <= now; });
-    if (!any) continue;
-    lock.unlock();
-    failCalls([now](const Pending& p) { return p.deadline <= now; },
-              [this](const Pending& p) {
-                return std::make_exception_ptr(TimeoutError(
-                    "rpc call '" + p.function + "' to " + describeWorker(p.to) +
-                        " timed out after " + std::to_string(p.timeout.count()) + " ms",
-                    ErrorContext{.op = p.function, .worker = names[p.to]}));
-              });
-    lock.lock();
-  }
+std::exception_ptr RpcAgent::Impl::timeoutError(const Pending& p) const {
+  return std::make_exception_ptr(
+      TimeoutError("rpc call '" + p.function + "' to " + describeWorker(p.to) +
+                       " timed out after " + std::to_string(p.timeout.count()) + " ms",
+                   ErrorContext{.op = p.function, .worker = names[p.to]}));
 }
 
 void RpcAgent::Impl::waitForCalls(std::chrono::steady_clock::time_point deadline,
                                   const char* what) {
-  std::unique_lock<std::mutex> lock(pendingMutex);
-  if (!pendingDrained.wait_until(lock, deadline, [&] { return pending.empty(); })) {
-    C10D_THROW(TimeoutError, "rpc worker '", self.name, "': graceful shutdown: ", pending.size(),
+  if (size_t unanswered = calls.waitForAll(deadline)) {
+    C10D_THROW(TimeoutError, "rpc worker '", self.name, "': graceful shutdown: ", unanswered,
                " call(s) still unanswered ", what, " after ", options.timeout.count(), " ms");
   }
 }
 
 void RpcAgent::Impl::stopThreads() {
-  {
-    std::lock_guard<std::mutex> guard(pendingMutex);
-    deadlinesStopping = true;
-  }
-  deadlineStop.notify_all();
-  if (deadlines.joinable()) deadlines.join();
-  {
-    std::lock_guard<std::mutex> guard(poolMutex);
-    poolStopping = true;
-  }
-  poolChanged.notify_all();
-  for (auto& t : pool) {
-    if (t.joinable()) t.join();
-  }
+  // The deadline thread first: the calls it fails complete on the pool.
+  calls.stopDeadlines();
+  pool.stop();
 }
 
 // ---- RpcAgent ----
@@ -387,16 +267,8 @@ std::shared_ptr<RpcAgent> RpcAgent::create(std::shared_ptr<Store> store, std::st
       rank, auth::resolveToken(options.authToken),
       [raw](int peer, Frame frame) { raw->onFrame(peer, std::move(frame)); },
       [raw](int peer, const std::string& why) { raw->onPeerLost(peer, why); });
-  for (int i = 0; i < options.threads; ++i) {
-    impl->pool.emplace_back([raw] {
-      c10d::detail::nameThisThread("c10d-rpc-pool");
-      raw->poolLoop();
-    });
-  }
-  impl->deadlines = std::thread([raw] {
-    c10d::detail::nameThisThread("c10d-rpc-timer");
-    raw->deadlineLoop();
-  });
+  impl->pool.start(options.threads, name);
+  impl->calls.startDeadlines([raw](const Impl::Pending& p) { return raw->timeoutError(p); });
   std::shared_ptr<RpcAgent> agent(new RpcAgent(impl));
   impl->agent = agent;
   impl->front = agent.get();
@@ -577,12 +449,12 @@ void RpcAgent::Impl::awaitEveryWorker(const std::string& stage, const char* what
 void RpcAgent::Impl::close() {
   if (shutDown.exchange(true)) return;
   transport->close();
-  failCalls([](const Pending&) { return true; },
-            [this](const Pending& p) {
-              return std::make_exception_ptr(StateError("rpc call '" + p.function + "' to " +
-                                                        describeWorker(p.to) + " failed: worker '" +
-                                                        self.name + "' shut down"));
-            });
+  calls.fail([](const Pending&) { return true; },
+             [this](const Pending& p) {
+               return std::make_exception_ptr(
+                   StateError("rpc call '" + p.function + "' to " + describeWorker(p.to) +
+                              " failed: worker '" + self.name + "' shut down"));
+             });
   // Replies queued for the pool still run: the pool drains its queue before it stops.
   stopThreads();
   // References to values owned here die with the agent; break the cycles they form with it.
