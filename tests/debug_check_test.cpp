@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
-#include "MultiProcess.hpp"
+#include "tests/support/MultiProcess.hpp"
 
 namespace c10d::inline v0 {
 namespace {

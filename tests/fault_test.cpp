@@ -7,9 +7,9 @@
 #include <csignal>
 #include <thread>
 
-#include "MultiProcess.hpp"
 #include "rpc/RpcAgent.hpp"
 #include "store/PrefixStore.hpp"
+#include "tests/support/MultiProcess.hpp"
 
 namespace c10d::inline v0 {
 namespace {

@@ -12,8 +12,8 @@
 #include <sstream>
 #include <thread>
 
-#include "MultiProcess.hpp"
 #include "c10d/FlightRecorder.hpp"
+#include "tests/support/MultiProcess.hpp"
 
 namespace c10d::inline v0 {
 namespace {

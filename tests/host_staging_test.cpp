@@ -11,13 +11,13 @@
 #include <functional>
 #include <thread>
 
-#include "ThreadRanks.hpp"
 #include "c10d/Backend.hpp"
 #include "c10d/HostStaging.hpp"
 #include "c10d/ProcessGroup.hpp"
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
 #include "store/HashStore.hpp"
+#include "tests/support/ThreadRanks.hpp"
 
 namespace c10d::inline v0 {
 namespace {

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <set>
 
-#include "MultiProcess.hpp"
 #include "c10d/training/DistributedSampler.hpp"
 #include "c10d/training/Join.hpp"
+#include "tests/support/MultiProcess.hpp"
 
 namespace c10d::inline v0 {
 namespace {

@@ -25,7 +25,6 @@
 #include <thread>
 #include <vector>
 
-#include "MultiProcess.hpp"
 #include "c10d/Backend.hpp"
 #include "c10d/ProcessGroup.hpp"
 #include "c10d/Work.hpp"
@@ -34,6 +33,7 @@
 #include "c10d/core/ReduceOp.hpp"
 #include "c10d/core/ScalarType.hpp"
 #include "c10d/core/Tensor.hpp"
+#include "tests/support/MultiProcess.hpp"
 
 namespace c10d::inline v0 {
 namespace {

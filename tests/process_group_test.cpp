@@ -14,11 +14,11 @@
 #include <functional>
 #include <thread>
 
-#include "MultiProcess.hpp"
 #include "c10d/Init.hpp"
 #include "c10d/ProcessGroup.hpp"
 #include "c10d/core/Exception.hpp"
 #include "store/HashStore.hpp"
+#include "tests/support/MultiProcess.hpp"
 
 namespace c10d::inline v0 {
 namespace {

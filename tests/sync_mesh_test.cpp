@@ -9,8 +9,8 @@
 #include <functional>
 #include <vector>
 
-#include "ThreadRanks.hpp"
 #include "c10d/core/Exception.hpp"
+#include "tests/support/ThreadRanks.hpp"
 
 namespace c10d::inline v0 {
 namespace {

@@ -14,11 +14,11 @@
 #include <functional>
 #include <thread>
 
-#include "MultiProcess.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/net/Auth.hpp"
 #include "store/TCPStore.hpp"
 #include "store/tcp/StoreProtocol.hpp"
+#include "tests/support/MultiProcess.hpp"
 
 namespace c10d::inline v0 {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "MultiProcess.hpp"
+#include "tests/support/MultiProcess.hpp"
 
 namespace c10d::inline v0 {
 namespace {

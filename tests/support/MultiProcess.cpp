@@ -1,20 +1,8 @@
-#pragma once
+// The multi-process test harness (tests/support/MultiProcess.hpp): the runner (forking, waiting,
+// killing, reporting, the mpirun detection, store and group construction) and the checks inside a
+// rank, compiled once into the c10d_test_support library instead of into every test.
 
-// Runs a test body on N ranks, one forked process each, joined by a TCPStore (rank 0 hosts it)
-// and a ProcessGroup of the given backend:
-//
-//   auto outcomes = c10d::test::runRanks({.backend = "gloo", .worldSize = 4},
-//                                        [](c10d::test::RankEnv& env) { ... });
-//   EXPECT_EQ(c10d::test::exitCodes(outcomes), std::vector<int>(4, 0))
-//       << c10d::test::report(outcomes);
-//
-// Inside a rank, use c10d::test::check / checkEq / expectThrows, never gtest macros: the rank
-// is not the gtest process. A failing check prints the rank, the call site, what was checked
-// and expected vs actual to the rank's stderr, and makes the rank exit 1 (an uncaught exception:
-// 2). The parent waits until a deadline (sooner once a rank has failed), SIGKILLs what is left,
-// and reports each rank's exit code and captured output.
-//
-// Call runRanks from a plain test body: it forks, so the parent must not have started threads.
+#include "tests/support/MultiProcess.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -32,15 +20,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <initializer_list>
 #include <memory>
-#include <optional>
 #include <source_location>
 #include <sstream>
 #include <string>
-#include <string_view>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 #include "c10d/ProcessGroup.hpp"
@@ -50,94 +34,24 @@
 
 namespace c10d::inline v0::test {
 
-// What a rank's body gets.
-struct RankEnv {
-  ProcessGroup& pg;
-  Store& store;  // the job's TCPStore (keys under "c10d-test/" are the runner's)
-  int rank;
-  int size;
-};
-
-struct RunOptions {
-  std::string backend = "gloo";
-  int worldSize = 2;
-  // The group's default operation timeout (ProcessGroupOptions::timeout), and the store's.
-  std::chrono::milliseconds opTimeout = std::chrono::seconds(30);
-  // The whole run: ranks still alive then are killed (exit code -1).
-  std::chrono::milliseconds deadline = std::chrono::seconds(90);
-  // Once a rank has failed, how long the others get to finish (they are probably stuck in a
-  // collective that waits for the failed one).
-  std::chrono::milliseconds graceAfterFailure = std::chrono::seconds(10);
-  // Ranks the body kills on purpose (fault tests). The closing barriers do not wait for them;
-  // when rank 0, the store's host, is among them, the survivors skip those barriers.
-  std::vector<int> killedRanks;
-};
-
-// Exit codes of a rank.
-inline constexpr int kRankPassed = 0;
-inline constexpr int kRankFailedChecks = 1;
-inline constexpr int kRankThrew = 2;
-inline constexpr int kRankSetupFailed = 3;
-inline constexpr int kRankKilledAtDeadline = -1;  // 128 + N: died of signal N
-
-struct RankOutcome {
-  int rank = -1;
-  int exitCode = kRankKilledAtDeadline;
-  std::string output;  // what the rank wrote to stdout and stderr
-};
-
 // ---- checks inside a rank ----
 
 namespace detail {
 
-inline int& currentRank() {
+int& currentRank() {
   static int rank = -1;
   return rank;
 }
 
-inline std::atomic<int>& failureCount() {
+std::atomic<int>& failureCount() {
   static std::atomic<int> count{0};
   return count;
 }
 
-inline constexpr int kMaxPrintedFailures = 40;
-
-template <typename T>
-std::string show(const T& value);
-
-template <typename T>
-std::string showOne(const T& value) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return value ? "true" : "false";
-  } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::string_view> ||
-                       std::is_same_v<T, const char*>) {
-    return "'" + std::string(value) + "'";
-  } else {
-    std::ostringstream out;
-    out << value;
-    return out.str();
-  }
-}
-
-template <typename T>
-std::string show(const std::vector<T>& values) {
-  std::string text = "[";
-  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + show(values[i]);
-  return text + "]";
-}
-
-template <typename T>
-std::string show(const std::optional<T>& value) {
-  return value ? show(*value) : "nullopt";
-}
-
-template <typename T>
-std::string show(const T& value) {
-  return showOne(value);
-}
+constexpr int kMaxPrintedFailures = 40;
 
 // The dynamic type of a library error, for messages.
-inline std::string errorKind(const std::exception& e) {
+std::string errorKind(const std::exception& e) {
   if (dynamic_cast<const InvalidArgument*>(&e)) return "InvalidArgument";
   if (dynamic_cast<const TimeoutError*>(&e)) return "TimeoutError";
   if (dynamic_cast<const BackendError*>(&e)) return "BackendError";
@@ -148,30 +62,17 @@ inline std::string errorKind(const std::exception& e) {
   return "std::exception";
 }
 
-template <typename E>
-std::string errorName() {
-  if constexpr (std::is_same_v<E, InvalidArgument>) return "InvalidArgument";
-  if constexpr (std::is_same_v<E, TimeoutError>) return "TimeoutError";
-  if constexpr (std::is_same_v<E, BackendError>) return "BackendError";
-  if constexpr (std::is_same_v<E, StoreError>) return "StoreError";
-  if constexpr (std::is_same_v<E, RemoteError>) return "RemoteError";
-  if constexpr (std::is_same_v<E, StateError>) return "StateError";
-  if constexpr (std::is_same_v<E, Error>) return "c10d::Error";
-  return "the expected error type";
-}
-
 }  // namespace detail
 
-inline int currentRank() {
+int currentRank() {
   return detail::currentRank();
 }
-inline int failureCount() {
+int failureCount() {
   return detail::failureCount().load();
 }
 
 // Records a failed check of this rank (printed to stderr, makes the rank exit 1).
-inline void fail(const std::string& what,
-                 std::source_location where = std::source_location::current()) {
+void fail(const std::string& what, std::source_location where) {
   int n = ++detail::failureCount();
   if (n <= detail::kMaxPrintedFailures) {
     std::fprintf(stderr, "[rank %d] FAILED (%s:%u): %s\n", detail::currentRank(), where.file_name(),
@@ -182,60 +83,21 @@ inline void fail(const std::string& what,
   std::fflush(stderr);
 }
 
-inline bool check(bool condition, const std::string& what,
-                  std::source_location where = std::source_location::current()) {
+bool check(bool condition, const std::string& what, std::source_location where) {
   if (!condition) fail(what, where);
   return condition;
 }
 
-template <typename E, typename A>
-bool checkEq(const E& expected, const A& actual, const std::string& what,
-             std::source_location where = std::source_location::current()) {
-  if (expected == actual) return true;
-  fail(what + ": expected " + detail::show(expected) + ", got " + detail::show(actual), where);
-  return false;
-}
-
-// Runs fn, which must throw ErrorType whose message contains each of needles. Returns the
-// message ("" when the check failed).
-template <typename ErrorType, typename Fn>
-std::string expectThrows(Fn&& fn, const std::string& what,
-                         std::initializer_list<std::string_view> needles = {},
-                         std::source_location where = std::source_location::current()) {
-  try {
-    fn();
-  } catch (const ErrorType& e) {
-    std::string message = e.what();
-    bool ok = true;
-    for (std::string_view needle : needles) {
-      if (message.find(needle) == std::string::npos) {
-        fail(
-            what + ": the error message does not mention '" + std::string(needle) + "': " + message,
-            where);
-        ok = false;
-      }
-    }
-    return ok ? message : "";
-  } catch (const std::exception& e) {
-    fail(what + ": threw " + detail::errorKind(e) + " (" + e.what() + ") instead of " +
-             detail::errorName<ErrorType>(),
-         where);
-    return "";
-  }
-  fail(what + ": did not throw (expected " + detail::errorName<ErrorType>() + ")", where);
-  return "";
-}
-
 // All ranks wait here until every rank arrived (through the store; key is unique per use).
-inline void storeBarrier(Store& store, const std::string& key, int size,
-                         std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+void storeBarrier(Store& store, const std::string& key, int size,
+                  std::chrono::milliseconds timeout) {
   if (store.add(key + "/count", 1) == size) store.setString(key + "/go", "1");
   store.wait({key + "/go"}, timeout);
 }
 
 // ---- the runner ----
 
-inline uint16_t freeLoopbackPort() {
+uint16_t freeLoopbackPort() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -250,8 +112,8 @@ inline uint16_t freeLoopbackPort() {
 namespace detail {
 
 // The body of one forked rank; returns its exit code.
-inline int runRank(const RunOptions& options, uint16_t port, int rank, FILE* log,
-                   const std::function<void(RankEnv&)>& body) {
+int runRank(const RunOptions& options, uint16_t port, int rank, FILE* log,
+            const std::function<void(RankEnv&)>& body) {
 #ifdef __linux__
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the test binary died (e.g. ctest's timeout): follow
 #endif
@@ -308,7 +170,7 @@ inline int runRank(const RunOptions& options, uint16_t port, int rank, FILE* log
   return failureCount() == 0 ? kRankPassed : kRankFailedChecks;
 }
 
-inline std::string readAll(FILE* file) {
+std::string readAll(FILE* file) {
   std::string text;
   std::fflush(file);
   std::rewind(file);
@@ -321,7 +183,7 @@ inline std::string readAll(FILE* file) {
 }  // namespace detail
 
 // The world size of the mpirun that started this process, or 0 when mpirun did not.
-inline int mpirunWorldSize() {
+int mpirunWorldSize() {
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
   return size != nullptr ? std::atoi(size) : 0;
 }
@@ -332,8 +194,8 @@ namespace detail {
 // with a TCPStore at MASTER_ADDR:MASTER_PORT (tests/run_under_mpirun.sh) shared by every run of
 // the process. Each process checks its own rank; mpirun's exit code and each process's gtest
 // result carry the verdict. This rank's outcome goes in its slot, the others read 0.
-inline std::vector<RankOutcome> runThisMpiRank(const RunOptions& options,
-                                               const std::function<void(RankEnv&)>& body) {
+std::vector<RankOutcome> runThisMpiRank(const RunOptions& options,
+                                        const std::function<void(RankEnv&)>& body) {
   const int size = options.worldSize;
   const int rank = std::atoi(std::getenv("OMPI_COMM_WORLD_RANK"));
   std::vector<RankOutcome> outcomes(size);
@@ -379,8 +241,8 @@ inline std::vector<RankOutcome> runThisMpiRank(const RunOptions& options,
 
 // Forks options.worldSize ranks running body, waits for them and returns their outcomes. With
 // the "mpi" backend under mpirun, runs this process's rank instead (detail::runThisMpiRank).
-inline std::vector<RankOutcome> runRanks(const RunOptions& options,
-                                         const std::function<void(RankEnv&)>& body) {
+std::vector<RankOutcome> runRanks(const RunOptions& options,
+                                  const std::function<void(RankEnv&)>& body) {
   if (options.backend == "mpi" && mpirunWorldSize() > 0) {
     C10D_CHECK(mpirunWorldSize() == options.worldSize, InvalidArgument, "a ", options.worldSize,
                "-rank MPI case under an mpirun of ", mpirunWorldSize(), " processes");
@@ -453,14 +315,14 @@ inline std::vector<RankOutcome> runRanks(const RunOptions& options,
   return outcomes;
 }
 
-inline std::vector<int> exitCodes(const std::vector<RankOutcome>& outcomes) {
+std::vector<int> exitCodes(const std::vector<RankOutcome>& outcomes) {
   std::vector<int> codes;
   for (const RankOutcome& outcome : outcomes) codes.push_back(outcome.exitCode);
   return codes;
 }
 
 // Every rank's exit code explained, and its output (the last maxChars characters of it).
-inline std::string report(const std::vector<RankOutcome>& outcomes, size_t maxChars = 8000) {
+std::string report(const std::vector<RankOutcome>& outcomes, size_t maxChars) {
   std::ostringstream out;
   for (const RankOutcome& o : outcomes) {
     out << "rank " << o.rank << ": ";

@@ -29,8 +29,8 @@ inline void onGlooThreadRanks(int size, std::chrono::milliseconds timeout, const
   for (int rank = 0; rank < size; ++rank) {
     threads.emplace_back([&, rank] {
       try {
-        BackendContext context{std::make_shared<PrefixStore>(name, store), rank, size, timeout,
-                               name, nullptr};
+        BackendContext context{
+            std::make_shared<PrefixStore>(name, store), rank, size, timeout, name, nullptr};
         std::shared_ptr<Backend> gloo = createBackend("gloo", context);
         body(rank, gloo);
         gloo->shutdown();
