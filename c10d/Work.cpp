@@ -150,6 +150,7 @@ void Work::finishWithError(std::exception_ptr error) {
 }
 
 void Work::setErrorContext(const ErrorContext* group, const char* op, int64_t sequence, int peer) {
+  if (contextState_.load(std::memory_order_acquire) & kContextReady) return;
   contextGroup_ = group;
   contextOp_ = op;
   contextSequence_ = sequence;

@@ -101,7 +101,8 @@ class Work {
   const Describe& describer() const { return describe_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
-  // Producer side, used by backends.
+  // Producer side, used by backends. error must be this Work's alone (not shared with another
+  // Work: detail::copyError makes one), because setErrorContext writes into it.
   void finish();
   void finishWithError(std::exception_ptr error);
   void setSourceRank(int rank) { sourceRank_ = rank; }
@@ -109,6 +110,8 @@ class Work {
   // ProcessGroup's side, right after the backend returned the work: the op's error (an Error)
   // gets these in its context(), whether it failed already or fails later. group (the group's
   // name and this rank) and op must outlive the work: an interned context and a string literal.
+  // The first call wins (a backend may return one Work for several ops of a batch); calls come
+  // from the issuing thread only.
   void setErrorContext(const ErrorContext* group, const char* op, int64_t sequence, int peer);
 
  protected:

@@ -108,6 +108,8 @@ struct RpcAgent::Impl {
   void onPeerLost(int peer, const std::string& why);
   // The error of a call to a peer whose connection is lost: the same for a call in flight at the
   // loss and one made after it.
+  // A call made after this worker shut down, or refused by its closing transport.
+  StateError afterShutdownError(const std::string& function, int to) const;
   RemoteError lostCallError(const std::string& function, int to, const std::string& why) const;
   // The error of a call past its deadline, for the deadline thread.
   std::exception_ptr timeoutError(const Pending& late) const;

@@ -157,8 +157,7 @@ void RpcAgent::Impl::onFrame(int peer, Frame frame) {
 
 void RpcAgent::Impl::call(int to, const std::string& function, Packed arguments,
                           std::chrono::milliseconds timeout, Reply reply) {
-  C10D_CHECK(!shutDown.load(), StateError, "rpc: call '", function, "' to ", describeWorker(to),
-             " after worker '", self.name, "' shut down");
+  if (shutDown.load()) throw afterShutdownError(function, to);
   C10D_CHECK(timeout.count() > 0, InvalidArgument, "rpc: call '", function,
              "': timeout must be positive, got ", timeout.count(), " ms");
   if (to == self.id) {
@@ -187,17 +186,18 @@ void RpcAgent::Impl::call(int to, const std::string& function, Packed arguments,
   try {
     transport->send(to, std::move(request), inFlight > kBatchAboveInFlight);
   } catch (const PeerLostError& e) {
-    // The transport refuses a lost peer: that call fails like the ones in flight at the loss.
     if (auto failed = calls.take(id)) {
-      failed->reply(std::make_exception_ptr(lostCallError(function, to, e.why())), nullptr);
+      // This worker shutting down closes its connections too: that is the shutdown's StateError,
+      // as for the calls in flight then. Otherwise the peer was lost, and the call fails like
+      // the ones in flight at the loss.
+      failed->reply(shutDown.load() ? std::make_exception_ptr(afterShutdownError(function, to))
+                                    : std::make_exception_ptr(lostCallError(function, to, e.why())),
+                    nullptr);
     }
   } catch (const StateError&) {
     // This worker shut down between the check above and the send: as a call after it.
     if (auto failed = calls.take(id)) {
-      failed->reply(std::make_exception_ptr(StateError(
-                        c10d::detail::concat("rpc: call '", function, "' to ", describeWorker(to),
-                                             " after worker '", self.name, "' shut down"))),
-                    nullptr);
+      failed->reply(std::make_exception_ptr(afterShutdownError(function, to)), nullptr);
     }
   } catch (...) {
     if (auto failed = calls.take(id)) failed->reply(std::current_exception(), nullptr);
@@ -216,6 +216,11 @@ void RpcAgent::Impl::onPeerLost(int peer, const std::string& why) {
              [this, why](const Pending& p) {
                return std::make_exception_ptr(lostCallError(p.function, p.to, why));
              });
+}
+
+StateError RpcAgent::Impl::afterShutdownError(const std::string& function, int to) const {
+  return StateError(c10d::detail::concat("rpc: call '", function, "' to ", describeWorker(to),
+                                         " after worker '", self.name, "' shut down"));
 }
 
 RemoteError RpcAgent::Impl::lostCallError(const std::string& function, int to,

@@ -113,6 +113,22 @@ TEST(OpQueueTest, AbortFailsWhatIsQueuedAndEveryLaterEnqueue) {
   release = true;
   blocking->wait();  // the running one finishes
   EXPECT_EQ(log.order, std::vector<int>{1});
+  // Each failed Work has an error of its own: the context each fills in stays its own (they
+  // once shared one exception, and the second Work's op overwrote the first's).
+  ErrorContext group{.group = "g", .rank = 0};
+  queued->setErrorContext(&group, "allreduce", 2, -1);
+  later->setErrorContext(&group, "broadcast", 3, -1);
+  auto contextOf = [](const std::shared_ptr<QueuedWork>& work) {
+    try {
+      std::rethrow_exception(work->exception());
+    } catch (const Error& e) {
+      return e.context();
+    }
+  };
+  EXPECT_EQ(contextOf(queued).op, "allreduce");
+  EXPECT_EQ(contextOf(queued).sequence, 2);
+  EXPECT_EQ(contextOf(later).op, "broadcast");
+  EXPECT_EQ(contextOf(later).sequence, 3);
 }
 
 TEST(OpQueueTest, CloseFromAnotherThreadWhileOpsAreEnqueuedFailsThemCleanly) {

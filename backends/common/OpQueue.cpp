@@ -155,7 +155,7 @@ void OpQueue::enqueue(const std::shared_ptr<QueuedWork>& work) {
   }
   if (error) {
     work->run_ = nullptr;
-    work->finishWithError(error);
+    work->finishWithError(detail::copyError(error));  // its own: the Work fills its context in
     return;
   }
   if (wake) state_->changed.notify_all();
@@ -170,7 +170,7 @@ void OpQueue::abort(std::exception_ptr error) {
   }
   for (auto& work : dropped) {
     work->run_ = nullptr;
-    work->finishWithError(error);
+    work->finishWithError(detail::copyError(error));  // each its own: each fills its context in
   }
 }
 

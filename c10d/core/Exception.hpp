@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -90,6 +91,32 @@ class RemoteError : public Error {
 };
 
 namespace detail {
+
+// A copy of error, of the same library type (a subclass of those below becomes that type),
+// carrying the same message and context: for code that fails several Works with one error, each
+// of which fills its own context into it (Work::setErrorContext). Anything else is returned as
+// it is.
+inline std::exception_ptr copyError(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const StateError& e) {
+    return std::make_exception_ptr(StateError(e));
+  } catch (const TimeoutError& e) {
+    return std::make_exception_ptr(TimeoutError(e));
+  } catch (const StoreError& e) {
+    return std::make_exception_ptr(StoreError(e));
+  } catch (const BackendError& e) {
+    return std::make_exception_ptr(BackendError(e));
+  } catch (const InvalidArgument& e) {
+    return std::make_exception_ptr(InvalidArgument(e));
+  } catch (const RemoteError& e) {
+    return std::make_exception_ptr(RemoteError(e));
+  } catch (const Error& e) {
+    return std::make_exception_ptr(Error(e));
+  } catch (...) {
+    return error;
+  }
+}
 
 template <typename... Args>
 std::string concat(const Args&... args) {
