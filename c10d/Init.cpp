@@ -1,7 +1,5 @@
 #include "c10d/Init.hpp"
 
-#include "store/HashStore.hpp"
-
 #include <charconv>
 #include <cstdlib>
 #include <optional>

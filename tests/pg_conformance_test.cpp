@@ -1040,6 +1040,13 @@ void checkMembership(RankEnv& env, ProcessGroup& group, const std::vector<int>& 
                                   {"member"});
     expectThrows<InvalidArgument>([&] { group.barrier(); }, what + ": barrier on a non-member",
                                   {"member"});
+    try {
+      group.barrier();
+    } catch (const Error& e) {  // its fields name the group and the op, as a member's would
+      checkEq(group.groupName(), e.context().group,
+              what + ": a non-member's error names the group");
+      checkEq(std::string("barrier"), e.context().op, what + ": a non-member's error names the op");
+    }
     return;
   }
   const int groupSize = static_cast<int>(members.size());
