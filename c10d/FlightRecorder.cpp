@@ -124,7 +124,7 @@ void installSignalHandlerIfAsked() {
 }  // namespace
 
 FlightRecorder::FlightRecorder(std::string group, int rank, int size, size_t capacity)
-    : group_(std::move(group)), rank_(rank), size_(size), ring_(capacity) {
+    : group_(std::move(group)), rank_(rank), size_(size), ring_(capacity), p2p_(capacity) {
   C10D_CHECK(capacity > 0, InvalidArgument, "flight recorder of group '", group_,
              "': capacity must be positive");
   installSignalHandlerIfAsked();
@@ -172,6 +172,47 @@ void FlightRecorder::finished(uint64_t sequence, const std::string& error) {
   entry.error = error;
 }
 
+uint64_t FlightRecorder::pointToPointStarted(const char* op, const Tensor& tensor, int peer,
+                                             int tag) {
+  const int64_t now = nowUs();
+  std::lock_guard<std::mutex> guard(mutex_);
+  const uint64_t number = nextP2P_++;
+  // Field by field, so a wrapped slot keeps its error string's buffer.
+  PointToPointEntry& entry = p2p_[number % p2p_.size()];
+  entry.number = number;
+  entry.op = op;
+  entry.peer = peer;
+  entry.tag = tag;
+  entry.dtype = tensor.dtype();
+  entry.numel = tensor.numel();
+  entry.state = State::Started;
+  entry.startedUs = now;
+  entry.finishedUs = 0;
+  entry.error.clear();
+  return number;
+}
+
+void FlightRecorder::pointToPointFinished(uint64_t number, const std::string& error) {
+  const int64_t now = nowUs();
+  std::lock_guard<std::mutex> guard(mutex_);
+  PointToPointEntry& entry = p2p_[number % p2p_.size()];
+  if (entry.number != number || entry.startedUs == 0) return;  // overwritten since
+  entry.state = error.empty() ? State::Completed : State::Failed;
+  entry.finishedUs = now;
+  entry.error = error;
+}
+
+std::vector<FlightRecorder::PointToPointEntry> FlightRecorder::pointToPointEntries() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  std::vector<PointToPointEntry> out;
+  const uint64_t first = nextP2P_ > p2p_.size() ? nextP2P_ - p2p_.size() : 0;
+  for (uint64_t number = first; number < nextP2P_; ++number) {
+    const PointToPointEntry& entry = p2p_[number % p2p_.size()];
+    if (entry.startedUs != 0 && entry.number == number) out.push_back(entry);
+  }
+  return out;
+}
+
 std::vector<FlightRecorder::Entry> FlightRecorder::entries() const {
   std::lock_guard<std::mutex> guard(mutex_);
   std::vector<Entry> out;
@@ -200,6 +241,22 @@ std::string FlightRecorder::toJson(const std::string& reason) const {
     out += ",\"state\":";
     appendJsonString(out, stateName(entry.state));
     out += detail::concat(",\"queued_us\":", entry.queuedUs, ",\"started_us\":", entry.startedUs,
+                          ",\"finished_us\":", entry.finishedUs, ",\"error\":");
+    appendJsonString(out, entry.error);
+    out += "}";
+  }
+  out += "],\"p2p\":[";
+  first = true;
+  for (const PointToPointEntry& entry : pointToPointEntries()) {
+    out += first ? "\n" : ",\n";
+    first = false;
+    out += detail::concat("{\"n\":", entry.number, ",\"op\":");
+    appendJsonString(out, entry.op);
+    out += detail::concat(",\"peer\":", entry.peer, ",\"tag\":", entry.tag, ",\"dtype\":");
+    appendJsonString(out, std::string(name(entry.dtype)));
+    out += detail::concat(",\"numel\":", entry.numel, ",\"state\":");
+    appendJsonString(out, stateName(entry.state));
+    out += detail::concat(",\"started_us\":", entry.startedUs,
                           ",\"finished_us\":", entry.finishedUs, ",\"error\":");
     appendJsonString(out, entry.error);
     out += "}";

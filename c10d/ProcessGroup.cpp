@@ -421,8 +421,8 @@ std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dstRank, int 
     checkRank(dstRank, "destination", "send");
     C10D_CHECK(tag >= 0, InvalidArgument, "send: tag must be >= 0, got ", tag);
     C10D_CHECK(dstRank != rank_, InvalidArgument, "send: rank ", rank_, " cannot send to itself");
-    return withErrorContext(backend.send(tensor, dstRank, tag, resolve(timeout, "send")), "send",
-                            dstRank);
+    return instrumentPointToPoint(backend.send(tensor, dstRank, tag, resolve(timeout, "send")),
+                                  "send", tensor, dstRank, tag);
   });
 }
 
@@ -434,8 +434,8 @@ std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int srcRank, int 
     C10D_CHECK(tag >= 0, InvalidArgument, "recv: tag must be >= 0, got ", tag);
     C10D_CHECK(srcRank != rank_, InvalidArgument, "recv: rank ", rank_,
                " cannot receive from itself");
-    return withErrorContext(backend.recv(tensor, srcRank, tag, resolve(timeout, "recv")), "recv",
-                            srcRank);
+    return instrumentPointToPoint(backend.recv(tensor, srcRank, tag, resolve(timeout, "recv")),
+                                  "recv", tensor, srcRank, tag);
   });
 }
 
@@ -446,8 +446,9 @@ std::shared_ptr<Work> ProcessGroup::recvAnysource(const Tensor& tensor, int tag,
     C10D_CHECK(tag >= 0, InvalidArgument, "recv_anysource: tag must be >= 0, got ", tag);
     C10D_CHECK(size_ > 1, InvalidArgument, "recv_anysource ", tensor.describe(), " tag ", tag,
                " (group '", options_.groupName, "'): a group of one has nobody to receive from");
-    return withErrorContext(backend.recvAnysource(tensor, tag, resolve(timeout, "recv_anysource")),
-                            "recv_anysource", -1);
+    return instrumentPointToPoint(
+        backend.recvAnysource(tensor, tag, resolve(timeout, "recv_anysource")), "recv_anysource",
+        tensor, -1, tag);
   });
 }
 
@@ -468,7 +469,8 @@ std::vector<std::shared_ptr<Work>> ProcessGroup::batchIsendIrecv(
     std::vector<std::shared_ptr<Work>> works =
         backend.batchIsendIrecv(ops, resolve(timeout, "batch_isend_irecv"));
     for (size_t i = 0; i < works.size() && i < ops.size(); ++i) {
-      withErrorContext(works[i], ops[i].kind == P2POp::Send ? "send" : "recv", ops[i].peer);
+      instrumentPointToPoint(works[i], ops[i].kind == P2POp::Send ? "send" : "recv", ops[i].tensor,
+                             ops[i].peer, ops[i].tag);
     }
     return works;
   });

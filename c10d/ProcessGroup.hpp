@@ -193,8 +193,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // context().
   template <typename Body>
   auto withErrorContext(const char* op, int peer, Body&& body) -> decltype(body());
-  // A point-to-point op's Work, its error to carry op, this group, this rank and peer.
-  std::shared_ptr<Work> withErrorContext(std::shared_ptr<Work> work, const char* op, int peer);
+  // A point-to-point op's Work: its error carries op, this group, this rank and peer; the flight
+  // recorder keeps it among the group's point-to-point ops; C10D_DEBUG logs its duration.
+  std::shared_ptr<Work> instrumentPointToPoint(std::shared_ptr<Work> work, const char* op,
+                                               const Tensor& tensor, int peer, int tag);
   Backend& route(const Tensor& tensor, const char* op) const;
   void checkUsable(const char* op) const;
   void checkRank(int rank, const char* what, const char* op) const;

@@ -12,9 +12,70 @@
 
 namespace c10d::inline v0 {
 
-std::shared_ptr<Work> ProcessGroup::withErrorContext(std::shared_ptr<Work> work, const char* op,
-                                                     int peer) {
+namespace detail {
+
+std::string errorText(const Future& done) {
+  std::exception_ptr failure = done.error();
+  if (!failure) return "";
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+void dumpAfterFailure(const FlightRecorder& recorder, const std::string& what,
+                      const std::string& error) {
+  if (error.empty()) return;
+  try {
+    recorder.dump(concat(what, " failed: ", error));
+  } catch (const std::exception& e) {
+    C10D_LOG(Warning, e.what());
+  }
+}
+
+void logCompletion(const std::string& prefix, std::chrono::steady_clock::time_point start,
+                   const std::string& error) {
+  if (prefix.empty()) return;
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                  start)
+                .count();
+  logLine(LogLevel::Info,
+          concat(prefix, error.empty() ? " completed" : " failed", " in ", us / 1000.0, " ms"));
+}
+
+}  // namespace detail
+
+std::shared_ptr<Work> ProcessGroup::instrumentPointToPoint(std::shared_ptr<Work> work,
+                                                           const char* op, const Tensor& tensor,
+                                                           int peer, int tag) {
   work->setErrorContext(errorContext_, op, -1, peer);
+  if (!recorder_ && debug_ == DebugLevel::Off) return work;
+  // Numbered apart from the collectives: ranks make different point-to-point ops.
+  const uint64_t number = recorder_ ? recorder_->pointToPointStarted(op, tensor, peer, tag) : 0;
+  std::chrono::steady_clock::time_point start;
+  std::string logPrefix;
+  if (debug_ != DebugLevel::Off) {
+    start = std::chrono::steady_clock::now();
+    logPrefix = detail::concat("group '", options_.groupName, "' rank ", rank_, ": ", op, " ",
+                               tensor.describe(),
+                               peer >= 0 ? detail::concat(" peer ", peer) : " from any rank",
+                               " tag ", tag, " (point-to-point #", number, ")");
+  }
+  work->getFuture()->addCallback([number, start, op, peer, tag, recorder = recorder_,
+                                  logPrefix = std::move(logPrefix)](Future& done) {
+    std::string error = detail::errorText(done);
+    if (recorder) {
+      recorder->pointToPointFinished(number, error);
+      detail::dumpAfterFailure(
+          *recorder,
+          detail::concat("point-to-point #", number, " (", op, " peer ", peer, " tag ", tag, ")"),
+          error);
+    }
+    detail::logCompletion(logPrefix, start, error);
+  });
   return work;
 }
 

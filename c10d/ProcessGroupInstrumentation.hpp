@@ -23,6 +23,19 @@
 
 namespace c10d::inline v0 {
 
+namespace detail {
+
+// What a recorded op does when its Work completes. Its error's text, "" when it succeeded.
+std::string errorText(const Future& done);
+// Every rank that sees an op fail leaves its view of the group behind (best effort: logged).
+void dumpAfterFailure(const FlightRecorder& recorder, const std::string& what,
+                      const std::string& error);
+// C10D_DEBUG=INFO's line: "<prefix> completed in 0.123 ms"; nothing for an empty prefix.
+void logCompletion(const std::string& prefix, std::chrono::steady_clock::time_point start,
+                   const std::string& error);
+
+}  // namespace detail
+
 template <typename Body>
 auto ProcessGroup::withErrorContext(const char* op, int peer, Body&& body) -> decltype(body()) {
   try {
@@ -107,37 +120,15 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
                               ? detail::concat("group '", options_.groupName, "' rank ", rank_,
                                                ": ", fingerprint->describe())
                               : std::string();
-  work->getFuture()->addCallback([start, sequence, recorder = recorder_,
-                                  logPrefix = std::move(logPrefix)](Future& done) {
-    std::string error;
-    if (std::exception_ptr failure = done.error()) {
-      try {
-        std::rethrow_exception(failure);
-      } catch (const std::exception& e) {
-        error = e.what();
-      } catch (...) {
-        error = "an exception that is not a std::exception";
-      }
-    }
-    if (recorder) {
-      recorder->finished(sequence, error);
-      // Every rank that sees a collective fail leaves its view of the group behind.
-      if (!error.empty()) {
-        try {
-          recorder->dump(detail::concat("collective #", sequence, " failed: ", error));
-        } catch (const std::exception& e) {
-          C10D_LOG(Warning, e.what());
+  work->getFuture()->addCallback(
+      [start, sequence, recorder = recorder_, logPrefix = std::move(logPrefix)](Future& done) {
+        std::string error = detail::errorText(done);
+        if (recorder) {
+          recorder->finished(sequence, error);
+          detail::dumpAfterFailure(*recorder, detail::concat("collective #", sequence), error);
         }
-      }
-    }
-    if (!logPrefix.empty()) {
-      auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
-      logLine(LogLevel::Info, detail::concat(logPrefix, error.empty() ? " completed" : " failed",
-                                             " in ", us / 1000.0, " ms"));
-    }
-  });
+        detail::logCompletion(logPrefix, start, error);
+      });
   return work;
 }
 

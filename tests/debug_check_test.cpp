@@ -59,8 +59,22 @@ TEST(CollectiveCheckTest, InfoLogsGroupCreationAndEachCollectivesDuration) {
     Tensor t = Tensor::zeros({4}, ScalarType::Float32);
     env.pg.allreduce(t)->wait();
     env.pg.broadcast(t, {.rootRank = 1})->wait();
+    if (env.rank == 0) {
+      env.pg.send(t, 1, 5)->wait();
+    } else {
+      env.pg.recv(t, 0, 5)->wait();
+    }
   });
   ASSERT_EQ(test::exitCodes(outcomes), std::vector<int>(2, 0)) << test::report(outcomes);
+  // Point-to-point ops are logged too, numbered apart from the collectives.
+  EXPECT_NE(
+      outcomes[0].output.find("send float32[4] cpu peer 1 tag 5 (point-to-point #0) completed in"),
+      std::string::npos)
+      << outcomes[0].output;
+  EXPECT_NE(
+      outcomes[1].output.find("recv float32[4] cpu peer 0 tag 5 (point-to-point #0) completed in"),
+      std::string::npos)
+      << outcomes[1].output;
   for (const auto& outcome : outcomes) {
     EXPECT_NE(outcome.output.find("of 2, backend 'gloo'"), std::string::npos) << outcome.output;
     EXPECT_NE(outcome.output.find("allreduce float32[4] sum (#0) completed in"), std::string::npos)

@@ -150,6 +150,46 @@ TEST(FlightRecorderTest, TheReportNamesTheRankThatFellBehind) {
       << report;
 }
 
+// Point-to-point ops have their own numbering in the recorder: rank 0 dumps while its receive
+// from rank 1 is still open, and the report says who waits on whom. They used to be missing from
+// the recorder altogether.
+TEST(FlightRecorderTest, TheReportNamesAnOpenPointToPointOp) {
+  DumpDirectory dumps;
+  auto outcomes = test::runRanks({.backend = "gloo", .worldSize = 2}, [&](test::RankEnv& env) {
+    Tensor tensor = Tensor::zeros({4}, ScalarType::Float32);
+    env.pg.allreduce(tensor)->wait();
+    if (env.rank == 0) {
+      env.pg.send(tensor, 1, 3)->wait();
+      auto pending = env.pg.recv(tensor, 1, 7);
+      std::string path = env.pg.dumpFlightRecorder("on request");
+      env.store.setString("dumped", "1");
+      pending->wait();
+      std::string json = readFile(path);
+      test::check(json.find("{\"n\":0,\"op\":\"send\",\"peer\":1,\"tag\":3,\"dtype\":"
+                            "\"float32\",\"numel\":4,\"state\":\"completed\"") != std::string::npos,
+                  "the dump holds the completed send: " + json);
+    } else {
+      env.pg.recv(tensor, 0, 3)->wait();
+      env.store.wait({"dumped"}, 30s);
+      env.pg.send(tensor, 0, 7)->wait();
+    }
+  });
+  ASSERT_EQ(test::exitCodes(outcomes), std::vector<int>(2, 0)) << test::report(outcomes);
+
+  std::string command = std::string("python3 ") + C10D_SOURCE_DIR + "/tools/flight_report.py " +
+                        (dumps.path / "c10d_flight_default_rank0.json").string();
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string report;
+  char buffer[4096];
+  while (size_t got = std::fread(buffer, 1, sizeof(buffer), pipe)) report.append(buffer, got);
+  int status = ::pclose(pipe);
+  EXPECT_EQ(WEXITSTATUS(status), 1) << "the report must flag the open receive:\n" << report;
+  EXPECT_NE(report.find("rank 0 waits in point-to-point #1: recv float32[4] from rank 1 tag 7"),
+            std::string::npos)
+      << report;
+}
+
 TEST(FlightRecorderTest, TheSignalDumpsEveryGroup) {
   DumpDirectory dumps;
   ::setenv("C10D_FLIGHT_RECORDER_SIGNAL", "USR1", 1);

@@ -8,9 +8,10 @@ Usage: flight_report.py DUMP_OR_DIR [...]
   - ranks behind the furthest rank: their last collective and its state, against the
     collective the others are in;
   - collectives whose calls differ between ranks at the same sequence number;
+  - point-to-point ops still open on each rank (who waits on whom);
   - the first failure each rank recorded.
-Exit status: 0 when every group's ranks are level, 1 when some rank is behind or calls
-differ, 2 on unusable input.
+Exit status: 0 when every group's ranks are level, 1 when some rank is behind, calls differ or
+a point-to-point op is open, 2 on unusable input.
 """
 import glob
 import json
@@ -60,6 +61,17 @@ def report_group(group, dumps):
     if missing:
         print(f"  no dump from {ranks_text(missing)}: lost before writing one, or never asked")
         trouble = True
+
+    # Point-to-point ops are numbered per rank (a send here is a receive there): what is still
+    # open tells who waits on whom.
+    for rank in sorted(by_rank):
+        for op in by_rank[rank].get("p2p", []):
+            if op["state"] in ("queued", "started"):
+                peer = f"rank {op['peer']}" if op["peer"] >= 0 else "any rank"
+                way = "to" if op["op"] == "send" else "from"
+                print(f"  rank {rank} waits in point-to-point #{op['n']}: {op['op']} "
+                      f"{op['dtype']}[{op['numel']}] {way} {peer} tag {op['tag']}")
+                trouble = True
 
     last = {}
     for rank, dump in by_rank.items():
