@@ -107,6 +107,19 @@ TEST(FlightRecorderTest, SizeComesFromTheEnvironment) {
   EXPECT_EQ(settings.integer("C10D_FLIGHT_RECORDER_SIZE"), 1000);
 }
 
+// Runs tools/flight_report.py on dumps (a dump or a folder): its exit status and output.
+std::pair<int, std::string> runReport(const std::string& dumps) {
+  std::string command =
+      std::string("python3 ") + C10D_SOURCE_DIR + "/tools/flight_report.py " + dumps;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed: " + command};
+  std::string report;
+  char buffer[4096];
+  while (size_t got = std::fread(buffer, 1, sizeof(buffer), pipe)) report.append(buffer, got);
+  int status = ::pclose(pipe);
+  return {WEXITSTATUS(status), report};
+}
+
 // Ranks 0 and 1 enter a fourth allreduce that rank 2 never calls: their timeout dumps their
 // recorders, rank 2 dumps on request, and the report names rank 2 as behind.
 TEST(FlightRecorderTest, TheReportNamesTheRankThatFellBehind) {
@@ -131,15 +144,8 @@ TEST(FlightRecorderTest, TheReportNamesTheRankThatFellBehind) {
       });
   ASSERT_EQ(test::exitCodes(outcomes), std::vector<int>(3, 0)) << test::report(outcomes);
 
-  std::string command =
-      std::string("python3 ") + C10D_SOURCE_DIR + "/tools/flight_report.py " + dumps.path.string();
-  FILE* pipe = ::popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string report;
-  char buffer[4096];
-  while (size_t got = std::fread(buffer, 1, sizeof(buffer), pipe)) report.append(buffer, got);
-  int status = ::pclose(pipe);
-  EXPECT_EQ(WEXITSTATUS(status), 1) << "the report must flag a rank behind:\n" << report;
+  auto [status, report] = runReport(dumps.path.string());
+  EXPECT_EQ(status, 1) << "the report must flag a rank behind:\n" << report;
   EXPECT_NE(report.find("group 'default': 3 of 3 ranks dumped"), std::string::npos) << report;
   EXPECT_NE(report.find("rank 2 is behind: its last collective is #2 allreduce float32[16] sum "
                         "(completed); ranks 0, 1 reached #3 allreduce float32[16] sum (failed)"),
@@ -176,15 +182,8 @@ TEST(FlightRecorderTest, TheReportNamesAnOpenPointToPointOp) {
   });
   ASSERT_EQ(test::exitCodes(outcomes), std::vector<int>(2, 0)) << test::report(outcomes);
 
-  std::string command = std::string("python3 ") + C10D_SOURCE_DIR + "/tools/flight_report.py " +
-                        (dumps.path / "c10d_flight_default_rank0.json").string();
-  FILE* pipe = ::popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string report;
-  char buffer[4096];
-  while (size_t got = std::fread(buffer, 1, sizeof(buffer), pipe)) report.append(buffer, got);
-  int status = ::pclose(pipe);
-  EXPECT_EQ(WEXITSTATUS(status), 1) << "the report must flag the open receive:\n" << report;
+  auto [status, report] = runReport((dumps.path / "c10d_flight_default_rank0.json").string());
+  EXPECT_EQ(status, 1) << "the report must flag the open receive:\n" << report;
   EXPECT_NE(report.find("rank 0 waits in point-to-point #1: recv float32[4] from rank 1 tag 7"),
             std::string::npos)
       << report;
