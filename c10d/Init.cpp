@@ -1,6 +1,5 @@
 #include "c10d/Init.hpp"
 
-#include <charconv>
 #include <cstdlib>
 #include <optional>
 
@@ -17,14 +16,6 @@ std::optional<std::string> env(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return std::nullopt;
   return std::string(value);
-}
-
-int64_t parseInt(const std::string& what, const std::string& text, int64_t low, int64_t high) {
-  int64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  C10D_CHECK(ec == std::errc() && end == text.data() + text.size() && value >= low && value <= high,
-             InvalidArgument, what, "='", text, "' is not an integer in [", low, ", ", high, "]");
-  return value;
 }
 
 std::string requireEnv(const char* name, const std::string& why) {
@@ -85,7 +76,7 @@ std::shared_ptr<Store> connectStore(const InitOptions& options, const WorldInfo&
   const std::chrono::milliseconds timeout = resolveTimeout(options.timeout);
   const std::string& method = options.initMethod;
   auto tcpStore = [&](const std::string& host, const std::string& portText) {
-    auto port = static_cast<uint16_t>(parseInt("port", portText, 1, 65535));
+    auto port = static_cast<uint16_t>(config::requireInteger("port", portText, 1, 65535));
     TCPStoreOptions storeOptions;
     storeOptions.isServer = world.rank == 0;
     storeOptions.numWorkers = world.worldSize;

@@ -293,16 +293,7 @@ std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Tensor>& outputs, c
   return withErrorContext("gather", -1, [&] {
     Backend& backend = route(input, "gather");
     checkRank(options.rootRank, "root", "gather");
-    if (rank_ == options.rootRank) {
-      detail::checkList(outputs, size_, "gather", "output");
-      for (int r = 0; r < size_; ++r) {
-        detail::checkTensor(outputs[r], "gather", "output");
-        detail::checkSameShape(input, outputs[r], "gather", "output " + std::to_string(r));
-      }
-    } else {
-      C10D_CHECK(outputs.empty(), InvalidArgument, "gather: rank ", rank_, " is not the root (",
-                 options.rootRank, ") and must pass no outputs");
-    }
+    detail::checkRootList(outputs, input, rank_, options.rootRank, size_, "gather", "output");
     GatherOptions resolved = options;
     resolved.timeout = resolve(options.timeout, "gather");
     return checked("gather", &input, 1, options.rootRank, std::nullopt, resolved.timeout,
@@ -315,16 +306,7 @@ std::shared_ptr<Work> ProcessGroup::scatter(const Tensor& output, const std::vec
   return withErrorContext("scatter", -1, [&] {
     Backend& backend = route(output, "scatter");
     checkRank(options.rootRank, "root", "scatter");
-    if (rank_ == options.rootRank) {
-      detail::checkList(inputs, size_, "scatter", "input");
-      for (int r = 0; r < size_; ++r) {
-        detail::checkTensor(inputs[r], "scatter", "input");
-        detail::checkSameShape(output, inputs[r], "scatter", "input " + std::to_string(r));
-      }
-    } else {
-      C10D_CHECK(inputs.empty(), InvalidArgument, "scatter: rank ", rank_, " is not the root (",
-                 options.rootRank, ") and must pass no inputs");
-    }
+    detail::checkRootList(inputs, output, rank_, options.rootRank, size_, "scatter", "input");
     ScatterOptions resolved = options;
     resolved.timeout = resolve(options.timeout, "scatter");
     return checked("scatter", &output, 1, options.rootRank, std::nullopt, resolved.timeout,

@@ -59,6 +59,20 @@ void checkList(const std::vector<Tensor>& tensors, size_t expected, const char* 
              " tensors (one per rank), got ", tensors.size());
 }
 
+void checkRootList(const std::vector<Tensor>& tensors, const Tensor& like, int rank, int root,
+                   int size, const char* op, const char* role) {
+  if (rank != root) {
+    C10D_CHECK(tensors.empty(), InvalidArgument, op, ": rank ", rank, " is not the root (", root,
+               ") and must pass no ", role, "s");
+    return;
+  }
+  checkList(tensors, size, op, role);
+  for (int r = 0; r < size; ++r) {
+    checkTensor(tensors[r], op, role);
+    checkSameShape(like, tensors[r], op, std::string(role) + " " + std::to_string(r));
+  }
+}
+
 void checkAlltoallSplits(const Tensor& output, const Tensor& input,
                          const std::vector<int64_t>& outputSplitSizes,
                          const std::vector<int64_t>& inputSplitSizes, int rank, int size) {

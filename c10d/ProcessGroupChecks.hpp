@@ -29,6 +29,10 @@ void checkSameShape(const Tensor& expected, const Tensor& actual, const char* op
 // tensors holds expected tensors (one per rank).
 void checkList(const std::vector<Tensor>& tensors, size_t expected, const char* op,
                const char* role);
+// gather's outputs and scatter's inputs: on the root (rank == root), one tensor per rank of a
+// group of size, each shaped like like; on every other rank, none.
+void checkRootList(const std::vector<Tensor>& tensors, const Tensor& like, int rank, int root,
+                   int size, const char* op, const char* role);
 // alltoall_base's split sizes on rank of a group of size: each list empty (its tensor's dim 0
 // divisible by size) or size counts, none negative, summing to its tensor's dim 0; and the rows
 // rank sends itself are the rows it expects from itself.

@@ -48,14 +48,9 @@ inline gloo::transport::tcp::attr deviceAttributes(const c10d::Store& store,
   gloo::transport::tcp::attr attr;
   attr.iface = socketInterface(settings);
   if (!attr.iface.empty()) return attr;
-  std::optional<std::string> storeHost = tcpStoreHost(store);
-  if (!storeHost || isLoopback(*storeHost)) {
-    attr.hostname = "127.0.0.1";
-    return attr;
-  }
-  attr.hostname = localAddressToward(*storeHost);
-  C10D_CHECK(!attr.hostname.empty(), BackendError, "gloo: no local address routes to the store host '",
-             *storeHost, "'; set C10D_SOCKET_IFNAME to the interface to use");
+  // An interface named by the user goes to Gloo as a name; otherwise the address the store's
+  // host is reached from.
+  attr.hostname = addressTowardStore(tcpStoreHost(store), "gloo");
   return attr;
 }
 

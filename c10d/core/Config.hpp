@@ -13,6 +13,7 @@
 // any rank. Thread-safe: Settings is immutable after construction; reading the environment while
 // another thread calls setenv is the caller's race, as with getenv.
 
+#include <algorithm>
 #include <charconv>
 #include <climits>
 #include <cstdint>
@@ -216,25 +217,59 @@ inline constexpr Variable kVariables[] = {
      "examples only: `cuda` puts their tensors on `cuda:LOCAL_RANK`"},
 };
 
-inline const Variable& variable(std::string_view name) {
+// The table's row for name; null when it has none.
+inline const Variable* find(std::string_view name) {
   for (const Variable& v : kVariables) {
-    if (v.name == name) return v;
+    if (v.name == name) return &v;
   }
+  return nullptr;
+}
+
+inline const Variable& variable(std::string_view name) {
+  const Variable* v = find(name);
   // A name missing from the table is a bug of ours, not the user's.
-  C10D_THROW(Error, "internal: configuration variable ", name, " is not in c10d/core/Config.hpp");
+  C10D_CHECK(v != nullptr, Error, "internal: configuration variable ", name,
+             " is not in c10d/core/Config.hpp");
+  return *v;
+}
+
+// A Choice variable's accepted values, in the table's order.
+inline std::vector<std::string_view> choices(const Variable& v) {
+  std::vector<std::string_view> values;
+  for (size_t start = 0; start <= v.choices.size();) {
+    size_t bar = v.choices.find('|', start);
+    if (bar == std::string_view::npos) bar = v.choices.size();
+    values.push_back(v.choices.substr(start, bar - start));
+    start = bar + 1;
+  }
+  return values;
+}
+
+// text as a decimal integer in [low, high]; nullopt for anything else.
+inline std::optional<int64_t> parseInteger(std::string_view text, int64_t low, int64_t high) {
+  int64_t number = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+  if (ec != std::errc() || end != text.data() + text.size() || number < low || number > high) {
+    return std::nullopt;
+  }
+  return number;
+}
+
+// The same, for a value the caller must have: InvalidArgument "<what>='<text>' is not an integer
+// in [low, high]" otherwise (launchers' variables, an init method's port).
+inline int64_t requireInteger(std::string_view what, std::string_view text, int64_t low,
+                              int64_t high) {
+  std::optional<int64_t> number = parseInteger(text, low, high);
+  C10D_CHECK(number.has_value(), InvalidArgument, what, "='", text, "' is not an integer in [", low,
+             ", ", high, "]");
+  return *number;
 }
 
 // "`a`, `b` or `c`", "an integer in [min, max]", ...: what a variable accepts, in words.
 inline std::string accepted(const Variable& v) {
   switch (v.type) {
     case Type::Choice: {
-      std::vector<std::string_view> values;
-      for (size_t start = 0; start <= v.choices.size();) {
-        size_t bar = v.choices.find('|', start);
-        if (bar == std::string_view::npos) bar = v.choices.size();
-        values.push_back(v.choices.substr(start, bar - start));
-        start = bar + 1;
-      }
+      std::vector<std::string_view> values = choices(v);
       std::string text;
       for (size_t i = 0; i < values.size(); ++i) {
         if (i > 0) text += i + 1 == values.size() ? " or " : ", ";
@@ -257,18 +292,10 @@ inline std::string accepted(const Variable& v) {
 inline std::string_view check(const Variable& v, std::string_view value, std::string_view origin) {
   bool ok = true;
   if (v.type == Type::Choice) {
-    ok = false;
-    for (size_t start = 0; start <= v.choices.size() && !ok;) {
-      size_t bar = v.choices.find('|', start);
-      if (bar == std::string_view::npos) bar = v.choices.size();
-      ok = v.choices.substr(start, bar - start) == value;
-      start = bar + 1;
-    }
+    std::vector<std::string_view> values = choices(v);
+    ok = std::find(values.begin(), values.end(), value) != values.end();
   } else if (v.type == Type::Integer) {
-    int64_t number = 0;
-    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
-    ok = ec == std::errc() && end == value.data() + value.size() && number >= v.min &&
-         number <= v.max;
+    ok = parseInteger(value, v.min, v.max).has_value();
   }
   C10D_CHECK(ok, InvalidArgument, v.name, "='", v.secret ? "<secret>" : value, "' (", origin,
              "): expected ", accepted(v));
@@ -286,10 +313,7 @@ class Settings {
   explicit Settings(std::map<std::string, std::string> overrides)
       : overrides_(std::move(overrides)) {
     for (const auto& [name, value] : overrides_) {
-      const Variable* found = nullptr;
-      for (const Variable& v : kVariables) {
-        if (v.name == name) found = &v;
-      }
+      const Variable* found = find(name);
       C10D_CHECK(found != nullptr, InvalidArgument, "ProcessGroupOptions::config names '", name,
                  "', which is not a c10d variable (see `c10d-config`)");
       C10D_CHECK(found->scope == Scope::Group, InvalidArgument,
@@ -348,10 +372,7 @@ class Settings {
   int64_t integer(std::string_view name) const {
     const Variable& v = variable(name);
     C10D_CHECK(v.type == Type::Integer, Error, "internal: ", name, " is not an integer variable");
-    std::string text = value(name);
-    int64_t number = 0;
-    std::from_chars(text.data(), text.data() + text.size(), number);
-    return number;
+    return *parseInteger(value(name), v.min, v.max);  // value() checked it
   }
 
   // Checks every variable that is set; the first bad one throws as value() would.
@@ -376,9 +397,7 @@ inline std::vector<std::string> unknownEnvironmentNames() {
     std::string_view text(*entry);
     if (text.rfind("C10D_", 0) != 0) continue;
     std::string_view name = text.substr(0, text.find('='));
-    bool known = false;
-    for (const Variable& v : kVariables) known |= v.name == name;
-    if (!known) unknown.emplace_back(name);
+    if (find(name) == nullptr) unknown.emplace_back(name);
   }
   return unknown;
 }
@@ -405,13 +424,7 @@ inline constexpr Launcher kLaunchers[] = {
 inline std::optional<int64_t> launcherInteger(const char* name, int64_t low, int64_t high) {
   const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0') return std::nullopt;
-  std::string_view value(text);
-  int64_t number = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
-  C10D_CHECK(
-      ec == std::errc() && end == value.data() + value.size() && number >= low && number <= high,
-      InvalidArgument, name, "='", value, "' is not an integer in [", low, ", ", high, "]");
-  return number;
+  return requireInteger(name, text, low, high);
 }
 
 // This process's rank on its host, from the first launcher that sets one; nullopt when none does.

@@ -78,6 +78,11 @@ std::string advertisedAddress(const std::optional<std::string>& storeHost, const
                ") names no interface with an address on this host");
     return address;
   }
+  return addressTowardStore(storeHost, what);
+}
+
+std::string addressTowardStore(const std::optional<std::string>& storeHost,
+                               const std::string& what) {
   if (!storeHost || isLoopback(*storeHost)) return "127.0.0.1";
   std::string address = localAddressToward(*storeHost);
   C10D_CHECK(!address.empty(), InvalidArgument, what,

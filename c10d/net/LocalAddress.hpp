@@ -24,6 +24,11 @@ std::string socketInterface(const config::Settings& settings = {});
 // The first IPv4 (else IPv6) address of network interface name ("" when it has none).
 std::string interfaceAddress(const std::string& name);
 
+// The local address toward storeHost: 127.0.0.1 with no store host or a loopback one. Throws
+// InvalidArgument naming what when no local address routes there.
+std::string addressTowardStore(const std::optional<std::string>& storeHost,
+                               const std::string& what);
+
 // The address to listen on and publish: the address of C10D_SOCKET_IFNAME (or
 // GLOO_SOCKET_IFNAME) when set, else the local address toward storeHost, else (no store host:
 // a store on this host only; or a loopback store host) 127.0.0.1. Throws InvalidArgument naming
