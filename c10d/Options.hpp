@@ -56,6 +56,22 @@ struct BarrierOptions {
   std::chrono::milliseconds timeout = kDefaultTimeout;
 };
 
+// Point-to-point: a send meets the receive of the same pair and tag (>= 0).
+struct SendOptions {
+  int tag = 0;
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+};
+
+struct RecvOptions {
+  int tag = 0;
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+};
+
+// The whole batch shares one timeout; each operation carries its own tag.
+struct BatchP2POptions {
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+};
+
 // One point-to-point operation of batchIsendIrecv.
 struct P2POp {
   enum Kind { Send, Recv } kind;

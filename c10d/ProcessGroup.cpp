@@ -396,46 +396,51 @@ std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& options) {
   });
 }
 
-std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dstRank, int tag,
-                                         std::chrono::milliseconds timeout) {
+std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dstRank,
+                                         const SendOptions& options) {
+  const int tag = options.tag;
   return withErrorContext("send", dstRank, [&] {
     Backend& backend = route(tensor, "send");
     checkRank(dstRank, "destination", "send");
     C10D_CHECK(tag >= 0, InvalidArgument, "send: tag must be >= 0, got ", tag);
     C10D_CHECK(dstRank != rank_, InvalidArgument, "send: rank ", rank_, " cannot send to itself");
-    return instrumentPointToPoint(backend.send(tensor, dstRank, tag, resolve(timeout, "send")),
-                                  "send", tensor, dstRank, tag);
+    return instrumentPointToPoint(
+        backend.send(tensor, dstRank, tag, resolve(options.timeout, "send")), "send", tensor,
+        dstRank, tag);
   });
 }
 
-std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int srcRank, int tag,
-                                         std::chrono::milliseconds timeout) {
+std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int srcRank,
+                                         const RecvOptions& options) {
+  const int tag = options.tag;
   return withErrorContext("recv", srcRank, [&] {
     Backend& backend = route(tensor, "recv");
     checkRank(srcRank, "source", "recv");
     C10D_CHECK(tag >= 0, InvalidArgument, "recv: tag must be >= 0, got ", tag);
     C10D_CHECK(srcRank != rank_, InvalidArgument, "recv: rank ", rank_,
                " cannot receive from itself");
-    return instrumentPointToPoint(backend.recv(tensor, srcRank, tag, resolve(timeout, "recv")),
-                                  "recv", tensor, srcRank, tag);
+    return instrumentPointToPoint(
+        backend.recv(tensor, srcRank, tag, resolve(options.timeout, "recv")), "recv", tensor,
+        srcRank, tag);
   });
 }
 
-std::shared_ptr<Work> ProcessGroup::recvAnysource(const Tensor& tensor, int tag,
-                                                  std::chrono::milliseconds timeout) {
+std::shared_ptr<Work> ProcessGroup::recvAnysource(const Tensor& tensor,
+                                                  const RecvOptions& options) {
+  const int tag = options.tag;
   return withErrorContext("recv_anysource", -1, [&] {
     Backend& backend = route(tensor, "recv_anysource");
     C10D_CHECK(tag >= 0, InvalidArgument, "recv_anysource: tag must be >= 0, got ", tag);
     C10D_CHECK(size_ > 1, InvalidArgument, "recv_anysource ", tensor.describe(), " tag ", tag,
                " (group '", options_.groupName, "'): a group of one has nobody to receive from");
     return instrumentPointToPoint(
-        backend.recvAnysource(tensor, tag, resolve(timeout, "recv_anysource")), "recv_anysource",
-        tensor, -1, tag);
+        backend.recvAnysource(tensor, tag, resolve(options.timeout, "recv_anysource")),
+        "recv_anysource", tensor, -1, tag);
   });
 }
 
-std::vector<std::shared_ptr<Work>> ProcessGroup::batchIsendIrecv(
-    const std::vector<P2POp>& ops, std::chrono::milliseconds timeout) {
+std::vector<std::shared_ptr<Work>> ProcessGroup::batchIsendIrecv(const std::vector<P2POp>& ops,
+                                                                 const BatchP2POptions& options) {
   return withErrorContext("batch_isend_irecv", -1, [&] {
     C10D_CHECK(!ops.empty(), InvalidArgument, "batch_isend_irecv: no operations");
     Backend& backend = route(ops[0].tensor, "batch_isend_irecv");
@@ -449,7 +454,7 @@ std::vector<std::shared_ptr<Work>> ProcessGroup::batchIsendIrecv(
                  op.kind == P2POp::Send ? " cannot send to itself" : " cannot receive from itself");
     }
     std::vector<std::shared_ptr<Work>> works =
-        backend.batchIsendIrecv(ops, resolve(timeout, "batch_isend_irecv"));
+        backend.batchIsendIrecv(ops, resolve(options.timeout, "batch_isend_irecv"));
     for (size_t i = 0; i < works.size() && i < ops.size(); ++i) {
       instrumentPointToPoint(works[i], ops[i].kind == P2POp::Send ? "send" : "recv", ops[i].tensor,
                              ops[i].peer, ops[i].tag);

@@ -133,15 +133,30 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // with InvalidArgument naming both sizes, the ranks and the tag; a smaller message is then at
   // the start of the receive's tensor (the rest untouched), a larger one is dropped, and the
   // group stays usable. A send's Work completes once its receive has taken the message.
-  std::shared_ptr<Work> send(const Tensor& tensor, int dstRank, int tag = 0,
-                             std::chrono::milliseconds timeout = kDefaultTimeout);
-  std::shared_ptr<Work> recv(const Tensor& tensor, int srcRank, int tag = 0,
-                             std::chrono::milliseconds timeout = kDefaultTimeout);
+  std::shared_ptr<Work> send(const Tensor& tensor, int dstRank, const SendOptions& options = {});
+  std::shared_ptr<Work> recv(const Tensor& tensor, int srcRank, const RecvOptions& options = {});
   // Receives from whichever rank sends with this tag first; Work::sourceRank() tells which.
-  std::shared_ptr<Work> recvAnysource(const Tensor& tensor, int tag = 0,
-                                      std::chrono::milliseconds timeout = kDefaultTimeout);
-  std::vector<std::shared_ptr<Work>> batchIsendIrecv(
-      const std::vector<P2POp>& ops, std::chrono::milliseconds timeout = kDefaultTimeout);
+  std::shared_ptr<Work> recvAnysource(const Tensor& tensor, const RecvOptions& options = {});
+  std::vector<std::shared_ptr<Work>> batchIsendIrecv(const std::vector<P2POp>& ops,
+                                                     const BatchP2POptions& options = {});
+  // Shorthands with the tag (and timeout) as arguments, as torch.distributed's send(tensor, dst,
+  // tag=...): the same as the calls above.
+  std::shared_ptr<Work> send(const Tensor& tensor, int dstRank, int tag,
+                             std::chrono::milliseconds timeout = kDefaultTimeout) {
+    return send(tensor, dstRank, SendOptions{tag, timeout});
+  }
+  std::shared_ptr<Work> recv(const Tensor& tensor, int srcRank, int tag,
+                             std::chrono::milliseconds timeout = kDefaultTimeout) {
+    return recv(tensor, srcRank, RecvOptions{tag, timeout});
+  }
+  std::shared_ptr<Work> recvAnysource(const Tensor& tensor, int tag,
+                                      std::chrono::milliseconds timeout = kDefaultTimeout) {
+    return recvAnysource(tensor, RecvOptions{tag, timeout});
+  }
+  std::vector<std::shared_ptr<Work>> batchIsendIrecv(const std::vector<P2POp>& ops,
+                                                     std::chrono::milliseconds timeout) {
+    return batchIsendIrecv(ops, BatchP2POptions{timeout});
+  }
 
   // A group of the given ranks of this group (in that order). Every rank of this group must
   // call it, in the same order relative to other newGroup/split calls. Members get a working

@@ -814,8 +814,9 @@ TEST_P(ProcessGroupConformance, SendRecvRingWithTags) {
         std::vector<std::shared_ptr<Work>> works;
         try {
           works.push_back(env.pg.send(sendA, right, tagA));
-          works.push_back(env.pg.send(sendB, right, tagB));
-          works.push_back(env.pg.recv(recvB, left, tagB));
+          // Tag B through the option structs, tag A through the shorthands.
+          works.push_back(env.pg.send(sendB, right, SendOptions{.tag = tagB}));
+          works.push_back(env.pg.recv(recvB, left, RecvOptions{.tag = tagB}));
           works.push_back(env.pg.recv(recvA, left, tagA));
         } catch (const std::exception& e) {
           throw std::runtime_error(str(what, ": a call threw ", e.what()));
@@ -857,7 +858,7 @@ TEST_P(ProcessGroupConformance, RecvAnysourceReportsTheSender) {
         for (int k = 1; k < env.size; ++k) {
           buffers.push_back(make(dt, {n}));
           fillSentinel(buffers.back());
-          works.push_back(env.pg.recvAnysource(buffers.back(), tag));
+          works.push_back(env.pg.recvAnysource(buffers.back(), RecvOptions{.tag = tag}));
         }
         waitAll(works, what);
         std::set<int> sources;
@@ -1401,7 +1402,7 @@ TEST_P(ProcessGroupConformance, RecvAndCollectiveTimeOutWhenPeersDoNotTakePart) 
     // A receive nobody answers fails with TimeoutError after its own 300 ms.
     Tensor never = make(ScalarType::Float32, {16});
     auto start = Clock::now();
-    auto work = env.pg.recv(never, 1, 9, 300ms);
+    auto work = env.pg.recv(never, 1, RecvOptions{.tag = 9, .timeout = 300ms});
     expectThrows<TimeoutError>([&] { work->wait(); }, "recv with a 300 ms timeout", {"recv"});
     auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
     check(elapsed >= 250ms, str("recv timed out after ", elapsed.count(), " ms, before 300 ms"));
