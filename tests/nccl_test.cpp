@@ -5,11 +5,15 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <thread>
 #include <vector>
 
 #include "backends/nccl/NcclBackend.hpp"
+#include "backends/nccl/NcclCommunicator.hpp"
+#include "backends/nccl/NcclTypes.hpp"
 #include "c10d/ProcessGroup.hpp"
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
@@ -225,6 +229,86 @@ TEST(NcclBackend, WhatNcclLacksIsRefusedBeforeTouchingTheDevice) {
                 "backend nccl does not support allreduce with bor");
   expectRefusal([&] { nccl->reduce(ints, {.reduceOp = ReduceOp::BXOR, .timeout = 10s})->wait(); },
                 "backend nccl does not support reduce with bxor");
+}
+
+// NCCL's group calls need no device, so these run here. NCCL refuses an ncclGroupEnd without an
+// open group (invalid usage): that tells whether a guard left its group open.
+TEST(NcclGroupGuard, AThrowBetweenStartAndEndStillClosesTheGroup) {
+  std::function<std::string()> what = [] { return std::string("test"); };
+  try {
+    nccl::GroupGuard group(nullptr, what);
+    throw std::runtime_error("a call inside the group failed");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage) << "the guard left its group open";
+  {
+    nccl::GroupGuard group(nullptr, what);
+    group.end();
+  }
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage) << "end() then the destructor ended no group";
+}
+
+// Ranks as threads over one HashStore: how a communicator's creation waits for its ranks.
+TEST(NcclCommunicatorCreation, AMissingRankIsNamedAtTheDeadline) {
+  auto store = std::make_shared<HashStore>();
+  std::atomic<bool> cancelled{false};
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> ranks;
+  auto deadline = std::chrono::steady_clock::now() + 400ms;
+  for (int rank = 0; rank < 2; ++rank) {  // rank 2 of 3 never comes
+    ranks.emplace_back([&, rank] {
+      try {
+        nccl::awaitEveryRank(*store, "nccl/arrived/", rank, 3, deadline, cancelled,
+                             [rank] { return "rank " + std::to_string(rank); });
+        errors[rank] = "returned";
+      } catch (const TimeoutError& e) {
+        errors[rank] = e.what();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  EXPECT_GE(std::chrono::steady_clock::now(), deadline);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_NE(errors[rank].find("rank " + std::to_string(rank) + ": rank(s) 2 did not come"),
+              std::string::npos)
+        << errors[rank];
+  }
+}
+
+TEST(NcclCommunicatorCreation, EveryRankArrivingEndsTheWait) {
+  auto store = std::make_shared<HashStore>();
+  std::atomic<bool> cancelled{false};
+  std::vector<std::thread> ranks;
+  std::atomic<int> returned{0};
+  for (int rank = 0; rank < 3; ++rank) {
+    ranks.emplace_back([&, rank] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50 * rank));  // arrive in turn
+      nccl::awaitEveryRank(*store, "nccl/arrived/", rank, 3, std::chrono::steady_clock::now() + 30s,
+                           cancelled, [] { return std::string("test"); });
+      ++returned;
+    });
+  }
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(returned.load(), 3);
+}
+
+TEST(NcclCommunicatorCreation, CancelEndsTheWaitAtOnce) {
+  auto store = std::make_shared<HashStore>();
+  std::atomic<bool> cancelled{false};
+  auto start = std::chrono::steady_clock::now();
+  std::thread shutdown([&] {
+    std::this_thread::sleep_for(200ms);
+    cancelled.store(true);
+  });
+  try {
+    nccl::awaitEveryRank(*store, "nccl/arrived/", 0, 2, start + 60s, cancelled,
+                         [] { return std::string("rank 0"); });
+    ADD_FAILURE() << "the wait returned, but rank 1 never came";
+  } catch (const StateError& e) {
+    EXPECT_NE(std::string(e.what()).find("shut down while waiting"), std::string::npos) << e.what();
+  }
+  shutdown.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "the cancel did not end the wait";
 }
 
 }  // namespace

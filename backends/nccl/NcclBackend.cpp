@@ -31,12 +31,14 @@ struct NcclBackend::Impl {
   explicit Impl(const BackendContext& context)
       : communicator(context),
         watchdog(mutex, communicator),
-        blockingWait(context.settings.flag("C10D_NCCL_BLOCKING_WAIT").value_or(false)) {}
+        blockingWait(context.settings.flag("C10D_NCCL_BLOCKING_WAIT").value_or(false)),
+        timeout(context.timeout) {}
 
   std::mutex mutex;  // issue order of ops, the communicator, the watchdog's in-flight Works
   nccl::Communicator communicator;
   nccl::Watchdog watchdog;
   bool blockingWait;
+  std::chrono::milliseconds timeout;  // the group's: how long shutdown waits for pending ops
   uint64_t sequence = 0;
 
   // Enqueues launch(comm, stream) after the caller's current stream and returns its Work.
@@ -76,14 +78,19 @@ struct NcclBackend::Impl {
   }
 
   void shutdown() {
+    // Ends an op that waits, holding the mutex, for ranks to make the communicator.
+    communicator.cancel();
     if (!watchdog.stop()) return;
     nccl::Watchdog::Finished finished;
     {
       std::lock_guard<std::mutex> guard(mutex);
       if (communicator.comm() != nullptr) {
         CudaDeviceGuard deviceGuard(communicator.device());
-        // Pending ops finish first; a destroy that fails still leaves the first error logged.
-        if (communicator.stream() != nullptr) cudaStreamSynchronize(communicator.stream());
+        // Pending ops finish first, within the group's timeout: one whose peer died would hold
+        // the stream (and a destroy) forever, so past it the communicator is aborted, and the
+        // ops still pending fail as shut down.
+        std::string stuck = communicator.awaitStream(std::chrono::steady_clock::now() + timeout);
+        if (!stuck.empty()) communicator.abort("at shutdown, " + stuck);
         watchdog.drainLocked(finished);
       }
       communicator.destroy();
@@ -179,9 +186,9 @@ std::shared_ptr<Work> NcclBackend::allreduceCoalesced(const std::vector<Tensor>&
       [=] { return detail::concat(tensors.size(), " tensors ", options.reduceOp); },
       deviceOf(tensors, "allreduce_coalesced"), options.timeout, tensors, {},
       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        C10D_NCCL(ncclGroupStart(), comm, what);
+        nccl::GroupGuard group(comm, what);
         for (const Tensor& t : tensors) allreduceOne(t, options.reduceOp, comm, stream, what);
-        C10D_NCCL(ncclGroupEnd(), comm, what);
+        group.end();
       });
 }
 
@@ -244,7 +251,7 @@ std::shared_ptr<Work> NcclBackend::gather(const std::vector<Tensor>& outputs, co
       "gather", [=] { return detail::concat(input.describe(), " root ", options.rootRank); },
       deviceOf(input, "gather"), options.timeout, outputs, {input},
       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        C10D_NCCL(ncclGroupStart(), comm, what);
+        nccl::GroupGuard group(comm, what);
         if (self == options.rootRank) {
           for (size_t r = 0; r < outputs.size(); ++r) {
             if (static_cast<int>(r) == self) {
@@ -262,7 +269,7 @@ std::shared_ptr<Work> NcclBackend::gather(const std::vector<Tensor>& outputs, co
               ncclSend(input.data(), input.nbytes(), ncclUint8, options.rootRank, comm, stream),
               comm, what);
         }
-        C10D_NCCL(ncclGroupEnd(), comm, what);
+        group.end();
       });
 }
 
@@ -273,7 +280,7 @@ std::shared_ptr<Work> NcclBackend::scatter(const Tensor& output, const std::vect
       "scatter", [=] { return detail::concat(output.describe(), " root ", options.rootRank); },
       deviceOf(output, "scatter"), options.timeout, {output}, inputs,
       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        C10D_NCCL(ncclGroupStart(), comm, what);
+        nccl::GroupGuard group(comm, what);
         if (self == options.rootRank) {
           for (size_t r = 0; r < inputs.size(); ++r) {
             if (static_cast<int>(r) == self) {
@@ -291,7 +298,7 @@ std::shared_ptr<Work> NcclBackend::scatter(const Tensor& output, const std::vect
               ncclRecv(output.data(), output.nbytes(), ncclUint8, options.rootRank, comm, stream),
               comm, what);
         }
-        C10D_NCCL(ncclGroupEnd(), comm, what);
+        group.end();
       });
 }
 
@@ -350,7 +357,7 @@ std::shared_ptr<Work> NcclBackend::alltoall(const std::vector<Tensor>& outputs,
       "alltoall", [=] { return detail::concat(inputs.size(), " tensors"); },
       deviceOf(inputs, "alltoall"), options.timeout, outputs, inputs,
       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        C10D_NCCL(ncclGroupStart(), comm, what);
+        nccl::GroupGuard group(comm, what);
         for (size_t r = 0; r < inputs.size(); ++r) {
           C10D_NCCL(ncclSend(inputs[r].data(), inputs[r].nbytes(), ncclUint8, static_cast<int>(r),
                              comm, stream),
@@ -359,7 +366,7 @@ std::shared_ptr<Work> NcclBackend::alltoall(const std::vector<Tensor>& outputs,
                              comm, stream),
                     comm, what);
         }
-        C10D_NCCL(ncclGroupEnd(), comm, what);
+        group.end();
       });
 }
 
@@ -381,7 +388,7 @@ std::shared_ptr<Work> NcclBackend::alltoallBase(const Tensor& output, const Tens
           return splits.empty() ? t.sizes()[0] / groupSize : splits[r];
         };
         size_t sendOffset = 0, recvOffset = 0;
-        C10D_NCCL(ncclGroupStart(), comm, what);
+        nccl::GroupGuard group(comm, what);
         for (int r = 0; r < groupSize; ++r) {
           size_t sendBytes = rows(input, inputSplitSizes, r) * rowBytes(input);
           size_t recvBytes = rows(output, outputSplitSizes, r) * rowBytes(output);
@@ -394,7 +401,7 @@ std::shared_ptr<Work> NcclBackend::alltoallBase(const Tensor& output, const Tens
           sendOffset += sendBytes;
           recvOffset += recvBytes;
         }
-        C10D_NCCL(ncclGroupEnd(), comm, what);
+        group.end();
       });
 }
 
@@ -447,7 +454,7 @@ std::vector<std::shared_ptr<Work>> NcclBackend::batchIsendIrecv(const std::vecto
       "batch_isend_irecv", [n = ops.size()] { return detail::concat(n, " ops"); },
       deviceOf(tensors, "batch_isend_irecv"), timeout, tensors, {},
       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        C10D_NCCL(ncclGroupStart(), comm, what);
+        nccl::GroupGuard group(comm, what);
         for (const P2POp& op : ops) {
           if (op.kind == P2POp::Send) {
             C10D_NCCL(
@@ -459,7 +466,7 @@ std::vector<std::shared_ptr<Work>> NcclBackend::batchIsendIrecv(const std::vecto
                 comm, what);
           }
         }
-        C10D_NCCL(ncclGroupEnd(), comm, what);
+        group.end();
       });
   return std::vector<std::shared_ptr<Work>>(ops.size(), work);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "backends/nccl/NcclTypes.hpp"
 #include "c10d/core/Cuda.hpp"
@@ -50,21 +51,67 @@ bool Communicator::ensure(int onDevice) {
   }
   auto what = [this] { return where(); };
   CudaDeviceGuard guard(wanted);
+  ncclUniqueId id = exchangeUniqueId();
+  C10D_NCCL(ncclCommInitRank(&comm_, size_, id, rank_), nullptr, what);
+  device_ = wanted;
+  createStream();
+  return true;
+}
+
+ncclUniqueId Communicator::exchangeUniqueId() {
+  auto what = [this] { return where(); };
   ncclUniqueId id;
   if (rank_ == 0) {
     C10D_NCCL(ncclGetUniqueId(&id), nullptr, what);
     store_->set("nccl/unique-id",
                 Store::Bytes(reinterpret_cast<uint8_t*>(&id), reinterpret_cast<uint8_t*>(&id + 1)));
   }
+  // Every rank arrives before any enters ncclCommInitRank, which waits for the missing ones
+  // forever and cannot be interrupted; here a missing rank is named at the timeout and shutdown
+  // can end the wait. Rank 0 arrives after publishing the id, so the get below finds it.
+  awaitEveryRank(*store_, "nccl/arrived/", rank_, size_,
+                 std::chrono::steady_clock::now() + timeout_, cancelled_,
+                 [this] { return detail::concat(where(), ": making the NCCL communicator"); });
   Store::Bytes bytes = store_->get("nccl/unique-id", timeout_);
   C10D_CHECK(bytes.size() == sizeof(id), BackendError, where(),
              ": the NCCL unique id in the store has ", bytes.size(), " bytes, expected ",
              sizeof(id));
   std::memcpy(&id, bytes.data(), sizeof(id));
-  C10D_NCCL(ncclCommInitRank(&comm_, size_, id, rank_), nullptr, what);
-  device_ = wanted;
-  createStream();
-  return true;
+  return id;
+}
+
+void awaitEveryRank(Store& store, const std::string& prefix, int rank, int size,
+                    std::chrono::steady_clock::time_point deadline,
+                    const std::atomic<bool>& cancelled, const std::function<std::string()>& what) {
+  // How soon a cancel or the deadline is noticed; a store round trip per slice costs nothing
+  // next to a communicator's creation.
+  constexpr auto kSlice = std::chrono::milliseconds(100);
+  store.setString(prefix + std::to_string(rank), "1");
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(prefix + std::to_string(r));
+  auto started = std::chrono::steady_clock::now();
+  while (true) {
+    C10D_CHECK(!cancelled.load(), StateError, what(),
+               ": the backend was shut down while waiting for the other ranks");
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    auto slice = std::min<std::chrono::milliseconds>(
+        kSlice, std::chrono::ceil<std::chrono::milliseconds>(deadline - now));
+    try {
+      store.wait(keys, slice);
+      return;
+    } catch (const TimeoutError&) {
+    }
+  }
+  std::string absent;
+  for (int r = 0; r < size; ++r) {
+    if (store.check({keys[r]})) continue;
+    absent += (absent.empty() ? "" : ", ") + std::to_string(r);
+  }
+  C10D_THROW(TimeoutError, what(), ": rank(s) ", absent, " did not come within ",
+             std::chrono::duration_cast<std::chrono::milliseconds>(deadline - started).count(),
+             " ms; every rank of a group must issue its first GPU op (each rank waits there for "
+             "the others)");
 }
 
 void Communicator::adopt(const Split& fromParent) {
@@ -101,6 +148,32 @@ void Communicator::abort(const std::string& reason) {
   C10D_LOG(Error, where(), ": ", reason, "; aborting the communicator");
   if (comm_ != nullptr) ncclCommAbort(comm_);
   comm_ = nullptr;
+}
+
+std::string Communicator::awaitStream(std::chrono::steady_clock::time_point deadline) {
+  if (comm_ == nullptr || stream_ == nullptr) return {};
+  CudaDeviceGuard deviceGuard(device_);
+  auto started = std::chrono::steady_clock::now();
+  while (true) {
+    cudaError_t state = cudaStreamQuery(stream_);
+    if (state == cudaSuccess) return {};
+    if (state != cudaErrorNotReady) {
+      return detail::concat("its stream failed: ", cudaGetErrorString(state));
+    }
+    ncclResult_t asyncError = ncclSuccess;
+    if (ncclCommGetAsyncError(comm_, &asyncError) == ncclSuccess && asyncError != ncclSuccess &&
+        asyncError != ncclInProgress) {
+      return detail::concat("NCCL reported an asynchronous error: ",
+                            ncclGetErrorString(asyncError));
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      return detail::concat(
+          "its ops did not finish within ",
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - started).count(), " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 void Communicator::destroy() {

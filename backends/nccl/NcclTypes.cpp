@@ -17,6 +17,21 @@ void check(ncclResult_t status, const char* call, ncclComm_t comm,
              last != nullptr && *last != '\0' ? std::string(" (") + last + ")" : std::string());
 }
 
+GroupGuard::GroupGuard(ncclComm_t comm, const std::function<std::string()>& what)
+    : comm_(comm), what_(what) {
+  check(ncclGroupStart(), "ncclGroupStart", comm_, what_);
+  open_ = true;
+}
+
+GroupGuard::~GroupGuard() {
+  if (open_) ncclGroupEnd();
+}
+
+void GroupGuard::end() {
+  open_ = false;
+  check(ncclGroupEnd(), "ncclGroupEnd", comm_, what_);
+}
+
 ncclDataType_t dataType(ScalarType dtype, const char* op) {
   // ncclNumTypes stands for "NCCL has no such type" (C10D_NO_NCCL_TYPE in the dtype table).
   ncclDataType_t type = ncclNumTypes;

@@ -19,6 +19,25 @@ namespace c10d::inline v0::nccl {
 void check(ncclResult_t status, const char* call, ncclComm_t comm,
            const std::function<std::string()>& what);
 
+// One NCCL group call: ncclGroupStart now, ncclGroupEnd at end(). NCCL counts open groups per
+// thread, so one left open by a throw between the two would make every later NCCL call of this
+// thread a deferred part of it; the destructor ends a group that end() did not (its status is
+// dropped: the error in flight is the one to report).
+class GroupGuard {
+ public:
+  GroupGuard(ncclComm_t comm, const std::function<std::string()>& what);
+  ~GroupGuard();
+  GroupGuard(const GroupGuard&) = delete;
+  GroupGuard& operator=(const GroupGuard&) = delete;
+  // Ends the group, launching its calls; throws BackendError as check() does.
+  void end();
+
+ private:
+  ncclComm_t comm_;
+  const std::function<std::string()>& what_;
+  bool open_ = false;
+};
+
 // NCCL's type for dtype's elements; throws BackendError naming op when NCCL has none (int16).
 ncclDataType_t dataType(ScalarType dtype, const char* op);
 
