@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
-#include "CommBench.hpp"
 #include "backends/mpi/MpiTypes.hpp"
+#include "benchmarks/comm_bench/CommBench.hpp"
 #include "c10d/core/Exception.hpp"
 
 namespace commbench {

@@ -14,10 +14,10 @@
 #include <cstdint>
 #include <cstring>
 
-#include "CommBench.hpp"
 #include "backends/common/Dispatch.hpp"
 #include "backends/common/Reduce.hpp"
 #include "backends/gloo/GlooSetup.hpp"
+#include "benchmarks/comm_bench/CommBench.hpp"
 #include "c10d/core/Exception.hpp"
 #include "store/PrefixStore.hpp"
 
