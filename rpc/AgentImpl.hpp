@@ -7,14 +7,13 @@
 // the optimizers on parameter owners.
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <mutex>
-#include <set>
 #include <unordered_map>
 
 #include "rpc/CallTable.hpp"
 #include "rpc/GradientContexts.hpp"
+#include "rpc/RRefTable.hpp"
 #include "rpc/RpcAgent.hpp"
 #include "rpc/WorkerPool.hpp"
 #include "rpc/transport/Transport.hpp"
@@ -34,12 +33,6 @@ struct RpcAgent::Impl {
   struct Registered {
     Handler call;
     Maker make;  // null: remote() cannot call it
-  };
-  // A value this worker owns and the forks users hold of it. In the table only while some user
-  // holds a fork; handles on this worker keep the core alive by themselves.
-  struct Owned {
-    std::shared_ptr<detail::RRefCore> core;
-    std::set<detail::GlobalId> forks;
   };
 
   std::shared_ptr<Store> store;
@@ -68,13 +61,8 @@ struct RpcAgent::Impl {
   // Set when this worker reaches the shutdown barrier: peers closing after it are expected.
   std::atomic<bool> leaving{false};
 
-  // ---- remote references (RRefContext.cpp) ----
-  std::mutex rrefMutex;
-  std::condition_variable rrefSettled;  // pendingUsers or pendingChildren shrank
-  std::map<detail::GlobalId, Owned> owned;
-  std::map<detail::GlobalId, std::shared_ptr<detail::RRefCore>> pendingUsers;
-  std::map<detail::GlobalId, std::weak_ptr<detail::RRefCore>> users;
-  std::map<detail::GlobalId, std::shared_ptr<detail::RRefCore>> pendingChildren;
+  // ---- remote references (RRefContext.cpp runs the protocol over this table) ----
+  detail::RRefTable rrefs;
   std::atomic<uint64_t> nextLocalId{1};
 
   // ---- distributed autograd and optimizer (DistAutograd.cpp, DistributedOptimizer.cpp) ----
@@ -132,16 +120,11 @@ struct RpcAgent::Impl {
   bool handleRRefMessage(int peer, Frame& frame);
   // Fire-and-forget protocol message; failures are logged, then (either way) then runs.
   void notify(int to, const char* what, Packed arguments, std::function<void()> then = nullptr);
-  // The owner's entry for id, made (without a value yet) when create is set.
-  std::shared_ptr<detail::RRefCore> ownedCore(const detail::GlobalId& id, bool create);
-  void addFork(const std::shared_ptr<detail::RRefCore>& core, const detail::GlobalId& fork);
-  void addPendingUser(const std::shared_ptr<detail::RRefCore>& core);
-  void confirmUser(const detail::GlobalId& fork);
+  // The owner's entry for id, made (without a value yet) when there is none.
+  std::shared_ptr<detail::RRefCore> ownedCore(const detail::GlobalId& id);
   void userGone(detail::RRefCore& core);
   // Tells core's owner this fork is gone (once per fork).
   void sendDelete(detail::RRefCore& core);
-  // The reference sent as fork, no longer held for its receiver; null when not pending.
-  std::shared_ptr<detail::RRefCore> takePendingChild(const detail::GlobalId& fork);
   // Graceful shutdown: waits for forks in flight, then deletes the forks still held here.
   void settleRRefs(std::chrono::steady_clock::time_point deadline);
 };

@@ -95,11 +95,10 @@ std::string packRRef(const std::shared_ptr<RRefCore>& core) {
              " belongs to another agent than the one sending it");
   RRefWire wire{core->ownerId(), core->id(), impl.newId(), impl.self.id};
   if (core->isOwner() && scope.peer != impl.self.id) {
-    impl.addFork(core, wire.fork);
+    impl.rrefs.addFork(core, wire.fork);
   } else {
     // Kept until the receiver's fork is confirmed (or, sent to ourselves, until unpacked here).
-    std::lock_guard<std::mutex> guard(impl.rrefMutex);
-    impl.pendingChildren[wire.fork] = core;
+    impl.rrefs.addPendingChild(wire.fork, core);
   }
   std::string body;
   StringSink sink{body};
@@ -122,13 +121,13 @@ std::shared_ptr<RRefCore> unpackRRef(const char* data, size_t size) {
              InvalidArgument, "rpc: malformed RRef from ", impl.describeWorker(scope.peer),
              " (owner ", wire.owner, ", sender ", wire.parent, ")");
   if (wire.parent == self) {
-    std::shared_ptr<RRefCore> core = impl.takePendingChild(wire.fork);
+    std::shared_ptr<RRefCore> core = impl.rrefs.takePendingChild(wire.fork);
     C10D_CHECK(core != nullptr, StateError, "rpc: RRef ", wire.id.str(),
                " sent to itself was already received");
     return core;
   }
   if (wire.owner == self) {
-    std::shared_ptr<RRefCore> core = impl.ownedCore(wire.id, false);
+    std::shared_ptr<RRefCore> core = impl.rrefs.owned(wire.id);
     C10D_CHECK(core != nullptr, StateError, "rpc: RRef ", wire.id.str(), " from ",
                impl.describeWorker(scope.peer), " is no longer held on its owner");
     impl.notify(wire.parent, "c10d.rref.accept", pack(std::make_tuple(wire.fork)));
@@ -138,17 +137,16 @@ std::shared_ptr<RRefCore> unpackRRef(const char* data, size_t size) {
   if (wire.parent == wire.owner) {
     // The owner registered this fork before sending it.
     core->markConfirmed();
-    std::lock_guard<std::mutex> guard(impl.rrefMutex);
-    impl.users[wire.fork] = core;
+    impl.rrefs.addUser(core);
     return core;
   }
-  impl.addPendingUser(core);
+  impl.rrefs.addPendingUser(core);
   RpcAgent::Impl* raw = &impl;
   GlobalId fork = wire.fork;
   int parent = wire.parent;
   impl.notify(wire.owner, "c10d.rref.fork", pack(std::make_tuple(wire.id, fork)),
               [raw, fork, parent] {
-                raw->confirmUser(fork);
+                raw->rrefs.confirmUser(fork);
                 raw->notify(parent, "c10d.rref.accept", pack(std::make_tuple(fork)));
               });
   return core;
@@ -161,61 +159,12 @@ using detail::RRefCore;
 
 // ---- Impl: tables ----
 
-std::shared_ptr<RRefCore> RpcAgent::Impl::ownedCore(const GlobalId& id, bool create) {
-  std::lock_guard<std::mutex> guard(rrefMutex);
-  auto it = owned.find(id);
-  if (it != owned.end()) return it->second.core;
-  if (!create) return nullptr;
-  auto core = std::make_shared<RRefCore>(agent, id, self.id);
-  owned[id].core = core;
-  return core;
-}
-
-void RpcAgent::Impl::addFork(const std::shared_ptr<RRefCore>& core, const GlobalId& fork) {
-  std::lock_guard<std::mutex> guard(rrefMutex);
-  Owned& entry = owned[core->id()];
-  if (!entry.core) entry.core = core;
-  entry.forks.insert(fork);
-}
-
-void RpcAgent::Impl::addPendingUser(const std::shared_ptr<RRefCore>& core) {
-  std::lock_guard<std::mutex> guard(rrefMutex);
-  pendingUsers[core->fork()] = core;
-}
-
-void RpcAgent::Impl::confirmUser(const GlobalId& fork) {
-  std::shared_ptr<RRefCore> core;
-  {
-    std::lock_guard<std::mutex> guard(rrefMutex);
-    auto it = pendingUsers.find(fork);
-    if (it == pendingUsers.end()) return;
-    core = std::move(it->second);
-    pendingUsers.erase(it);
-    core->markConfirmed();
-    users[fork] = core;
-  }
-  rrefSettled.notify_all();
-  // core may be the last handle: its destructor sends the deletion, outside the lock.
-}
-
-std::shared_ptr<RRefCore> RpcAgent::Impl::takePendingChild(const GlobalId& fork) {
-  std::shared_ptr<RRefCore> core;
-  {
-    std::lock_guard<std::mutex> guard(rrefMutex);
-    auto it = pendingChildren.find(fork);
-    if (it == pendingChildren.end()) return nullptr;
-    core = std::move(it->second);
-    pendingChildren.erase(it);
-  }
-  rrefSettled.notify_all();
-  return core;
+std::shared_ptr<RRefCore> RpcAgent::Impl::ownedCore(const GlobalId& id) {
+  return rrefs.ownedOrMake(id, [&] { return std::make_shared<RRefCore>(agent, id, self.id); });
 }
 
 void RpcAgent::Impl::userGone(RRefCore& core) {
-  {
-    std::lock_guard<std::mutex> guard(rrefMutex);
-    users.erase(core.fork());
-  }
+  rrefs.removeUser(core.fork());
   if (!shutDown.load()) sendDelete(core);
 }
 
@@ -263,8 +212,8 @@ bool RpcAgent::Impl::handleRRefMessage(int peer, Frame& frame) {
       auto [id, fork, function, inner] =
           unpack<std::tuple<GlobalId, GlobalId, std::string, std::string>>(arguments.bytes,
                                                                            arguments.tensors, what);
-      std::shared_ptr<RRefCore> core = ownedCore(id, true);
-      addFork(core, fork);
+      std::shared_ptr<RRefCore> core = ownedCore(id);
+      rrefs.addFork(core, fork);
       Packed innerArguments{std::move(inner), std::move(arguments.tensors)};
       runOnPool([this, peer, requestId, core, function = std::move(function),
                  innerArguments = std::move(innerArguments)]() mutable {
@@ -286,7 +235,7 @@ bool RpcAgent::Impl::handleRRefMessage(int peer, Frame& frame) {
     }
     if (op == "fetch") {
       auto [id] = unpack<std::tuple<GlobalId>>(arguments.bytes, arguments.tensors, what);
-      std::shared_ptr<RRefCore> core = ownedCore(id, false);
+      std::shared_ptr<RRefCore> core = rrefs.owned(id);
       C10D_CHECK(core != nullptr, RemoteError, "RRef ", id.str(), " is not held on its owner ",
                  describeWorker(self.id), " (every reference to it was deleted)");
       core->value().addCallback([this, peer, requestId, core] {
@@ -303,22 +252,14 @@ bool RpcAgent::Impl::handleRRefMessage(int peer, Frame& frame) {
     if (op == "fork") {
       auto [id, fork] =
           unpack<std::tuple<GlobalId, GlobalId>>(arguments.bytes, arguments.tensors, what);
-      addFork(ownedCore(id, true), fork);
+      rrefs.addFork(ownedCore(id), fork);
     } else if (op == "accept") {
       auto [fork] = unpack<std::tuple<GlobalId>>(arguments.bytes, arguments.tensors, what);
-      dropped.push_back(takePendingChild(fork));
+      dropped.push_back(rrefs.takePendingChild(fork));
     } else if (op == "delete") {
       auto [id, fork] =
           unpack<std::tuple<GlobalId, GlobalId>>(arguments.bytes, arguments.tensors, what);
-      std::lock_guard<std::mutex> guard(rrefMutex);
-      auto it = owned.find(id);
-      if (it != owned.end()) {
-        it->second.forks.erase(fork);
-        if (it->second.forks.empty()) {
-          dropped.push_back(std::move(it->second.core));
-          owned.erase(it);
-        }
-      }
+      dropped.push_back(rrefs.deleteFork(id, fork));
     } else {
       C10D_THROW(RemoteError, "unknown agent message '", frame.name, "' on ",
                  describeWorker(self.id));
@@ -333,21 +274,13 @@ bool RpcAgent::Impl::handleRRefMessage(int peer, Frame& frame) {
 
 void RpcAgent::Impl::settleRRefs(std::chrono::steady_clock::time_point deadline) {
   // References still held here are gone for their owners now.
-  std::vector<std::shared_ptr<RRefCore>> live;
-  {
-    std::unique_lock<std::mutex> lock(rrefMutex);
-    if (!rrefSettled.wait_until(lock, deadline,
-                                [&] { return pendingUsers.empty() && pendingChildren.empty(); })) {
-      C10D_LOG(Warning, "rpc worker '", self.name, "': graceful shutdown: ", pendingUsers.size(),
-               " RRef fork(s) still unconfirmed and ", pendingChildren.size(),
-               " sent RRef(s) not accepted after ", options.timeout.count(), " ms");
-    }
-    for (auto& [fork, weak] : users) {
-      if (auto core = weak.lock()) live.push_back(std::move(core));
-    }
-    users.clear();
+  detail::RRefTable::Settled settled = rrefs.settle(deadline);
+  if (settled.pendingUsers + settled.pendingChildren > 0) {
+    C10D_LOG(Warning, "rpc worker '", self.name, "': graceful shutdown: ", settled.pendingUsers,
+             " RRef fork(s) still unconfirmed and ", settled.pendingChildren,
+             " sent RRef(s) not accepted after ", options.timeout.count(), " ms");
   }
-  for (auto& core : live) sendDelete(*core);
+  for (auto& core : settled.liveUsers) sendDelete(*core);
 }
 
 // ---- RpcAgent ----
@@ -380,7 +313,7 @@ std::shared_ptr<RRefCore> RpcAgent::remoteRaw(const std::string& to, const std::
   Packed inner = packFor(owner, packArguments);
   Packed arguments = pack(std::make_tuple(id, id, function, std::move(inner.bytes)));
   arguments.tensors = std::move(inner.tensors);
-  impl.addPendingUser(core);
+  impl.rrefs.addPendingUser(core);
   Impl* raw = impl_.get();
   std::weak_ptr<RRefCore> weak = core;
   impl.call(owner, "c10d.rref.remote", std::move(arguments), impl.options.timeout,
@@ -388,7 +321,7 @@ std::shared_ptr<RRefCore> RpcAgent::remoteRaw(const std::string& to, const std::
               if (error) {
                 if (auto c = weak.lock()) c->setCreationError(error);
               }
-              raw->confirmUser(id);
+              raw->rrefs.confirmUser(id);
             });
   return core;
 }
@@ -400,13 +333,7 @@ std::shared_ptr<RRefCore> RpcAgent::ownedRRef(std::shared_ptr<detail::Held> valu
 }
 
 RRefStats RpcAgent::rrefStats() const {
-  std::lock_guard<std::mutex> guard(impl_->rrefMutex);
-  RRefStats stats;
-  stats.owned = impl_->owned.size();
-  for (const auto& [fork, weak] : impl_->users) stats.users += weak.expired() ? 0 : 1;
-  stats.pendingUsers = impl_->pendingUsers.size();
-  stats.pendingChildren = impl_->pendingChildren.size();
-  return stats;
+  return impl_->rrefs.stats();
 }
 
 }  // namespace c10d::inline v0::rpc

@@ -463,14 +463,7 @@ void RpcAgent::Impl::close() {
   // Replies queued for the pool still run: the pool drains its queue before it stops.
   stopThreads();
   // References to values owned here die with the agent; break the cycles they form with it.
-  std::map<detail::GlobalId, Owned> ownedHere;
-  std::map<detail::GlobalId, std::shared_ptr<detail::RRefCore>> usersInFlight, childrenInFlight;
-  {
-    std::lock_guard<std::mutex> guard(rrefMutex);
-    ownedHere.swap(owned);
-    usersInFlight.swap(pendingUsers);
-    childrenInFlight.swap(pendingChildren);
-  }
+  detail::RRefTable::Contents released = rrefs.clear();
 }
 
 }  // namespace c10d::inline v0::rpc

@@ -31,7 +31,7 @@ void addGradient(RpcAgent::Impl& impl, int64_t context, const GlobalId& id, cons
 // On the owner: gradients that came from another worker, for parameters in its table.
 void accumulateReceived(RpcAgent::Impl& impl, int64_t context, const GradientList& grads) {
   for (const auto& [id, grad] : grads) {
-    std::shared_ptr<detail::RRefCore> core = impl.ownedCore(id, false);
+    std::shared_ptr<detail::RRefCore> core = impl.rrefs.owned(id);
     C10D_CHECK(core != nullptr, StateError, "dist autograd: parameter RRef ", id.str(),
                " is not owned by ", impl.describeWorker(impl.self.id));
     addGradient(impl, context, id, *static_cast<Tensor*>(core->localAddress(typeid(Tensor))), grad);
