@@ -132,6 +132,9 @@ TEST(FlightRecorderTest, TheReportNamesTheRankThatFellBehind) {
         fs::path mine =
             dumps.path / ("c10d_flight_default_rank" + std::to_string(env.rank) + ".json");
         if (env.rank == 2) {
+          const FlightRecorder* recorder = env.pg.flightRecorder();
+          test::check(recorder != nullptr && recorder->entries().size() == 3,
+                      "flightRecorder() holds the three allreduces");
           test::checkEq(env.pg.dumpFlightRecorder(), mine.string(), "the dump's path");
           return;
         }

@@ -21,6 +21,7 @@ void unevenSteps(test::RankEnv& env) {
   std::vector<float> sums;
   for (int b = 0; b < batches[env.rank]; ++b) {
     activeSeen.push_back(join.step());
+    test::checkEq(activeSeen.back(), join.activeRanks(), "activeRanks() after a step");
     std::fill(ones.data<float>(), ones.data<float>() + 4, 1.0f);
     env.pg.allreduce(ones)->wait();
     sums.push_back(ones.data<float>()[3]);
