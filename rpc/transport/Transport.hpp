@@ -41,7 +41,7 @@ class Transport {
   using OnPeerLost = std::function<void(int peer, const std::string& why)>;
 
   // With a token, every connection must pass the challenge-response of c10d/net/Auth.hpp (see
-  // Impl::Connection::Stage) before a frame of it is delivered.
+  // Connection::Stage in rpc/transport/Connection.hpp) before a frame of it is delivered.
   Transport(int self, std::optional<std::string> token, OnFrame onFrame, OnPeerLost onPeerLost);
   ~Transport();
   Transport(const Transport&) = delete;
@@ -66,8 +66,6 @@ class Transport {
   void send(int peer, Frame frame, bool moreSoon = false);
   // Closes every connection and stops the loop thread. Idempotent.
   void close();
-  // Why the connection to peer was lost; nullopt while it is up (or was never made).
-  std::optional<std::string> lostReason(int peer) const;
   // Every peer whose connection was lost, and why.
   std::map<int, std::string> lostPeers() const;
 
