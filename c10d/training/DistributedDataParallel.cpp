@@ -1,0 +1,635 @@
+// The reducer: buckets of gradients reduced in bucket order as they fill (see the header). One
+// mutex orders the marks and the launches; copies into buckets run outside it, since each
+// gradient has a slot of its own and its bucket cannot launch before its mark is counted.
+
+#include "c10d/training/DistributedDataParallel.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <tuple>
+#include <utility>
+
+#include "c10d/core/Cuda.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Half.hpp"
+
+namespace c10d::inline v0 {
+
+namespace {
+
+// Elements [offset, offset + numel) of flat, shaped as sizes: a view sharing flat's memory.
+Tensor slice(const Tensor& flat, int64_t offset, const std::vector<int64_t>& sizes) {
+  char* base = static_cast<char*>(flat.data()) + offset * static_cast<int64_t>(flat.elementSize());
+  return Tensor::fromBlob(base, flat.dtype(), sizes, flat.device(), {}, flat.holder());
+}
+
+void zeroFill(const Tensor& tensor) {
+  if (tensor.nbytes() == 0) return;
+  if (tensor.device().isCPU()) {
+    std::memset(tensor.data(), 0, tensor.nbytes());
+  } else {
+    copyTensor(tensor, Tensor::zeros(tensor.sizes(), tensor.dtype()));
+  }
+}
+
+Tensor zerosLike(const Tensor& tensor) {
+  Tensor zeros = Tensor::empty(tensor.sizes(), tensor.dtype(), tensor.device());
+  zeroFill(zeros);
+  return zeros;
+}
+
+// A collective on host integers, through a tensor on device (the group may serve only CUDA).
+template <typename Collective>
+std::vector<int64_t> onDevice(const std::vector<int64_t>& values, const Device& device,
+                              Collective&& collective) {
+  Tensor host = Tensor::fromBlob(const_cast<int64_t*>(values.data()), ScalarType::Int64,
+                                 {static_cast<int64_t>(values.size())});
+  Tensor tensor = host;
+  if (!device.isCPU()) {
+    tensor = Tensor::empty(host.sizes(), ScalarType::Int64, device);
+    copyTensor(tensor, host);
+  }
+  collective(tensor);
+  std::vector<int64_t> result(values.size());
+  copyTensor(Tensor::fromBlob(result.data(), ScalarType::Int64, host.sizes()), tensor);
+  return result;
+}
+
+std::string describeParameter(size_t index, const std::string& name) {
+  return name.empty() ? detail::concat(index) : detail::concat(index, " '", name, "'");
+}
+
+struct Bucket {
+  Tensor buffer;
+  std::vector<size_t> parameters;
+  std::vector<int64_t> offsets;  // of each parameter's gradient in buffer, in elements
+  size_t pending = 0;            // gradients not yet ready in this backward
+  std::shared_ptr<Future> result;
+};
+
+}  // namespace
+
+struct DistributedDataParallel::Impl {
+  ProcessGroup* group = nullptr;
+  DataParallelOptions options;
+  std::vector<DataParallelParameter> parameters;
+  std::vector<Tensor> values;  // parameters[i].value, for assignBuckets
+  Device commDevice;           // where the reducer's own small collectives run
+
+  // The layout: buckets, and where each gradient lives in them.
+  std::vector<Bucket> buckets;
+  struct Slot {
+    size_t bucket = 0;
+    Tensor view;  // the gradient's elements in its bucket, shaped like the parameter
+  };
+  std::vector<Slot> slots;
+  bool rebuilt = false;  // the layout follows rank 0's ready order
+
+  std::mutex mutex;  // the state of the backward in progress, below
+  std::vector<uint8_t> marked;
+  std::vector<size_t> readyOrder;  // the first backward's marks, in order
+  size_t nextLaunch = 0;
+  int activeRanks = -1;
+  std::atomic<int> noSync{0};
+
+  int worldSize() const { return group->size(); }
+  double divisor() const {
+    if (options.divideByInitialWorldSize || activeRanks <= 0) return worldSize();
+    return activeRanks;
+  }
+
+  void build(const std::vector<size_t>& order) {
+    std::vector<std::vector<size_t>> layout =
+        detail::assignBuckets(values, order, options.firstBucketBytes, options.bucketCapBytes);
+    std::vector<Slot> oldSlots = std::move(slots);
+    buckets.clear();
+    slots.assign(parameters.size(), Slot{});
+    for (size_t b = 0; b < layout.size(); ++b) {
+      Bucket bucket;
+      bucket.parameters = layout[b];
+      int64_t numel = 0;
+      for (size_t i : bucket.parameters) {
+        bucket.offsets.push_back(numel);
+        numel += values[i].numel();
+      }
+      const Tensor& first = values[bucket.parameters.front()];
+      bucket.buffer = Tensor::empty({numel}, first.dtype(), first.device());
+      for (size_t k = 0; k < bucket.parameters.size(); ++k) {
+        size_t i = bucket.parameters[k];
+        slots[i] = Slot{b, slice(bucket.buffer, bucket.offsets[k], values[i].sizes())};
+      }
+      buckets.push_back(std::move(bucket));
+    }
+    // Gradients that live in the buckets move with them.
+    if (options.gradientAsBucketView) {
+      for (size_t i = 0; i < parameters.size(); ++i) {
+        if (oldSlots.empty()) {
+          zeroFill(slots[i].view);
+        } else {
+          copyTensor(slots[i].view, oldSlots[i].view);
+        }
+      }
+    }
+    resetBackward();
+  }
+
+  void resetBackward() {
+    marked.assign(parameters.size(), 0);
+    nextLaunch = 0;
+    for (Bucket& bucket : buckets) {
+      bucket.pending = bucket.parameters.size();
+      bucket.result = nullptr;
+    }
+  }
+
+  // With the mutex held: reduces the buckets that are full, in bucket order.
+  void launchReadyLocked() {
+    while (nextLaunch < buckets.size() && buckets[nextLaunch].pending == 0) {
+      Bucket& bucket = buckets[nextLaunch];
+      bucket.result = runHook(nextLaunch, bucket.buffer);
+      ++nextLaunch;
+    }
+  }
+
+  std::shared_ptr<Future> runHook(size_t index, const Tensor& buffer) {
+    GradBucket view{index, buffer, ReduceOp::premulSum(1.0 / divisor()), buckets[index].parameters};
+    try {
+      std::shared_ptr<Future> result =
+          options.commHook ? options.commHook(*group, view) : allreduceHook(*group, view);
+      C10D_CHECK(result != nullptr, InvalidArgument, "DistributedDataParallel: the comm hook ",
+                 "returned no Future for bucket ", index);
+      return result;
+    } catch (...) {
+      auto failed = std::make_shared<Future>();
+      failed->setError(std::current_exception());
+      return failed;
+    }
+  }
+
+  // Waits for bucket index's reduction; the average ends in buffer. The first error is kept.
+  void collect(size_t index, const Tensor& buffer, std::exception_ptr& firstError) {
+    const std::shared_ptr<Future>& result = buckets[index].result;
+    try {
+      result->wait();
+      const std::vector<Tensor>& value = result->value();
+      if (!value.empty() && value[0].data() != buffer.data()) copyTensor(buffer, value[0]);
+    } catch (...) {
+      if (!firstError) firstError = std::current_exception();
+    }
+  }
+
+  // Collective: how many ranks used each gradient in this backward (SUM of 0/1 per parameter).
+  std::vector<int64_t> countUses(const std::vector<uint8_t>& used) {
+    std::vector<int64_t> flags(used.begin(), used.end());
+    return onDevice(flags, commDevice, [&](const Tensor& t) { group->allreduce(t)->wait(); });
+  }
+
+  // Collective, once, after the first backward: every rank takes rank 0's ready order.
+  void rebuildOnce() {
+    if (rebuilt) return;
+    rebuilt = true;
+    std::vector<int64_t> order;
+    if (group->rank() == 0) {
+      std::vector<uint8_t> seen(parameters.size(), 0);
+      for (size_t i : readyOrder) {
+        order.push_back(static_cast<int64_t>(i));
+        seen[i] = 1;
+      }
+      for (size_t k = parameters.size(); k-- > 0;) {
+        if (!seen[k]) order.push_back(static_cast<int64_t>(k));
+      }
+    } else {
+      order.assign(parameters.size(), 0);
+    }
+    if (worldSize() > 1) {
+      order = onDevice(order, commDevice, [&](const Tensor& t) { group->broadcast(t)->wait(); });
+    }
+    readyOrder.clear();
+    std::vector<size_t> newOrder(order.begin(), order.end());
+    std::vector<std::vector<size_t>> current;
+    for (const Bucket& bucket : buckets) current.push_back(bucket.parameters);
+    if (detail::assignBuckets(values, newOrder, options.firstBucketBytes, options.bucketCapBytes) !=
+        current) {
+      build(newOrder);
+    }
+  }
+};
+
+// ---- the layout ----
+
+namespace detail {
+
+std::vector<std::vector<size_t>> assignBuckets(const std::vector<Tensor>& parameters,
+                                               const std::vector<size_t>& order, size_t firstCap,
+                                               size_t cap) {
+  // One open bucket per kind (dtype and device), so each bucket holds one kind; a kind's first
+  // bucket has the smaller cap.
+  struct Open {
+    std::vector<size_t> members;
+    size_t bytes = 0;
+    bool first = true;
+  };
+  std::map<std::pair<int, std::string>, Open> open;
+  std::vector<std::vector<size_t>> buckets;
+  for (size_t i : order) {
+    const Tensor& p = parameters[i];
+    Open& bucket = open[{static_cast<int>(p.dtype()), p.device().str()}];
+    bucket.members.push_back(i);
+    bucket.bytes += p.nbytes();
+    if (bucket.bytes >= (bucket.first ? firstCap : cap)) {
+      buckets.push_back(std::move(bucket.members));
+      bucket = Open{{}, 0, false};
+    }
+  }
+  // What is left, in the order of each kind's first member.
+  std::vector<std::vector<size_t>> rest;
+  for (auto& [kind, bucket] : open) {
+    if (!bucket.members.empty()) rest.push_back(std::move(bucket.members));
+  }
+  std::vector<size_t> position(parameters.size());
+  for (size_t k = 0; k < order.size(); ++k) position[order[k]] = k;
+  std::sort(rest.begin(), rest.end(), [&](const auto& a, const auto& b) {
+    return position[a.front()] < position[b.front()];
+  });
+  for (auto& bucket : rest) buckets.push_back(std::move(bucket));
+  return buckets;
+}
+
+}  // namespace detail
+
+// ---- hooks ----
+
+std::shared_ptr<Future> allreduceHook(ProcessGroup& group, GradBucket& bucket) {
+  return group.allreduce(bucket.buffer, {.reduceOp = bucket.average})->getFuture();
+}
+
+namespace {
+
+template <typename Low>
+std::shared_ptr<Future> compressHook(ProcessGroup& group, GradBucket& bucket, ScalarType low,
+                                     const char* hook) {
+  Tensor buffer = bucket.buffer;
+  C10D_CHECK(buffer.device().isCPU() &&
+                 (buffer.dtype() == ScalarType::Float32 || buffer.dtype() == ScalarType::Float64),
+             InvalidArgument, "DistributedDataParallel: ", hook, " compresses CPU float32 or ",
+             "float64 buckets; bucket ", bucket.index, " is ", buffer.describe());
+  const int64_t n = buffer.numel();
+  Tensor compressed = Tensor::empty({n}, low);
+  // Divided while compressing, before the sum: the sum of averages fits where the sum might not.
+  const double factor = bucket.average.factor();
+  auto compress = [&](auto* in) {
+    Low* out = compressed.data<Low>();
+    for (int64_t k = 0; k < n; ++k) out[k] = Low(static_cast<float>(in[k] * factor));
+  };
+  if (buffer.dtype() == ScalarType::Float32) {
+    compress(buffer.data<float>());
+  } else {
+    compress(buffer.data<double>());
+  }
+  return group.allreduce(compressed)->getFuture()->then([buffer, compressed, n](Future&) {
+    const Low* in = compressed.data<Low>();
+    if (buffer.dtype() == ScalarType::Float32) {
+      float* out = buffer.data<float>();
+      for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(in[k]);
+    } else {
+      double* out = buffer.data<double>();
+      for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(in[k]);
+    }
+    return std::vector<Tensor>{buffer};
+  });
+}
+
+}  // namespace
+
+std::shared_ptr<Future> fp16CompressHook(ProcessGroup& group, GradBucket& bucket) {
+  return compressHook<Half>(group, bucket, ScalarType::Float16, "fp16CompressHook");
+}
+
+std::shared_ptr<Future> bf16CompressHook(ProcessGroup& group, GradBucket& bucket) {
+  return compressHook<BFloat16>(group, bucket, ScalarType::BFloat16, "bf16CompressHook");
+}
+
+// ---- DistributedDataParallel ----
+
+DistributedDataParallel::DistributedDataParallel(ProcessGroup& group,
+                                                 std::vector<DataParallelParameter> parameters,
+                                                 DataParallelOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  C10D_CHECK(group.isMember(), InvalidArgument, "DistributedDataParallel: this rank is not a ",
+             "member of group '", group.groupName(), "'");
+  C10D_CHECK(!parameters.empty(), InvalidArgument, "DistributedDataParallel: no parameters");
+  C10D_CHECK(options.firstBucketBytes > 0 && options.bucketCapBytes > 0, InvalidArgument,
+             "DistributedDataParallel: bucket sizes must be positive, got first ",
+             options.firstBucketBytes, " and cap ", options.bucketCapBytes, " bytes");
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const DataParallelParameter& p = parameters[i];
+    auto where = [&] {
+      return "DistributedDataParallel: parameter " + describeParameter(i, p.name);
+    };
+    C10D_CHECK(p.value.defined(), InvalidArgument, where(), " is undefined");
+    C10D_CHECK(isFloatingPoint(p.value.dtype()), InvalidArgument, where(), " is ",
+               p.value.describe(),
+               "; gradients are averaged, so parameters must be floating point");
+    C10D_CHECK(p.value.isContiguous(), InvalidArgument, where(), " is ", p.value.describe(),
+               "; register contiguous parameters");
+    group.backend(p.value.device().type);  // throws naming the device the group cannot serve
+    if (options.gradientAsBucketView) {
+      C10D_CHECK(!p.grad.defined(), InvalidArgument, where(), " comes with a gradient tensor, ",
+                 "but with gradientAsBucketView the reducer owns the gradients (gradient(i))");
+    } else {
+      C10D_CHECK(p.grad.defined(), InvalidArgument, where(),
+                 " has no gradient tensor (give one, or set gradientAsBucketView)");
+      C10D_CHECK(p.grad.dtype() == p.value.dtype() && p.grad.device() == p.value.device() &&
+                     p.grad.numel() == p.value.numel() && p.grad.isContiguous(),
+                 InvalidArgument, where(), " is ", p.value.describe(), " but its gradient is ",
+                 p.grad.describe(), "; they must match and the gradient must be contiguous");
+    }
+  }
+  Impl& impl = *impl_;
+  impl.group = &group;
+  impl.options = std::move(options);
+  impl.parameters = std::move(parameters);
+  for (const auto& p : impl.parameters) impl.values.push_back(p.value);
+  impl.commDevice = impl.values.front().device();
+  // Backward produces the last layers' gradients first: the initial order is the reverse of
+  // registration, until the first backward shows the real one.
+  std::vector<size_t> order(impl.parameters.size());
+  std::iota(order.rbegin(), order.rend(), size_t{0});
+  impl.build(order);
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  // Collectives still in flight write into the buckets: wait for them before freeing.
+  for (Bucket& bucket : impl_->buckets) {
+    if (bucket.result) {
+      try {
+        bucket.result->wait();
+      } catch (const std::exception&) {
+      }
+    }
+  }
+}
+
+size_t DistributedDataParallel::parameterCount() const {
+  return impl_->parameters.size();
+}
+
+Tensor DistributedDataParallel::gradient(size_t i) const {
+  C10D_CHECK(i < impl_->parameters.size(), InvalidArgument, "DistributedDataParallel: gradient(", i,
+             ") of ", impl_->parameters.size(), " parameters");
+  return impl_->options.gradientAsBucketView ? impl_->slots[i].view : impl_->parameters[i].grad;
+}
+
+std::vector<std::vector<size_t>> DistributedDataParallel::bucketLayout() const {
+  std::vector<std::vector<size_t>> layout;
+  for (const Bucket& bucket : impl_->buckets) layout.push_back(bucket.parameters);
+  return layout;
+}
+
+void DistributedDataParallel::syncParameters(const std::vector<Tensor>& buffers, int root) {
+  Impl& impl = *impl_;
+  ProcessGroup& group = *impl.group;
+  C10D_CHECK(root >= 0 && root < group.size(), InvalidArgument,
+             "DistributedDataParallel: syncParameters root ", root, " is not a rank of a group of ",
+             group.size());
+  // What this rank registered: count, then dtype, rank and sizes of each tensor.
+  std::vector<Tensor> tensors = impl.values;
+  tensors.insert(tensors.end(), buffers.begin(), buffers.end());
+  std::vector<int64_t> mine = {static_cast<int64_t>(impl.values.size()),
+                               static_cast<int64_t>(buffers.size())};
+  for (const Tensor& t : tensors) {
+    C10D_CHECK(t.defined() && t.isContiguous(), InvalidArgument,
+               "DistributedDataParallel: syncParameters needs defined, contiguous buffers");
+    mine.push_back(static_cast<int64_t>(t.dtype()));
+    mine.push_back(t.dim());
+    mine.insert(mine.end(), t.sizes().begin(), t.sizes().end());
+  }
+  const int size = group.size();
+  if (size > 1) {
+    // Lengths first, then every rank's description padded to the longest.
+    std::vector<int64_t> lengths(size, 0);
+    lengths[group.rank()] = static_cast<int64_t>(mine.size());
+    lengths =
+        onDevice(lengths, impl.commDevice, [&](const Tensor& t) { group.allreduce(t)->wait(); });
+    const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+    std::vector<int64_t> all(static_cast<size_t>(longest) * size, -1);
+    std::copy(mine.begin(), mine.end(), all.begin() + longest * group.rank());
+    // An allreduce of MAX over slots each rank fills alone (the rest -1) is an allgather that
+    // needs no output list.
+    all = onDevice(all, impl.commDevice, [&](const Tensor& t) {
+      group.allreduce(t, {.reduceOp = ReduceOp::MAX})->wait();
+    });
+    auto described = [&](int r) {
+      return std::vector<int64_t>(all.begin() + longest * r,
+                                  all.begin() + longest * r + lengths[r]);
+    };
+    const std::vector<int64_t> reference = described(root);
+    for (int r = 0; r < size; ++r) {
+      std::vector<int64_t> theirs = described(r);
+      if (theirs == reference) continue;
+      C10D_CHECK(theirs[0] == reference[0] && theirs[1] == reference[1], InvalidArgument,
+                 "DistributedDataParallel: rank ", r, " registered ", theirs[0], " parameters and ",
+                 theirs[1], " buffers, rank ", root, " ", reference[0], " and ", reference[1],
+                 "; every rank must register the same model");
+      // Walk both descriptions to the first tensor that differs.
+      size_t a = 2, b = 2;
+      for (size_t k = 0; k < tensors.size(); ++k) {
+        auto next = [](const std::vector<int64_t>& d, size_t& at) {
+          std::vector<int64_t> one(d.begin() + at, d.begin() + at + 2 + d[at + 1]);
+          at += one.size();
+          return one;
+        };
+        std::vector<int64_t> x = next(theirs, a), y = next(reference, b);
+        if (x == y) continue;
+        auto text = [](const std::vector<int64_t>& d) {
+          std::string sizes;
+          for (size_t s = 2; s < d.size(); ++s) sizes += (s > 2 ? ", " : "") + std::to_string(d[s]);
+          return detail::concat(static_cast<ScalarType>(d[0]), "[", sizes, "]");
+        };
+        std::string what = k < impl.values.size()
+                               ? "parameter " + describeParameter(k, impl.parameters[k].name)
+                               : "buffer " + std::to_string(k - impl.values.size());
+        C10D_THROW(InvalidArgument, "DistributedDataParallel: ", what, " is ", text(x), " on rank ",
+                   r, " but ", text(y), " on rank ", root,
+                   "; every rank must register the same model");
+      }
+    }
+  }
+  if (size == 1) return;
+  // One broadcast per kind, in the order of each kind's first tensor.
+  std::vector<std::pair<std::pair<ScalarType, std::string>, std::vector<size_t>>> kinds;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    auto key = std::make_pair(tensors[k].dtype(), tensors[k].device().str());
+    auto it = std::find_if(kinds.begin(), kinds.end(), [&](auto& e) { return e.first == key; });
+    if (it == kinds.end()) {
+      kinds.push_back({key, {k}});
+    } else {
+      it->second.push_back(k);
+    }
+  }
+  for (const auto& [kind, members] : kinds) {
+    int64_t numel = 0;
+    for (size_t k : members) numel += tensors[k].numel();
+    const Tensor& first = tensors[members.front()];
+    Tensor flat = Tensor::empty({numel}, first.dtype(), first.device());
+    int64_t offset = 0;
+    for (size_t k : members) {
+      Tensor part = slice(flat, offset, tensors[k].sizes());
+      if (group.rank() == root) copyTensor(part, tensors[k]);
+      offset += tensors[k].numel();
+    }
+    group.broadcast(flat, {.rootRank = root})->wait();
+    if (group.rank() == root) continue;
+    offset = 0;
+    for (size_t k : members) {
+      copyTensor(tensors[k], slice(flat, offset, tensors[k].sizes()));
+      offset += tensors[k].numel();
+    }
+  }
+}
+
+void DistributedDataParallel::prepareForBackward(int activeRanks) {
+  C10D_CHECK(activeRanks == -1 || (activeRanks >= 1 && activeRanks <= impl_->worldSize()),
+             InvalidArgument, "DistributedDataParallel: prepareForBackward(", activeRanks,
+             ") in a group of ", impl_->worldSize(), " ranks");
+  std::lock_guard<std::mutex> guard(impl_->mutex);
+  impl_->activeRanks = activeRanks;
+}
+
+void DistributedDataParallel::markGradReady(size_t i) {
+  Impl& impl = *impl_;
+  C10D_CHECK(i < impl.parameters.size(), InvalidArgument, "DistributedDataParallel: markGradReady(",
+             i, ") but ", impl.parameters.size(), " parameters are registered");
+  {
+    std::lock_guard<std::mutex> guard(impl.mutex);
+    C10D_CHECK(!impl.marked[i], InvalidArgument, "DistributedDataParallel: parameter ",
+               describeParameter(i, impl.parameters[i].name),
+               " was marked ready twice in one backward");
+    impl.marked[i] = 1;
+    if (!impl.rebuilt) impl.readyOrder.push_back(i);
+  }
+  // Without peers, or while gradients accumulate locally, there is nothing to send yet.
+  if (impl.noSync.load() > 0 || impl.worldSize() == 1) return;
+  const Impl::Slot& slot = impl.slots[i];
+  if (!impl.options.gradientAsBucketView) copyTensor(slot.view, impl.parameters[i].grad);
+  std::lock_guard<std::mutex> guard(impl.mutex);
+  if (--impl.buckets[slot.bucket].pending == 0) impl.launchReadyLocked();
+}
+
+void DistributedDataParallel::finalizeBackward() {
+  Impl& impl = *impl_;
+  std::vector<uint8_t> used;
+  std::map<size_t, Tensor> saved;  // view mode: a locally unused gradient, kept aside
+  {
+    std::lock_guard<std::mutex> guard(impl.mutex);
+    used = impl.marked;
+    if (impl.noSync.load() > 0) {
+      impl.resetBackward();
+      return;
+    }
+    if (impl.worldSize() > 1) {
+      // A gradient this rank did not produce contributes zeros.
+      for (size_t i = 0; i < used.size(); ++i) {
+        if (used[i]) continue;
+        const Impl::Slot& slot = impl.slots[i];
+        if (impl.options.gradientAsBucketView) {
+          Tensor copy = Tensor::empty(slot.view.sizes(), slot.view.dtype(), slot.view.device());
+          copyTensor(copy, slot.view);
+          saved[i] = copy;
+        }
+        zeroFill(slot.view);
+        --impl.buckets[slot.bucket].pending;
+      }
+      impl.launchReadyLocked();
+    }
+  }
+  std::exception_ptr error;
+  std::vector<int64_t> uses(used.begin(), used.end());
+  if (impl.worldSize() > 1) {
+    for (size_t b = 0; b < impl.buckets.size(); ++b) impl.collect(b, impl.buckets[b].buffer, error);
+    if (!error) {
+      try {
+        uses = impl.countUses(used);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+  }
+  const int contributors = impl.activeRanks > 0 ? impl.activeRanks : impl.worldSize();
+  if (!error && impl.worldSize() > 1) {
+    for (size_t i = 0; i < uses.size(); ++i) {
+      if (uses[i] == 0) {
+        // Unused everywhere: the gradient stays as the framework left it.
+        if (auto it = saved.find(i); it != saved.end()) copyTensor(impl.slots[i].view, it->second);
+        continue;
+      }
+      if (!impl.options.gradientAsBucketView) {
+        copyTensor(impl.parameters[i].grad, impl.slots[i].view);
+      }
+    }
+    try {
+      impl.rebuildOnce();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  } else if (!error) {
+    impl.rebuilt = true;  // alone, the layout does not matter
+    impl.readyOrder.clear();
+  }
+  {
+    std::lock_guard<std::mutex> guard(impl.mutex);
+    impl.resetBackward();
+    impl.activeRanks = -1;
+  }
+  if (error) std::rethrow_exception(error);
+  if (impl.options.findUnusedParameters) return;
+  std::string missing;
+  for (size_t i = 0; i < uses.size(); ++i) {
+    if (uses[i] >= contributors) continue;
+    missing +=
+        detail::concat(missing.empty() ? "" : ", ", describeParameter(i, impl.parameters[i].name),
+                       " (ready on ", uses[i], " of ", contributors, " ranks)");
+  }
+  C10D_CHECK(missing.empty(), InvalidArgument,
+             "DistributedDataParallel: finalizeBackward: gradients never marked ready: ", missing,
+             "; mark every gradient in every backward, or set findUnusedParameters");
+}
+
+void DistributedDataParallel::shadowBackward() {
+  Impl& impl = *impl_;
+  if (impl.worldSize() == 1) return;
+  std::exception_ptr error;
+  std::vector<Tensor> zeros;
+  {
+    std::lock_guard<std::mutex> guard(impl.mutex);
+    for (size_t b = 0; b < impl.buckets.size(); ++b) {
+      zeros.push_back(zerosLike(impl.buckets[b].buffer));
+      impl.buckets[b].result = impl.runHook(b, zeros.back());
+    }
+  }
+  for (size_t b = 0; b < impl.buckets.size(); ++b) impl.collect(b, zeros[b], error);
+  if (!error) {
+    try {
+      impl.countUses(std::vector<uint8_t>(impl.parameters.size(), 0));
+      impl.rebuildOnce();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  std::lock_guard<std::mutex> guard(impl.mutex);
+  impl.resetBackward();
+  if (error) std::rethrow_exception(error);
+}
+
+DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp) : ddp_(ddp) {
+  ddp_.impl_->noSync.fetch_add(1);
+}
+
+DistributedDataParallel::NoSync::~NoSync() {
+  ddp_.impl_->noSync.fetch_sub(1);
+}
+
+}  // namespace c10d::inline v0

@@ -1,0 +1,168 @@
+#pragma once
+
+// Data-parallel gradient reduction for any framework (PyTorch's DDP reducer without its autograd):
+// the framework registers its parameters once, tells the reducer when each gradient is ready,
+// and finds averaged gradients in place after finalizeBackward(). Gradients travel in buckets
+// (flat buffers of several gradients of one dtype and device), each reduced as soon as it is
+// full, in bucket order, while the framework's backward goes on.
+//
+//   c10d::DistributedDataParallel ddp(*group, {{w1, w1grad, "fc1.weight"}, ...});
+//   ddp.syncParameters();                        // rank 0's values everywhere, shapes checked
+//   for (...) {
+//     forward();
+//     backward([&](size_t i) { ddp.markGradReady(i); });  // as each gradient is done
+//     ddp.finalizeBackward();                    // waits; gradients are averaged in place
+//     optimizer.step();
+//   }
+//
+// Every rank must register the same parameters in the same order (syncParameters checks it) and
+// call finalizeBackward() once per backward. Ranks may mark gradients in any order: buckets are
+// reduced in bucket index order, so every rank issues the same collectives in the same order
+// without negotiating. After the first backward the buckets are rebuilt once, from the order in
+// which rank 0 saw the gradients become ready, so that later backwards fill (and send) the first
+// bucket first.
+//
+// Every finalizeBackward() ends with a small allreduce of which gradients each rank marked: a
+// gradient some rank did not mark is an InvalidArgument on every rank, listing the parameters
+// and on how many ranks they were used, instead of a hang or silently averaged zeros; with
+// findUnusedParameters a rank that did not use a parameter contributes zeros, and a parameter no
+// rank used keeps its gradient untouched.
+//
+// Errors: InvalidArgument for bad registration (a dtype that is not floating point, mismatched
+// gradient shapes), a parameter index out of range or marked twice in one backward; the group's
+// errors (TimeoutError naming the op) from the collectives, rethrown by finalizeBackward.
+// Threading: markGradReady may be called from any thread, concurrently (autograd engines run
+// hooks on several threads); everything else from one thread, between backwards.
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "c10d/ProcessGroup.hpp"
+#include "c10d/Work.hpp"
+#include "c10d/core/ReduceOp.hpp"
+#include "c10d/core/Tensor.hpp"
+
+namespace c10d::inline v0 {
+
+// One registered parameter. grad: the framework's gradient tensor (same dtype, device and
+// element count as value, contiguous), which the reducer reads when it is marked ready and
+// overwrites with the average; leave it undefined with gradientAsBucketView, where the reducer
+// owns the gradient storage (gradient(i)).
+struct DataParallelParameter {
+  Tensor value;
+  Tensor grad;
+  std::string name;  // for errors; optional
+};
+
+// A bucket as a communication hook sees it.
+struct GradBucket {
+  size_t index = 0;
+  // The bucket's gradients, flat; the hook's Future must leave the reduced average here (or
+  // complete with a tensor of the same shape, which the reducer copies here).
+  Tensor buffer;
+  // SUM scaled by 1/divisor before the sum (ReduceOp::premulSum): dividing before reducing keeps
+  // low-precision sums from overflowing.
+  ReduceOp average;
+  std::vector<size_t> parameters;  // registered indices of the gradients in buffer, in order
+};
+
+// Reduces a bucket; called in bucket order on the thread that completed it. Runs collectives of
+// the given group only.
+using CommHook = std::function<std::shared_ptr<Future>(ProcessGroup& group, GradBucket& bucket)>;
+
+// The hooks the reducer ships. allreduceHook is the default.
+std::shared_ptr<Future> allreduceHook(ProcessGroup& group, GradBucket& bucket);
+// Reduce in float16 (or bfloat16): half the bytes on the wire, the average converted back into
+// the bucket. CPU buckets of float32 or float64; others get InvalidArgument.
+std::shared_ptr<Future> fp16CompressHook(ProcessGroup& group, GradBucket& bucket);
+std::shared_ptr<Future> bf16CompressHook(ProcessGroup& group, GradBucket& bucket);
+
+struct DataParallelOptions {
+  // Bucket sizes: the first bucket (filled by the last layers' gradients, ready first) is small
+  // so communication starts early; the others are capped at bucketCapBytes. A gradient larger
+  // than the cap gets a bucket of its own.
+  size_t firstBucketBytes = size_t{1} << 20;
+  size_t bucketCapBytes = size_t{25} << 20;
+  // Parameters may go unused in a backward on some ranks (see above).
+  bool findUnusedParameters = false;
+  // The reducer allocates the gradients as views into its buckets (gradient(i)); nothing is
+  // copied. The framework must write each gradient there (and accumulate there) before marking
+  // it ready.
+  bool gradientAsBucketView = false;
+  // With uneven inputs (Join), divide by the world size instead of by the ranks still training.
+  bool divideByInitialWorldSize = false;
+  CommHook commHook;  // null: allreduceHook
+};
+
+class DistributedDataParallel {
+ public:
+  // group must outlive the reducer. Throws InvalidArgument naming the parameter for one that is
+  // undefined, not floating point, not contiguous, on a device the group has no backend for, or
+  // whose grad does not match it.
+  DistributedDataParallel(ProcessGroup& group, std::vector<DataParallelParameter> parameters,
+                          DataParallelOptions options = {});
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  size_t parameterCount() const;
+  // The gradient storage of parameter i: the registered grad, or with gradientAsBucketView the
+  // reducer's view into its bucket. The view changes once, when the buckets are rebuilt after the
+  // first backward: fetch it again after each finalizeBackward().
+  Tensor gradient(size_t i) const;
+
+  // Collective: checks that every rank registered the same parameters (count, dtype, shape; the
+  // error names the first difference and the ranks), then broadcasts the parameters and buffers
+  // from root, coalesced into one broadcast per dtype and device.
+  void syncParameters(const std::vector<Tensor>& buffers = {}, int root = 0);
+
+  // Optional, before a backward: activeRanks is how many ranks run it (Join::step()'s result;
+  // the divisor unless divideByInitialWorldSize). Without it, the world size.
+  void prepareForBackward(int activeRanks = -1);
+  // Gradient i is final for this backward. Any thread, any order; a bucket whose gradients are
+  // all ready is reduced (after the buckets before it).
+  void markGradReady(size_t i);
+  // Reduces what is left, waits for every bucket, and leaves the averages in the gradients.
+  void finalizeBackward();
+  // On a rank that ran out of data (inside Join::finish): runs the collectives of one backward
+  // with zero gradients, so the ranks still training are not left waiting. Its own gradients
+  // are not touched.
+  void shadowBackward();
+
+  // While the returned scope lives, backwards do not communicate: gradients accumulate locally
+  // and the first backward after it reduces the sums (one collective per bucket).
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& ddp);
+    ~NoSync();
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+  };
+  NoSync noSync() { return NoSync(*this); }
+
+  // The buckets' parameter indices, in bucket order (for tests and tuning).
+  std::vector<std::vector<size_t>> bucketLayout() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+namespace detail {
+// Groups parameters into buckets: in the given order, one run per (dtype, device) kind, the first
+// bucket of each kind up to firstCap bytes and the others up to cap. Pure; unit-tested.
+std::vector<std::vector<size_t>> assignBuckets(const std::vector<Tensor>& parameters,
+                                               const std::vector<size_t>& order, size_t firstCap,
+                                               size_t cap);
+}  // namespace detail
+
+}  // namespace c10d::inline v0

@@ -1,0 +1,544 @@
+// DistributedDataParallel (c10d/training/DistributedDataParallel.hpp) across real processes:
+// every gradient ends as the mean of the ranks' gradients, computed here independently, whatever
+// order the ranks mark them in; unused and missing gradients; gradient accumulation; uneven
+// inputs with Join; the communication hooks; parameter sync and its shape check. Gloo ranks are
+// forked here (1 to 4); the Mpi cases run under mpirun (ctest: ddp_mpi_W<n>).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "c10d/FlightRecorder.hpp"
+#include "c10d/ProcessGroup.hpp"
+#include "c10d/core/Cuda.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Half.hpp"
+#include "c10d/training/DistributedDataParallel.hpp"
+#include "c10d/training/Join.hpp"
+#include "tests/support/MultiProcess.hpp"
+
+namespace c10d::inline v0 {
+namespace {
+
+template <typename... Args>
+std::string str(const Args&... args) {
+  return detail::concat(args...);
+}
+
+using test::check;
+using test::checkEq;
+using test::RankEnv;
+
+// The model: parameters of three dtypes and assorted sizes, so buckets of several kinds form.
+struct Spec {
+  ScalarType dtype;
+  int64_t numel;
+};
+const std::vector<Spec> kModel = {
+    {ScalarType::Float32, 300}, {ScalarType::Float64, 17},   {ScalarType::Float32, 1},
+    {ScalarType::BFloat16, 64}, {ScalarType::Float32, 1000}, {ScalarType::Float64, 250},
+    {ScalarType::Float32, 33},  {ScalarType::BFloat16, 5},
+};
+
+// Rank r's gradient of parameter k, element e, in backward `step`: multiples of 1/16, exact in
+// every dtype here.
+double gradValue(int rank, size_t k, int64_t e, int step) {
+  return (rank + 1) * 0.25 + static_cast<double>(k) * 0.125 + static_cast<double>(e % 5) * 0.0625 +
+         step;
+}
+
+double load(const Tensor& t, int64_t e) {
+  switch (t.dtype()) {
+    case ScalarType::Float32:
+      return t.data<float>()[e];
+    case ScalarType::Float64:
+      return t.data<double>()[e];
+    case ScalarType::BFloat16:
+      return static_cast<float>(t.data<BFloat16>()[e]);
+    default:
+      throw std::logic_error("load: dtype");
+  }
+}
+
+void store(const Tensor& t, int64_t e, double v) {
+  switch (t.dtype()) {
+    case ScalarType::Float32:
+      t.data<float>()[e] = static_cast<float>(v);
+      break;
+    case ScalarType::Float64:
+      t.data<double>()[e] = v;
+      break;
+    case ScalarType::BFloat16:
+      t.data<BFloat16>()[e] = BFloat16(static_cast<float>(v));
+      break;
+    default:
+      throw std::logic_error("store: dtype");
+  }
+}
+
+double tolerance(ScalarType dtype) {
+  // bfloat16 keeps 8 bits: each rank's gradient divided before the sum rounds once per rank.
+  return dtype == ScalarType::BFloat16 ? 2e-2 : dtype == ScalarType::Float64 ? 1e-12 : 1e-6;
+}
+
+struct Model {
+  std::vector<Tensor> values;
+  std::vector<Tensor> grads;  // the framework's (copy mode)
+  std::vector<DataParallelParameter> parameters(bool asView) const {
+    std::vector<DataParallelParameter> out;
+    for (size_t k = 0; k < values.size(); ++k) {
+      out.push_back({values[k], asView ? Tensor() : grads[k], "p" + std::to_string(k)});
+    }
+    return out;
+  }
+};
+
+Model makeModel(int rank) {
+  Model model;
+  for (const Spec& spec : kModel) {
+    model.values.push_back(Tensor::empty({spec.numel}, spec.dtype));
+    model.grads.push_back(Tensor::empty({spec.numel}, spec.dtype));
+    for (int64_t e = 0; e < spec.numel; ++e) store(model.values.back(), e, rank * 100 + e);
+  }
+  return model;
+}
+
+// Writes this rank's gradient of parameter k into ddp's storage for it.
+void produce(DistributedDataParallel& ddp, int rank, size_t k, int step, bool accumulate = false) {
+  Tensor g = ddp.gradient(k);
+  for (int64_t e = 0; e < g.numel(); ++e) {
+    store(g, e, (accumulate ? load(g, e) : 0.0) + gradValue(rank, k, e, step));
+  }
+}
+
+// Checks parameter k's gradient is the mean over ranks of gradValue (summed over steps).
+void expectMean(DistributedDataParallel& ddp, size_t k, const std::vector<int>& ranks,
+                const std::vector<int>& steps, double divisor, const std::string& what) {
+  Tensor g = ddp.gradient(k);
+  for (int64_t e = 0; e < g.numel(); ++e) {
+    double expected = 0;
+    for (int r : ranks)
+      for (int s : steps) expected += gradValue(r, k, e, s);
+    expected /= divisor;
+    double actual = load(g, e);
+    if (std::abs(actual - expected) > tolerance(g.dtype()) * std::max(1.0, std::abs(expected))) {
+      test::fail(str(what, ": parameter ", k, " (", g.dtype(), ") element ", e, " is ", actual,
+                     ", expected ", expected));
+      return;
+    }
+  }
+}
+
+std::vector<int> allRanks(int size) {
+  std::vector<int> ranks(size);
+  for (int r = 0; r < size; ++r) ranks[r] = r;
+  return ranks;
+}
+
+// The order rank marks its gradients in during step: a different permutation per rank and step.
+std::vector<size_t> markOrder(int rank, int step) {
+  std::vector<size_t> order(kModel.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::mt19937 random(static_cast<unsigned>(rank * 31 + step));
+  std::shuffle(order.begin(), order.end(), random);
+  return order;
+}
+
+struct Param {
+  std::string backend;
+  int worldSize;
+};
+
+void PrintTo(const Param& param, std::ostream* out) {
+  *out << param.backend << " on " << param.worldSize << " rank(s)";
+}
+
+class DataParallel : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    if (GetParam().backend == "mpi" && test::mpirunWorldSize() != GetParam().worldSize) {
+      GTEST_SKIP() << "the mpi cases of world size " << GetParam().worldSize
+                   << " run under mpirun -np " << GetParam().worldSize << " (ctest: ddp_mpi_W"
+                   << GetParam().worldSize << ")";
+    }
+  }
+  int worldSize() const { return GetParam().worldSize; }
+  void runOnRanks(const std::function<void(RankEnv&)>& body) {
+    auto outcomes =
+        test::runRanks({.backend = GetParam().backend, .worldSize = GetParam().worldSize}, body);
+    EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(GetParam().worldSize, 0))
+        << test::report(outcomes);
+  }
+};
+
+// Small buckets, so the model spans many of them.
+DataParallelOptions smallBuckets() {
+  DataParallelOptions options;
+  options.firstBucketBytes = 64;
+  options.bucketCapBytes = 1024;
+  return options;
+}
+
+void averagesInAnyOrder(RankEnv& env, bool asView) {
+  Model model = makeModel(env.rank);
+  DataParallelOptions options = smallBuckets();
+  options.gradientAsBucketView = asView;
+  DistributedDataParallel ddp(env.pg, model.parameters(asView), options);
+  const auto before = ddp.bucketLayout();
+  for (int step = 0; step < 3; ++step) {
+    for (size_t k : markOrder(env.rank, step)) {
+      produce(ddp, env.rank, k, step);
+      ddp.markGradReady(k);
+    }
+    ddp.finalizeBackward();
+    for (size_t k = 0; k < kModel.size(); ++k) {
+      expectMean(ddp, k, allRanks(env.size), {step}, env.size, str("step ", step));
+    }
+  }
+  if (env.size > 1) {
+    // Rank 0's first order decides the layout from the second backward on.
+    check(ddp.bucketLayout() != before, "the buckets were rebuilt from rank 0's ready order");
+  }
+}
+
+TEST_P(DataParallel, GradientsAreTheMeanWhateverOrderRanksMarkThem) {
+  runOnRanks([](RankEnv& env) { averagesInAnyOrder(env, false); });
+}
+
+TEST_P(DataParallel, GradientsAsBucketViewsAreTheMeanToo) {
+  runOnRanks([](RankEnv& env) { averagesInAnyOrder(env, true); });
+}
+
+TEST_P(DataParallel, ThreadsMayMarkGradientsConcurrently) {
+  runOnRanks([](RankEnv& env) {
+    Model model = makeModel(env.rank);
+    DistributedDataParallel ddp(env.pg, model.parameters(false), smallBuckets());
+    for (int step = 0; step < 3; ++step) {
+      std::vector<std::thread> threads;
+      for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&, t] {
+          for (size_t k = t; k < kModel.size(); k += 4) {
+            produce(ddp, env.rank, k, step);
+            ddp.markGradReady(k);
+          }
+        });
+      }
+      for (auto& t : threads) t.join();
+      ddp.finalizeBackward();
+      for (size_t k = 0; k < kModel.size(); ++k) {
+        expectMean(ddp, k, allRanks(env.size), {step}, env.size, str("step ", step));
+      }
+    }
+  });
+}
+
+TEST_P(DataParallel, UnusedParametersContributeZerosAndOnesUnusedEverywhereStayUntouched) {
+  runOnRanks([](RankEnv& env) {
+    for (bool asView : {false, true}) {
+      Model model = makeModel(env.rank);
+      DataParallelOptions options = smallBuckets();
+      options.findUnusedParameters = true;
+      options.gradientAsBucketView = asView;
+      DistributedDataParallel ddp(env.pg, model.parameters(asView), options);
+      // Parameter 1 is unused on rank 0, parameter 2 on every rank (its gradient holds 7s).
+      for (size_t k = 0; k < kModel.size(); ++k) {
+        if (k == 2 || (k == 1 && env.rank == 0)) {
+          Tensor g = ddp.gradient(k);
+          for (int64_t e = 0; e < g.numel(); ++e) store(g, e, 7);
+          continue;
+        }
+        produce(ddp, env.rank, k, 0);
+        ddp.markGradReady(k);
+      }
+      ddp.finalizeBackward();
+      std::string what = asView ? "as bucket views" : "copied";
+      if (env.size == 1) {
+        checkEq(7.0, load(ddp.gradient(1), 0), what + ": alone, an unused gradient stays");
+      } else {
+        std::vector<int> others;
+        for (int r = 1; r < env.size; ++r) others.push_back(r);
+        expectMean(ddp, 1, others, {0}, env.size, what + ", parameter 1 unused on rank 0");
+      }
+      checkEq(7.0, load(ddp.gradient(2), 0), what + ": a gradient no rank used stays untouched");
+      expectMean(ddp, 0, allRanks(env.size), {0}, env.size, what + ", parameter 0");
+    }
+  });
+}
+
+TEST_P(DataParallel, AMissingGradientIsAnErrorOnEveryRankAndTheNextBackwardWorks) {
+  runOnRanks([](RankEnv& env) {
+    Model model = makeModel(env.rank);
+    DistributedDataParallel ddp(env.pg, model.parameters(false), smallBuckets());
+    for (size_t k = 0; k < kModel.size(); ++k) {
+      if (k == 3 && env.rank == env.size - 1) continue;  // the last rank forgets parameter 3
+      produce(ddp, env.rank, k, 0);
+      ddp.markGradReady(k);
+    }
+    test::expectThrows<InvalidArgument>(
+        [&] { ddp.finalizeBackward(); }, "finalize with a missing gradient",
+        {str("3 'p3' (ready on ", env.size - 1, " of ", env.size, " ranks)"),
+         "findUnusedParameters"});
+    for (size_t k = 0; k < kModel.size(); ++k) {
+      produce(ddp, env.rank, k, 1);
+      ddp.markGradReady(k);
+    }
+    ddp.finalizeBackward();
+    for (size_t k = 0; k < kModel.size(); ++k) {
+      expectMean(ddp, k, allRanks(env.size), {1}, env.size, "the backward after the error");
+    }
+  });
+}
+
+TEST_P(DataParallel, MisuseIsRefusedWithItsReason) {
+  runOnRanks([](RankEnv& env) {
+    Model model = makeModel(env.rank);
+    DistributedDataParallel ddp(env.pg, model.parameters(false), smallBuckets());
+    test::expectThrows<InvalidArgument>([&] { ddp.markGradReady(kModel.size()); },
+                                        "an index out of range", {"markGradReady(8)", "8 param"});
+    produce(ddp, env.rank, 0, 0);
+    ddp.markGradReady(0);
+    test::expectThrows<InvalidArgument>([&] { ddp.markGradReady(0); }, "a gradient marked twice",
+                                        {"0 'p0'", "twice"});
+    for (size_t k = 1; k < kModel.size(); ++k) {
+      produce(ddp, env.rank, k, 0);
+      ddp.markGradReady(k);
+    }
+    ddp.finalizeBackward();
+
+    Tensor ints = Tensor::zeros({4}, ScalarType::Int32);
+    test::expectThrows<InvalidArgument>(
+        [&] {
+          DistributedDataParallel bad(env.pg, {{ints, ints, "counts"}});
+        },
+        "an integer parameter", {"'counts'", "floating point"});
+    Tensor value = Tensor::zeros({4}, ScalarType::Float32);
+    Tensor shorter = Tensor::zeros({3}, ScalarType::Float32);
+    test::expectThrows<InvalidArgument>(
+        [&] {
+          DistributedDataParallel bad(env.pg, {{value, shorter, "w"}});
+        },
+        "a gradient of another size", {"'w'", "float32[3]"});
+    DataParallelOptions view;
+    view.gradientAsBucketView = true;
+    test::expectThrows<InvalidArgument>(
+        [&] {
+          DistributedDataParallel bad(env.pg, {{value, value, "w"}}, view);
+        },
+        "a gradient given with gradientAsBucketView", {"gradientAsBucketView"});
+  });
+}
+
+TEST_P(DataParallel, NoSyncAccumulatesAndTheNextBackwardReducesOncePerBucket) {
+  runOnRanks([](RankEnv& env) {
+    Model model = makeModel(env.rank);
+    DataParallelOptions options = smallBuckets();
+    options.gradientAsBucketView = true;
+    DistributedDataParallel ddp(env.pg, model.parameters(true), options);
+    const FlightRecorder* recorder = env.pg.flightRecorder();
+    if (!check(recorder != nullptr, "the flight recorder is on")) return;
+    // A first backward settles the layout (its rebuild is a collective of its own).
+    for (size_t k = 0; k < kModel.size(); ++k) {
+      produce(ddp, env.rank, k, 0);
+      ddp.markGradReady(k);
+    }
+    ddp.finalizeBackward();
+    const size_t buckets = ddp.bucketLayout().size();
+    const size_t atStart = recorder->entries().size();
+    {
+      auto scope = ddp.noSync();
+      for (int step : {1, 2}) {
+        for (size_t k = 0; k < kModel.size(); ++k) {
+          produce(ddp, env.rank, k, step, /*accumulate=*/step == 2);
+          ddp.markGradReady(k);
+        }
+        ddp.finalizeBackward();
+      }
+    }
+    checkEq(atStart, recorder->entries().size(), "collectives during the no-sync backwards");
+    for (size_t k = 0; k < kModel.size(); ++k) {
+      produce(ddp, env.rank, k, 3, /*accumulate=*/true);
+      ddp.markGradReady(k);
+    }
+    ddp.finalizeBackward();
+    if (env.size > 1) {
+      // One allreduce per bucket, and the one that counts which gradients each rank marked.
+      checkEq(atStart + buckets + 1, recorder->entries().size(),
+              "collectives of the synchronised backward");
+    }
+    for (size_t k = 0; k < kModel.size(); ++k) {
+      expectMean(ddp, k, allRanks(env.size), {1, 2, 3}, env.size, "accumulated over 3 backwards");
+    }
+  });
+}
+
+TEST_P(DataParallel, UnevenInputsWithJoinAverageOverTheRanksStillTraining) {
+  runOnRanks([](RankEnv& env) {
+    const int batches[] = {10, 7, 4, 6};
+    Model model = makeModel(env.rank);
+    DistributedDataParallel ddp(env.pg, model.parameters(false), smallBuckets());
+    Join join(env.pg);
+    // The ranks with at least `step + 1` batches are the ones training in step.
+    auto training = [&](int step) {
+      std::vector<int> ranks;
+      for (int r = 0; r < env.size; ++r)
+        if (batches[r] > step) ranks.push_back(r);
+      return ranks;
+    };
+    for (int step = 0; step < batches[env.rank]; ++step) {
+      int active = join.step();
+      checkEq(static_cast<int>(training(step).size()), active, "ranks active in the step");
+      ddp.prepareForBackward(active);
+      for (size_t k : markOrder(env.rank, step)) {
+        produce(ddp, env.rank, k, step);
+        ddp.markGradReady(k);
+      }
+      ddp.finalizeBackward();
+      for (size_t k = 0; k < kModel.size(); ++k) {
+        expectMean(ddp, k, training(step), {step}, active, str("step ", step));
+      }
+    }
+    join.finish([&] { ddp.shadowBackward(); });
+  });
+}
+
+TEST_P(DataParallel, CompressionHooksHalveTheBytesAndKeepTheMean) {
+  runOnRanks([](RankEnv& env) {
+    for (CommHook hook : {CommHook(fp16CompressHook), CommHook(bf16CompressHook)}) {
+      std::vector<Tensor> values, grads;
+      for (int k = 0; k < 3; ++k) {
+        values.push_back(Tensor::zeros({500}, ScalarType::Float32));
+        grads.push_back(Tensor::zeros({500}, ScalarType::Float32));
+      }
+      std::vector<DataParallelParameter> parameters;
+      for (int k = 0; k < 3; ++k) parameters.push_back({values[k], grads[k], ""});
+      DataParallelOptions options;
+      options.commHook = hook;
+      DistributedDataParallel ddp(env.pg, parameters, options);
+      for (size_t k = 0; k < 3; ++k) {
+        for (int e = 0; e < 500; ++e) grads[k].data<float>()[e] = gradValue(env.rank, k, e, 0);
+        ddp.markGradReady(k);
+      }
+      ddp.finalizeBackward();
+      for (size_t k = 0; k < 3; ++k) {
+        for (int e = 0; e < 500; e += 37) {
+          double expected = 0;
+          for (int r = 0; r < env.size; ++r) expected += gradValue(r, k, e, 0);
+          expected /= env.size;
+          double actual = grads[k].data<float>()[e];
+          check(std::abs(actual - expected) <= 1e-2 * expected,
+                str("compressed mean of parameter ", k, " element ", e, ": ", actual, ", expected ",
+                    expected));
+        }
+      }
+    }
+    // The flight recorder saw the compressed dtypes on the wire.
+    bool sawHalf = false, sawBf16 = false;
+    for (const auto& entry : env.pg.flightRecorder()->entries()) {
+      sawHalf |= entry.call.dtype == static_cast<int64_t>(ScalarType::Float16);
+      sawBf16 |= entry.call.dtype == static_cast<int64_t>(ScalarType::BFloat16);
+    }
+    if (env.size > 1) check(sawHalf && sawBf16, "the buckets travelled as float16 and bfloat16");
+  });
+}
+
+TEST_P(DataParallel, AUserHookSeesEveryBucketInOrder) {
+  runOnRanks([](RankEnv& env) {
+    Model model = makeModel(env.rank);
+    std::vector<size_t> seen;
+    DataParallelOptions options = smallBuckets();
+    options.commHook = [&](ProcessGroup& group, GradBucket& bucket) {
+      seen.push_back(bucket.index);
+      // Completes with a tensor of its own: the reducer copies it into the bucket.
+      Tensor result = Tensor::empty(bucket.buffer.sizes(), bucket.buffer.dtype());
+      copyTensor(result, bucket.buffer);
+      group.allreduce(result, {.reduceOp = bucket.average})->wait();
+      auto future = std::make_shared<Future>();
+      future->markCompleted({result});
+      return future;
+    };
+    DistributedDataParallel ddp(env.pg, model.parameters(false), options);
+    for (size_t k : markOrder(env.rank, 0)) {
+      produce(ddp, env.rank, k, 0);
+      ddp.markGradReady(k);
+    }
+    ddp.finalizeBackward();
+    if (env.size > 1) {
+      std::vector<size_t> expected(seen.size());
+      for (size_t b = 0; b < expected.size(); ++b) expected[b] = b;
+      checkEq(expected, seen, "the buckets the hook saw");
+      checkEq(ddp.bucketLayout().size() > 0, !seen.empty(), "the hook ran");
+    }
+    for (size_t k = 0; k < kModel.size(); ++k) {
+      expectMean(ddp, k, allRanks(env.size), {0}, env.size, "through the user hook");
+    }
+  });
+}
+
+TEST_P(DataParallel, SyncParametersBroadcastsRankZerosValuesAndChecksShapes) {
+  runOnRanks([](RankEnv& env) {
+    Model model = makeModel(env.rank);
+    Tensor buffer = Tensor::empty({10}, ScalarType::Int64);
+    for (int e = 0; e < 10; ++e) buffer.data<int64_t>()[e] = env.rank * 1000 + e;
+    DistributedDataParallel ddp(env.pg, model.parameters(false));
+    ddp.syncParameters({buffer});
+    for (size_t k = 0; k < kModel.size(); ++k) {
+      for (int64_t e = 0; e < model.values[k].numel(); ++e) {
+        if (load(model.values[k], e) != e) {
+          test::fail(str("parameter ", k, " element ", e, " is ", load(model.values[k], e),
+                         " after syncParameters, rank 0 has ", e));
+          break;
+        }
+      }
+    }
+    checkEq(int64_t{9}, buffer.data<int64_t>()[9], "the buffer after syncParameters");
+    if (env.size == 1) return;
+    // The last rank registers parameter 1 with another size.
+    std::vector<Tensor> values = {
+        Tensor::zeros({4}, ScalarType::Float32),
+        Tensor::zeros({env.rank == env.size - 1 ? 3 : 4}, ScalarType::Float32)};
+    DistributedDataParallel odd(env.pg, {{values[0], values[0], "a"}, {values[1], values[1], "b"}});
+    test::expectThrows<InvalidArgument>(
+        [&] { odd.syncParameters(); }, "syncParameters with a parameter of another shape",
+        {str("parameter 1 'b' is float32[3] on rank ", env.size - 1, " but float32[4] on rank 0")});
+  });
+}
+
+std::vector<Param> worldSizes(const std::string& backend) {
+  std::vector<Param> params;
+  for (int size : {1, 2, 3, 4}) params.push_back({backend, size});
+  return params;
+}
+
+std::string paramName(const ::testing::TestParamInfo<Param>& info) {
+  return "W" + std::to_string(info.param.worldSize);
+}
+
+INSTANTIATE_TEST_SUITE_P(Gloo, DataParallel, ::testing::ValuesIn(worldSizes("gloo")), paramName);
+INSTANTIATE_TEST_SUITE_P(Mpi, DataParallel, ::testing::ValuesIn(worldSizes("mpi")), paramName);
+
+// ---- the layout, alone ----
+
+TEST(DataParallelBuckets, FillInOrderOneKindPerBucketWithASmallFirstBucket) {
+  std::vector<Tensor> p = {
+      Tensor::zeros({100}, ScalarType::Float32),  // 400 B
+      Tensor::zeros({100}, ScalarType::Float32),  // 400 B
+      Tensor::zeros({10}, ScalarType::Float64),   // 80 B
+      Tensor::zeros({300}, ScalarType::Float32),  // 1200 B: past the cap alone
+      Tensor::zeros({100}, ScalarType::Float32),  // 400 B
+  };
+  using Layout = std::vector<std::vector<size_t>>;
+  // First bucket of a kind up to 500 B, the others up to 1000 B.
+  EXPECT_EQ(detail::assignBuckets(p, {4, 3, 2, 1, 0}, 500, 1000), (Layout{{4, 3}, {2}, {1, 0}}))
+      << "float32: [4, 3] closes the first bucket; float64 [2] and float32 [1, 0] are left open";
+  EXPECT_EQ(detail::assignBuckets(p, {0, 1, 2, 3, 4}, 500, 1000), (Layout{{0, 1}, {3}, {2}, {4}}));
+  EXPECT_EQ(detail::assignBuckets(p, {0, 1, 2, 3, 4}, 1 << 20, 1 << 20),
+            (Layout{{0, 1, 3, 4}, {2}}));
+}
+
+}  // namespace
+}  // namespace c10d::inline v0
