@@ -21,6 +21,7 @@
 #include "c10d/training/DistributedDataParallel.hpp"
 #include "c10d/training/Join.hpp"
 #include "tests/support/MultiProcess.hpp"
+#include "tests/support/RanksOnBackend.hpp"
 
 namespace c10d::inline v0 {
 namespace {
@@ -149,31 +150,9 @@ std::vector<size_t> markOrder(int rank, int step) {
   return order;
 }
 
-struct Param {
-  std::string backend;
-  int worldSize;
-};
-
-void PrintTo(const Param& param, std::ostream* out) {
-  *out << param.backend << " on " << param.worldSize << " rank(s)";
-}
-
-class DataParallel : public ::testing::TestWithParam<Param> {
+class DataParallel : public test::RanksOnBackend {
  protected:
-  void SetUp() override {
-    if (GetParam().backend == "mpi" && test::mpirunWorldSize() != GetParam().worldSize) {
-      GTEST_SKIP() << "the mpi cases of world size " << GetParam().worldSize
-                   << " run under mpirun -np " << GetParam().worldSize << " (ctest: ddp_mpi_W"
-                   << GetParam().worldSize << ")";
-    }
-  }
-  int worldSize() const { return GetParam().worldSize; }
-  void runOnRanks(const std::function<void(RankEnv&)>& body) {
-    auto outcomes =
-        test::runRanks({.backend = GetParam().backend, .worldSize = GetParam().worldSize}, body);
-    EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(GetParam().worldSize, 0))
-        << test::report(outcomes);
-  }
+  DataParallel() : RanksOnBackend("ddp_mpi_W") {}
 };
 
 // Small buckets, so the model spans many of them.
@@ -508,18 +487,10 @@ TEST_P(DataParallel, SyncParametersBroadcastsRankZerosValuesAndChecksShapes) {
   });
 }
 
-std::vector<Param> worldSizes(const std::string& backend) {
-  std::vector<Param> params;
-  for (int size : {1, 2, 3, 4}) params.push_back({backend, size});
-  return params;
-}
-
-std::string paramName(const ::testing::TestParamInfo<Param>& info) {
-  return "W" + std::to_string(info.param.worldSize);
-}
-
-INSTANTIATE_TEST_SUITE_P(Gloo, DataParallel, ::testing::ValuesIn(worldSizes("gloo")), paramName);
-INSTANTIATE_TEST_SUITE_P(Mpi, DataParallel, ::testing::ValuesIn(worldSizes("mpi")), paramName);
+INSTANTIATE_TEST_SUITE_P(Gloo, DataParallel, ::testing::ValuesIn(test::worldSizes("gloo")),
+                         test::worldSizeName);
+INSTANTIATE_TEST_SUITE_P(Mpi, DataParallel, ::testing::ValuesIn(test::worldSizes("mpi")),
+                         test::worldSizeName);
 
 // ---- the layout, alone ----
 

@@ -34,6 +34,7 @@
 #include "c10d/core/ScalarType.hpp"
 #include "c10d/core/Tensor.hpp"
 #include "tests/support/MultiProcess.hpp"
+#include "tests/support/RanksOnBackend.hpp"
 
 namespace c10d::inline v0 {
 namespace {
@@ -355,38 +356,9 @@ Tensor make(ScalarType dt, std::vector<int64_t> sizes) {
 
 // ---- the fixture ----
 
-struct Param {
-  std::string backend;
-  int worldSize;
-};
-
-void PrintTo(const Param& param, std::ostream* out) {
-  *out << param.backend << " on " << param.worldSize << " rank(s)";
-}
-
-class ProcessGroupConformance : public ::testing::TestWithParam<Param> {
+class ProcessGroupConformance : public test::RanksOnBackend {
  protected:
-  void SetUp() override {
-    if (!isBackendRegistered(GetParam().backend)) {
-      GTEST_SKIP() << "backend " << GetParam().backend << " is not part of this build";
-    }
-    if (GetParam().backend == "mpi" && test::mpirunWorldSize() != GetParam().worldSize) {
-      GTEST_SKIP() << "the mpi cases of world size " << GetParam().worldSize
-                   << " run under mpirun -np " << GetParam().worldSize
-                   << " (ctest: mpi_conformance_W" << GetParam().worldSize << ")";
-    }
-  }
-
-  int worldSize() const { return GetParam().worldSize; }
-
-  // Runs body on every rank; passes when every rank exits 0.
-  void runOnRanks(const std::function<void(RankEnv&)>& body) {
-    auto outcomes =
-        test::runRanks({.backend = GetParam().backend, .worldSize = GetParam().worldSize}, body);
-    EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(GetParam().worldSize, 0))
-        << "backend " << GetParam().backend << ", world size " << GetParam().worldSize << "\n"
-        << test::report(outcomes);
-  }
+  ProcessGroupConformance() : RanksOnBackend("mpi_conformance_W") {}
 };
 
 // ---- allreduce ----
@@ -1438,16 +1410,6 @@ TEST_P(ProcessGroupConformance, RecvAndCollectiveTimeOutWhenPeersDoNotTakePart) 
   });
 }
 
-std::vector<Param> worldSizes(const std::string& backend) {
-  std::vector<Param> params;
-  for (int size : {1, 2, 3, 4}) params.push_back({backend, size});
-  return params;
-}
-
-std::string paramName(const ::testing::TestParamInfo<Param>& info) {
-  return "W" + std::to_string(info.param.worldSize);
-}
-
 TEST_P(ProcessGroupConformance, CollectiveAloneTimesOutWithTheGroupTimeout) {
   if (worldSize() < 2) GTEST_SKIP() << "needs a peer that does not take part";
   if (GetParam().backend == "mpi") {
@@ -1481,10 +1443,10 @@ TEST_P(ProcessGroupConformance, CollectiveAloneTimesOutWithTheGroupTimeout) {
 
 // One line per backend (e.g. INSTANTIATE_TEST_SUITE_P(Mpi, ..., worldSizes("mpi"), paramName));
 // a backend this build lacks is skipped.
-INSTANTIATE_TEST_SUITE_P(Gloo, ProcessGroupConformance, ::testing::ValuesIn(worldSizes("gloo")),
-                         paramName);
-INSTANTIATE_TEST_SUITE_P(Mpi, ProcessGroupConformance, ::testing::ValuesIn(worldSizes("mpi")),
-                         paramName);
+INSTANTIATE_TEST_SUITE_P(Gloo, ProcessGroupConformance,
+                         ::testing::ValuesIn(test::worldSizes("gloo")), test::worldSizeName);
+INSTANTIATE_TEST_SUITE_P(Mpi, ProcessGroupConformance,
+                         ::testing::ValuesIn(test::worldSizes("mpi")), test::worldSizeName);
 
 }  // namespace
 }  // namespace c10d::inline v0
