@@ -302,6 +302,13 @@ TEST_P(DataParallel, MisuseIsRefusedWithItsReason) {
           DistributedDataParallel bad(env.pg, {{value, shorter, "w"}});
         },
         "a gradient of another size", {"'w'", "float32[3]"});
+    Tensor other = Tensor::zeros({4}, ScalarType::Float32);
+    Tensor third = Tensor::zeros({4}, ScalarType::Float32);
+    test::expectThrows<InvalidArgument>(
+        [&] {
+          DistributedDataParallel bad(env.pg, {{value, other, "w"}, {value, third, "v"}});
+        },
+        "one tensor registered twice", {"'v' shares its memory with parameter 0 'w'"});
     DataParallelOptions view;
     view.gradientAsBucketView = true;
     test::expectThrows<InvalidArgument>(
@@ -352,6 +359,69 @@ TEST_P(DataParallel, NoSyncAccumulatesAndTheNextBackwardReducesOncePerBucket) {
     for (size_t k = 0; k < kModel.size(); ++k) {
       expectMean(ddp, k, allRanks(env.size), {1, 2, 3}, env.size, "accumulated over 3 backwards");
     }
+  });
+}
+
+// The first backward under NoSync, its scope closed before finalizeBackward, and a gradient
+// produced only in that backward: it still counts as used, and nothing was sent for it.
+TEST_P(DataParallel, ANoSyncBackwardIsDecidedAtItsFirstMarkAndItsGradientsCount) {
+  runOnRanks([](RankEnv& env) {
+    for (bool asView : {false, true}) {
+      Model model = makeModel(env.rank);
+      DataParallelOptions options = smallBuckets();
+      options.gradientAsBucketView = asView;
+      options.findUnusedParameters = true;
+      DistributedDataParallel ddp(env.pg, model.parameters(asView), options);
+      {
+        auto scope = ddp.noSync();
+        for (size_t k = 0; k < kModel.size(); ++k) {
+          produce(ddp, env.rank, k, 0);
+          ddp.markGradReady(k);
+        }
+      }
+      ddp.finalizeBackward();  // the scope is gone, but this backward began inside it
+      for (size_t k = 0; k < kModel.size(); ++k) {
+        if (k == 2) continue;  // produced in the no-sync backward only
+        produce(ddp, env.rank, k, 1, /*accumulate=*/true);
+        ddp.markGradReady(k);
+      }
+      ddp.finalizeBackward();
+      std::string what = asView ? "as bucket views" : "copied";
+      for (size_t k = 0; k < kModel.size(); ++k) {
+        expectMean(ddp, k, allRanks(env.size),
+                   k == 2 ? std::vector<int>{0} : std::vector<int>{0, 1}, env.size,
+                   what + ", after a first backward under NoSync");
+      }
+      test::expectThrows<InvalidArgument>([&] { ddp.finalizeBackward(); }, "finalizeBackward twice",
+                                          {"called again"});
+    }
+  });
+}
+
+TEST_P(DataParallel, DivideByInitialWorldSizeWithJoin) {
+  runOnRanks([](RankEnv& env) {
+    const int batches[] = {3, 1, 2, 2};
+    Model model = makeModel(env.rank);
+    DataParallelOptions options = smallBuckets();
+    options.divideByInitialWorldSize = true;
+    DistributedDataParallel ddp(env.pg, model.parameters(false), options);
+    Join join(env.pg);
+    for (int step = 0; step < batches[env.rank]; ++step) {
+      std::vector<int> training;
+      for (int r = 0; r < env.size; ++r)
+        if (batches[r] > step) training.push_back(r);
+      ddp.prepareForBackward(join.step());
+      for (size_t k = 0; k < kModel.size(); ++k) {
+        produce(ddp, env.rank, k, step);
+        ddp.markGradReady(k);
+      }
+      ddp.finalizeBackward();
+      for (size_t k = 0; k < kModel.size(); ++k) {
+        expectMean(ddp, k, training, {step}, env.size,
+                   str("step ", step, ", divided by ", env.size));
+      }
+    }
+    join.finish([&] { ddp.shadowBackward(); });
   });
 }
 
@@ -480,7 +550,9 @@ TEST_P(DataParallel, SyncParametersBroadcastsRankZerosValuesAndChecksShapes) {
     std::vector<Tensor> values = {
         Tensor::zeros({4}, ScalarType::Float32),
         Tensor::zeros({env.rank == env.size - 1 ? 3 : 4}, ScalarType::Float32)};
-    DistributedDataParallel odd(env.pg, {{values[0], values[0], "a"}, {values[1], values[1], "b"}});
+    std::vector<Tensor> grads = {Tensor::zeros({4}, ScalarType::Float32),
+                                 Tensor::zeros({values[1].numel()}, ScalarType::Float32)};
+    DistributedDataParallel odd(env.pg, {{values[0], grads[0], "a"}, {values[1], grads[1], "b"}});
     test::expectThrows<InvalidArgument>(
         [&] { odd.syncParameters(); }, "syncParameters with a parameter of another shape",
         {str("parameter 1 'b' is float32[3] on rank ", env.size - 1, " but float32[4] on rank 0")});

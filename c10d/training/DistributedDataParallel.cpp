@@ -88,10 +88,15 @@ struct DistributedDataParallel::Impl {
   std::vector<Slot> slots;
   bool rebuilt = false;  // the layout follows rank 0's ready order
 
-  std::mutex mutex;  // the state of the backward in progress, below
-  std::vector<uint8_t> marked;
-  std::vector<size_t> readyOrder;  // the first backward's marks, in order
+  std::mutex mutex;                     // the state of the backward in progress, below
+  std::vector<uint8_t> marked;          // by the framework in this backward
+  std::vector<uint8_t> markedUnsynced;  // in the no-sync backwards since the last reduction
+  std::vector<size_t> readyOrder;       // the first synchronised backward's marks, in order
   size_t nextLaunch = 0;
+  bool launching = false;     // a thread is running hooks (outside the mutex), in bucket order
+  bool launchFailed = false;  // a hook threw: later buckets stay unlaunched in this backward
+  int syncing = -1;           // this backward reduces: latched at its first mark (-1: no mark)
+  bool finalized = true;      // finalizeBackward ran and no mark came since
   int activeRanks = -1;
   std::atomic<int> noSync{0};
 
@@ -139,19 +144,34 @@ struct DistributedDataParallel::Impl {
   void resetBackward() {
     marked.assign(parameters.size(), 0);
     nextLaunch = 0;
+    launchFailed = false;
+    syncing = -1;
+    activeRanks = -1;
+    // A backward that did not rebuild (no-sync, failed) leaves no partial order behind.
+    if (!rebuilt) readyOrder.clear();
     for (Bucket& bucket : buckets) {
       bucket.pending = bucket.parameters.size();
       bucket.result = nullptr;
     }
   }
 
-  // With the mutex held: reduces the buckets that are full, in bucket order.
-  void launchReadyLocked() {
-    while (nextLaunch < buckets.size() && buckets[nextLaunch].pending == 0) {
-      Bucket& bucket = buckets[nextLaunch];
-      bucket.result = runHook(nextLaunch, bucket.buffer);
-      ++nextLaunch;
+  // With lock held: reduces the buckets that are full, in bucket order. One thread at a time runs
+  // the hooks, outside the mutex (a hook may wait for its collective); buckets that fill
+  // meanwhile are picked up by that thread's loop.
+  void launchReady(std::unique_lock<std::mutex>& lock) {
+    if (launching) return;
+    launching = true;
+    while (!launchFailed && nextLaunch < buckets.size() && buckets[nextLaunch].pending == 0) {
+      const size_t index = nextLaunch++;
+      Tensor buffer = buckets[index].buffer;
+      lock.unlock();
+      std::shared_ptr<Future> result = runHook(index, buffer);
+      lock.lock();
+      buckets[index].result = result;
+      // A later bucket would meet the other ranks' copy of this one: stop here.
+      if (result->completed() && result->hasError()) launchFailed = true;
     }
+    launching = false;
   }
 
   std::shared_ptr<Future> runHook(size_t index, const Tensor& buffer) {
@@ -169,10 +189,13 @@ struct DistributedDataParallel::Impl {
     }
   }
 
-  // Waits for bucket index's reduction; the average ends in buffer. The first error is kept.
+  // Waits for bucket index's reduction; the average ends in buffer. The first error is kept; a
+  // bucket never launched (an earlier one failed to) is an error too.
   void collect(size_t index, const Tensor& buffer, std::exception_ptr& firstError) {
     const std::shared_ptr<Future>& result = buckets[index].result;
     try {
+      C10D_CHECK(result != nullptr, StateError, "DistributedDataParallel: bucket ", index,
+                 " was not reduced because an earlier bucket's reduction failed to start");
       result->wait();
       const std::vector<Tensor>& value = result->value();
       if (!value.empty() && value[0].data() != buffer.data()) copyTensor(buffer, value[0]);
@@ -191,10 +214,12 @@ struct DistributedDataParallel::Impl {
   void rebuildOnce() {
     if (rebuilt) return;
     rebuilt = true;
+    if (!options.rebuildBuckets) return;
     std::vector<int64_t> order;
     if (group->rank() == 0) {
       std::vector<uint8_t> seen(parameters.size(), 0);
       for (size_t i : readyOrder) {
+        if (seen[i]) continue;
         order.push_back(static_cast<int64_t>(i));
         seen[i] = 1;
       }
@@ -324,6 +349,7 @@ DistributedDataParallel::DistributedDataParallel(ProcessGroup& group,
   C10D_CHECK(options.firstBucketBytes > 0 && options.bucketCapBytes > 0, InvalidArgument,
              "DistributedDataParallel: bucket sizes must be positive, got first ",
              options.firstBucketBytes, " and cap ", options.bucketCapBytes, " bytes");
+  std::map<const void*, size_t> owners;  // memory -> the parameter (or gradient) that uses it
   for (size_t i = 0; i < parameters.size(); ++i) {
     const DataParallelParameter& p = parameters[i];
     auto where = [&] {
@@ -347,6 +373,14 @@ DistributedDataParallel::DistributedDataParallel(ProcessGroup& group,
                  InvalidArgument, where(), " is ", p.value.describe(), " but its gradient is ",
                  p.grad.describe(), "; they must match and the gradient must be contiguous");
     }
+    for (const Tensor* t : {&p.value, &p.grad}) {
+      if (!t->defined() || t->nbytes() == 0) continue;
+      auto [it, fresh] = owners.emplace(t->data(), i);
+      C10D_CHECK(fresh, InvalidArgument, "DistributedDataParallel: parameter ",
+                 describeParameter(i, p.name), " shares its memory with parameter ",
+                 describeParameter(it->second, parameters[it->second].name),
+                 "; register each parameter once, each with a gradient of its own");
+    }
   }
   Impl& impl = *impl_;
   impl.group = &group;
@@ -354,6 +388,7 @@ DistributedDataParallel::DistributedDataParallel(ProcessGroup& group,
   impl.parameters = std::move(parameters);
   for (const auto& p : impl.parameters) impl.values.push_back(p.value);
   impl.commDevice = impl.values.front().device();
+  impl.markedUnsynced.assign(impl.parameters.size(), 0);
   // Backward produces the last layers' gradients first: the initial order is the reverse of
   // registration, until the first backward shows the real one.
   std::vector<size_t> order(impl.parameters.size());
@@ -362,13 +397,13 @@ DistributedDataParallel::DistributedDataParallel(ProcessGroup& group,
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
-  // Collectives still in flight write into the buckets: wait for them before freeing.
+  // Collectives still in flight write into the buckets: wait for them (each ends by its own
+  // timeout; the group's bounds a hook's Future that never would) before freeing.
   for (Bucket& bucket : impl_->buckets) {
-    if (bucket.result) {
-      try {
-        bucket.result->wait();
-      } catch (const std::exception&) {
-      }
+    if (!bucket.result) continue;
+    try {
+      bucket.result->waitFor(impl_->group->timeout());
+    } catch (...) {
     }
   }
 }
@@ -404,6 +439,8 @@ void DistributedDataParallel::syncParameters(const std::vector<Tensor>& buffers,
     C10D_CHECK(t.defined() && t.isContiguous(), InvalidArgument,
                "DistributedDataParallel: syncParameters needs defined, contiguous buffers");
     mine.push_back(static_cast<int64_t>(t.dtype()));
+    // Devices too: a CPU tensor here and a CUDA one there would go to different backends.
+    mine.push_back(static_cast<int64_t>(t.device().type) * 1000 + t.device().index);
     mine.push_back(t.dim());
     mine.insert(mine.end(), t.sizes().begin(), t.sizes().end());
   }
@@ -438,7 +475,7 @@ void DistributedDataParallel::syncParameters(const std::vector<Tensor>& buffers,
       size_t a = 2, b = 2;
       for (size_t k = 0; k < tensors.size(); ++k) {
         auto next = [](const std::vector<int64_t>& d, size_t& at) {
-          std::vector<int64_t> one(d.begin() + at, d.begin() + at + 2 + d[at + 1]);
+          std::vector<int64_t> one(d.begin() + at, d.begin() + at + 3 + d[at + 2]);
           at += one.size();
           return one;
         };
@@ -446,8 +483,10 @@ void DistributedDataParallel::syncParameters(const std::vector<Tensor>& buffers,
         if (x == y) continue;
         auto text = [](const std::vector<int64_t>& d) {
           std::string sizes;
-          for (size_t s = 2; s < d.size(); ++s) sizes += (s > 2 ? ", " : "") + std::to_string(d[s]);
-          return detail::concat(static_cast<ScalarType>(d[0]), "[", sizes, "]");
+          for (size_t s = 3; s < d.size(); ++s) sizes += (s > 3 ? ", " : "") + std::to_string(d[s]);
+          Device device{static_cast<DeviceType>(d[1] / 1000), static_cast<int>(d[1] % 1000)};
+          return detail::concat(static_cast<ScalarType>(d[0]), "[", sizes, "]",
+                                device.isCPU() ? "" : " on " + device.str());
         };
         std::string what = k < impl.values.size()
                                ? "parameter " + describeParameter(k, impl.parameters[k].name)
@@ -492,31 +531,53 @@ void DistributedDataParallel::syncParameters(const std::vector<Tensor>& buffers,
 }
 
 void DistributedDataParallel::prepareForBackward(int activeRanks) {
-  C10D_CHECK(activeRanks == -1 || (activeRanks >= 1 && activeRanks <= impl_->worldSize()),
+  Impl& impl = *impl_;
+  C10D_CHECK(activeRanks == -1 || (activeRanks >= 1 && activeRanks <= impl.worldSize()),
              InvalidArgument, "DistributedDataParallel: prepareForBackward(", activeRanks,
-             ") in a group of ", impl_->worldSize(), " ranks");
-  std::lock_guard<std::mutex> guard(impl_->mutex);
-  impl_->activeRanks = activeRanks;
+             ") in a group of ", impl.worldSize(), " ranks");
+  // A rank that joined shadows every backward's collectives; one that skips them (noSync) would
+  // leave it waiting in a bucket's allreduce.
+  C10D_CHECK(!(impl.noSync.load() > 0 && activeRanks != -1 && activeRanks < impl.worldSize()),
+             InvalidArgument,
+             "DistributedDataParallel: a no-sync backward while ranks have joined ", "(",
+             activeRanks, " of ", impl.worldSize(), " active): the joined ranks shadow every ",
+             "backward's collectives; reduce every backward while ranks run out of data");
+  std::lock_guard<std::mutex> guard(impl.mutex);
+  impl.activeRanks = activeRanks;
 }
 
 void DistributedDataParallel::markGradReady(size_t i) {
   Impl& impl = *impl_;
   C10D_CHECK(i < impl.parameters.size(), InvalidArgument, "DistributedDataParallel: markGradReady(",
              i, ") but ", impl.parameters.size(), " parameters are registered");
+  bool syncing;
   {
     std::lock_guard<std::mutex> guard(impl.mutex);
     C10D_CHECK(!impl.marked[i], InvalidArgument, "DistributedDataParallel: parameter ",
                describeParameter(i, impl.parameters[i].name),
                " was marked ready twice in one backward");
+    // Whether this backward reduces is decided once, at its first mark, so a NoSync scope that
+    // opens or closes mid-backward cannot split it.
+    if (impl.syncing < 0) impl.syncing = impl.noSync.load() == 0 ? 1 : 0;
     impl.marked[i] = 1;
-    if (!impl.rebuilt) impl.readyOrder.push_back(i);
+    impl.finalized = false;
+    syncing = impl.syncing == 1;
+    if (syncing && !impl.rebuilt) impl.readyOrder.push_back(i);
   }
   // Without peers, or while gradients accumulate locally, there is nothing to send yet.
-  if (impl.noSync.load() > 0 || impl.worldSize() == 1) return;
+  if (!syncing || impl.worldSize() == 1) return;
   const Impl::Slot& slot = impl.slots[i];
-  if (!impl.options.gradientAsBucketView) copyTensor(slot.view, impl.parameters[i].grad);
-  std::lock_guard<std::mutex> guard(impl.mutex);
-  if (--impl.buckets[slot.bucket].pending == 0) impl.launchReadyLocked();
+  if (!impl.options.gradientAsBucketView) {
+    try {
+      copyTensor(slot.view, impl.parameters[i].grad);
+    } catch (...) {
+      std::lock_guard<std::mutex> guard(impl.mutex);
+      impl.marked[i] = 0;  // not ready after all: the caller may mark it again
+      throw;
+    }
+  }
+  std::unique_lock<std::mutex> lock(impl.mutex);
+  if (--impl.buckets[slot.bucket].pending == 0) impl.launchReady(lock);
 }
 
 void DistributedDataParallel::finalizeBackward() {
@@ -524,26 +585,37 @@ void DistributedDataParallel::finalizeBackward() {
   std::vector<uint8_t> used;
   std::map<size_t, Tensor> saved;  // view mode: a locally unused gradient, kept aside
   {
-    std::lock_guard<std::mutex> guard(impl.mutex);
-    used = impl.marked;
-    if (impl.noSync.load() > 0) {
+    std::unique_lock<std::mutex> lock(impl.mutex);
+    C10D_CHECK(!impl.finalized, InvalidArgument, "DistributedDataParallel: finalizeBackward ",
+               "called again without a gradient marked ready since the last one");
+    if (impl.syncing < 0) impl.syncing = impl.noSync.load() == 0 ? 1 : 0;
+    // Gradients this rank produced in the no-sync backwards before count as used here too.
+    for (size_t i = 0; i < impl.marked.size(); ++i) impl.markedUnsynced[i] |= impl.marked[i];
+    if (impl.syncing == 0) {
       impl.resetBackward();
+      impl.finalized = true;
       return;
     }
+    used = impl.markedUnsynced;
     if (impl.worldSize() > 1) {
-      // A gradient this rank did not produce contributes zeros.
       for (size_t i = 0; i < used.size(); ++i) {
-        if (used[i]) continue;
+        if (impl.marked[i]) continue;
         const Impl::Slot& slot = impl.slots[i];
-        if (impl.options.gradientAsBucketView) {
-          Tensor copy = Tensor::empty(slot.view.sizes(), slot.view.dtype(), slot.view.device());
-          copyTensor(copy, slot.view);
-          saved[i] = copy;
+        if (used[i]) {
+          // Accumulated in an earlier no-sync backward only: it joins the reduction as it is.
+          if (!impl.options.gradientAsBucketView) copyTensor(slot.view, impl.parameters[i].grad);
+        } else {
+          // Not produced here: zeros, unless no rank produced it (then it is put back).
+          if (impl.options.gradientAsBucketView) {
+            Tensor copy = Tensor::empty(slot.view.sizes(), slot.view.dtype(), slot.view.device());
+            copyTensor(copy, slot.view);
+            saved[i] = copy;
+          }
+          zeroFill(slot.view);
         }
-        zeroFill(slot.view);
         --impl.buckets[slot.bucket].pending;
       }
-      impl.launchReadyLocked();
+      impl.launchReady(lock);
     }
   }
   std::exception_ptr error;
@@ -577,12 +649,12 @@ void DistributedDataParallel::finalizeBackward() {
     }
   } else if (!error) {
     impl.rebuilt = true;  // alone, the layout does not matter
-    impl.readyOrder.clear();
   }
   {
     std::lock_guard<std::mutex> guard(impl.mutex);
     impl.resetBackward();
-    impl.activeRanks = -1;
+    impl.markedUnsynced.assign(impl.parameters.size(), 0);
+    impl.finalized = true;
   }
   if (error) std::rethrow_exception(error);
   if (impl.options.findUnusedParameters) return;
@@ -605,10 +677,12 @@ void DistributedDataParallel::shadowBackward() {
   std::vector<Tensor> zeros;
   {
     std::lock_guard<std::mutex> guard(impl.mutex);
-    for (size_t b = 0; b < impl.buckets.size(); ++b) {
-      zeros.push_back(zerosLike(impl.buckets[b].buffer));
-      impl.buckets[b].result = impl.runHook(b, zeros.back());
-    }
+    C10D_CHECK(impl.syncing < 0, InvalidArgument, "DistributedDataParallel: shadowBackward ",
+               "during a backward (gradients were marked ready since the last finalizeBackward)");
+  }
+  for (size_t b = 0; b < impl.buckets.size(); ++b) {
+    zeros.push_back(zerosLike(impl.buckets[b].buffer));
+    impl.buckets[b].result = impl.runHook(b, zeros.back());
   }
   for (size_t b = 0; b < impl.buckets.size(); ++b) impl.collect(b, zeros[b], error);
   if (!error) {

@@ -28,11 +28,24 @@
 // findUnusedParameters a rank that did not use a parameter contributes zeros, and a parameter no
 // rank used keeps its gradient untouched.
 //
+// A backward is no-sync when a NoSync scope is open at its first markGradReady (or, without
+// marks, at its finalizeBackward): it sends nothing, and the next synchronised backward reduces
+// what the gradients accumulated, counting a gradient produced in any of those backwards as used.
+// Uneven inputs: pass Join::step()'s count to prepareForBackward and run shadowBackward() inside
+// Join::finish; no-sync backwards cannot be mixed with joined ranks (InvalidArgument).
+//
 // Errors: InvalidArgument for bad registration (a dtype that is not floating point, mismatched
-// gradient shapes), a parameter index out of range or marked twice in one backward; the group's
-// errors (TimeoutError naming the op) from the collectives, rethrown by finalizeBackward.
+// gradient shapes, memory registered twice), a parameter index out of range or marked twice in
+// one backward, finalizeBackward twice without marks between; the group's errors (TimeoutError
+// naming the op) from the collectives, rethrown by finalizeBackward. The missing-gradient error
+// comes after the reduction: the gradients then hold averages that include zeros. After a
+// collective failed, the ranks' collectives no longer pair up: treat it as fatal for the group.
 // Threading: markGradReady may be called from any thread, concurrently (autograd engines run
-// hooks on several threads); everything else from one thread, between backwards.
+// hooks on several threads); everything else from one thread, between backwards, once every
+// markGradReady of the backward has returned. Hooks run on the thread whose mark filled their
+// bucket, one at a time, in bucket order, outside the reducer's lock; they must not call back
+// into the reducer. CUDA: a bucket's collective is ordered after the current stream of the
+// thread that launches it; gradients written on other streams must be complete when marked.
 
 #include <chrono>
 #include <cstddef>
@@ -72,7 +85,7 @@ struct GradBucket {
 };
 
 // Reduces a bucket; called in bucket order on the thread that completed it. Runs collectives of
-// the given group only.
+// the given group only. bucket is valid during the call: capture bucket.buffer, not &bucket.
 using CommHook = std::function<std::shared_ptr<Future>(ProcessGroup& group, GradBucket& bucket)>;
 
 // The hooks the reducer ships. allreduceHook is the default.
@@ -96,6 +109,10 @@ struct DataParallelOptions {
   bool gradientAsBucketView = false;
   // With uneven inputs (Join), divide by the world size instead of by the ranks still training.
   bool divideByInitialWorldSize = false;
+  // After the first backward, rebuild the buckets in the order rank 0 saw gradients become ready.
+  // With gradientAsBucketView this moves the gradients: turn it off if the framework keeps the
+  // views gradient(i) returned instead of fetching them after each finalizeBackward().
+  bool rebuildBuckets = true;
   CommHook commHook;  // null: allreduceHook
 };
 
@@ -135,7 +152,8 @@ class DistributedDataParallel {
   void shadowBackward();
 
   // While the returned scope lives, backwards do not communicate: gradients accumulate locally
-  // and the first backward after it reduces the sums (one collective per bucket).
+  // and the first backward after it reduces the sums (one collective per bucket). The scope must
+  // not outlive the reducer.
   class NoSync {
    public:
     explicit NoSync(DistributedDataParallel& ddp);
