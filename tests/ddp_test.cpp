@@ -18,6 +18,7 @@
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Half.hpp"
+#include "c10d/training/DataParallelOptimizer.hpp"
 #include "c10d/training/DistributedDataParallel.hpp"
 #include "c10d/training/Join.hpp"
 #include "tests/support/MultiProcess.hpp"
@@ -525,6 +526,71 @@ TEST_P(DataParallel, AUserHookSeesEveryBucketInOrder) {
     for (size_t k = 0; k < kModel.size(); ++k) {
       expectMean(ddp, k, allRanks(env.size), {0}, env.size, "through the user hook");
     }
+  });
+}
+
+// Horovod's recipe: averaged gradients, then the same Adam step on every rank. The parameters
+// must end bit-identical on every rank, and equal to Adam stepped here on the mean gradients.
+TEST_P(DataParallel, DataParallelOptimizerKeepsEveryRanksParametersIdentical) {
+  runOnRanks([](RankEnv& env) {
+    const std::vector<int64_t> sizes = {7, 300, 1};
+    std::vector<Tensor> values, grads, reference;
+    std::vector<DataParallelParameter> parameters;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      ScalarType dtype = k == 1 ? ScalarType::Float64 : ScalarType::Float32;
+      values.push_back(Tensor::empty({sizes[k]}, dtype));
+      grads.push_back(Tensor::empty({sizes[k]}, dtype));
+      reference.push_back(Tensor::empty({sizes[k]}, dtype));
+      for (int64_t e = 0; e < sizes[k]; ++e) {
+        store(values[k], e, env.rank * 10 + e * 0.01);  // differs per rank until the sync
+        store(reference[k], e, e * 0.01);               // rank 0's values
+      }
+      parameters.push_back({values[k], grads[k], "p" + std::to_string(k)});
+    }
+    DistributedDataParallel ddp(env.pg, parameters, smallBuckets());
+    DataParallelOptimizer optimizer(ddp, OptimizerSpec::adam(0.01));
+    auto local = makeOptimizer(OptimizerSpec::adam(0.01));
+    ddp.syncParameters();
+    for (int step = 0; step < 3; ++step) {
+      std::vector<Tensor> meanGrads;
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        for (int64_t e = 0; e < sizes[k]; ++e) store(grads[k], e, gradValue(env.rank, k, e, step));
+        ddp.markGradReady(k);
+        meanGrads.push_back(Tensor::empty({sizes[k]}, values[k].dtype()));
+        for (int64_t e = 0; e < sizes[k]; ++e) {
+          double sum = 0;
+          for (int r = 0; r < env.size; ++r) sum += gradValue(r, k, e, step);
+          store(meanGrads.back(), e, sum / env.size);
+        }
+      }
+      check(optimizer.step(), "a synchronised backward steps");
+      local->step(reference, meanGrads);
+    }
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      Tensor highest = Tensor::empty({sizes[k]}, values[k].dtype());
+      Tensor lowest = Tensor::empty({sizes[k]}, values[k].dtype());
+      copyTensor(highest, values[k]);
+      copyTensor(lowest, values[k]);
+      env.pg.allreduce(highest, {.reduceOp = ReduceOp::MAX})->wait();
+      env.pg.allreduce(lowest, {.reduceOp = ReduceOp::MIN})->wait();
+      for (int64_t e = 0; e < sizes[k]; ++e) {
+        double mine = load(values[k], e), expected = load(reference[k], e);
+        if (load(highest, e) != mine || load(lowest, e) != mine ||
+            std::abs(mine - expected) > 1e-5 * std::max(1.0, std::abs(expected))) {
+          test::fail(str("parameter ", k, " element ", e, ": ", mine, " here, max ",
+                         load(highest, e), " min ", load(lowest, e), " over ranks, Adam on the ",
+                         "mean gradients gives ", expected));
+          break;
+        }
+      }
+    }
+    {
+      auto scope = ddp.noSync();
+      for (size_t k = 0; k < sizes.size(); ++k) ddp.markGradReady(k);
+      check(!optimizer.step(), "a no-sync backward takes no step");
+    }
+    for (size_t k = 0; k < sizes.size(); ++k) ddp.markGradReady(k);
+    check(optimizer.step(), "the next synchronised backward steps");
   });
 }
 

@@ -10,7 +10,7 @@
 
 #include "rpc/autograd/DistAutograd.hpp"
 #include "rpc/autograd/DistributedOptimizer.hpp"
-#include "rpc/autograd/Optimizers.hpp"
+#include "c10d/training/Optimizers.hpp"
 #include "tests/RpcTestUtil.hpp"
 
 namespace c10d::inline v0::rpc {

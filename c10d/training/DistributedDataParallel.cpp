@@ -412,6 +412,12 @@ size_t DistributedDataParallel::parameterCount() const {
   return impl_->parameters.size();
 }
 
+Tensor DistributedDataParallel::parameter(size_t i) const {
+  C10D_CHECK(i < impl_->parameters.size(), InvalidArgument, "DistributedDataParallel: parameter(",
+             i, ") of ", impl_->parameters.size(), " parameters");
+  return impl_->parameters[i].value;
+}
+
 Tensor DistributedDataParallel::gradient(size_t i) const {
   C10D_CHECK(i < impl_->parameters.size(), InvalidArgument, "DistributedDataParallel: gradient(", i,
              ") of ", impl_->parameters.size(), " parameters");
@@ -580,7 +586,7 @@ void DistributedDataParallel::markGradReady(size_t i) {
   if (--impl.buckets[slot.bucket].pending == 0) impl.launchReady(lock);
 }
 
-void DistributedDataParallel::finalizeBackward() {
+bool DistributedDataParallel::finalizeBackward() {
   Impl& impl = *impl_;
   std::vector<uint8_t> used;
   std::map<size_t, Tensor> saved;  // view mode: a locally unused gradient, kept aside
@@ -594,7 +600,7 @@ void DistributedDataParallel::finalizeBackward() {
     if (impl.syncing == 0) {
       impl.resetBackward();
       impl.finalized = true;
-      return;
+      return false;
     }
     used = impl.markedUnsynced;
     if (impl.worldSize() > 1) {
@@ -657,7 +663,7 @@ void DistributedDataParallel::finalizeBackward() {
     impl.finalized = true;
   }
   if (error) std::rethrow_exception(error);
-  if (impl.options.findUnusedParameters) return;
+  if (impl.options.findUnusedParameters) return true;
   std::string missing;
   for (size_t i = 0; i < uses.size(); ++i) {
     if (uses[i] >= contributors) continue;
@@ -668,6 +674,7 @@ void DistributedDataParallel::finalizeBackward() {
   C10D_CHECK(missing.empty(), InvalidArgument,
              "DistributedDataParallel: finalizeBackward: gradients never marked ready: ", missing,
              "; mark every gradient in every backward, or set findUnusedParameters");
+  return true;
 }
 
 void DistributedDataParallel::shadowBackward() {

@@ -128,6 +128,8 @@ class DistributedDataParallel {
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
   size_t parameterCount() const;
+  // The value of parameter i, as registered.
+  Tensor parameter(size_t i) const;
   // The gradient storage of parameter i: the registered grad, or with gradientAsBucketView the
   // reducer's view into its bucket. The view changes once, when the buckets are rebuilt after the
   // first backward: fetch it again after each finalizeBackward().
@@ -145,7 +147,8 @@ class DistributedDataParallel {
   // all ready is reduced (after the buckets before it).
   void markGradReady(size_t i);
   // Reduces what is left, waits for every bucket, and leaves the averages in the gradients.
-  void finalizeBackward();
+  // Returns false for a no-sync backward (nothing was reduced), true otherwise.
+  bool finalizeBackward();
   // On a rank that ran out of data (inside Join::finish): runs the collectives of one backward
   // with zero gradients, so the ranks still training are not left waiting. Its own gradients
   // are not touched.

@@ -19,10 +19,44 @@
 #include <memory>
 #include <vector>
 
+#include "c10d/training/Optimizers.hpp"
 #include "rpc/RpcAgent.hpp"
-#include "rpc/autograd/Optimizers.hpp"
+
+// An OptimizerSpec travels as [name, options], what MSGPACK_DEFINE(name, options) would write;
+// the spec itself lives below RPC (c10d/training) and knows no msgpack.
+namespace msgpack {
+MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
+  namespace adaptor {
+  template <>
+  struct convert<c10d::OptimizerSpec> {
+    const msgpack::object& operator()(const msgpack::object& o, c10d::OptimizerSpec& v) const {
+      if (o.type != msgpack::type::ARRAY || o.via.array.size != 2) throw msgpack::type_error();
+      o.via.array.ptr[0].convert(v.name);
+      o.via.array.ptr[1].convert(v.options);
+      return o;
+    }
+  };
+  template <>
+  struct pack<c10d::OptimizerSpec> {
+    template <typename Stream>
+    packer<Stream>& operator()(packer<Stream>& p, const c10d::OptimizerSpec& v) const {
+      p.pack_array(2);
+      p.pack(v.name);
+      p.pack(v.options);
+      return p;
+    }
+  };
+  }  // namespace adaptor
+}  // MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS)
+}  // namespace msgpack
 
 namespace c10d::inline v0::rpc {
+
+// The functional optimizers are the data-parallel layer's (c10d/training/Optimizers.hpp); these
+// names keep rpc::OptimizerSpec and friends working.
+using c10d::FunctionalOptimizer;
+using c10d::makeOptimizer;
+using c10d::OptimizerSpec;
 
 namespace detail {
 class LocalOptimizer;

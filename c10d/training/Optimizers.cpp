@@ -1,13 +1,13 @@
 // The update rules follow torch.optim's documented algorithms (the "for t = 1 to ..." boxes of
 // each optimizer's page), one element at a time, computed in the parameter's own type.
 
-#include "rpc/autograd/Optimizers.hpp"
+#include "c10d/training/Optimizers.hpp"
 
 #include <cmath>
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v0 {
 
 namespace {
 
@@ -331,4 +331,4 @@ std::unique_ptr<FunctionalOptimizer> makeOptimizer(const OptimizerSpec& spec) {
              "' (optimizers: sgd, adam, adamw, adagrad, rmsprop)");
 }
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v0

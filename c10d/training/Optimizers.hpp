@@ -2,7 +2,8 @@
 
 // Functional optimizers: the update rules of torch.optim (SGD, Adam, AdamW, Adagrad, RMSprop)
 // applied in place to parameter tensors, with the gradients passed in rather than read from the
-// tensors. DistributedOptimizer runs one on each parameter owner.
+// tensors. DataParallelOptimizer steps one on every rank after the gradients are averaged;
+// rpc::DistributedOptimizer runs one on each parameter owner.
 //
 //   auto sgd = makeOptimizer(OptimizerSpec::sgd(0.1, /*momentum=*/0.9));
 //   sgd->step({weights, bias}, {weightsGrad, biasGrad});
@@ -18,22 +19,16 @@
 #include <string>
 #include <vector>
 
-#ifndef MSGPACK_NO_BOOST
-#define MSGPACK_NO_BOOST
-#endif
-#include <msgpack.hpp>
-
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v0 {
 
 // Which optimizer and its options, by torch.optim's names (lr, momentum, dampening,
 // weight_decay, nesterov, beta1, beta2, eps, lr_decay, initial_accumulator_value, alpha,
-// centered; booleans as 0/1). Travels over RPC.
+// centered; booleans as 0/1). Travels over RPC (rpc/autograd/DistributedOptimizer.hpp).
 struct OptimizerSpec {
   std::string name;  // "sgd", "adam", "adamw", "adagrad", "rmsprop"
   std::map<std::string, double> options;
-  MSGPACK_DEFINE(name, options);
 
   static OptimizerSpec sgd(double lr, double momentum = 0, double dampening = 0,
                            double weightDecay = 0, bool nesterov = false);
@@ -58,4 +53,4 @@ class FunctionalOptimizer {
 
 std::unique_ptr<FunctionalOptimizer> makeOptimizer(const OptimizerSpec& spec);
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v0

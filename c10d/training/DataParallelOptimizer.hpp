@@ -1,0 +1,40 @@
+#pragma once
+
+// Horovod's DistributedOptimizer on the reducer: the gradients are averaged across the ranks, then
+// every rank takes the same local step of a functional optimizer (c10d/training/Optimizers.hpp),
+// so the parameters stay identical everywhere.
+//
+//   c10d::DistributedDataParallel ddp(*pg, parameters);
+//   c10d::DataParallelOptimizer optimizer(ddp, c10d::OptimizerSpec::adam(1e-3));
+//   ddp.syncParameters();
+//   for (...) { forward(); backward(/* ddp.markGradReady(i) as gradients finish */);
+//               optimizer.step(); }     // finalizeBackward(), then the step on the averages
+//
+// Errors: InvalidArgument for a bad spec (at construction) and, from step(), what
+// finalizeBackward throws (the step is then not taken) or what the optimizer refuses (parameters
+// that are not contiguous float32/float64 CPU tensors). Threading: as the reducer's
+// finalizeBackward: one thread, after the backward's marks.
+
+#include <memory>
+
+#include "c10d/training/DistributedDataParallel.hpp"
+#include "c10d/training/Optimizers.hpp"
+
+namespace c10d::inline v0 {
+
+class DataParallelOptimizer {
+ public:
+  // reducer must outlive the optimizer.
+  DataParallelOptimizer(DistributedDataParallel& reducer, const OptimizerSpec& spec);
+
+  // Finishes the backward (reducer.finalizeBackward()) and steps every parameter with its
+  // averaged gradient. Inside a NoSync scope only the backward is finished: gradients accumulate
+  // and no step is taken (returns false); true when it stepped.
+  bool step();
+
+ private:
+  DistributedDataParallel& reducer_;
+  std::unique_ptr<FunctionalOptimizer> optimizer_;
+};
+
+}  // namespace c10d::inline v0
