@@ -12,9 +12,11 @@
 //   c10drun --nproc-per-node 2 build/benchmarks/c10d-ddp-bench --model resnet50 [--json]
 //   ... --model all --sweep      (bucket caps from 0.5 to 200 MiB)
 //
+//   fusion      the backward submitting each gradient to a FusionQueue as it is ready, then
+//               waiting for all of them
 // --json prints one line per model and world size: model, world, local_ms, per_tensor_ms,
-// reducer_ms, fusion_ms (null: the fusion queue is not built yet), exposed_ms, bytes (gradient
-// bytes each rank reduces per step, after compression).
+// reducer_ms, fusion_ms, exposed_ms (the reducer's), bytes (gradient bytes each rank reduces per
+// step, after compression), negotiation_us_per_cycle (the fusion queue's agreeing, steady state).
 
 #include <CLI/CLI.hpp>
 
@@ -28,6 +30,7 @@
 #include "benchmarks/ddp_bench/Models.hpp"
 #include "c10d/Init.hpp"
 #include "c10d/training/DistributedDataParallel.hpp"
+#include "c10d/training/FusionQueue.hpp"
 
 namespace c10d::bench {
 namespace {
@@ -64,6 +67,7 @@ class Bench {
     for (const auto& shape : shapes) {
       values_.push_back(Tensor::empty(shape, ScalarType::Float32));
       grads_.push_back(Tensor::zeros(shape, ScalarType::Float32));
+      names_.push_back("grad." + std::to_string(names_.size()));
       std::fill(grads_.back().data<float>(), grads_.back().data<float>() + grads_.back().numel(),
                 static_cast<float>(pg.rank() + 1));
     }
@@ -118,6 +122,28 @@ class Bench {
     });
   }
 
+  // The backward submitting each gradient to the fusion queue as it is ready; then waiting for
+  // all. Returns the step time and the negotiation's cost per cycle (us), steady state.
+  std::pair<double, double> fusion() {
+    FusionQueue queue(pg_);
+    std::vector<std::shared_ptr<Future>> futures(grads_.size());
+    auto step = [&] {
+      backward([&](size_t k) { futures[k] = queue.allreduce(names_[k], grads_[k]); });
+      for (auto& f : futures) f->wait();
+    };
+    step();  // the first step exchanges every name; later ones hit the cache
+    double ms = time(step);
+    // Steady state: every name cached, nothing pending; what each cycle's agreement costs.
+    FusionStats before = queue.stats();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    FusionStats after = queue.stats();
+    double perCycle = after.cycles > before.cycles
+                          ? (after.negotiationUs - before.negotiationUs) /
+                                static_cast<double>(after.cycles - before.cycles)
+                          : 0.0;
+    return {ms, perCycle};
+  }
+
   double reducer(double capMb) {
     std::vector<DataParallelParameter> parameters;
     for (size_t k = 0; k < values_.size(); ++k) {
@@ -143,6 +169,7 @@ class Bench {
   const Options& options_;
   std::vector<Tensor> values_;
   std::vector<Tensor> grads_;
+  std::vector<std::string> names_;
 };
 
 void runModel(ProcessGroup& pg, const Options& options, const std::string& name) {
@@ -168,16 +195,19 @@ void runModel(ProcessGroup& pg, const Options& options, const std::string& name)
   double local = bench.local();
   double perTensor = bench.perTensor();
   double reducer = bench.reducer(options.bucketCapMb);
+  auto [fusion, cycleUs] = bench.fusion();
   size_t bytes = bench.gradientBytes() / (options.hook == "allreduce" ? 1 : 2);
   if (!root) return;
   if (options.json) {
     std::printf(
         "{\"model\":\"%s\", \"world\":%d, \"local_ms\":%.2f, \"per_tensor_ms\":%.2f, "
-        "\"reducer_ms\":%.2f, \"fusion_ms\":null, \"exposed_ms\":%.2f, \"bytes\":%zu}\n",
-        name.c_str(), pg.size(), local, perTensor, reducer, reducer - local, bytes);
+        "\"reducer_ms\":%.2f, \"fusion_ms\":%.2f, \"exposed_ms\":%.2f, \"bytes\":%zu, "
+        "\"negotiation_us_per_cycle\":%.1f}\n",
+        name.c_str(), pg.size(), local, perTensor, reducer, fusion, reducer - local, bytes,
+        cycleUs);
   } else {
-    std::printf("%-13s %5d %10.2f %14.2f %11.2f %11.2f %12zu\n", name.c_str(), pg.size(), local,
-                perTensor, reducer, reducer - local, bytes);
+    std::printf("%-13s %5d %10.2f %14.2f %11.2f %11.2f %11.2f %12zu %10.1f\n", name.c_str(),
+                pg.size(), local, perTensor, reducer, fusion, reducer - local, bytes, cycleUs);
   }
 }
 
@@ -220,8 +250,8 @@ int run(int argc, char** argv) {
       std::printf("%-13s %5s %9s %10s %11s %11s\n", "model", "world", "cap_mb", "local", "reducer",
                   "exposed");
     } else {
-      std::printf("%-13s %5s %10s %14s %11s %11s %12s\n", "model", "world", "local", "per_tensor",
-                  "reducer", "exposed", "bytes");
+      std::printf("%-13s %5s %10s %14s %11s %11s %11s %12s %10s\n", "model", "world", "local",
+                  "per_tensor", "reducer", "fusion", "exposed", "bytes", "cycle_us");
     }
   }
   for (const std::string& model : models) runModel(*pg, options, model);

@@ -15,6 +15,7 @@
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Half.hpp"
+#include "c10d/training/HostValues.hpp"
 
 namespace c10d::inline v0 {
 
@@ -39,23 +40,6 @@ Tensor zerosLike(const Tensor& tensor) {
   Tensor zeros = Tensor::empty(tensor.sizes(), tensor.dtype(), tensor.device());
   zeroFill(zeros);
   return zeros;
-}
-
-// A collective on host integers, through a tensor on device (the group may serve only CUDA).
-template <typename Collective>
-std::vector<int64_t> onDevice(const std::vector<int64_t>& values, const Device& device,
-                              Collective&& collective) {
-  Tensor host = Tensor::fromBlob(const_cast<int64_t*>(values.data()), ScalarType::Int64,
-                                 {static_cast<int64_t>(values.size())});
-  Tensor tensor = host;
-  if (!device.isCPU()) {
-    tensor = Tensor::empty(host.sizes(), ScalarType::Int64, device);
-    copyTensor(tensor, host);
-  }
-  collective(tensor);
-  std::vector<int64_t> result(values.size());
-  copyTensor(Tensor::fromBlob(result.data(), ScalarType::Int64, host.sizes()), tensor);
-  return result;
 }
 
 std::string describeParameter(size_t index, const std::string& name) {
@@ -207,7 +191,8 @@ struct DistributedDataParallel::Impl {
   // Collective: how many ranks used each gradient in this backward (SUM of 0/1 per parameter).
   std::vector<int64_t> countUses(const std::vector<uint8_t>& used) {
     std::vector<int64_t> flags(used.begin(), used.end());
-    return onDevice(flags, commDevice, [&](const Tensor& t) { group->allreduce(t)->wait(); });
+    return detail::onDevice(flags, commDevice,
+                            [&](const Tensor& t) { group->allreduce(t)->wait(); });
   }
 
   // Collective, once, after the first backward: every rank takes rank 0's ready order.
@@ -230,7 +215,8 @@ struct DistributedDataParallel::Impl {
       order.assign(parameters.size(), 0);
     }
     if (worldSize() > 1) {
-      order = onDevice(order, commDevice, [&](const Tensor& t) { group->broadcast(t)->wait(); });
+      order = detail::onDevice(order, commDevice,
+                               [&](const Tensor& t) { group->broadcast(t)->wait(); });
     }
     readyOrder.clear();
     std::vector<size_t> newOrder(order.begin(), order.end());
@@ -452,23 +438,8 @@ void DistributedDataParallel::syncParameters(const std::vector<Tensor>& buffers,
   }
   const int size = group.size();
   if (size > 1) {
-    // Lengths first, then every rank's description padded to the longest.
-    std::vector<int64_t> lengths(size, 0);
-    lengths[group.rank()] = static_cast<int64_t>(mine.size());
-    lengths =
-        onDevice(lengths, impl.commDevice, [&](const Tensor& t) { group.allreduce(t)->wait(); });
-    const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
-    std::vector<int64_t> all(static_cast<size_t>(longest) * size, -1);
-    std::copy(mine.begin(), mine.end(), all.begin() + longest * group.rank());
-    // An allreduce of MAX over slots each rank fills alone (the rest -1) is an allgather that
-    // needs no output list.
-    all = onDevice(all, impl.commDevice, [&](const Tensor& t) {
-      group.allreduce(t, {.reduceOp = ReduceOp::MAX})->wait();
-    });
-    auto described = [&](int r) {
-      return std::vector<int64_t>(all.begin() + longest * r,
-                                  all.begin() + longest * r + lengths[r]);
-    };
+    std::vector<std::vector<int64_t>> all = detail::allgatherValues(group, mine, impl.commDevice);
+    auto described = [&](int r) { return all[r]; };
     const std::vector<int64_t> reference = described(root);
     for (int r = 0; r < size; ++r) {
       std::vector<int64_t> theirs = described(r);
