@@ -1,6 +1,7 @@
-// The reducer with ranks as threads of one process, so ThreadSanitizer sees every access: several
-// threads per rank mark gradients at once (as autograd engines' hooks do) while hooks launch the
-// buckets, through the first backward's rebuild, a no-sync backward and findUnusedParameters.
+// The reducer and the fusion queue with ranks as threads of one process, so ThreadSanitizer sees
+// every access: several threads per rank mark gradients (or submit tensors) at once, as autograd
+// engines' hooks do, while hooks launch the buckets (or the queue's thread runs its cycles),
+// through the first backward's rebuild, a no-sync backward and findUnusedParameters.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,6 +13,7 @@
 
 #include "c10d/ProcessGroup.hpp"
 #include "c10d/training/DistributedDataParallel.hpp"
+#include "c10d/training/FusionQueue.hpp"
 #include "store/HashStore.hpp"
 
 namespace c10d::inline v0 {
@@ -82,6 +84,54 @@ TEST(DataParallelThreads, ConcurrentMarksOnThreadRanksAverageCorrectly) {
             }
           }
         }
+      } catch (const std::exception& e) {
+        errors[rank] = e.what();
+      }
+    });
+  }
+  for (auto& r : ranks) r.join();
+  EXPECT_EQ(errors, std::vector<std::string>(kRanks)) << errors[0] << " / " << errors[1];
+}
+
+TEST(FusionQueueThreads, ConcurrentSubmissionsOnThreadRanksReduceCorrectly) {
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::string> errors(kRanks);
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    ranks.emplace_back([&, rank] {
+      try {
+        ProcessGroup group(store, rank, kRanks, ProcessGroupOptions{.timeout = 30s});
+        FusionOptions options;
+        options.cycleTime = std::chrono::microseconds(200);
+        options.fusionThresholdBytes = 256;  // several fused buffers per cycle
+        FusionQueue queue(group, options);
+        for (int round = 0; round < 3; ++round) {
+          std::vector<Tensor> tensors(kParameters);
+          std::vector<std::shared_ptr<Future>> futures(kParameters);
+          std::vector<std::thread> submitters;
+          for (int t = 0; t < kMarkingThreads; ++t) {
+            submitters.emplace_back([&, t] {
+              for (int k = t; k < kParameters; k += kMarkingThreads) {
+                tensors[k] = Tensor::empty({8 + k}, ScalarType::Float32);
+                std::fill(tensors[k].data<float>(), tensors[k].data<float>() + 8 + k,
+                          gradient(rank, k, round));
+                futures[k] = queue.allreduce("t" + std::to_string(k), tensors[k], ReduceOp::SUM);
+              }
+            });
+          }
+          for (auto& s : submitters) s.join();
+          for (int k = 0; k < kParameters; ++k) {
+            futures[k]->wait(30s, "t" + std::to_string(k));
+            float expected = gradient(0, k, round) + gradient(1, k, round);
+            float actual = tensors[k].data<float>()[7];
+            if (actual != expected) {
+              throw std::runtime_error("round " + std::to_string(round) + " tensor " +
+                                       std::to_string(k) + ": " + std::to_string(actual) +
+                                       ", expected " + std::to_string(expected));
+            }
+          }
+        }
+        queue.shutdown();
       } catch (const std::exception& e) {
         errors[rank] = e.what();
       }
