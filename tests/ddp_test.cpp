@@ -21,6 +21,7 @@
 #include "c10d/training/DataParallelOptimizer.hpp"
 #include "c10d/training/DistributedDataParallel.hpp"
 #include "c10d/training/Join.hpp"
+#include "c10d/training/PowerSgd.hpp"
 #include "tests/support/MultiProcess.hpp"
 #include "tests/support/RanksOnBackend.hpp"
 
@@ -493,6 +494,57 @@ TEST_P(DataParallel, CompressionHooksHalveTheBytesAndKeepTheMean) {
       sawBf16 |= entry.call.dtype == static_cast<int64_t>(ScalarType::BFloat16);
     }
     if (env.size > 1) check(sawHalf && sawBf16, "the buckets travelled as float16 and bfloat16");
+  });
+}
+
+// Rank-1 gradients u v_r^T with the same u on every rank have a rank-1 mean, which rank-1
+// PowerSGD recovers exactly (up to rounding); the bias (one-dimensional) goes uncompressed. After
+// the first backward the buckets are rebuilt; the hook's state follows them.
+TEST_P(DataParallel, PowerSgdRecoversARankOneMeanAndAveragesTheRest) {
+  runOnRanks([](RankEnv& env) {
+    const int64_t n = 8, m = 6;
+    std::vector<Tensor> values = {Tensor::zeros({n, m}, ScalarType::Float32),
+                                  Tensor::zeros({m}, ScalarType::Float32),
+                                  Tensor::zeros({n, m}, ScalarType::Float64)};
+    std::vector<Tensor> grads;
+    std::vector<DataParallelParameter> parameters;
+    for (size_t k = 0; k < values.size(); ++k) {
+      grads.push_back(Tensor::zeros(values[k].sizes(), values[k].dtype()));
+      parameters.push_back({values[k], grads[k], "p" + std::to_string(k)});
+    }
+    PowerSgd powerSgd({.rank = 1, .seed = 7});
+    DataParallelOptions options = smallBuckets();
+    options.commHook = powerSgd.hook();
+    DistributedDataParallel ddp(env.pg, parameters, options);
+    auto u = [](int64_t i) { return 1.0 + 0.5 * i; };
+    auto v = [](int rank, int64_t j, int step) { return (rank + 1) * 0.25 + j * 0.125 + step; };
+    for (int step = 0; step < 3; ++step) {
+      for (size_t k = 0; k < values.size(); ++k) {
+        for (int64_t e = 0; e < grads[k].numel(); ++e) {
+          double g = grads[k].dim() == 2 ? u(e / m) * v(env.rank, e % m, step)
+                                         : gradValue(env.rank, k, e, step);
+          store(grads[k], e, g);
+        }
+        ddp.markGradReady(k);
+      }
+      ddp.finalizeBackward();
+      for (size_t k = 0; k < values.size(); ++k) {
+        for (int64_t e = 0; e < grads[k].numel(); ++e) {
+          double expected = 0;
+          for (int r = 0; r < env.size; ++r) {
+            expected +=
+                grads[k].dim() == 2 ? u(e / m) * v(r, e % m, step) : gradValue(r, k, e, step);
+          }
+          expected /= env.size;
+          double actual = load(grads[k], e);
+          if (std::abs(actual - expected) > 1e-4 * std::max(1.0, std::abs(expected))) {
+            test::fail(str("step ", step, " parameter ", k, " element ", e, ": PowerSGD gave ",
+                           actual, ", the mean is ", expected));
+            break;
+          }
+        }
+      }
+    }
   });
 }
 

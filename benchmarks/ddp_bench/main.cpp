@@ -31,6 +31,7 @@
 #include "c10d/Init.hpp"
 #include "c10d/training/DistributedDataParallel.hpp"
 #include "c10d/training/FusionQueue.hpp"
+#include "c10d/training/PowerSgd.hpp"
 
 namespace c10d::bench {
 namespace {
@@ -47,6 +48,7 @@ struct Options {
   double bucketCapMb = 25.0;
   std::string hook = "allreduce";
   bool view = false;
+  size_t powerSgdRank = 4;
 };
 
 // The gradients of a model: shapes from Models.hpp, or "small1k": 1,000 gradients of 1 KiB.
@@ -73,9 +75,21 @@ class Bench {
     }
   }
 
+  // What each rank sends per step: the gradients, or with a compression hook what it makes of them.
   size_t gradientBytes() const {
     size_t bytes = 0;
-    for (const Tensor& g : grads_) bytes += g.nbytes();
+    for (const Tensor& g : grads_) {
+      if (options_.hook == "fp16" || options_.hook == "bf16") {
+        bytes += g.nbytes() / 2;
+      } else if (options_.hook == "powersgd" && g.dim() >= 2) {
+        // As PowerSgd decides: an n x m matrix goes as (n + m) r numbers when that is smaller.
+        int64_t n = g.sizes()[0], m = g.numel() / n;
+        int64_t r = std::min<int64_t>({static_cast<int64_t>(options_.powerSgdRank), n, m});
+        bytes += ((n + m) * r < n * m ? (n + m) * r : n * m) * g.elementSize();
+      } else {
+        bytes += g.nbytes();
+      }
+    }
     return bytes;
   }
 
@@ -154,6 +168,9 @@ class Bench {
     options.bucketCapBytes = static_cast<size_t>(capMb * (1 << 20));
     if (options_.hook == "fp16") options.commHook = fp16CompressHook;
     if (options_.hook == "bf16") options.commHook = bf16CompressHook;
+    if (options_.hook == "powersgd") {
+      options.commHook = PowerSgd({.rank = options_.powerSgdRank}).hook();
+    }
     DistributedDataParallel ddp(pg_, parameters, options);
     // The first backward settles the bucket layout; it is not timed.
     backward([&](size_t k) { ddp.markGradReady(k); });
@@ -196,7 +213,7 @@ void runModel(ProcessGroup& pg, const Options& options, const std::string& name)
   double perTensor = bench.perTensor();
   double reducer = bench.reducer(options.bucketCapMb);
   auto [fusion, cycleUs] = bench.fusion();
-  size_t bytes = bench.gradientBytes() / (options.hook == "allreduce" ? 1 : 2);
+  size_t bytes = bench.gradientBytes();
   if (!root) return;
   if (options.json) {
     std::printf(
@@ -228,7 +245,9 @@ int run(int argc, char** argv) {
   app.add_flag("--view", options.view,
                "gradients as views into the reducer's buckets (gradientAsBucketView): no copies");
   app.add_option("--hook", options.hook, "the reducer's communication hook")
-      ->check(CLI::IsMember({"allreduce", "fp16", "bf16"}));
+      ->check(CLI::IsMember({"allreduce", "fp16", "bf16", "powersgd"}));
+  app.add_option("--powersgd-rank", options.powerSgdRank, "PowerSGD's rank (--hook powersgd)")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   std::vector<std::string> models;

@@ -158,8 +158,14 @@ struct DistributedDataParallel::Impl {
     launching = false;
   }
 
-  std::shared_ptr<Future> runHook(size_t index, const Tensor& buffer) {
-    GradBucket view{index, buffer, ReduceOp::premulSum(1.0 / divisor()), buckets[index].parameters};
+  std::shared_ptr<Future> runHook(size_t index, const Tensor& buffer, bool shadow = false) {
+    const Bucket& bucket = buckets[index];
+    GradBucket view{index, buffer, ReduceOp::premulSum(1.0 / divisor()), bucket.parameters,
+                    {},    shadow};
+    for (size_t k = 0; k < bucket.parameters.size(); ++k) {
+      view.gradients.push_back(
+          slice(buffer, bucket.offsets[k], values[bucket.parameters[k]].sizes()));
+    }
     try {
       std::shared_ptr<Future> result =
           options.commHook ? options.commHook(*group, view) : allreduceHook(*group, view);
@@ -660,7 +666,7 @@ void DistributedDataParallel::shadowBackward() {
   }
   for (size_t b = 0; b < impl.buckets.size(); ++b) {
     zeros.push_back(zerosLike(impl.buckets[b].buffer));
-    impl.buckets[b].result = impl.runHook(b, zeros.back());
+    impl.buckets[b].result = impl.runHook(b, zeros.back(), /*shadow=*/true);
   }
   for (size_t b = 0; b < impl.buckets.size(); ++b) impl.collect(b, zeros[b], error);
   if (!error) {

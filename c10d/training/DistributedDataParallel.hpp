@@ -82,13 +82,17 @@ struct GradBucket {
   // low-precision sums from overflowing.
   ReduceOp average;
   std::vector<size_t> parameters;  // registered indices of the gradients in buffer, in order
+  std::vector<Tensor> gradients;   // views into buffer, shaped like those parameters
+  // A joined rank's zeros (shadowBackward): a stateful hook sends them without state of its own.
+  bool shadow = false;
 };
 
 // Reduces a bucket; called in bucket order on the thread that completed it. Runs collectives of
 // the given group only. bucket is valid during the call: capture bucket.buffer, not &bucket.
 using CommHook = std::function<std::shared_ptr<Future>(ProcessGroup& group, GradBucket& bucket)>;
 
-// The hooks the reducer ships. allreduceHook is the default.
+// The hooks the reducer ships. allreduceHook is the default; PowerSGD is
+// c10d/training/PowerSgd.hpp.
 std::shared_ptr<Future> allreduceHook(ProcessGroup& group, GradBucket& bucket);
 // Reduce in float16 (or bfloat16): half the bytes on the wire, the average converted back into
 // the bucket. CPU buckets of float32 or float64; others get InvalidArgument.
