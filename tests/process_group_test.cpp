@@ -19,6 +19,7 @@
 #include "c10d/core/Exception.hpp"
 #include "store/HashStore.hpp"
 #include "tests/support/MultiProcess.hpp"
+#include "tests/support/ThreadRanks.hpp"
 
 namespace c10d::inline v0 {
 namespace {
@@ -201,26 +202,7 @@ TEST(ProcessGroupTest, WorldOfOneRunsEveryCollectiveLocally) {
   }
 }
 
-// Runs body(group) on size ranks, each a thread with its own Gloo group over one HashStore, and
-// returns each rank's error message ("" when body returned).
-std::vector<std::string> errorsOnThreadRanks(int size, std::chrono::milliseconds timeout,
-                                             const std::function<void(ProcessGroup&)>& body) {
-  auto store = std::make_shared<HashStore>();
-  std::vector<std::string> errors(size);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < size; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        ProcessGroup group(store, rank, size, ProcessGroupOptions{.timeout = timeout});
-        body(group);
-      } catch (const std::exception& e) {
-        errors[rank] = e.what();
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
-  return errors;
-}
+using test::errorsOnThreadRanks;
 
 TEST(GroupCreationTest, ARankThatSkipsANewGroupIsNamedByEveryRank) {
   // Rank 2 skips new_group([0, 1]); its next call, new_group([1, 2]), meets the others' first.

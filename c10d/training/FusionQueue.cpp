@@ -61,6 +61,14 @@ struct Request {
   bool cached = false;             // its name has a cache bit with this signature
 };
 
+Request requestOf(const std::string& name, Kind kind, const Tensor& tensor) {
+  Request request;
+  request.name = name;
+  request.kind = kind;
+  request.tensor = tensor;
+  return request;
+}
+
 // What every rank must agree on for a name: kind, reduce op (and factor), root, dtype, device,
 // sizes. All values >= -1, as allgatherValues needs.
 std::vector<int64_t> signatureOf(const Request& r) {
@@ -531,10 +539,7 @@ FusionStats FusionQueue::stats() const {
 std::shared_ptr<Future> FusionQueue::allreduce(const std::string& name, const Tensor& tensor,
                                                ReduceOp op) {
   checkReduceOp(op, tensor.dtype(), "FusionQueue allreduce '" + name + "'");
-  Request request;
-  request.name = name;
-  request.kind = Kind::Allreduce;
-  request.tensor = tensor;
+  Request request = requestOf(name, Kind::Allreduce, tensor);
   request.reduceOp = op;
   return impl_->submit(std::move(request));
 }
@@ -547,10 +552,7 @@ std::shared_ptr<Future> FusionQueue::allgather(const std::string& name, const Te
              InvalidArgument, "FusionQueue: allgather '", name, "': output ", output.describe(),
              " must be contiguous, like input ", input.describe(), ", with ", impl_->group->size(),
              " times its elements");
-  Request request;
-  request.name = name;
-  request.kind = Kind::Allgather;
-  request.tensor = input;
+  Request request = requestOf(name, Kind::Allgather, input);
   request.output = output;
   return impl_->submit(std::move(request));
 }
@@ -559,10 +561,7 @@ std::shared_ptr<Future> FusionQueue::broadcast(const std::string& name, const Te
                                                int root) {
   C10D_CHECK(root >= 0 && root < impl_->group->size(), InvalidArgument, "FusionQueue: broadcast '",
              name, "': root ", root, " is not a rank of a group of ", impl_->group->size());
-  Request request;
-  request.name = name;
-  request.kind = Kind::Broadcast;
-  request.tensor = tensor;
+  Request request = requestOf(name, Kind::Broadcast, tensor);
   request.root = root;
   return impl_->submit(std::move(request));
 }

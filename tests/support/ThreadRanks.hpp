@@ -9,10 +9,12 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "c10d/Backend.hpp"
+#include "c10d/ProcessGroup.hpp"
 #include "store/HashStore.hpp"
 #include "store/PrefixStore.hpp"
 
@@ -42,6 +44,27 @@ inline void onGlooThreadRanks(int size, std::chrono::milliseconds timeout, const
   }
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(failures.load(), 0);
+}
+
+// Runs body(group) on size ranks, each a thread with its own Gloo process group over one
+// HashStore, and returns each rank's error message ("" when body returned).
+inline std::vector<std::string> errorsOnThreadRanks(
+    int size, std::chrono::milliseconds timeout, const std::function<void(ProcessGroup&)>& body) {
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::string> errors(size);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        ProcessGroup group(store, rank, size, ProcessGroupOptions{.timeout = timeout});
+        body(group);
+      } catch (const std::exception& e) {
+        errors[rank] = e.what();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return errors;
 }
 
 }  // namespace c10d::inline v0::test
