@@ -80,7 +80,9 @@ struct DistributedDataParallel::Impl {
   bool launching = false;     // a thread is running hooks (outside the mutex), in bucket order
   bool launchFailed = false;  // a hook threw: later buckets stay unlaunched in this backward
   int syncing = -1;           // this backward reduces: latched at its first mark (-1: no mark)
-  bool finalized = true;      // finalizeBackward ran and no mark came since
+  // finalizeBackward ran and no mark came since: a second one would run a backward's
+  // collectives again. False at first, so a first backward that marks nothing is allowed.
+  bool finalized = false;
   int activeRanks = -1;
   std::atomic<int> noSync{0};
 
