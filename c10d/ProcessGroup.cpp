@@ -160,6 +160,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
 
 ProcessGroup::ProcessGroup(NonMember, std::string groupName) : rank_(-1), size_(0), member_(false) {
   options_.groupName = std::move(groupName);
+  options_.backend.clear();
   errorContext_ = internErrorContext(options_.groupName, -1);  // its errors name the group too
 }
 

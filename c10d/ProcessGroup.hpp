@@ -68,6 +68,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::string& groupName() const { return options_.groupName; }
+  // The backend spec the group was created with ("gloo", "cpu:gloo,cuda:nccl"); "" for a
+  // non-member's handle.
+  const std::string& backendSpec() const { return options_.backend; }
   std::chrono::milliseconds timeout() const { return options_.timeout; }
   // False for the handle a non-member receives from newGroup/split: every operation on it
   // throws InvalidArgument saying so.

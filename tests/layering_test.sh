@@ -17,6 +17,7 @@ layers=(
   "rpc/transport"
   "rpc"
   "rpc/autograd"
+  "c10d/capi"
 )
 
 layer_of() {  # prints "index folder" of a tree path's folder
@@ -45,7 +46,7 @@ while IFS= read -r file; do
       bad=$((bad + 1))
     fi
   done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$file")
-done < <(git ls-files 'c10d/*' 'store/*' 'backends/*' 'rpc/*' | grep -E '\.(hpp|cpp)$')
+done < <(git ls-files 'c10d/*' 'store/*' 'backends/*' 'rpc/*' | grep -E '\.(h|hpp|cpp)$')
 [ "$checked" -gt 100 ] || { echo "FAIL: only $checked includes checked"; exit 1; }
 [ "$bad" -eq 0 ] || exit 1
 echo "PASS: $checked includes of the library follow its layers"

@@ -1,0 +1,139 @@
+// The C API's process groups: the default group from the environment, groups over a store,
+// subgroups, and the rendezvous store on its own.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "c10d/Init.hpp"
+#include "c10d/capi/Handles.hpp"
+
+using namespace c10d;
+using namespace c10d::capi;
+
+namespace {
+
+InitOptions initOptionsOf(const c10d_init_options* options, const char* call) {
+  InitOptions init;
+  if (!checkOptions(options, call)) return init;
+  if (options->backend != nullptr) init.backend = options->backend;
+  if (options->init_method != nullptr) init.initMethod = options->init_method;
+  init.rank = options->rank;
+  init.worldSize = options->world_size;
+  C10D_CHECK(options->timeout_ms >= 0, InvalidArgument, call, ": options->timeout_ms is ",
+             options->timeout_ms, "; use 0 for the default or a positive value");
+  init.timeout = std::chrono::milliseconds(options->timeout_ms);
+  if (options->group_name != nullptr) init.groupName = options->group_name;
+  return init;
+}
+
+// For a subgroup: nullopt (the parent's options, config included) unless the caller overrides
+// the backend or the timeout.
+std::optional<ProcessGroupOptions> subgroupOptionsOf(const ProcessGroup& parent,
+                                                     const c10d_group_options* options,
+                                                     const char* call) {
+  if (!checkOptions(options, call)) return std::nullopt;
+  C10D_CHECK(options->timeout_ms >= 0, InvalidArgument, call, ": options->timeout_ms is ",
+             options->timeout_ms, "; use 0 for the parent's or a positive value");
+  if (options->backend == nullptr && options->timeout_ms == 0) return std::nullopt;
+  ProcessGroupOptions sub;
+  sub.backend = options->backend != nullptr ? options->backend : parent.backendSpec();
+  sub.timeout =
+      options->timeout_ms > 0 ? std::chrono::milliseconds(options->timeout_ms) : parent.timeout();
+  sub.localRank = parent.localRank();
+  return sub;
+}
+
+template <typename Out>
+Out& outOf(Out* out, const char* call) {
+  C10D_CHECK(out != nullptr, InvalidArgument, call, ": out is NULL");
+  return *out;
+}
+
+}  // namespace
+
+extern "C" {
+
+c10d_status c10d_store_connect(const c10d_init_options* options, c10d_store** out) {
+  return guarded([&] {
+    const char* call = "c10d_store_connect";
+    outOf(out, call);
+    InitOptions init = initOptionsOf(options, call);
+    *out = new c10d_store{connectStore(init, detectWorld(init))};
+  });
+}
+
+c10d_status c10d_group_init(const c10d_init_options* options, c10d_group** out) {
+  return guarded([&] {
+    const char* call = "c10d_group_init";
+    outOf(out, call);
+    *out = new c10d_group{initProcessGroup(initOptionsOf(options, call))};
+  });
+}
+
+c10d_status c10d_group_create(c10d_store* store, int rank, int size,
+                              const c10d_group_options* options, c10d_group** out) {
+  return guarded([&] {
+    const char* call = "c10d_group_create";
+    c10d_store& s = deref(store, call, "store");
+    outOf(out, call);
+    ProcessGroupOptions pg;
+    if (checkOptions(options, call)) {
+      if (options->backend != nullptr) pg.backend = options->backend;
+      C10D_CHECK(options->timeout_ms >= 0, InvalidArgument, call, ": options->timeout_ms is ",
+                 options->timeout_ms, "; use 0 for the default or a positive value");
+      if (options->timeout_ms > 0) pg.timeout = std::chrono::milliseconds(options->timeout_ms);
+      if (options->group_name != nullptr) pg.groupName = options->group_name;
+    }
+    *out = new c10d_group{std::make_shared<ProcessGroup>(s.store, rank, size, pg)};
+  });
+}
+
+c10d_status c10d_group_new(c10d_group* group, const int* ranks, size_t num_ranks,
+                           const c10d_group_options* options, c10d_group** out) {
+  return guarded([&] {
+    const char* call = "c10d_group_new";
+    ProcessGroup& parent = *deref(group, call, "group").group;
+    outOf(out, call);
+    C10D_CHECK(ranks != nullptr || num_ranks == 0, InvalidArgument, call, ": ranks is NULL with ",
+               num_ranks, " ranks");
+    std::vector<int> members(ranks, ranks + num_ranks);
+    *out = new c10d_group{parent.newGroup(members, subgroupOptionsOf(parent, options, call))};
+  });
+}
+
+c10d_status c10d_group_split(c10d_group* group, int color, int key,
+                             const c10d_group_options* options, c10d_group** out) {
+  return guarded([&] {
+    const char* call = "c10d_group_split";
+    ProcessGroup& parent = *deref(group, call, "group").group;
+    outOf(out, call);
+    *out = new c10d_group{parent.split(color, key, subgroupOptionsOf(parent, options, call))};
+  });
+}
+
+int c10d_group_rank(const c10d_group* group) {
+  return group != nullptr ? group->group->rank() : -1;
+}
+
+int c10d_group_size(const c10d_group* group) {
+  return group != nullptr ? group->group->size() : 0;
+}
+
+int c10d_group_is_member(const c10d_group* group) {
+  return group != nullptr && group->group->isMember() ? 1 : 0;
+}
+
+const char* c10d_group_backend(const c10d_group* group) {
+  return group != nullptr ? group->group->backendSpec().c_str() : "";
+}
+
+c10d_status c10d_group_shutdown(c10d_group* group) {
+  return guarded([&] { deref(group, "c10d_group_shutdown", "group").group->shutdown(); });
+}
+
+void c10d_group_free(c10d_group* group) {
+  delete group;
+}
+
+}  // extern "C"

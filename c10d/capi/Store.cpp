@@ -1,0 +1,192 @@
+// The C API's stores: TCP, file, hash and prefix stores over the C++ ones.
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "c10d/capi/Handles.hpp"
+#include "store/FileStore.hpp"
+#include "store/HashStore.hpp"
+#include "store/PrefixStore.hpp"
+#include "store/TCPStore.hpp"
+
+using namespace c10d;
+using namespace c10d::capi;
+
+namespace {
+
+std::string keyOf(const char* key, const char* call) {
+  C10D_CHECK(key != nullptr, InvalidArgument, call, ": key is NULL");
+  return key;
+}
+
+std::vector<std::string> keysOf(const char* const* keys, size_t count, const char* call) {
+  C10D_CHECK(keys != nullptr || count == 0, InvalidArgument, call, ": keys is NULL with ", count,
+             " keys");
+  std::vector<std::string> out;
+  out.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    C10D_CHECK(keys[i] != nullptr, InvalidArgument, call, ": keys[", i, "] is NULL");
+    out.emplace_back(keys[i]);
+  }
+  return out;
+}
+
+Store::Bytes bytesOf(const void* data, size_t size, const char* call, const char* what) {
+  C10D_CHECK(data != nullptr || size == 0, InvalidArgument, call, ": ", what, " is NULL with size ",
+             size);
+  auto* begin = static_cast<const uint8_t*>(data);
+  return Store::Bytes(begin, begin + size);
+}
+
+std::chrono::milliseconds storeTimeout(Store& store, int64_t timeoutMs) {
+  return timeoutMs < 0 ? store.timeout() : std::chrono::milliseconds(timeoutMs);
+}
+
+template <typename Out>
+Out& outOf(Out* out, const char* call) {
+  C10D_CHECK(out != nullptr, InvalidArgument, call, ": the result pointer is NULL");
+  return *out;
+}
+
+}  // namespace
+
+extern "C" {
+
+c10d_status c10d_store_tcp(const c10d_tcp_store_options* options, c10d_store** out) {
+  return guarded([&] {
+    const char* call = "c10d_store_tcp";
+    C10D_CHECK(checkOptions(options, call), InvalidArgument, call,
+               ": options is NULL; start from C10D_TCP_STORE_OPTIONS_INIT");
+    outOf(out, call);
+    C10D_CHECK(options->host != nullptr, InvalidArgument, call, ": options->host is NULL");
+    C10D_CHECK(options->timeout_ms > 0, InvalidArgument, call, ": options->timeout_ms is ",
+               options->timeout_ms, "; it must be positive");
+    TCPStoreOptions tcp;
+    tcp.isServer = options->is_server != 0;
+    if (options->wait_for_workers != 0) {
+      C10D_CHECK(options->num_workers > 0, InvalidArgument, call,
+                 ": wait_for_workers needs num_workers > 0, not ", options->num_workers);
+      tcp.numWorkers = options->num_workers;
+    }
+    tcp.timeout = std::chrono::milliseconds(options->timeout_ms);
+    auto store = std::make_shared<TCPStore>(options->host, options->port, tcp);
+    *out = new c10d_store{store, store->port()};
+  });
+}
+
+c10d_status c10d_store_file(const char* path, int num_workers, int64_t timeout_ms,
+                            c10d_store** out) {
+  return guarded([&] {
+    const char* call = "c10d_store_file";
+    C10D_CHECK(path != nullptr, InvalidArgument, call, ": path is NULL");
+    C10D_CHECK(timeout_ms > 0, InvalidArgument, call, ": timeout_ms is ", timeout_ms,
+               "; it must be positive");
+    outOf(out, call) = new c10d_store{
+        std::make_shared<FileStore>(path, num_workers, std::chrono::milliseconds(timeout_ms))};
+  });
+}
+
+c10d_status c10d_store_hash(c10d_store** out) {
+  return guarded(
+      [&] { outOf(out, "c10d_store_hash") = new c10d_store{std::make_shared<HashStore>()}; });
+}
+
+c10d_status c10d_store_prefix(const char* prefix, c10d_store* base, c10d_store** out) {
+  return guarded([&] {
+    const char* call = "c10d_store_prefix";
+    C10D_CHECK(prefix != nullptr, InvalidArgument, call, ": prefix is NULL");
+    c10d_store& under = deref(base, call, "base");
+    outOf(out, call) =
+        new c10d_store{std::make_shared<PrefixStore>(prefix, under.store), under.port};
+  });
+}
+
+c10d_status c10d_store_port(c10d_store* store, uint16_t* port) {
+  return guarded([&] {
+    c10d_store& s = deref(store, "c10d_store_port", "store");
+    C10D_CHECK(s.port != 0, InvalidArgument, "c10d_store_port: not a TCP store");
+    outOf(port, "c10d_store_port") = s.port;
+  });
+}
+
+c10d_status c10d_store_set(c10d_store* store, const char* key, const void* value, size_t size) {
+  return guarded([&] {
+    const char* call = "c10d_store_set";
+    deref(store, call, "store").store->set(keyOf(key, call), bytesOf(value, size, call, "value"));
+  });
+}
+
+c10d_status c10d_store_get(c10d_store* store, const char* key, int64_t timeout_ms,
+                           c10d_bytes* value) {
+  return guarded([&] {
+    const char* call = "c10d_store_get";
+    Store& s = *deref(store, call, "store").store;
+    c10d_bytes& result = outOf(value, call);
+    Store::Bytes bytes = s.get(keyOf(key, call), storeTimeout(s, timeout_ms));
+    result = copyOut(bytes.data(), bytes.size());
+  });
+}
+
+c10d_status c10d_store_add(c10d_store* store, const char* key, int64_t delta, int64_t* result) {
+  return guarded([&] {
+    const char* call = "c10d_store_add";
+    int64_t sum = deref(store, call, "store").store->add(keyOf(key, call), delta);
+    if (result != nullptr) *result = sum;
+  });
+}
+
+c10d_status c10d_store_compare_set(c10d_store* store, const char* key, const void* expected,
+                                   size_t expected_size, const void* desired, size_t desired_size,
+                                   c10d_bytes* result) {
+  return guarded([&] {
+    const char* call = "c10d_store_compare_set";
+    Store& s = *deref(store, call, "store").store;
+    c10d_bytes& out = outOf(result, call);
+    Store::Bytes now =
+        s.compareSet(keyOf(key, call), bytesOf(expected, expected_size, call, "expected"),
+                     bytesOf(desired, desired_size, call, "desired"));
+    out = copyOut(now.data(), now.size());
+  });
+}
+
+c10d_status c10d_store_wait(c10d_store* store, const char* const* keys, size_t num_keys,
+                            int64_t timeout_ms) {
+  return guarded([&] {
+    const char* call = "c10d_store_wait";
+    Store& s = *deref(store, call, "store").store;
+    s.wait(keysOf(keys, num_keys, call), storeTimeout(s, timeout_ms));
+  });
+}
+
+c10d_status c10d_store_check(c10d_store* store, const char* const* keys, size_t num_keys,
+                             int* all_exist) {
+  return guarded([&] {
+    const char* call = "c10d_store_check";
+    Store& s = *deref(store, call, "store").store;
+    int& out = outOf(all_exist, call);
+    out = s.check(keysOf(keys, num_keys, call)) ? 1 : 0;
+  });
+}
+
+c10d_status c10d_store_delete(c10d_store* store, const char* key, int* existed) {
+  return guarded([&] {
+    const char* call = "c10d_store_delete";
+    bool had = deref(store, call, "store").store->deleteKey(keyOf(key, call));
+    if (existed != nullptr) *existed = had ? 1 : 0;
+  });
+}
+
+c10d_status c10d_store_num_keys(c10d_store* store, int64_t* count) {
+  return guarded([&] {
+    const char* call = "c10d_store_num_keys";
+    Store& s = *deref(store, call, "store").store;
+    outOf(count, call) = s.numKeys();
+  });
+}
+
+void c10d_store_free(c10d_store* store) {
+  delete store;
+}
+
+}  // extern "C"

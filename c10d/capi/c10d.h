@@ -1,0 +1,345 @@
+/* c10d's C API: stores, process groups, collectives, point-to-point and their Work, for programs
+ * and language bindings (Rust, Julia, Go, Java, Python's ctypes) that link C.
+ *
+ * Plain C99; no C++ type or exception crosses this header. Link c10d::c (libc10d_c.so.1): it
+ * exports only c10d_* symbols, and its soname changes when this ABI does.
+ *
+ * Errors: every call returns a c10d_status. On failure, c10d_last_error() returns the same text
+ * the C++ library's exception carries (what failed, where: rank, peer, key, op, tag, and what to
+ * do). It is thread-local and stays valid until the calling thread's next failing c10d call.
+ *
+ * Handles (c10d_store, c10d_group, c10d_work) are opaque; each is released with its own *_free
+ * call, exactly once. A group keeps its store alive and a work keeps its group alive, so they
+ * may be freed in any order.
+ *
+ * Option structs carry their size in their first field, so that later versions can add fields
+ * without breaking callers built against this one: start from the *_INIT macro, then set what
+ * you need. A NULL options pointer means the defaults.
+ *
+ * Threading: every call may be made from any thread; a handle may be used by several threads at
+ * once, except that *_free must be the handle's last use. Completion callbacks run on a library
+ * thread (or at once on the caller's, for a work that has already completed).
+ *
+ * Buffers: a c10d_buffer describes `count` contiguous elements of `dtype` at `data` on a device.
+ * Operations read and write them in place (zero copy); the memory must stay valid until the
+ * operation's work has completed. For CUDA memory, `stream` is the cudaStream_t the data is
+ * produced and consumed on: the operation is ordered after the work queued on it (NULL: the
+ * legacy default stream). */
+#ifndef C10D_CAPI_C10D_H
+#define C10D_CAPI_C10D_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define C10D_C_EXPORT __attribute__((visibility("default")))
+#else
+#define C10D_C_EXPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The version of this API: what c10d_api_version() of the library linked at run time returns,
+ * at least. Raised when calls or fields are added; the soname changes when any is removed. */
+#define C10D_API_VERSION 1
+
+typedef enum c10d_status {
+  C10D_OK = 0,
+  C10D_ERR_INVALID_ARGUMENT = 1, /* the caller passed something the call cannot accept */
+  C10D_ERR_TIMEOUT = 2,          /* a blocking call ran past its deadline */
+  C10D_ERR_STORE = 3,            /* the store is unreachable, failed, or spoke another protocol */
+  C10D_ERR_BACKEND = 4,          /* the communication backend failed the operation */
+  C10D_ERR_REMOTE = 5,           /* a remote call failed on the callee */
+  C10D_ERR_STATE = 6,            /* the group, agent or work was shut down or released */
+  C10D_ERR_INTERNAL = 7          /* anything else; c10d_last_error() says what */
+} c10d_status;
+
+/* Element types (the order of the C++ c10d::ScalarType). */
+typedef enum c10d_dtype {
+  C10D_FLOAT32 = 0,
+  C10D_FLOAT64 = 1,
+  C10D_FLOAT16 = 2,
+  C10D_BFLOAT16 = 3,
+  C10D_INT8 = 4,
+  C10D_INT16 = 5,
+  C10D_INT32 = 6,
+  C10D_INT64 = 7,
+  C10D_UINT8 = 8,
+  C10D_BOOL = 9
+} c10d_dtype;
+
+typedef enum c10d_reduce_op {
+  C10D_SUM = 0,
+  C10D_AVG = 1,
+  C10D_PRODUCT = 2,
+  C10D_MIN = 3,
+  C10D_MAX = 4,
+  C10D_BAND = 5,
+  C10D_BOR = 6,
+  C10D_BXOR = 7,
+  C10D_PREMUL_SUM = 8 /* sum of each input times c10d_op_options.premul_factor */
+} c10d_reduce_op;
+
+typedef enum c10d_device_type { C10D_DEVICE_CPU = 0, C10D_DEVICE_CUDA = 1 } c10d_device_type;
+
+typedef struct c10d_buffer {
+  void* data;
+  int64_t count; /* elements, not bytes */
+  c10d_dtype dtype;
+  c10d_device_type device_type;
+  int device_index; /* CUDA device ordinal; 0 for CPU */
+  void* stream;     /* CUDA: the cudaStream_t to order after; must be NULL for CPU */
+} c10d_buffer;
+
+typedef struct c10d_store c10d_store;
+typedef struct c10d_group c10d_group;
+typedef struct c10d_work c10d_work;
+struct DLManagedTensor; /* <dlpack/dlpack.h> */
+
+/* Bytes the library allocated for the caller (store values); release data with c10d_free. */
+typedef struct c10d_bytes {
+  void* data;
+  size_t size;
+} c10d_bytes;
+
+/* ---- library ---- */
+
+C10D_C_EXPORT int c10d_api_version(void);
+/* The failing call's message on this thread ("" when none failed yet). */
+C10D_C_EXPORT const char* c10d_last_error(void);
+/* "C10D_ERR_TIMEOUT" for C10D_ERR_TIMEOUT; "unknown status" for values not listed above. */
+C10D_C_EXPORT const char* c10d_status_name(c10d_status status);
+/* "float32", "bfloat16"... (NULL for values not listed above) and the size of one element. */
+C10D_C_EXPORT const char* c10d_dtype_name(c10d_dtype dtype);
+C10D_C_EXPORT size_t c10d_dtype_size(c10d_dtype dtype);
+/* Releases what the library allocated for the caller (c10d_bytes.data); NULL is ignored. */
+C10D_C_EXPORT void c10d_free(void* data);
+
+/* ---- stores ---- */
+
+typedef struct c10d_tcp_store_options {
+  size_t struct_size;
+  const char* host;   /* the server's address; the server itself listens on every address */
+  uint16_t port;      /* 0 with is_server: any free port (c10d_store_port tells which) */
+  int is_server;      /* nonzero: this process hosts the store */
+  int num_workers;    /* with wait_for_workers: how many clients the server waits for, or -1 */
+  int64_t timeout_ms; /* default timeout of blocking calls, and of connecting */
+  int wait_for_workers;
+} c10d_tcp_store_options;
+#define C10D_TCP_STORE_OPTIONS_INIT \
+  { sizeof(c10d_tcp_store_options), "127.0.0.1", 0, 0, -1, 300000, 0 }
+
+C10D_C_EXPORT c10d_status c10d_store_tcp(const c10d_tcp_store_options* options, c10d_store** out);
+/* A store in a file that every rank opens by path (num_workers: how many will, or -1). */
+C10D_C_EXPORT c10d_status c10d_store_file(const char* path, int num_workers, int64_t timeout_ms,
+                                          c10d_store** out);
+/* A store inside this process (ranks as threads, tests). */
+C10D_C_EXPORT c10d_status c10d_store_hash(c10d_store** out);
+/* Keys of base under prefix + "/". base stays usable and may be freed before the result. */
+C10D_C_EXPORT c10d_status c10d_store_prefix(const char* prefix, c10d_store* base, c10d_store** out);
+/* The port a TCP store's server listens on, or the port a client connected to. */
+C10D_C_EXPORT c10d_status c10d_store_port(c10d_store* store, uint16_t* port);
+
+C10D_C_EXPORT c10d_status c10d_store_set(c10d_store* store, const char* key, const void* value,
+                                         size_t size);
+/* Waits up to timeout_ms (-1: the store's timeout) for key; value->data is for c10d_free. */
+C10D_C_EXPORT c10d_status c10d_store_get(c10d_store* store, const char* key, int64_t timeout_ms,
+                                         c10d_bytes* value);
+C10D_C_EXPORT c10d_status c10d_store_add(c10d_store* store, const char* key, int64_t delta,
+                                         int64_t* result);
+/* PyTorch's compare_set: sets desired when key's value is expected (or key is absent and expected
+ * is empty); result is the value key has afterwards (expected when absent). */
+C10D_C_EXPORT c10d_status c10d_store_compare_set(c10d_store* store, const char* key,
+                                                 const void* expected, size_t expected_size,
+                                                 const void* desired, size_t desired_size,
+                                                 c10d_bytes* result);
+/* Waits up to timeout_ms (-1: the store's timeout) until every key exists. */
+C10D_C_EXPORT c10d_status c10d_store_wait(c10d_store* store, const char* const* keys,
+                                          size_t num_keys, int64_t timeout_ms);
+C10D_C_EXPORT c10d_status c10d_store_check(c10d_store* store, const char* const* keys,
+                                           size_t num_keys, int* all_exist);
+C10D_C_EXPORT c10d_status c10d_store_delete(c10d_store* store, const char* key, int* existed);
+C10D_C_EXPORT c10d_status c10d_store_num_keys(c10d_store* store, int64_t* count);
+C10D_C_EXPORT void c10d_store_free(c10d_store* store);
+
+/* ---- process groups ---- */
+
+typedef struct c10d_init_options {
+  size_t struct_size;
+  const char* backend;     /* "gloo", "mpi", "nccl", "cpu:gloo,cuda:nccl"; NULL: C10D_BACKEND */
+  const char* init_method; /* "env://" (NULL), "tcp://host:port", "file:///path" */
+  int rank;                /* -1: RANK, or the launcher's (Open MPI, PMI, Slurm) */
+  int world_size;          /* -1: WORLD_SIZE, or the launcher's */
+  int64_t timeout_ms;      /* 0: C10D_TIMEOUT seconds, else 30 minutes */
+  const char* group_name;  /* NULL: "default" */
+} c10d_init_options;
+#define C10D_INIT_OPTIONS_INIT \
+  { sizeof(c10d_init_options), NULL, NULL, -1, -1, 0, NULL }
+
+typedef struct c10d_group_options {
+  size_t struct_size;
+  const char* backend;    /* NULL: "gloo" for c10d_group_create; the parent's for subgroups */
+  int64_t timeout_ms;     /* 0: 30 minutes for c10d_group_create; the parent's for subgroups */
+  const char* group_name; /* NULL: "default"; subgroups are named after their parent instead */
+} c10d_group_options;
+#define C10D_GROUP_OPTIONS_INIT \
+  { sizeof(c10d_group_options), NULL, 0, NULL }
+
+/* The job's rendezvous store alone, as c10d_group_init finds it: env:// and tcp:// connect to the
+ * TCP store rank 0 hosts (and return once every rank is there), file:// opens a file store. */
+C10D_C_EXPORT c10d_status c10d_store_connect(const c10d_init_options* options, c10d_store** out);
+/* The job's default group, as torch.distributed.init_process_group: every rank calls it. */
+C10D_C_EXPORT c10d_status c10d_group_init(const c10d_init_options* options, c10d_group** out);
+/* A group over a store the caller made; rank and size are this process's place in it. */
+C10D_C_EXPORT c10d_status c10d_group_create(c10d_store* store, int rank, int size,
+                                            const c10d_group_options* options, c10d_group** out);
+/* Subgroups. Every rank of group calls them, in the same order. A rank left out gets a handle
+ * whose c10d_group_is_member is 0 (and whose operations fail with C10D_ERR_INVALID_ARGUMENT). */
+C10D_C_EXPORT c10d_status c10d_group_new(c10d_group* group, const int* ranks, size_t num_ranks,
+                                         const c10d_group_options* options, c10d_group** out);
+/* MPI_Comm_split: ranks of one color form a group ordered by key; a negative color: none. */
+C10D_C_EXPORT c10d_status c10d_group_split(c10d_group* group, int color, int key,
+                                           const c10d_group_options* options, c10d_group** out);
+C10D_C_EXPORT int c10d_group_rank(const c10d_group* group);
+C10D_C_EXPORT int c10d_group_size(const c10d_group* group);
+C10D_C_EXPORT int c10d_group_is_member(const c10d_group* group);
+/* The backend spec the group runs ("gloo", "cpu:gloo,cuda:nccl"); valid while group is. */
+C10D_C_EXPORT const char* c10d_group_backend(const c10d_group* group);
+/* Stops the group's backends without waiting for peers: operations in flight fail with
+ * C10D_ERR_STATE, later ones too. Idempotent. The handle still needs c10d_group_free. */
+C10D_C_EXPORT c10d_status c10d_group_shutdown(c10d_group* group);
+C10D_C_EXPORT void c10d_group_free(c10d_group* group);
+
+/* ---- operations ----
+ * Each takes the group, its buffers, options (NULL: defaults) and `work`: with work NULL the call
+ * blocks until the operation completes and returns its status; otherwise it returns once the
+ * operation is started and *work is its handle (c10d_work_wait, c10d_work_free). Collectives must
+ * be called in the same order on every rank of the group. Ranks are ranks in the group. */
+
+typedef struct c10d_op_options {
+  size_t struct_size;
+  c10d_reduce_op reduce_op; /* reductions */
+  double premul_factor;     /* C10D_PREMUL_SUM's factor */
+  int root;                 /* rooted collectives */
+  int tag;                  /* point-to-point, >= 0 */
+  int64_t timeout_ms;       /* -1: the group's timeout */
+} c10d_op_options;
+#define C10D_OP_OPTIONS_INIT \
+  { sizeof(c10d_op_options), C10D_SUM, 1.0, 0, 0, -1 }
+
+C10D_C_EXPORT c10d_status c10d_broadcast(c10d_group* group, const c10d_buffer* buffer,
+                                         const c10d_op_options* options, c10d_work** work);
+C10D_C_EXPORT c10d_status c10d_allreduce(c10d_group* group, const c10d_buffer* buffer,
+                                         const c10d_op_options* options, c10d_work** work);
+/* One collective over several buffers of one dtype and device. */
+C10D_C_EXPORT c10d_status c10d_allreduce_coalesced(c10d_group* group, const c10d_buffer* buffers,
+                                                   size_t num_buffers,
+                                                   const c10d_op_options* options,
+                                                   c10d_work** work);
+/* The result lands on options->root; the others' buffers are left undefined. */
+C10D_C_EXPORT c10d_status c10d_reduce(c10d_group* group, const c10d_buffer* buffer,
+                                      const c10d_op_options* options, c10d_work** work);
+/* outputs: size() buffers shaped like input; outputs[r] receives rank r's input. */
+C10D_C_EXPORT c10d_status c10d_allgather(c10d_group* group, const c10d_buffer* outputs,
+                                         size_t num_outputs, const c10d_buffer* input,
+                                         const c10d_op_options* options, c10d_work** work);
+/* output: size() * input.count elements, rank r's input at r * input.count. */
+C10D_C_EXPORT c10d_status c10d_allgather_into(c10d_group* group, const c10d_buffer* output,
+                                              const c10d_buffer* input,
+                                              const c10d_op_options* options, c10d_work** work);
+/* outputs: size() buffers on the root; NULL and 0 on the others. */
+C10D_C_EXPORT c10d_status c10d_gather(c10d_group* group, const c10d_buffer* outputs,
+                                      size_t num_outputs, const c10d_buffer* input,
+                                      const c10d_op_options* options, c10d_work** work);
+/* inputs: size() buffers on the root; NULL and 0 on the others. */
+C10D_C_EXPORT c10d_status c10d_scatter(c10d_group* group, const c10d_buffer* output,
+                                       const c10d_buffer* inputs, size_t num_inputs,
+                                       const c10d_op_options* options, c10d_work** work);
+/* output = reduction over ranks of their inputs[rank()]; inputs: size() buffers like output. */
+C10D_C_EXPORT c10d_status c10d_reduce_scatter(c10d_group* group, const c10d_buffer* output,
+                                              const c10d_buffer* inputs, size_t num_inputs,
+                                              const c10d_op_options* options, c10d_work** work);
+/* input: size() * output.count elements. */
+C10D_C_EXPORT c10d_status c10d_reduce_scatter_into(c10d_group* group, const c10d_buffer* output,
+                                                   const c10d_buffer* input,
+                                                   const c10d_op_options* options,
+                                                   c10d_work** work);
+/* outputs[r] receives rank r's inputs[rank()]; size() buffers each. */
+C10D_C_EXPORT c10d_status c10d_alltoall(c10d_group* group, const c10d_buffer* outputs,
+                                        size_t num_outputs, const c10d_buffer* inputs,
+                                        size_t num_inputs, const c10d_op_options* options,
+                                        c10d_work** work);
+/* Flat all-to-all: with NULL splits, equal parts of count / size() elements; otherwise size()
+ * element counts each (rank r's part of input goes to rank r; output's parts come in rank
+ * order). */
+C10D_C_EXPORT c10d_status c10d_alltoall_single(c10d_group* group, const c10d_buffer* output,
+                                               const c10d_buffer* input,
+                                               const int64_t* output_splits,
+                                               const int64_t* input_splits, size_t num_splits,
+                                               const c10d_op_options* options, c10d_work** work);
+C10D_C_EXPORT c10d_status c10d_barrier(c10d_group* group, const c10d_op_options* options,
+                                       c10d_work** work);
+/* A barrier that names the ranks missing at the deadline (all of them with wait_all). Blocks. */
+C10D_C_EXPORT c10d_status c10d_monitored_barrier(c10d_group* group, int64_t timeout_ms,
+                                                 int wait_all);
+
+/* Point-to-point: a send meets the receive of the same pair and options->tag; both must have
+ * the same size in bytes. */
+C10D_C_EXPORT c10d_status c10d_send(c10d_group* group, const c10d_buffer* buffer, int dst,
+                                    const c10d_op_options* options, c10d_work** work);
+C10D_C_EXPORT c10d_status c10d_recv(c10d_group* group, const c10d_buffer* buffer, int src,
+                                    const c10d_op_options* options, c10d_work** work);
+/* Receives from whichever rank sends with the tag first: c10d_work_source_rank says which. */
+C10D_C_EXPORT c10d_status c10d_recv_any(c10d_group* group, const c10d_buffer* buffer,
+                                        const c10d_op_options* options, c10d_work** work);
+
+typedef enum c10d_p2p_kind { C10D_P2P_SEND = 0, C10D_P2P_RECV = 1 } c10d_p2p_kind;
+typedef struct c10d_p2p_op {
+  c10d_p2p_kind kind;
+  c10d_buffer buffer;
+  int peer;
+  int tag;
+} c10d_p2p_op;
+/* Starts every op as one batch (NCCL: one group call). works: num_ops handles, or NULL to block
+ * until all have completed. */
+C10D_C_EXPORT c10d_status c10d_batch_isend_irecv(c10d_group* group, const c10d_p2p_op* ops,
+                                                 size_t num_ops, int64_t timeout_ms,
+                                                 c10d_work** works);
+
+/* ---- work ---- */
+
+/* Blocks until the operation completes (timeout_ms -1: its own timeout) and returns its status.
+ * C10D_ERR_TIMEOUT for a shorter timeout leaves the operation running. */
+C10D_C_EXPORT c10d_status c10d_work_wait(c10d_work* work, int64_t timeout_ms);
+/* *completed: whether it has completed; the status is its error once completed with one. */
+C10D_C_EXPORT c10d_status c10d_work_test(c10d_work* work, int* completed);
+/* The sender of a completed receive. */
+C10D_C_EXPORT c10d_status c10d_work_source_rank(c10d_work* work, int* rank);
+/* callback(user, status, message) once the operation completes: message is the error's text
+ * ("" on success), valid during the call. Runs on the completing thread, or at once when the
+ * operation has completed; it must not free this work. */
+typedef void (*c10d_work_callback)(void* user, c10d_status status, const char* message);
+C10D_C_EXPORT c10d_status c10d_work_on_completion(c10d_work* work, c10d_work_callback callback,
+                                                  void* user);
+C10D_C_EXPORT void c10d_work_free(c10d_work* work);
+
+/* ---- DLPack ---- */
+
+/* A buffer over a DLPack tensor's memory (no copy, ownership stays with the caller): contiguous,
+ * lanes 1, a dtype above, on CPU, CUDA-host (as CPU) or CUDA. The tensor must outlive every use
+ * of the buffer. (DLPack's DLTensor is an unnamed struct, so the managed tensor is what C can
+ * name; every framework's __dlpack__ capsule holds one.) */
+C10D_C_EXPORT c10d_status c10d_buffer_from_dlpack(const struct DLManagedTensor* tensor,
+                                                  c10d_buffer* out);
+/* A 1-D DLPack tensor over buffer's memory (no copy). The caller keeps the memory alive until
+ * it calls the result's deleter, which it must call once. */
+C10D_C_EXPORT c10d_status c10d_buffer_to_dlpack(const c10d_buffer* buffer,
+                                                struct DLManagedTensor** out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* C10D_CAPI_C10D_H */
