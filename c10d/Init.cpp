@@ -7,6 +7,8 @@
 #include "c10d/core/Exception.hpp"
 #include "store/FileStore.hpp"
 #include "store/HashStore.hpp"
+#include "store/PrefixStore.hpp"
+#include "store/PyTorchTCPStore.hpp"
 #include "store/TCPStore.hpp"
 
 namespace c10d::inline v0 {
@@ -70,6 +72,36 @@ std::chrono::milliseconds resolveTimeout(std::chrono::milliseconds timeout) {
   return std::chrono::seconds(config::Settings().integer("C10D_TIMEOUT"));
 }
 
+// Under torchrun's static rendezvous the agent hosts a PyTorch TCPStore at MASTER_ADDR:MASTER_PORT
+// (so no rank can host ours there) and every worker is its client, under the key prefix of the
+// restart attempt, as torch.distributed's workers are. Each initialisation in a process is one
+// generation of its own keys, so a group created again after destroy (same attempt, same agent
+// store) does not meet the keys of the one before. Returns once every rank of this generation is
+// there, like our own store's rendezvous.
+std::shared_ptr<Store> agentStore(const std::string& host, const std::string& portText,
+                                  const WorldInfo& world, std::chrono::milliseconds timeout) {
+  auto port = static_cast<uint16_t>(config::requireInteger("MASTER_PORT", portText, 1, 65535));
+  std::string attempt = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
+  std::string prefix = "/worker/attempt_" + attempt;
+  auto store =
+      std::make_shared<PrefixStore>(prefix, std::make_shared<PyTorchTCPStore>(host, port, timeout));
+  const int64_t size = world.worldSize;
+  int64_t arrival = store->add("c10d/arrivals", 1);  // 1-based, over every generation
+  int64_t generation = (arrival - 1) / size;
+  std::string all = "c10d/" + std::to_string(generation) + "/all_arrived";
+  if (arrival == (generation + 1) * size) store->set(all, {1});
+  try {
+    store->wait({all}, timeout);
+  } catch (const TimeoutError&) {
+    int64_t arrived = store->add("c10d/arrivals", 0) - generation * size;
+    C10D_THROW(TimeoutError, "rendezvous in torchrun's agent store ", host, ":", port,
+               " (keys under '", prefix, "/'): ", std::min(arrived, size), " of ", size,
+               " ranks arrived within ", timeout.count(),
+               " ms. Check that every worker calls init and uses the same WORLD_SIZE");
+  }
+  return std::make_shared<PrefixStore>("c10d/" + std::to_string(generation), store);
+}
+
 }  // namespace
 
 std::shared_ptr<Store> connectStore(const InitOptions& options, const WorldInfo& world) {
@@ -87,6 +119,9 @@ std::shared_ptr<Store> connectStore(const InitOptions& options, const WorldInfo&
     const char* why = "the env:// init method needs the address of rank 0's store";
     std::string host = requireEnv("MASTER_ADDR", why);
     std::string port = requireEnv("MASTER_PORT", why);
+    if (env("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True") {
+      return agentStore(host, port, world, timeout);
+    }
     return tcpStore(host, port);
   }
   if (method.rfind("tcp://", 0) == 0) {

@@ -38,6 +38,9 @@ WorldInfo detectWorld(const InitOptions& options);
 
 // The store of options.initMethod for this process: env:// and tcp:// connect to a TCPStore that
 // rank 0 hosts and return once all world.worldSize ranks are there; file:// opens a FileStore.
+// Under torchrun's static rendezvous (TORCHELASTIC_USE_AGENT_STORE=True), env:// instead joins
+// the PyTorch TCPStore torchrun's agent hosts at MASTER_ADDR:MASTER_PORT, under the key prefix
+// /worker/attempt_<TORCHELASTIC_RESTART_COUNT> (store/PyTorchTCPStore.hpp).
 // Throws InvalidArgument for a bad init method or a missing MASTER_ADDR/MASTER_PORT (named),
 // TimeoutError when the other ranks do not show up within the timeout.
 std::shared_ptr<Store> connectStore(const InitOptions& options, const WorldInfo& world);

@@ -93,25 +93,25 @@ FrameReader exchange(detail::StoreConnection& connection, FrameWriter& writer, O
       std::vector<std::string> missing = in.keys();
       throw TimeoutError(
           detail::concat("TCPStore ", protocol::opName(op), ": key(s) ", describeKeys(missing),
-                         " not set after ", waitTimeout.count(), " ms (store ",
-                         connection.address(), ")"),
+                         " not set after ", waitTimeout.count(), " ms (",
+                         connection.peer(), ")"),
           Subject{.keys = &missing}.context(op));
     }
     case Status::Error: {
       std::string_view message = in.bytes(protocol::kMaxFrameBytes);
       throw StoreError(detail::concat("TCPStore ", protocol::opName(op), subject.describe(),
-                                      " (store ", connection.address(), "): ", message),
+                                      " (", connection.peer(), "): ", message),
                        subject.context(op));
     }
     case Status::InvalidArgument: {
       std::string_view message = in.bytes(protocol::kMaxFrameBytes);
       throw InvalidArgument(detail::concat("TCPStore ", protocol::opName(op), subject.describe(),
-                                           " (store ", connection.address(), "): ", message),
+                                           " (", connection.peer(), "): ", message),
                             subject.context(op));
     }
   }
   C10D_THROW(StoreError, "TCPStore ", protocol::opName(op), ": unknown response status ",
-             int(status), " from ", connection.address());
+             int(status), " from ", connection.peer());
 }
 
 }  // namespace

@@ -9,7 +9,7 @@ packages=(
   libgloo-dev libopenmpi-dev openmpi-bin
   libgtest-dev python3 libssl-dev
   clang libclang-rt-14-dev iproute2
-  libtorch-dev
+  libtorch-dev python3-torch python3-numpy python3-pytest
 )
 
 missing=()

@@ -6,15 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "store/tcp/ClientSocket.hpp"
 #include "store/tcp/StoreProtocol.hpp"
 
 namespace c10d::inline v0::detail {
 
-// One client connection to a TCPStoreServer: a non-blocking socket driven with poll() so every
-// call has a deadline. Not thread-safe: TCPStore serialises calls.
+// One client connection to a TCPStoreServer: our handshake and request frames over a
+// ClientSocket, so every call has a deadline. Not thread-safe: TCPStore serialises calls.
 class StoreConnection {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = ClientSocket::Clock;
 
   // Connects and handshakes, retrying refused/unreachable connects with exponential backoff and
   // jitter until timeout. Throws TimeoutError with the last error, or StoreError when the peer
@@ -22,7 +23,7 @@ class StoreConnection {
   // token, asked for one this client does not have, or (token set) did not ask for one.
   StoreConnection(const std::string& host, uint16_t port, std::chrono::milliseconds timeout,
                   std::optional<std::string> token = std::nullopt);
-  ~StoreConnection();
+  ~StoreConnection() = default;
   StoreConnection(const StoreConnection&) = delete;
   StoreConnection& operator=(const StoreConnection&) = delete;
 
@@ -32,28 +33,16 @@ class StoreConnection {
   void roundTrip(const std::vector<uint8_t>& request, std::vector<uint8_t>& response,
                  Clock::time_point deadline);
 
-  const std::string& address() const { return address_; }
+  // "TCPStore server host:port", for messages.
+  const std::string& peer() const { return socket_.peer(); }
 
  private:
-  bool tryConnectOnce(Clock::time_point deadline, std::string& error);
   void handshake(Clock::time_point deadline);
   void authenticate(Clock::time_point deadline);
-  void sendAll(const uint8_t* data, size_t size, Clock::time_point deadline);
-  // Reads at least `size` buffered bytes; returns a pointer to them and consumes them.
-  const uint8_t* receive(size_t size, Clock::time_point deadline);
-  void waitFor(short events, Clock::time_point deadline);
   [[noreturn]] void fail(const std::string& what);
 
-  std::string host_;
-  uint16_t port_;
-  std::string address_;  // "host:port" for messages
+  ClientSocket socket_;
   std::optional<std::string> token_;
-  int fd_ = -1;
-  bool broken_ = false;
-  std::string brokenReason_;
-  std::vector<uint8_t> input_;
-  size_t begin_ = 0;
-  size_t end_ = 0;
 };
 
 }  // namespace c10d::inline v0::detail

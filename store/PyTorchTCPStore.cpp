@@ -1,0 +1,371 @@
+#include "store/PyTorchTCPStore.hpp"
+
+#include <cstring>
+
+#include "c10d/core/Config.hpp"
+#include "c10d/core/Exception.hpp"
+#include "store/tcp/ClientSocket.hpp"
+
+namespace c10d::inline v0 {
+namespace {
+
+using Clock = detail::ClientSocket::Clock;
+
+// The requests this client makes, and their codes in each protocol (PyTorch's QueryType). v2
+// put VALIDATE first and moved every v1 code up by one; -1: v1 has no such request.
+enum Op {
+  kSet,
+  kCompareSet,
+  kGet,
+  kAdd,
+  kCheck,
+  kWait,
+  kNumKeys,
+  kDeleteKey,
+  kMultiGet,
+  kMultiSet,
+  kAppend,
+  kOpCount
+};
+constexpr int kV1Codes[kOpCount] = {0, 1, 2, 3, 4, 5, 6, 8, -1, -1, -1};
+constexpr int kV2Codes[kOpCount] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 9};
+constexpr const char* kOpNames[kOpCount] = {"set",       "compare_set", "get",      "add",
+                                            "check",     "wait",        "num_keys", "delete_key",
+                                            "multi_get", "multi_set",   "append"};
+constexpr uint8_t kV2Validate = 0;
+constexpr uint32_t kV2Magic = 0x3C85F7CE;
+constexpr uint8_t kReady = 0;        // CHECK's answer when every key exists
+constexpr uint8_t kStopWaiting = 0;  // WAIT's answer once every key exists
+
+// PyTorch's client prefixes every key with "/" (TCPStore's keyPrefix_); so do we, so that both
+// clients of one server see each other's keys.
+std::string wireKey(const std::string& key) {
+  return "/" + key;
+}
+
+PyTorchTCPStore::Protocol protocolFromConfig() {
+  std::string text = config::value("C10D_TORCH_STORE_PROTOCOL");
+  if (text == "v1") return PyTorchTCPStore::Protocol::V1;
+  if (text == "v2") return PyTorchTCPStore::Protocol::V2;
+  return PyTorchTCPStore::Protocol::Auto;
+}
+
+const char* kConnectHint =
+    "Under torchrun this is the agent's store at MASTER_ADDR:MASTER_PORT: check that torchrun "
+    "is still running.";
+
+}  // namespace
+
+// One request in PyTorch's framing: a code byte, then strings and values as a little-endian
+// u64 length and the bytes, integers as little-endian i64. Sent in one write: a 1.13 server
+// reads the rest of a request with blocking reads, so a request sent in pieces stalls it.
+class PyTorchTCPStore::Request {
+ public:
+  explicit Request(uint8_t code) { bytes_.push_back(code); }
+  Request& u64(uint64_t value) { return raw(&value, sizeof(value)); }
+  Request& i64(int64_t value) { return raw(&value, sizeof(value)); }
+  Request& text(const std::string& value) {
+    u64(value.size());
+    return raw(value.data(), value.size());
+  }
+  Request& data(const Bytes& value) {
+    u64(value.size());
+    return raw(value.data(), value.size());
+  }
+  void send(detail::ClientSocket& socket, Clock::time_point deadline) {
+    socket.sendAll(bytes_.data(), bytes_.size(), deadline);
+  }
+
+ private:
+  Request& raw(const void* data, size_t size) {  // x86-64 and aarch64 are little-endian
+    auto* begin = static_cast<const uint8_t*>(data);
+    bytes_.insert(bytes_.end(), begin, begin + size);
+    return *this;
+  }
+  std::vector<uint8_t> bytes_;
+};
+
+namespace {
+
+uint64_t readU64(detail::ClientSocket& socket, Clock::time_point deadline) {
+  uint64_t value;
+  std::memcpy(&value, socket.receive(sizeof(value), deadline), sizeof(value));
+  return value;
+}
+
+Store::Bytes readBytes(detail::ClientSocket& socket, Clock::time_point deadline) {
+  uint64_t size = readU64(socket, deadline);
+  if (size > Store::kMaxValueBytes) {
+    socket.fail(detail::concat("the server sent a value of ", size, " bytes"));
+  }
+  const uint8_t* data = socket.receive(size, deadline);
+  return Store::Bytes(data, data + size);
+}
+
+}  // namespace
+
+PyTorchTCPStore::Protocol probePyTorchStoreProtocol(const std::string& host, uint16_t port,
+                                                    std::chrono::milliseconds timeout) {
+  detail::ClientSocket probe(host, port, timeout, "PyTorch TCPStore server", kConnectHint);
+  // v1's GETNUMKEYS. A v2 server takes code 6 for WAIT without keys yet: the legacy server
+  // closes the connection for a first message that is not VALIDATE, the libuv one stays silent.
+  const uint8_t request = 6;
+  auto deadline =
+      Clock::now() + std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(2));
+  probe.sendAll(&request, 1, deadline);
+  try {
+    probe.receive(8, deadline);
+    return PyTorchTCPStore::Protocol::V1;
+  } catch (const Error&) {  // closed, or silent until the deadline
+    return PyTorchTCPStore::Protocol::V2;
+  }
+}
+
+PyTorchTCPStore::PyTorchTCPStore(std::string host, uint16_t port, std::chrono::milliseconds timeout,
+                                 Protocol protocol)
+    : Store(timeout), host_(std::move(host)), port_(port), protocol_(protocol) {
+  if (protocol_ == Protocol::Auto) protocol_ = protocolFromConfig();
+  if (protocol_ == Protocol::Auto) protocol_ = probePyTorchStoreProtocol(host_, port_, timeout);
+  std::lock_guard<std::mutex> guard(mutex_);
+  connection();
+}
+
+PyTorchTCPStore::~PyTorchTCPStore() = default;
+
+detail::ClientSocket& PyTorchTCPStore::connection() {
+  if (socket_ && !socket_->broken()) return *socket_;
+  socket_.reset();
+  auto socket = std::make_unique<detail::ClientSocket>(host_, port_, timeout(),
+                                                       "PyTorch TCPStore server", kConnectHint);
+  if (protocol_ == Protocol::V2) {
+    // VALIDATE: a code byte and the magic as a little-endian u32; no answer.
+    uint8_t message[5] = {kV2Validate};
+    std::memcpy(message + 1, &kV2Magic, sizeof(kV2Magic));
+    socket->sendAll(message, sizeof(message), Clock::now() + timeout());
+  }
+  socket_ = std::move(socket);
+  return *socket_;
+}
+
+namespace {
+
+uint8_t codeOf(PyTorchTCPStore::Protocol protocol, int op) {
+  int code = (protocol == PyTorchTCPStore::Protocol::V2 ? kV2Codes : kV1Codes)[op];
+  C10D_CHECK(code >= 0, Error, "PyTorch TCPStore: protocol v1 has no ", kOpNames[op], " request");
+  return static_cast<uint8_t>(code);
+}
+
+// Runs body; an error of the connection gets the op and key in front and in its context.
+template <typename Body>
+auto withContext(int op, const std::string& key, Body&& body) -> decltype(body()) {
+  auto context = [&] {
+    return ErrorContext{.op = std::string("store ") + kOpNames[op], .key = key};
+  };
+  auto prefix = [&] {
+    return detail::concat("PyTorch TCPStore ", kOpNames[op], key.empty() ? "" : " '", key,
+                          key.empty() ? "" : "'", ": ");
+  };
+  try {
+    return body();
+  } catch (const TimeoutError& e) {
+    throw TimeoutError(prefix() + e.what(), context());
+  } catch (const StoreError& e) {
+    throw StoreError(prefix() + e.what(), context());
+  }
+}
+
+}  // namespace
+
+void PyTorchTCPStore::set(const std::string& key, const Bytes& value) {
+  checkKey("set", key);
+  checkValue("set", key, value.size());
+  std::lock_guard<std::mutex> guard(mutex_);
+  withContext(kSet, key, [&] {
+    Request(codeOf(protocol_, kSet))
+        .text(wireKey(key))
+        .data(value)
+        .send(connection(), Clock::now() + timeout());
+  });
+}
+
+Store::Bytes PyTorchTCPStore::getLocked(const std::string& key) {
+  return withContext(kGet, key, [&] {
+    auto& socket = connection();
+    auto deadline = Clock::now() + timeout();
+    Request(codeOf(protocol_, kGet)).text(wireKey(key)).send(socket, deadline);
+    return readBytes(socket, deadline);
+  });
+}
+
+Store::Bytes PyTorchTCPStore::get(const std::string& key, std::chrono::milliseconds timeout) {
+  checkKey("get", key);
+  std::lock_guard<std::mutex> guard(mutex_);
+  // As PyTorch's client: wait, then get, so the server is never asked for a missing key (which
+  // a v1 server answers by closing the connection).
+  waitLocked({key}, timeout, "get");
+  return getLocked(key);
+}
+
+int64_t PyTorchTCPStore::add(const std::string& key, int64_t delta) {
+  checkKey("add", key);
+  std::lock_guard<std::mutex> guard(mutex_);
+  return withContext(kAdd, key, [&] {
+    auto& socket = connection();
+    auto deadline = Clock::now() + timeout();
+    Request(codeOf(protocol_, kAdd)).text(wireKey(key)).i64(delta).send(socket, deadline);
+    return static_cast<int64_t>(readU64(socket, deadline));
+  });
+}
+
+Store::Bytes PyTorchTCPStore::compareSet(const std::string& key, const Bytes& expected,
+                                         const Bytes& desired) {
+  checkKey("compare_set", key);
+  checkValue("compare_set", key, desired.size());
+  std::lock_guard<std::mutex> guard(mutex_);
+  return withContext(kCompareSet, key, [&] {
+    auto& socket = connection();
+    auto deadline = Clock::now() + timeout();
+    Request(codeOf(protocol_, kCompareSet))
+        .text(wireKey(key))
+        .data(expected)
+        .data(desired)
+        .send(socket, deadline);
+    return readBytes(socket, deadline);
+  });
+}
+
+bool PyTorchTCPStore::deleteKey(const std::string& key) {
+  checkKey("delete_key", key);
+  std::lock_guard<std::mutex> guard(mutex_);
+  return withContext(kDeleteKey, key, [&] {
+    auto& socket = connection();
+    auto deadline = Clock::now() + timeout();
+    Request(codeOf(protocol_, kDeleteKey)).text(wireKey(key)).send(socket, deadline);
+    return readU64(socket, deadline) != 0;
+  });
+}
+
+bool PyTorchTCPStore::check(const std::vector<std::string>& keys) {
+  checkKeys("check", keys);
+  std::lock_guard<std::mutex> guard(mutex_);
+  return withContext(kCheck, keys.empty() ? "" : keys[0], [&] {
+    auto& socket = connection();
+    auto deadline = Clock::now() + timeout();
+    Request request(codeOf(protocol_, kCheck));
+    request.u64(keys.size());
+    for (const auto& key : keys) request.text(wireKey(key));
+    request.send(socket, deadline);
+    return *socket.receive(1, deadline) == kReady;
+  });
+}
+
+void PyTorchTCPStore::waitLocked(const std::vector<std::string>& keys,
+                                 std::chrono::milliseconds timeout, const char* op) {
+  const std::string first = keys.empty() ? "" : keys[0];
+  withContext(kWait, first, [&] {
+    auto& socket = connection();
+    auto deadline = Clock::now() + timeout;
+    Request request(codeOf(protocol_, kWait));
+    request.u64(keys.size());
+    for (const auto& key : keys) request.text(wireKey(key));
+    request.send(socket, deadline);
+    try {
+      if (*socket.receive(1, deadline) != kStopWaiting) socket.fail("unexpected answer to wait");
+    } catch (const TimeoutError&) {
+      // The server still holds the wait and would answer it later, out of turn: this connection
+      // is done (the next call makes another).
+      socket_.reset();
+      throw TimeoutError(detail::concat("PyTorch TCPStore ", op, ": key(s) ", describeKeys(keys),
+                                        " not set after ", timeout.count(), " ms (server ", host_,
+                                        ":", port_, ")"),
+                         ErrorContext{.op = std::string("store ") + op, .key = first});
+    }
+  });
+}
+
+void PyTorchTCPStore::wait(const std::vector<std::string>& keys,
+                           std::chrono::milliseconds timeout) {
+  checkKeys("wait", keys);
+  std::lock_guard<std::mutex> guard(mutex_);
+  waitLocked(keys, timeout, "wait");
+}
+
+int64_t PyTorchTCPStore::numKeys() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return withContext(kNumKeys, "", [&] {
+    auto& socket = connection();
+    auto deadline = Clock::now() + timeout();
+    Request(codeOf(protocol_, kNumKeys)).send(socket, deadline);
+    return static_cast<int64_t>(readU64(socket, deadline));
+  });
+}
+
+std::vector<Store::Bytes> PyTorchTCPStore::multiGet(const std::vector<std::string>& keys,
+                                                    std::chrono::milliseconds timeout) {
+  checkKeys("multi_get", keys);
+  std::lock_guard<std::mutex> guard(mutex_);
+  waitLocked(keys, timeout, "multi_get");
+  std::vector<Bytes> values;
+  values.reserve(keys.size());
+  if (protocol_ == Protocol::V1) {
+    for (const auto& key : keys) values.push_back(getLocked(key));
+    return values;
+  }
+  return withContext(kMultiGet, keys.empty() ? "" : keys[0], [&] {
+    auto& socket = connection();
+    auto deadline = Clock::now() + this->timeout();
+    Request request(codeOf(protocol_, kMultiGet));
+    request.u64(keys.size());
+    for (const auto& key : keys) request.text(wireKey(key));
+    request.send(socket, deadline);
+    for (size_t i = 0; i < keys.size(); ++i) values.push_back(readBytes(socket, deadline));
+    return values;
+  });
+}
+
+void PyTorchTCPStore::multiSet(const std::vector<std::string>& keys,
+                               const std::vector<Bytes>& values) {
+  C10D_CHECK(keys.size() == values.size(), InvalidArgument,
+             "PyTorch TCPStore multi_set: ", keys.size(), " keys but ", values.size(), " values");
+  checkKeys("multi_set", keys);
+  for (size_t i = 0; i < keys.size(); ++i) checkValue("multi_set", keys[i], values[i].size());
+  if (protocol_ == Protocol::V1) {
+    for (size_t i = 0; i < keys.size(); ++i) set(keys[i], values[i]);
+    return;
+  }
+  std::lock_guard<std::mutex> guard(mutex_);
+  withContext(kMultiSet, keys.empty() ? "" : keys[0], [&] {
+    Request request(codeOf(protocol_, kMultiSet));
+    request.u64(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) request.text(wireKey(keys[i])).data(values[i]);
+    request.send(connection(), Clock::now() + timeout());
+  });
+}
+
+void PyTorchTCPStore::append(const std::string& key, const Bytes& value) {
+  checkKey("append", key);
+  if (protocol_ == Protocol::V2) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    withContext(kAppend, key, [&] {
+      Request(codeOf(protocol_, kAppend))
+          .text(wireKey(key))
+          .data(value)
+          .send(connection(), Clock::now() + timeout());
+    });
+    return;
+  }
+  // v1 has no append: compare-and-set until our value is the one extended. (Two appends of the
+  // same bytes racing on the same old value can be taken for each other: then one lands.)
+  Bytes current;
+  while (true) {
+    Bytes desired = current;
+    desired.insert(desired.end(), value.begin(), value.end());
+    checkValue("append", key, desired.size());
+    Bytes now = compareSet(key, current, desired);
+    if (now == desired) return;
+    // The key is gone when compare-set hands our (non-empty) expectation back unchanged.
+    current = now == current ? Bytes{} : std::move(now);
+  }
+}
+
+}  // namespace c10d::inline v0
