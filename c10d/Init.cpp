@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "c10d/ErrorFile.hpp"
 #include "c10d/core/Config.hpp"
 #include "c10d/core/Exception.hpp"
 #include "store/FileStore.hpp"
@@ -146,6 +147,7 @@ std::shared_ptr<Store> connectStore(const InitOptions& options, const WorldInfo&
 }
 
 std::shared_ptr<ProcessGroup> initProcessGroup(InitOptions options) {
+  if (env("TORCHELASTIC_ERROR_FILE")) installErrorFileHandler();
   if (options.backend.empty()) options.backend = config::value("C10D_BACKEND");
   options.timeout = resolveTimeout(options.timeout);
   WorldInfo world = detectWorld(options);

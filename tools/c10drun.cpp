@@ -29,6 +29,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -126,9 +128,13 @@ Options parseOptions(int argc, char** argv) {
   CLI::App app{"Starts PROGRAM as the local ranks of a c10d job, like torchrun.", "c10drun"};
   app.formatter(std::make_shared<UsageFormatter>());
   app.footer(
-      "Everything from PROGRAM on is passed to the ranks untouched. Each rank gets RANK,\n"
-      "LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT in its\n"
-      "environment; its output is printed with a '[rank R] ' prefix.");
+      "Everything from PROGRAM on is passed to the ranks untouched. Each rank gets the\n"
+      "environment torchrun gives its workers: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,\n"
+      "GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_NAME, ROLE_WORLD_SIZE, MASTER_ADDR,\n"
+      "MASTER_PORT, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID,\n"
+      "TORCHELASTIC_USE_AGENT_STORE=False (rank 0 hosts the store), TORCHELASTIC_ERROR_FILE\n"
+      "(shown when the rank fails) and, unless set, OMP_NUM_THREADS=1 with several ranks per\n"
+      "node. Each rank's output is printed with a '[rank R] ' prefix.");
   // Parsing stops at the first positional argument (PROGRAM), so options of the program such as
   // --foo or even --nnodes reach it instead of being taken by the launcher.
   app.prefix_command();
@@ -362,6 +368,46 @@ struct Rank {
   PrefixedStream err{-1, STDERR_FILENO, ""};
 };
 
+// The message of a rank's error file (TORCHELASTIC_ERROR_FILE), in either form torchrun reads:
+// {"message": {"message": "...", ...}} or {"message": "...", ...}. Empty when there is none.
+std::string errorFileMessage(const std::string& path) {
+  std::ifstream file(path);
+  std::string json((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  size_t at = json.find("\"message\"");
+  if (at == std::string::npos) return "";
+  at = json.find_first_not_of(" \t\r\n:", at + 9);
+  if (at != std::string::npos && json[at] == '{') {
+    at = json.find("\"message\"", at);
+    if (at == std::string::npos) return "";
+    at = json.find_first_not_of(" \t\r\n:", at + 9);
+  }
+  if (at == std::string::npos || json[at] != '"') return "";
+  std::string text;
+  for (size_t i = at + 1; i < json.size() && json[i] != '"'; ++i) {
+    if (json[i] != '\\' || i + 1 >= json.size()) {
+      text += json[i];
+      continue;
+    }
+    char escaped = json[++i];
+    switch (escaped) {
+      case 'n':
+        text += '\n';
+        break;
+      case 't':
+        text += '\t';
+        break;
+      case 'u':  // only what our writers produce: control characters
+        if (i + 4 < json.size())
+          text += static_cast<char>(std::stoi(json.substr(i + 1, 4), nullptr, 16));
+        i += 4;
+        break;
+      default:
+        text += escaped;
+    }
+  }
+  return text;
+}
+
 class Launcher {
  public:
   explicit Launcher(Options options) : options_(std::move(options)) {}
@@ -377,6 +423,7 @@ class Launcher {
       }
     }
     if (!installSignalHandlers()) return kRuntimeErrorExitCode;
+    if (!makeErrorFileDirectory()) return kRuntimeErrorExitCode;
     // A rank sharing the terminal but not its foreground process group would be stopped by
     // SIGTTIN on its first read and hang the job; reading EOF is the better failure.
     if (::isatty(STDIN_FILENO)) stdin_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -393,6 +440,7 @@ class Launcher {
       }
     }
     loop();
+    removeErrorFiles();
     if (stdin_fd_ >= 0) ::close(stdin_fd_);
     if (failure_code_) return *failure_code_;
     if (forwarded_signal_ != 0 && !all_exited_zero_) return 128 + forwarded_signal_;
@@ -483,8 +531,19 @@ class Launcher {
         {"WORLD_SIZE", std::to_string(options_.nnodes * options_.nproc_per_node)},
         {"LOCAL_WORLD_SIZE", std::to_string(options_.nproc_per_node)},
         {"GROUP_RANK", std::to_string(options_.node_rank)},
+        {"GROUP_WORLD_SIZE", std::to_string(options_.nnodes)},
+        {"ROLE_RANK", std::to_string(rank.global_rank)},
+        {"ROLE_NAME", "default"},
+        {"ROLE_WORLD_SIZE", std::to_string(options_.nnodes * options_.nproc_per_node)},
         {"MASTER_ADDR", options_.master_addr},
         {"MASTER_PORT", std::to_string(options_.master_port)},
+        {"TORCHELASTIC_RESTART_COUNT", "0"},
+        {"TORCHELASTIC_MAX_RESTARTS", "0"},
+        {"TORCHELASTIC_RUN_ID", "none"},
+        // Rank 0 hosts our store at MASTER_PORT; no agent hosts one (torchrun --rdzv-backend=c10d
+        // says the same).
+        {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+        {"TORCHELASTIC_ERROR_FILE", errorFile(rank)},
     };
     std::vector<std::string> env;
     for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -495,6 +554,11 @@ class Launcher {
       if (!overridden) env.emplace_back(text);
     }
     for (const auto& [name, value] : assigned) env.push_back(name + "=" + value);
+    // As torchrun: several ranks on a node each running a full-width OpenMP pool would
+    // oversubscribe its cores, so each gets one thread unless the user chose.
+    if (options_.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
+      env.emplace_back("OMP_NUM_THREADS=1");
+    }
     return env;
   }
 
@@ -608,7 +672,9 @@ class Launcher {
     int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
     std::string how = WIFSIGNALED(status) ? "killed by signal " + signalName(WTERMSIG(status))
                                           : "exited with code " + std::to_string(code);
-    printMessage("rank " + std::to_string(rank.global_rank) + " " + how);
+    std::string error = errorFileMessage(errorFile(rank));
+    printMessage("rank " + std::to_string(rank.global_rank) + " " + how +
+                 (error.empty() ? "" : ": " + error));
     failure_code_ = code;
     askForFlightRecorderDumps();
     // The other ranks would block forever in collectives waiting for the dead one.
@@ -660,6 +726,29 @@ class Launcher {
                                         std::chrono::duration<double>(options_.kill_grace_seconds));
   }
 
+  // A directory of the job's error files, one per rank, removed when the job ends.
+  bool makeErrorFileDirectory() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern =
+        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/c10drun-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      printMessage("error: cannot create a directory for the ranks' error files (" + pattern +
+                   "): " + std::strerror(errno));
+      return false;
+    }
+    error_dir_ = pattern;
+    return true;
+  }
+
+  std::string errorFile(const Rank& rank) const {
+    return error_dir_ + "/error_" + std::to_string(rank.global_rank) + ".json";
+  }
+
+  void removeErrorFiles() {
+    for (const Rank& rank : ranks_) ::unlink(errorFile(rank).c_str());
+    ::rmdir(error_dir_.c_str());
+  }
+
   void killRemaining(bool after_grace) {
     killed_ = true;
     if (after_grace && running_count_ > 0) {
@@ -679,6 +768,7 @@ class Launcher {
   }
 
   Options options_;
+  std::string error_dir_;
   std::vector<Rank> ranks_;
   int running_count_ = 0;
   int wake_read_fd_ = -1;

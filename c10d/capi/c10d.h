@@ -116,6 +116,10 @@ C10D_C_EXPORT const char* c10d_dtype_name(c10d_dtype dtype);
 C10D_C_EXPORT size_t c10d_dtype_size(c10d_dtype dtype);
 /* Releases what the library allocated for the caller (c10d_bytes.data); NULL is ignored. */
 C10D_C_EXPORT void c10d_free(void* data);
+/* Writes message as the error file a launcher names in TORCHELASTIC_ERROR_FILE (torchrun, c10drun),
+ * whose failure summary then shows it. *written: 1, or 0 when no launcher named a file. Call it
+ * before exiting with an error; c10d_group_init already arranges it for uncaught C++ errors. */
+C10D_C_EXPORT c10d_status c10d_write_error_file(const char* message, int* written);
 
 /* ---- stores ---- */
 

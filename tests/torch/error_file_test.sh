@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# An error that escapes a rank's main reaches the launcher's failure summary through
+# TORCHELASTIC_ERROR_FILE, under c10drun and under torchrun (--no_python).
+# Usage: error_file_test.sh C10DRUN FAILING_RANK PYTHON
+set -uo pipefail
+c10drun=$1
+program=$2
+python=$3
+fail() { echo "FAIL: $*"; exit 1; }
+expected="c10d::TimeoutError"
+
+out=$(timeout 60 "$c10drun" --nproc-per-node 2 "$program" 2>&1)
+rc=$?
+[ "$rc" -ne 0 ] || fail "c10drun exited 0"
+echo "$out" | grep -E "^c10drun: rank 1 (exited with code|killed by signal) .*: $expected: .*tag 77" \
+  || { echo "$out"; fail "c10drun's summary lacks rank 1's error"; }
+echo "c10drun: rank 1's error is in the summary"
+
+if ! "$python" -c "import torch.distributed.run" 2>/dev/null; then
+  echo "skipped torchrun: python3-torch is not installed (tools/setup.sh installs it)"
+  exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+port=$((20000 + RANDOM % 20000))
+# --redirects 1 --tee 1: Debian's torchrun 1.13 crashes on Python 3.11 with its defaults.
+out=$(cd "$work" && timeout 120 "$python" -m torch.distributed.run --nproc_per_node 2 \
+  --master_port "$port" --no_python --redirects 1 --tee 1 --log_dir "$work/logs" "$program" 2>&1)
+rc=$?
+[ "$rc" -ne 0 ] || fail "torchrun exited 0"
+echo "$out" | grep -q "$expected" || { echo "$out"; fail "torchrun's summary lacks the error"; }
+echo "$out" | grep -q "tag 77" || { echo "$out"; fail "torchrun's summary lacks the op's details"; }
+echo "PASS: the error reaches c10drun's and torchrun's summaries"
