@@ -112,6 +112,16 @@ c10d_status c10d_group_split(c10d_group* group, int color, int key,
   });
 }
 
+c10d_status c10d_group_store(c10d_group* group, c10d_store** out) {
+  return guarded([&] {
+    const char* call = "c10d_group_store";
+    std::shared_ptr<Store> store = deref(group, call, "group").group->store();
+    C10D_CHECK(store != nullptr, InvalidArgument, call,
+               ": the group has no store (a non-member's handle)");
+    outOf(out, call) = new c10d_store{std::move(store)};
+  });
+}
+
 int c10d_group_rank(const c10d_group* group) {
   return group != nullptr ? group->group->rank() : -1;
 }

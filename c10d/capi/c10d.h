@@ -1,5 +1,5 @@
-/* c10d's C API: stores, process groups, collectives, point-to-point and their Work, for programs
- * and language bindings (Rust, Julia, Go, Java, Python's ctypes) that link C.
+/* c10d's C API: stores, process groups, collectives, point-to-point and their Work, RPC, for
+ * programs and language bindings (Rust, Julia, Go, Java, Python's ctypes) that link C.
  *
  * Plain C99; no C++ type or exception crosses this header. Link c10d::c (libc10d_c.so.1): it
  * exports only c10d_* symbols, and its soname changes when this ABI does.
@@ -8,9 +8,9 @@
  * the C++ library's exception carries (what failed, where: rank, peer, key, op, tag, and what to
  * do). It is thread-local and stays valid until the calling thread's next failing c10d call.
  *
- * Handles (c10d_store, c10d_group, c10d_work) are opaque; each is released with its own *_free
- * call, exactly once. A group keeps its store alive and a work keeps its group alive, so they
- * may be freed in any order.
+ * Handles (c10d_store, c10d_group, c10d_work, c10d_rpc, c10d_rpc_future, c10d_rpc_message) are
+ * opaque; each is released with its own *_free call, exactly once. A group keeps its store alive
+ * and a work keeps its group alive, so they may be freed in any order.
  *
  * Option structs carry their size in their first field, so that later versions can add fields
  * without breaking callers built against this one: start from the *_INIT macro, then set what
@@ -206,6 +206,8 @@ C10D_C_EXPORT c10d_status c10d_group_new(c10d_group* group, const int* ranks, si
 /* MPI_Comm_split: ranks of one color form a group ordered by key; a negative color: none. */
 C10D_C_EXPORT c10d_status c10d_group_split(c10d_group* group, int color, int key,
                                            const c10d_group_options* options, c10d_group** out);
+/* The store the group was created over (for RPC, or keys of the program's own), as a new handle. */
+C10D_C_EXPORT c10d_status c10d_group_store(c10d_group* group, c10d_store** out);
 C10D_C_EXPORT int c10d_group_rank(const c10d_group* group);
 C10D_C_EXPORT int c10d_group_size(const c10d_group* group);
 C10D_C_EXPORT int c10d_group_is_member(const c10d_group* group);
@@ -341,6 +343,89 @@ C10D_C_EXPORT c10d_status c10d_buffer_from_dlpack(const struct DLManagedTensor* 
  * it calls the result's deleter, which it must call once. */
 C10D_C_EXPORT c10d_status c10d_buffer_to_dlpack(const c10d_buffer* buffer,
                                                 struct DLManagedTensor** out);
+
+/* ---- RPC ----
+ * Workers call functions registered by name on each other. A message is bytes (any encoding the
+ * program chooses) plus tensors (DLPack); the callee's function gets the request and fills the
+ * reply. Calls have timeouts; a function that fails, or a worker lost, fails the call with
+ * C10D_ERR_REMOTE naming the function and the worker. */
+
+typedef struct c10d_rpc c10d_rpc;
+typedef struct c10d_rpc_future c10d_rpc_future;
+typedef struct c10d_rpc_message c10d_rpc_message;
+
+C10D_C_EXPORT c10d_status c10d_rpc_message_new(c10d_rpc_message** out);
+C10D_C_EXPORT void c10d_rpc_message_free(c10d_rpc_message* message);
+/* Copies size bytes into the message (replacing what it had). */
+C10D_C_EXPORT c10d_status c10d_rpc_message_set_bytes(c10d_rpc_message* message, const void* data,
+                                                     size_t size);
+/* The message's bytes, valid until it changes or is freed. */
+C10D_C_EXPORT c10d_status c10d_rpc_message_bytes(const c10d_rpc_message* message, const void** data,
+                                                 size_t* size);
+/* Appends a tensor, taking ownership: the library calls its deleter once it is sent. Its memory
+ * is read when the message is sent, not copied before. */
+C10D_C_EXPORT c10d_status c10d_rpc_message_add_tensor(c10d_rpc_message* message,
+                                                      struct DLManagedTensor* tensor);
+C10D_C_EXPORT size_t c10d_rpc_message_num_tensors(const c10d_rpc_message* message);
+/* Tensor i of the message, zero copy, as a new DLManagedTensor the caller owns (call its deleter
+ * once; the memory stays valid until then, also after the message is freed). */
+C10D_C_EXPORT c10d_status c10d_rpc_message_tensor(const c10d_rpc_message* message, size_t index,
+                                                  struct DLManagedTensor** out);
+/* In a function: the error text the caller will see when the function returns a failure. */
+C10D_C_EXPORT c10d_status c10d_rpc_message_set_error(c10d_rpc_message* reply, const char* text);
+
+/* A function callers reach by name. It runs on one of the agent's threads, several at a time;
+ * it reads request and fills reply (both owned by the library). Returning anything but C10D_OK
+ * fails the call with that status's name and the text of c10d_rpc_message_set_error. */
+typedef c10d_status (*c10d_rpc_function)(void* user, const c10d_rpc_message* request,
+                                         c10d_rpc_message* reply);
+typedef struct c10d_rpc_function_entry {
+  const char* name;
+  c10d_rpc_function function;
+  void* user;
+} c10d_rpc_function_entry;
+
+typedef struct c10d_rpc_options {
+  size_t struct_size;
+  int64_t timeout_ms;      /* a call's default timeout */
+  int64_t init_timeout_ms; /* how long c10d_rpc_init waits for every worker */
+  int threads;             /* threads that run incoming calls */
+} c10d_rpc_options;
+#define C10D_RPC_OPTIONS_INIT \
+  { sizeof(c10d_rpc_options), 60000, 60000, 4 }
+
+/* Joins the RPC job as worker `name` (unique) with id `rank` of world_size, through a store every
+ * worker shares (c10d_store_connect gives the job's), with the given functions registered before
+ * any call can arrive. Returns once every worker has done the same. */
+C10D_C_EXPORT c10d_status c10d_rpc_init(c10d_store* store, const char* name, int rank,
+                                        int world_size, const c10d_rpc_function_entry* functions,
+                                        size_t num_functions, const c10d_rpc_options* options,
+                                        c10d_rpc** out);
+/* Registers one more function; callers must not call it before this returns. */
+C10D_C_EXPORT c10d_status c10d_rpc_register(c10d_rpc* agent, const char* name,
+                                            c10d_rpc_function function, void* user);
+/* The id (rank) of the worker named name. */
+C10D_C_EXPORT c10d_status c10d_rpc_worker_id(c10d_rpc* agent, const char* name, int* id);
+/* Calls function on worker `to` with args (NULL: empty); timeout_ms -1: the agent's. args may be
+ * freed when this returns; its tensors' memory must stay valid until the future completes. */
+C10D_C_EXPORT c10d_status c10d_rpc_call(c10d_rpc* agent, const char* to, const char* function,
+                                        const c10d_rpc_message* args, int64_t timeout_ms,
+                                        c10d_rpc_future** out);
+/* The same, blocking: *result is the reply (c10d_rpc_message_free it). */
+C10D_C_EXPORT c10d_status c10d_rpc_call_sync(c10d_rpc* agent, const char* to, const char* function,
+                                             const c10d_rpc_message* args, int64_t timeout_ms,
+                                             c10d_rpc_message** result);
+/* Waits up to timeout_ms (-1: until the call ends, by its own timeout at the latest) and returns
+ * the call's status; *result (may be NULL) gets the reply. C10D_ERR_TIMEOUT for a shorter
+ * timeout leaves the call running. */
+C10D_C_EXPORT c10d_status c10d_rpc_future_wait(c10d_rpc_future* future, int64_t timeout_ms,
+                                               c10d_rpc_message** result);
+C10D_C_EXPORT c10d_status c10d_rpc_future_test(c10d_rpc_future* future, int* completed);
+C10D_C_EXPORT void c10d_rpc_future_free(c10d_rpc_future* future);
+/* Graceful (nonzero): waits for every worker to finish its calls, then closes; otherwise closes
+ * at once, failing calls in flight. Later calls fail with C10D_ERR_STATE. */
+C10D_C_EXPORT c10d_status c10d_rpc_shutdown(c10d_rpc* agent, int graceful);
+C10D_C_EXPORT void c10d_rpc_free(c10d_rpc* agent);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,272 @@
+// The C API's RPC: functions registered by name that take and return bytes and tensors, over
+// c10d::rpc::RpcAgent. On the wire a call is an ordinary typed call of (bytes, tensors).
+
+#include <dlpack/dlpack.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "c10d/capi/Handles.hpp"
+#include "rpc/RpcAgent.hpp"
+
+struct c10d_rpc_message {
+  std::string bytes;
+  std::vector<c10d::Tensor> tensors;
+  std::string error;  // a function's failure text
+};
+
+struct c10d_rpc {
+  std::shared_ptr<c10d::rpc::RpcAgent> agent;
+};
+
+using Reply = std::tuple<std::string, std::vector<c10d::Tensor>>;
+
+// The call's result, and a condition to wait on it with a deadline (rpc::Future waits without).
+// Shared with the call's callback, so the handle may be freed before the call ends.
+struct CallState {
+  std::mutex mutex;
+  std::condition_variable done;
+  bool completed = false;
+  std::exception_ptr error;
+  Reply reply;
+};
+
+struct c10d_rpc_future {
+  std::shared_ptr<CallState> state;
+};
+
+using namespace c10d;
+using namespace c10d::capi;
+
+namespace {
+
+template <typename Out>
+Out& outOf(Out* out, const char* call) {
+  C10D_CHECK(out != nullptr, InvalidArgument, call, ": out is NULL");
+  return *out;
+}
+
+std::string textOf(const char* text, const char* call, const char* what) {
+  C10D_CHECK(text != nullptr, InvalidArgument, call, ": ", what, " is NULL");
+  return text;
+}
+
+// Registers a C function as a typed function of (bytes, tensors) -> (bytes, tensors).
+void registerCFunction(rpc::RpcAgent& agent, const std::string& name, c10d_rpc_function function,
+                       void* user) {
+  C10D_CHECK(function != nullptr, InvalidArgument, "c10d_rpc: function '", name, "' is NULL");
+  agent.registerFunction(
+      name, [name, function, user](std::string bytes, std::vector<Tensor> tensors) -> Reply {
+        c10d_rpc_message request{std::move(bytes), std::move(tensors), {}};
+        c10d_rpc_message reply;
+        c10d_status status = function(user, &request, &reply);
+        C10D_CHECK(status == C10D_OK, Error, "function '", name, "' returned ",
+                   c10d_status_name(status), reply.error.empty() ? "" : ": ", reply.error);
+        return Reply{std::move(reply.bytes), std::move(reply.tensors)};
+      });
+}
+
+c10d_rpc_message* messageOf(Reply&& reply) {
+  return new c10d_rpc_message{std::move(std::get<0>(reply)), std::move(std::get<1>(reply)), {}};
+}
+
+}  // namespace
+
+extern "C" {
+
+c10d_status c10d_rpc_message_new(c10d_rpc_message** out) {
+  return guarded([&] { outOf(out, "c10d_rpc_message_new") = new c10d_rpc_message; });
+}
+
+void c10d_rpc_message_free(c10d_rpc_message* message) {
+  delete message;
+}
+
+c10d_status c10d_rpc_message_set_bytes(c10d_rpc_message* message, const void* data, size_t size) {
+  return guarded([&] {
+    const char* call = "c10d_rpc_message_set_bytes";
+    c10d_rpc_message& m = deref(message, call, "message");
+    C10D_CHECK(data != nullptr || size == 0, InvalidArgument, call, ": data is NULL with size ",
+               size);
+    m.bytes.assign(static_cast<const char*>(data), size);
+  });
+}
+
+c10d_status c10d_rpc_message_bytes(const c10d_rpc_message* message, const void** data,
+                                   size_t* size) {
+  return guarded([&] {
+    const char* call = "c10d_rpc_message_bytes";
+    const c10d_rpc_message& m = deref(message, call, "message");
+    outOf(data, call) = m.bytes.data();
+    outOf(size, call) = m.bytes.size();
+  });
+}
+
+c10d_status c10d_rpc_message_add_tensor(c10d_rpc_message* message, DLManagedTensor* tensor) {
+  return guarded([&] {
+    const char* call = "c10d_rpc_message_add_tensor";
+    c10d_rpc_message& m = deref(message, call, "message");
+    // fromDLPack owns the tensor from here on, also when it refuses it.
+    Tensor t = fromDLPack(tensor);
+    C10D_CHECK(t.device().isCPU(), InvalidArgument, call,
+               ": RPC sends CPU tensors; copy CUDA tensors to the host first");
+    m.tensors.push_back(std::move(t));
+  });
+}
+
+size_t c10d_rpc_message_num_tensors(const c10d_rpc_message* message) {
+  return message != nullptr ? message->tensors.size() : 0;
+}
+
+c10d_status c10d_rpc_message_tensor(const c10d_rpc_message* message, size_t index,
+                                    DLManagedTensor** out) {
+  return guarded([&] {
+    const char* call = "c10d_rpc_message_tensor";
+    const c10d_rpc_message& m = deref(message, call, "message");
+    C10D_CHECK(index < m.tensors.size(), InvalidArgument, call, ": index ", index,
+               " is out of range; the message has ", m.tensors.size(), " tensor(s)");
+    outOf(out, call) = toDLPack(m.tensors[index]);
+  });
+}
+
+c10d_status c10d_rpc_message_set_error(c10d_rpc_message* reply, const char* text) {
+  return guarded([&] {
+    const char* call = "c10d_rpc_message_set_error";
+    deref(reply, call, "reply").error = textOf(text, call, "text");
+  });
+}
+
+c10d_status c10d_rpc_init(c10d_store* store, const char* name, int rank, int world_size,
+                          const c10d_rpc_function_entry* functions, size_t num_functions,
+                          const c10d_rpc_options* options, c10d_rpc** out) {
+  return guarded([&] {
+    const char* call = "c10d_rpc_init";
+    c10d_store& s = deref(store, call, "store");
+    std::string worker = textOf(name, call, "name");
+    outOf(out, call);
+    C10D_CHECK(functions != nullptr || num_functions == 0, InvalidArgument, call,
+               ": functions is NULL with ", num_functions, " functions");
+    rpc::RpcOptions rpcOptions;
+    if (checkOptions(options, call)) {
+      C10D_CHECK(options->timeout_ms > 0 && options->init_timeout_ms > 0 && options->threads > 0,
+                 InvalidArgument, call, ": options need positive timeout_ms (", options->timeout_ms,
+                 "), init_timeout_ms (", options->init_timeout_ms, ") and threads (",
+                 options->threads, ")");
+      rpcOptions.timeout = std::chrono::milliseconds(options->timeout_ms);
+      rpcOptions.initTimeout = std::chrono::milliseconds(options->init_timeout_ms);
+      rpcOptions.threads = options->threads;
+    }
+    for (size_t i = 0; i < num_functions; ++i) {
+      C10D_CHECK(functions[i].name != nullptr, InvalidArgument, call, ": functions[", i,
+                 "].name is NULL");
+    }
+    auto agent =
+        rpc::RpcAgent::create(s.store, worker, rank, world_size, rpcOptions, [&](rpc::RpcAgent& a) {
+          for (size_t i = 0; i < num_functions; ++i) {
+            registerCFunction(a, functions[i].name, functions[i].function, functions[i].user);
+          }
+        });
+    *out = new c10d_rpc{std::move(agent)};
+  });
+}
+
+c10d_status c10d_rpc_register(c10d_rpc* agent, const char* name, c10d_rpc_function function,
+                              void* user) {
+  return guarded([&] {
+    const char* call = "c10d_rpc_register";
+    registerCFunction(*deref(agent, call, "agent").agent, textOf(name, call, "name"), function,
+                      user);
+  });
+}
+
+c10d_status c10d_rpc_worker_id(c10d_rpc* agent, const char* name, int* id) {
+  return guarded([&] {
+    const char* call = "c10d_rpc_worker_id";
+    int found = deref(agent, call, "agent").agent->workerInfo(textOf(name, call, "name")).id;
+    outOf(id, call) = found;
+  });
+}
+
+c10d_status c10d_rpc_call(c10d_rpc* agent, const char* to, const char* function,
+                          const c10d_rpc_message* args, int64_t timeout_ms, c10d_rpc_future** out) {
+  return guarded([&] {
+    const char* call = "c10d_rpc_call";
+    rpc::RpcAgent& a = *deref(agent, call, "agent").agent;
+    std::string worker = textOf(to, call, "to");
+    std::string name = textOf(function, call, "function");
+    outOf(out, call);
+    std::chrono::milliseconds timeout =
+        timeout_ms < 0 ? a.options().timeout : std::chrono::milliseconds(timeout_ms);
+    std::string bytes = args != nullptr ? args->bytes : std::string();
+    std::vector<Tensor> tensors = args != nullptr ? args->tensors : std::vector<Tensor>{};
+    rpc::Future<Reply> pending =
+        a.rpcAsyncWithTimeout<Reply>(worker, name, timeout, std::move(bytes), std::move(tensors));
+    auto state = std::make_shared<CallState>();
+    pending.addCallback([state, pending] {
+      std::lock_guard<std::mutex> guard(state->mutex);
+      state->error = pending.error();
+      if (!state->error) state->reply = pending.value();
+      state->completed = true;
+      state->done.notify_all();
+    });
+    *out = new c10d_rpc_future{std::move(state)};
+  });
+}
+
+c10d_status c10d_rpc_future_wait(c10d_rpc_future* future, int64_t timeout_ms,
+                                 c10d_rpc_message** result) {
+  std::exception_ptr error;
+  c10d_status status = guarded([&] {
+    const char* call = "c10d_rpc_future_wait";
+    CallState& f = *deref(future, call, "future").state;
+    std::unique_lock<std::mutex> lock(f.mutex);
+    if (timeout_ms < 0) {
+      f.done.wait(lock, [&] { return f.completed; });
+    } else if (!f.done.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                                [&] { return f.completed; })) {
+      C10D_THROW(TimeoutError, call, ": the call did not end within ", timeout_ms,
+                 " ms (it goes on, up to its own timeout)");
+    }
+    error = f.error;
+    if (!error && result != nullptr) *result = messageOf(Reply(f.reply));
+  });
+  if (status != C10D_OK) return status;
+  return error ? statusOf(error) : C10D_OK;
+}
+
+c10d_status c10d_rpc_future_test(c10d_rpc_future* future, int* completed) {
+  return guarded([&] {
+    CallState& f = *deref(future, "c10d_rpc_future_test", "future").state;
+    std::lock_guard<std::mutex> guard(f.mutex);
+    outOf(completed, "c10d_rpc_future_test") = f.completed ? 1 : 0;
+  });
+}
+
+void c10d_rpc_future_free(c10d_rpc_future* future) {
+  delete future;
+}
+
+c10d_status c10d_rpc_call_sync(c10d_rpc* agent, const char* to, const char* function,
+                               const c10d_rpc_message* args, int64_t timeout_ms,
+                               c10d_rpc_message** result) {
+  c10d_rpc_future* future = nullptr;
+  c10d_status status = c10d_rpc_call(agent, to, function, args, timeout_ms, &future);
+  if (status != C10D_OK) return status;
+  status = c10d_rpc_future_wait(future, -1, result);
+  c10d_rpc_future_free(future);
+  return status;
+}
+
+c10d_status c10d_rpc_shutdown(c10d_rpc* agent, int graceful) {
+  return guarded(
+      [&] { deref(agent, "c10d_rpc_shutdown", "agent").agent->shutdown(graceful != 0); });
+}
+
+void c10d_rpc_free(c10d_rpc* agent) {
+  delete agent;
+}
+
+}  // extern "C"
