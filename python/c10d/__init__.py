@@ -1,0 +1,38 @@
+"""c10d: torch.distributed's API over the c10d library (libc10d_c), without PyTorch.
+
+    import c10d as dist
+    dist.init_process_group("gloo")
+    dist.all_reduce(array)  # numpy.ndarray, torch.Tensor, __dlpack__ objects, buffers
+
+The package is pure Python over the C API (ctypes). It finds libc10d_c through
+C10D_C_LIBRARY when that is set, else where the build or install put it (_library.py).
+"""
+
+from .distributed import (Backend, GroupMember, P2POp, ProcessGroup, ReduceOp, Work,
+                          _make_nccl_premul_sum, all_gather, all_gather_into_tensor, all_reduce,
+                          all_to_all, all_to_all_single, barrier, batch_isend_irecv, broadcast,
+                          default_pg_timeout, destroy_process_group, gather, get_backend,
+                          get_global_rank, get_group_rank, get_process_group_ranks, get_rank,
+                          get_world_size, group, init_process_group, irecv, is_available,
+                          is_initialized, isend, monitored_barrier, new_group, premul_sum, recv,
+                          reduce, reduce_scatter, reduce_scatter_tensor, scatter, send)
+from .errors import (BackendError, DistBackendError, DistError, DistStoreError, Error,
+                     InvalidArgument, RemoteError, StateError, StoreError, TimeoutError)
+from .objects import (all_gather_object, broadcast_object_list, gather_object,
+                      scatter_object_list)
+from .store import FileStore, HashStore, PrefixStore, Store, TCPStore
+
+__all__ = [
+    "Backend", "GroupMember", "P2POp", "ProcessGroup", "ReduceOp", "Work",
+    "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all",
+    "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast", "broadcast_object_list",
+    "default_pg_timeout", "destroy_process_group", "gather", "gather_object", "get_backend",
+    "get_global_rank", "get_group_rank", "get_process_group_ranks", "get_rank", "get_world_size",
+    "group", "init_process_group", "irecv", "is_available", "is_initialized", "isend",
+    "monitored_barrier", "new_group", "premul_sum", "recv", "reduce", "reduce_scatter",
+    "reduce_scatter_tensor", "scatter", "scatter_object_list", "send",
+    "BackendError", "DistBackendError", "DistError", "DistStoreError", "Error", "InvalidArgument",
+    "RemoteError", "StateError", "StoreError", "TimeoutError",
+    "FileStore", "HashStore", "PrefixStore", "Store", "TCPStore",
+    "_make_nccl_premul_sum",
+]

@@ -1,0 +1,267 @@
+"""ctypes prototypes for libc10d_c (c10d/capi/c10d.h), its structs, and the status check.
+
+Every function gets argtypes and restype once, here, so calls skip ctypes' argument guessing;
+ctypes releases the GIL during each foreign call, so a blocking collective lets other Python
+threads run.
+"""
+
+import ctypes
+import os
+from ctypes import (POINTER, Structure, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint16,
+                    c_void_p)
+
+from . import errors
+
+API_VERSION = 1
+
+# c10d_status
+OK = 0
+ERR_INVALID_ARGUMENT = 1
+ERR_TIMEOUT = 2
+ERR_STORE = 3
+ERR_BACKEND = 4
+ERR_REMOTE = 5
+ERR_STATE = 6
+ERR_INTERNAL = 7
+
+# c10d_dtype
+FLOAT32, FLOAT64, FLOAT16, BFLOAT16, INT8, INT16, INT32, INT64, UINT8, BOOL = range(10)
+
+DEVICE_CPU = 0
+DEVICE_CUDA = 1
+
+P2P_SEND = 0
+P2P_RECV = 1
+
+
+class Buffer(Structure):
+    """c10d_buffer. Converters may hang what must outlive the operation on it as `_keep`."""
+
+    _fields_ = [
+        ("data", c_void_p),
+        ("count", c_int64),
+        ("dtype", c_int),
+        ("device_type", c_int),
+        ("device_index", c_int),
+        ("stream", c_void_p),
+    ]
+
+
+class Bytes(Structure):
+    _fields_ = [("data", c_void_p), ("size", c_size_t)]
+
+
+class TCPStoreOptions(Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("host", c_char_p),
+        ("port", c_uint16),
+        ("is_server", c_int),
+        ("num_workers", c_int),
+        ("timeout_ms", c_int64),
+        ("wait_for_workers", c_int),
+    ]
+
+
+class InitOptions(Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("backend", c_char_p),
+        ("init_method", c_char_p),
+        ("rank", c_int),
+        ("world_size", c_int),
+        ("timeout_ms", c_int64),
+        ("group_name", c_char_p),
+    ]
+
+
+class GroupOptions(Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("backend", c_char_p),
+        ("timeout_ms", c_int64),
+        ("group_name", c_char_p),
+    ]
+
+
+class OpOptions(Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("reduce_op", c_int),
+        ("premul_factor", c_double),
+        ("root", c_int),
+        ("tag", c_int),
+        ("timeout_ms", c_int64),
+    ]
+
+
+class P2POp(Structure):
+    _fields_ = [("kind", c_int), ("buffer", Buffer), ("peer", c_int), ("tag", c_int)]
+
+
+# The *_INIT macros of c10d.h, as constructors.
+def tcp_store_options(**fields):
+    base = dict(host=b"127.0.0.1", port=0, is_server=0, num_workers=-1, timeout_ms=300000,
+                wait_for_workers=0)
+    base.update(fields)
+    return TCPStoreOptions(ctypes.sizeof(TCPStoreOptions), **base)
+
+
+def init_options(**fields):
+    base = dict(backend=None, init_method=None, rank=-1, world_size=-1, timeout_ms=0,
+                group_name=None)
+    base.update(fields)
+    return InitOptions(ctypes.sizeof(InitOptions), **base)
+
+
+def group_options(**fields):
+    base = dict(backend=None, timeout_ms=0, group_name=None)
+    base.update(fields)
+    return GroupOptions(ctypes.sizeof(GroupOptions), **base)
+
+
+def op_options(reduce_op=0, premul_factor=1.0, root=0, tag=0, timeout_ms=-1):
+    return OpOptions(ctypes.sizeof(OpOptions), reduce_op, premul_factor, root, tag, timeout_ms)
+
+
+def _load():
+    path = os.environ.get("C10D_C_LIBRARY")
+    if not path:
+        try:
+            from ._library import library_path
+        except ImportError:
+            raise ImportError("c10d cannot find libc10d_c: this copy of the package has no "
+                              "_library.py (CMake generates it into the build tree's python/ "
+                              "and the installed package); use one of those, or set "
+                              "C10D_C_LIBRARY to the library's path") from None
+        path = library_path()
+    return ctypes.CDLL(path)
+
+
+lib = _load()
+
+
+def library_file():
+    """The path of the libc10d_c this package loaded."""
+    return lib._name
+
+_store_p = c_void_p
+_group_p = c_void_p
+_work_p = c_void_p
+_Buffer_p = POINTER(Buffer)
+_OpOptions_p = POINTER(OpOptions)
+_work_pp = POINTER(c_void_p)
+_status = c_int
+WorkCallback = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_char_p)
+
+_PROTOTYPES = {
+    # library
+    "c10d_api_version": (c_int, []),
+    "c10d_last_error": (c_char_p, []),
+    "c10d_status_name": (c_char_p, [c_int]),
+    "c10d_dtype_name": (c_char_p, [c_int]),
+    "c10d_dtype_size": (c_size_t, [c_int]),
+    "c10d_free": (None, [c_void_p]),
+    "c10d_write_error_file": (_status, [c_char_p, POINTER(c_int)]),
+    # stores
+    "c10d_store_tcp": (_status, [POINTER(TCPStoreOptions), POINTER(_store_p)]),
+    "c10d_store_file": (_status, [c_char_p, c_int, c_int64, POINTER(_store_p)]),
+    "c10d_store_hash": (_status, [POINTER(_store_p)]),
+    "c10d_store_prefix": (_status, [c_char_p, _store_p, POINTER(_store_p)]),
+    "c10d_store_port": (_status, [_store_p, POINTER(c_uint16)]),
+    "c10d_store_set": (_status, [_store_p, c_char_p, c_char_p, c_size_t]),
+    "c10d_store_get": (_status, [_store_p, c_char_p, c_int64, POINTER(Bytes)]),
+    "c10d_store_add": (_status, [_store_p, c_char_p, c_int64, POINTER(c_int64)]),
+    "c10d_store_compare_set": (_status, [_store_p, c_char_p, c_char_p, c_size_t, c_char_p,
+                                         c_size_t, POINTER(Bytes)]),
+    "c10d_store_wait": (_status, [_store_p, POINTER(c_char_p), c_size_t, c_int64]),
+    "c10d_store_check": (_status, [_store_p, POINTER(c_char_p), c_size_t, POINTER(c_int)]),
+    "c10d_store_delete": (_status, [_store_p, c_char_p, POINTER(c_int)]),
+    "c10d_store_num_keys": (_status, [_store_p, POINTER(c_int64)]),
+    "c10d_store_free": (None, [_store_p]),
+    # process groups
+    "c10d_store_connect": (_status, [POINTER(InitOptions), POINTER(_store_p)]),
+    "c10d_group_init": (_status, [POINTER(InitOptions), POINTER(_group_p)]),
+    "c10d_group_create": (_status, [_store_p, c_int, c_int, POINTER(GroupOptions),
+                                    POINTER(_group_p)]),
+    "c10d_group_new": (_status, [_group_p, POINTER(c_int), c_size_t, POINTER(GroupOptions),
+                                 POINTER(_group_p)]),
+    "c10d_group_split": (_status, [_group_p, c_int, c_int, POINTER(GroupOptions),
+                                   POINTER(_group_p)]),
+    "c10d_group_store": (_status, [_group_p, POINTER(_store_p)]),
+    "c10d_group_rank": (c_int, [_group_p]),
+    "c10d_group_size": (c_int, [_group_p]),
+    "c10d_group_is_member": (c_int, [_group_p]),
+    "c10d_group_backend": (c_char_p, [_group_p]),
+    "c10d_group_shutdown": (_status, [_group_p]),
+    "c10d_group_free": (None, [_group_p]),
+    # operations
+    "c10d_broadcast": (_status, [_group_p, _Buffer_p, _OpOptions_p, _work_pp]),
+    "c10d_allreduce": (_status, [_group_p, _Buffer_p, _OpOptions_p, _work_pp]),
+    "c10d_allreduce_coalesced": (_status, [_group_p, _Buffer_p, c_size_t, _OpOptions_p,
+                                           _work_pp]),
+    "c10d_reduce": (_status, [_group_p, _Buffer_p, _OpOptions_p, _work_pp]),
+    "c10d_allgather": (_status, [_group_p, _Buffer_p, c_size_t, _Buffer_p, _OpOptions_p,
+                                 _work_pp]),
+    "c10d_allgather_into": (_status, [_group_p, _Buffer_p, _Buffer_p, _OpOptions_p, _work_pp]),
+    "c10d_gather": (_status, [_group_p, _Buffer_p, c_size_t, _Buffer_p, _OpOptions_p, _work_pp]),
+    "c10d_scatter": (_status, [_group_p, _Buffer_p, _Buffer_p, c_size_t, _OpOptions_p,
+                               _work_pp]),
+    "c10d_reduce_scatter": (_status, [_group_p, _Buffer_p, _Buffer_p, c_size_t, _OpOptions_p,
+                                      _work_pp]),
+    "c10d_reduce_scatter_into": (_status, [_group_p, _Buffer_p, _Buffer_p, _OpOptions_p,
+                                           _work_pp]),
+    "c10d_alltoall": (_status, [_group_p, _Buffer_p, c_size_t, _Buffer_p, c_size_t,
+                                _OpOptions_p, _work_pp]),
+    "c10d_alltoall_single": (_status, [_group_p, _Buffer_p, _Buffer_p, POINTER(c_int64),
+                                       POINTER(c_int64), c_size_t, _OpOptions_p, _work_pp]),
+    "c10d_barrier": (_status, [_group_p, _OpOptions_p, _work_pp]),
+    "c10d_monitored_barrier": (_status, [_group_p, c_int64, c_int]),
+    "c10d_send": (_status, [_group_p, _Buffer_p, c_int, _OpOptions_p, _work_pp]),
+    "c10d_recv": (_status, [_group_p, _Buffer_p, c_int, _OpOptions_p, _work_pp]),
+    "c10d_recv_any": (_status, [_group_p, _Buffer_p, _OpOptions_p, _work_pp]),
+    "c10d_batch_isend_irecv": (_status, [_group_p, POINTER(P2POp), c_size_t, c_int64,
+                                         _work_pp]),
+    # work
+    "c10d_work_wait": (_status, [_work_p, c_int64]),
+    "c10d_work_test": (_status, [_work_p, POINTER(c_int)]),
+    "c10d_work_source_rank": (_status, [_work_p, POINTER(c_int)]),
+    "c10d_work_on_completion": (_status, [_work_p, WorkCallback, c_void_p]),
+    "c10d_work_free": (None, [_work_p]),
+    # DLPack
+    "c10d_buffer_from_dlpack": (_status, [c_void_p, _Buffer_p]),
+    "c10d_buffer_to_dlpack": (_status, [_Buffer_p, POINTER(c_void_p)]),
+}
+
+# CDLL caches the function objects it hands out, so lib.c10d_x is this prototyped one later on.
+for _name, (_restype, _argtypes) in _PROTOTYPES.items():
+    _function = getattr(lib, _name)
+    _function.restype = _restype
+    _function.argtypes = _argtypes
+del _name, _restype, _argtypes, _function
+
+if lib.c10d_api_version() < API_VERSION:
+    raise ImportError(f"{lib._name} implements c10d API version {lib.c10d_api_version()}; "
+                      f"this package needs {API_VERSION} or later")
+
+_ERRORS = {
+    ERR_INVALID_ARGUMENT: errors.InvalidArgument,
+    ERR_TIMEOUT: errors.TimeoutError,
+    ERR_STORE: errors.StoreError,
+    ERR_BACKEND: errors.BackendError,
+    ERR_REMOTE: errors.RemoteError,
+    ERR_STATE: errors.StateError,
+}
+
+
+def error(status, message=None):
+    """The exception for a failed call's status, with the library's text for it."""
+    if message is None:
+        message = lib.c10d_last_error()
+    text = message.decode("utf-8", "replace") if message else lib.c10d_status_name(status).decode()
+    return _ERRORS.get(status, errors.Error)(text)
+
+
+def check(status):
+    if status:
+        raise error(status)
