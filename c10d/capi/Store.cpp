@@ -185,6 +185,21 @@ c10d_status c10d_store_num_keys(c10d_store* store, int64_t* count) {
   });
 }
 
+c10d_status c10d_store_timeout(c10d_store* store, int64_t* timeout_ms) {
+  return guarded([&] {
+    const char* call = "c10d_store_timeout";
+    Store& s = *deref(store, call, "store").store;
+    outOf(timeout_ms, call) = s.timeout().count();
+  });
+}
+
+c10d_status c10d_store_set_timeout(c10d_store* store, int64_t timeout_ms) {
+  return guarded([&] {
+    deref(store, "c10d_store_set_timeout", "store")
+        .store->setTimeout(std::chrono::milliseconds(timeout_ms));
+  });
+}
+
 void c10d_store_free(c10d_store* store) {
   delete store;
 }

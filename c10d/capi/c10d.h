@@ -166,6 +166,9 @@ C10D_C_EXPORT c10d_status c10d_store_check(c10d_store* store, const char* const*
                                            size_t num_keys, int* all_exist);
 C10D_C_EXPORT c10d_status c10d_store_delete(c10d_store* store, const char* key, int* existed);
 C10D_C_EXPORT c10d_status c10d_store_num_keys(c10d_store* store, int64_t* count);
+/* The store's default timeout of blocking calls (what timeout_ms -1 means), and setting it. */
+C10D_C_EXPORT c10d_status c10d_store_timeout(c10d_store* store, int64_t* timeout_ms);
+C10D_C_EXPORT c10d_status c10d_store_set_timeout(c10d_store* store, int64_t timeout_ms);
 C10D_C_EXPORT void c10d_store_free(c10d_store* store);
 
 /* ---- process groups ---- */

@@ -178,6 +178,8 @@ _PROTOTYPES = {
     "c10d_store_check": (_status, [_store_p, POINTER(c_char_p), c_size_t, POINTER(c_int)]),
     "c10d_store_delete": (_status, [_store_p, c_char_p, POINTER(c_int)]),
     "c10d_store_num_keys": (_status, [_store_p, POINTER(c_int64)]),
+    "c10d_store_timeout": (_status, [_store_p, POINTER(c_int64)]),
+    "c10d_store_set_timeout": (_status, [_store_p, c_int64]),
     "c10d_store_free": (None, [_store_p]),
     # process groups
     "c10d_store_connect": (_status, [POINTER(InitOptions), POINTER(_store_p)]),

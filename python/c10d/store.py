@@ -41,12 +41,11 @@ def _take(result):
 
 
 class Store:
-    """A handle on a c10d store. Blocking calls (get, wait) use set_timeout's timeout when one
-    was set, else the timeout the store was made with."""
+    """A handle on a c10d store. Blocking calls (get, wait) wait up to the store's timeout (the
+    one it was made with, or set_timeout's)."""
 
     def __init__(self, handle):
         self._handle = handle
-        self._timeout_ms = -1
 
     def __del__(self, _free=lib.c10d_store_free):
         handle = getattr(self, "_handle", None)
@@ -61,10 +60,12 @@ class Store:
 
     @property
     def timeout(self):
-        return None if self._timeout_ms < 0 else timedelta(milliseconds=self._timeout_ms)
+        value = c_int64()
+        _capi.check(lib.c10d_store_timeout(self._handle, byref(value)))
+        return timedelta(milliseconds=value.value)
 
     def set_timeout(self, timeout):
-        self._timeout_ms = milliseconds(timeout)
+        _capi.check(lib.c10d_store_set_timeout(self._handle, milliseconds(timeout)))
 
     def set(self, key, value):
         data = _value(value)
@@ -72,7 +73,7 @@ class Store:
 
     def get(self, key):
         result = _capi.Bytes()
-        _capi.check(lib.c10d_store_get(self._handle, _key(key), self._timeout_ms, result))
+        _capi.check(lib.c10d_store_get(self._handle, _key(key), -1, result))
         return _take(result)
 
     def add(self, key, amount):
@@ -89,7 +90,7 @@ class Store:
 
     def wait(self, keys, timeout=None):
         array, count = _keys(keys)
-        timeout_ms = milliseconds(timeout, self._timeout_ms)
+        timeout_ms = milliseconds(timeout, -1)
         _capi.check(lib.c10d_store_wait(self._handle, array, count, timeout_ms))
 
     def check(self, keys):

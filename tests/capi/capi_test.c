@@ -308,6 +308,14 @@ static void test_hash_store(c10d_store** hash_out, c10d_store** prefixed_out) {
               "capi_missing_key", "store get of a missing key with a 100 ms timeout");
   CHECK_FAILS(c10d_store_wait(store, never, 1, 100), C10D_ERR_TIMEOUT, "capi_never_key",
               "store wait for a missing key with a 100 ms timeout");
+  CHECK_OK(c10d_store_timeout(store, &number), "store timeout");
+  CHECK(number == 300000, "a hash store's default timeout is 300 s");
+  CHECK_OK(c10d_store_set_timeout(store, 100), "store set_timeout");
+  CHECK_FAILS(c10d_store_wait(store, never, 1, -1), C10D_ERR_TIMEOUT, "capi_never_key",
+              "store wait with the store's timeout (now 100 ms)");
+  CHECK_FAILS(c10d_store_set_timeout(store, 0), C10D_ERR_INVALID_ARGUMENT, "timeout",
+              "a zero store timeout is refused");
+  CHECK_OK(c10d_store_set_timeout(store, 300000), "store set_timeout back");
 
   CHECK_OK(c10d_store_delete(store, "alpha", &flag), "store delete alpha");
   CHECK(flag == 1, "store delete of a key that existed says so");
