@@ -12,38 +12,16 @@
 #include <string>
 #include <typeinfo>
 
+#include "c10d/core/Json.hpp"
 #include "c10d/core/Logging.hpp"
 
 namespace c10d::inline v0 {
 namespace {
 
 std::string jsonString(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char escaped[8];
-          std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-          out += escaped;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
+  std::string out;
+  detail::appendJsonString(out, text);
+  return out;
 }
 
 std::string currentExceptionText() {

@@ -13,6 +13,7 @@
 
 #include "c10d/FlightRecorderSignal.hpp"
 #include "c10d/core/Exception.hpp"
+#include "c10d/core/Json.hpp"
 #include "c10d/core/Logging.hpp"
 #include "c10d/core/ThreadName.hpp"
 
@@ -37,32 +38,6 @@ const char* stateName(FlightRecorder::State state) {
       return "failed";
   }
   return "unknown";
-}
-
-void appendJsonString(std::string& out, const std::string& text) {
-  out += '"';
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (c < 0x20) {
-          char escaped[8];
-          std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-          out += escaped;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
 }
 
 // A group name may hold '/' or spaces; the file name keeps letters, digits, '-' and '_'.
@@ -226,23 +201,23 @@ std::vector<FlightRecorder::Entry> FlightRecorder::entries() const {
 
 std::string FlightRecorder::toJson(const std::string& reason) const {
   std::string out = "{\"group\":";
-  appendJsonString(out, group_);
+  detail::appendJsonString(out, group_);
   out += detail::concat(",\"rank\":", rank_, ",\"size\":", size_, ",\"reason\":");
-  appendJsonString(out, reason);
+  detail::appendJsonString(out, reason);
   out += detail::concat(",\"dumped_us\":", nowUs(), ",\"entries\":[");
   bool first = true;
   for (const Entry& entry : entries()) {
     out += first ? "\n" : ",\n";
     first = false;
     out += detail::concat("{\"seq\":", entry.call.sequence, ",\"op\":");
-    appendJsonString(out, entry.call.op);
+    detail::appendJsonString(out, entry.call.op);
     out += ",\"call\":";
-    appendJsonString(out, entry.call.describe());
+    detail::appendJsonString(out, entry.call.describe());
     out += ",\"state\":";
-    appendJsonString(out, stateName(entry.state));
+    detail::appendJsonString(out, stateName(entry.state));
     out += detail::concat(",\"queued_us\":", entry.queuedUs, ",\"started_us\":", entry.startedUs,
                           ",\"finished_us\":", entry.finishedUs, ",\"error\":");
-    appendJsonString(out, entry.error);
+    detail::appendJsonString(out, entry.error);
     out += "}";
   }
   out += "],\"p2p\":[";
@@ -251,14 +226,14 @@ std::string FlightRecorder::toJson(const std::string& reason) const {
     out += first ? "\n" : ",\n";
     first = false;
     out += detail::concat("{\"n\":", entry.number, ",\"op\":");
-    appendJsonString(out, entry.op);
+    detail::appendJsonString(out, entry.op);
     out += detail::concat(",\"peer\":", entry.peer, ",\"tag\":", entry.tag, ",\"dtype\":");
-    appendJsonString(out, std::string(name(entry.dtype)));
+    detail::appendJsonString(out, std::string(name(entry.dtype)));
     out += detail::concat(",\"numel\":", entry.numel, ",\"state\":");
-    appendJsonString(out, stateName(entry.state));
+    detail::appendJsonString(out, stateName(entry.state));
     out += detail::concat(",\"started_us\":", entry.startedUs,
                           ",\"finished_us\":", entry.finishedUs, ",\"error\":");
-    appendJsonString(out, entry.error);
+    detail::appendJsonString(out, entry.error);
     out += "}";
   }
   out += "]}\n";

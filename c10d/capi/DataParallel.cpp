@@ -44,7 +44,7 @@ c10d_status c10d_ddp_create(c10d_group* group, const c10d_ddp_parameter* paramet
   return guarded([&] {
     const char* call = "c10d_ddp_create";
     std::shared_ptr<ProcessGroup> pg = deref(group, call, "group").group;
-    C10D_CHECK(out != nullptr, InvalidArgument, call, ": out is NULL");
+    outOf(out, call);
     C10D_CHECK(parameters != nullptr || num_parameters == 0, InvalidArgument, call,
                ": parameters is NULL with ", num_parameters, " parameters");
     DataParallelOptions ddpOptions;
@@ -129,7 +129,7 @@ c10d_status c10d_ddp_gradient(c10d_ddp* ddp, size_t index, c10d_buffer* out) {
   return guarded([&] {
     const char* call = "c10d_ddp_gradient";
     DistributedDataParallel& reducer = reducerOf(ddp, call);
-    C10D_CHECK(out != nullptr, InvalidArgument, call, ": out is NULL");
+    outOf(out, call);
     *out = bufferOf(reducer.gradient(index));
   });
 }

@@ -44,12 +44,6 @@ std::optional<ProcessGroupOptions> subgroupOptionsOf(const ProcessGroup& parent,
   return sub;
 }
 
-template <typename Out>
-Out& outOf(Out* out, const char* call) {
-  C10D_CHECK(out != nullptr, InvalidArgument, call, ": out is NULL");
-  return *out;
-}
-
 }  // namespace
 
 extern "C" {

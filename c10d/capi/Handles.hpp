@@ -58,6 +58,13 @@ Handle& deref(Handle* handle, const char* call, const char* what) {
   return *handle;
 }
 
+// Where a call writes its result, or InvalidArgument when the caller passed NULL for it.
+template <typename Out>
+Out& outOf(Out* out, const char* call) {
+  C10D_CHECK(out != nullptr, InvalidArgument, call, ": the pointer for the result is NULL");
+  return *out;
+}
+
 // Checks an option struct's struct_size field against the size this library was built with.
 // Returns false for NULL (use the defaults).
 template <typename Options>

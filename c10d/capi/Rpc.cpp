@@ -43,12 +43,6 @@ using namespace c10d::capi;
 
 namespace {
 
-template <typename Out>
-Out& outOf(Out* out, const char* call) {
-  C10D_CHECK(out != nullptr, InvalidArgument, call, ": out is NULL");
-  return *out;
-}
-
 std::string textOf(const char* text, const char* call, const char* what) {
   C10D_CHECK(text != nullptr, InvalidArgument, call, ": ", what, " is NULL");
   return text;

@@ -43,12 +43,6 @@ std::chrono::milliseconds storeTimeout(Store& store, int64_t timeoutMs) {
   return timeoutMs < 0 ? store.timeout() : std::chrono::milliseconds(timeoutMs);
 }
 
-template <typename Out>
-Out& outOf(Out* out, const char* call) {
-  C10D_CHECK(out != nullptr, InvalidArgument, call, ": the result pointer is NULL");
-  return *out;
-}
-
 }  // namespace
 
 extern "C" {

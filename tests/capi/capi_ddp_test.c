@@ -7,21 +7,11 @@
 
 #include "c10d/capi/c10d.h"
 
+#define CHECK_TEST_NAME "capi_ddp_test"
+#include "check.h"
+
 #define PARAMS 3
 #define COUNT 5
-
-static int g_rank = -1;
-static int g_checks = 0;
-
-#define CHECK(cond, what)                                                                   \
-  do {                                                                                      \
-    ++g_checks;                                                                             \
-    if (!(cond)) {                                                                          \
-      fprintf(stderr, "capi_ddp_test: rank %d: %s (line %d): %s\n", g_rank, what, __LINE__, \
-              c10d_last_error());                                                           \
-      exit(1);                                                                              \
-    }                                                                                       \
-  } while (0)
 
 static float values[PARAMS][COUNT];
 static float grads[PARAMS][COUNT];

@@ -11,18 +11,8 @@
 
 #include "c10d/capi/c10d.h"
 
-static int g_rank = -1;
-static int g_checks = 0;
-
-#define CHECK(cond, what)                                                                   \
-  do {                                                                                      \
-    ++g_checks;                                                                             \
-    if (!(cond)) {                                                                          \
-      fprintf(stderr, "capi_rpc_test: rank %d: %s (line %d): %s\n", g_rank, what, __LINE__, \
-              c10d_last_error());                                                           \
-      exit(1);                                                                              \
-    }                                                                                       \
-  } while (0)
+#define CHECK_TEST_NAME "capi_rpc_test"
+#include "check.h"
 
 /* A 1-D float32 tensor in memory of its own, freed by its deleter. */
 typedef struct owned_tensor {
