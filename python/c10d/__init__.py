@@ -4,6 +4,9 @@
     dist.init_process_group("gloo")
     dist.all_reduce(array)  # numpy.ndarray, torch.Tensor, __dlpack__ objects, buffers
 
+c10d.rpc is torch.distributed.rpc's calls by name (init_rpc, rpc_sync, rpc_async, remote);
+c10d.parallel has the gradient Reducer and DistributedDataParallel for torch modules.
+
 The package is pure Python over the C API (ctypes). It finds libc10d_c through
 C10D_C_LIBRARY when that is set, else where the build or install put it (_library.py).
 """
@@ -21,6 +24,8 @@ from .errors import (BackendError, DistBackendError, DistError, DistStoreError, 
 from .objects import (all_gather_object, broadcast_object_list, gather_object,
                       scatter_object_list)
 from .store import FileStore, HashStore, PrefixStore, Store, TCPStore
+from . import parallel, rpc
+from .parallel import Reducer
 
 __all__ = [
     "Backend", "GroupMember", "P2POp", "ProcessGroup", "ReduceOp", "Work",
@@ -34,5 +39,6 @@ __all__ = [
     "BackendError", "DistBackendError", "DistError", "DistStoreError", "Error", "InvalidArgument",
     "RemoteError", "StateError", "StoreError", "TimeoutError",
     "FileStore", "HashStore", "PrefixStore", "Store", "TCPStore",
+    "Reducer", "parallel", "rpc",
     "_make_nccl_premul_sum",
 ]

@@ -154,6 +154,60 @@ _work_pp = POINTER(c_void_p)
 _status = c_int
 WorkCallback = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_char_p)
 
+
+# ---- data-parallel reducer and RPC (parallel.py, rpc.py) ----
+
+class DdpParameter(Structure):
+    _fields_ = [("value", Buffer), ("grad", Buffer), ("name", c_char_p)]
+
+
+class DdpOptions(Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("first_bucket_bytes", c_size_t),
+        ("bucket_cap_bytes", c_size_t),
+        ("find_unused_parameters", c_int),
+        ("gradient_as_bucket_view", c_int),
+        ("divide_by_initial_world_size", c_int),
+        ("rebuild_buckets", c_int),
+        ("hook", c_int),
+    ]
+
+
+def ddp_options(**fields):
+    base = dict(first_bucket_bytes=1 << 20, bucket_cap_bytes=25 << 20, find_unused_parameters=0,
+                gradient_as_bucket_view=0, divide_by_initial_world_size=0, rebuild_buckets=1,
+                hook=0)
+    base.update(fields)
+    return DdpOptions(ctypes.sizeof(DdpOptions), **base)
+
+
+# c10d_rpc_function: (user, request, reply) -> status. ctypes takes the GIL for each call.
+RpcFunction = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p)
+
+
+class RpcFunctionEntry(Structure):
+    _fields_ = [("name", c_char_p), ("function", RpcFunction), ("user", c_void_p)]
+
+
+class RpcOptions(Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("timeout_ms", c_int64),
+        ("init_timeout_ms", c_int64),
+        ("threads", c_int),
+    ]
+
+
+def rpc_options(timeout_ms=60000, init_timeout_ms=60000, threads=4):
+    return RpcOptions(ctypes.sizeof(RpcOptions), timeout_ms, init_timeout_ms, threads)
+
+
+_ddp_p = c_void_p
+_rpc_p = c_void_p
+_future_p = c_void_p
+_message_p = c_void_p
+
 _PROTOTYPES = {
     # library
     "c10d_api_version": (c_int, []),
@@ -233,6 +287,35 @@ _PROTOTYPES = {
     # DLPack
     "c10d_buffer_from_dlpack": (_status, [c_void_p, _Buffer_p]),
     "c10d_buffer_to_dlpack": (_status, [_Buffer_p, POINTER(c_void_p)]),
+    # data-parallel reducer
+    "c10d_ddp_create": (_status, [_group_p, POINTER(DdpParameter), c_size_t, POINTER(DdpOptions),
+                                  POINTER(_ddp_p)]),
+    "c10d_ddp_sync_parameters": (_status, [_ddp_p, _Buffer_p, c_size_t, c_int]),
+    "c10d_ddp_prepare_for_backward": (_status, [_ddp_p, c_int]),
+    "c10d_ddp_mark_grad_ready": (_status, [_ddp_p, c_size_t]),
+    "c10d_ddp_finalize_backward": (_status, [_ddp_p, POINTER(c_int)]),
+    "c10d_ddp_shadow_backward": (_status, [_ddp_p]),
+    "c10d_ddp_set_no_sync": (_status, [_ddp_p, c_int]),
+    "c10d_ddp_gradient": (_status, [_ddp_p, c_size_t, _Buffer_p]),
+    "c10d_ddp_free": (None, [_ddp_p]),
+    # RPC
+    "c10d_rpc_message_new": (_status, [POINTER(_message_p)]),
+    "c10d_rpc_message_free": (None, [_message_p]),
+    "c10d_rpc_message_set_bytes": (_status, [_message_p, c_char_p, c_size_t]),
+    "c10d_rpc_message_bytes": (_status, [_message_p, POINTER(c_void_p), POINTER(c_size_t)]),
+    "c10d_rpc_message_set_error": (_status, [_message_p, c_char_p]),
+    "c10d_rpc_init": (_status, [_store_p, c_char_p, c_int, c_int, POINTER(RpcFunctionEntry),
+                                c_size_t, POINTER(RpcOptions), POINTER(_rpc_p)]),
+    "c10d_rpc_worker_id": (_status, [_rpc_p, c_char_p, POINTER(c_int)]),
+    "c10d_rpc_call": (_status, [_rpc_p, c_char_p, c_char_p, _message_p, c_int64,
+                                POINTER(_future_p)]),
+    "c10d_rpc_call_sync": (_status, [_rpc_p, c_char_p, c_char_p, _message_p, c_int64,
+                                     POINTER(_message_p)]),
+    "c10d_rpc_future_wait": (_status, [_future_p, c_int64, POINTER(_message_p)]),
+    "c10d_rpc_future_test": (_status, [_future_p, POINTER(c_int)]),
+    "c10d_rpc_future_free": (None, [_future_p]),
+    "c10d_rpc_shutdown": (_status, [_rpc_p, c_int]),
+    "c10d_rpc_free": (None, [_rpc_p]),
 }
 
 # CDLL caches the function objects it hands out, so lib.c10d_x is this prototyped one later on.
