@@ -1,7 +1,9 @@
 #include "c10d/Init.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <optional>
+#include <vector>
 
 #include "c10d/ErrorFile.hpp"
 #include "c10d/core/Config.hpp"
@@ -75,32 +77,39 @@ std::chrono::milliseconds resolveTimeout(std::chrono::milliseconds timeout) {
 
 // Under torchrun's static rendezvous the agent hosts a PyTorch TCPStore at MASTER_ADDR:MASTER_PORT
 // (so no rank can host ours there) and every worker is its client, under the key prefix of the
-// restart attempt, as torch.distributed's workers are. Each initialisation in a process is one
-// generation of its own keys, so a group created again after destroy (same attempt, same agent
-// store) does not meet the keys of the one before. Returns once every rank of this generation is
-// there, like our own store's rendezvous.
+// restart attempt, as torch.distributed's workers are. Each successful initialisation in a process
+// is one generation of keys of its own, so a group created again after destroy (same attempt,
+// same agent store) does not meet the keys of the one before, and an initialisation that failed
+// is retried in the same generation. Returns once every rank of this generation is there, like
+// our own store's rendezvous, or names the ranks that are not.
 std::shared_ptr<Store> agentStore(const std::string& host, const std::string& portText,
                                   const WorldInfo& world, std::chrono::milliseconds timeout) {
+  static std::atomic<int> generations{0};
   auto port = static_cast<uint16_t>(config::requireInteger("MASTER_PORT", portText, 1, 65535));
   std::string attempt = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
   std::string prefix = "/worker/attempt_" + attempt;
   auto store =
       std::make_shared<PrefixStore>(prefix, std::make_shared<PyTorchTCPStore>(host, port, timeout));
-  const int64_t size = world.worldSize;
-  int64_t arrival = store->add("c10d/arrivals", 1);  // 1-based, over every generation
-  int64_t generation = (arrival - 1) / size;
-  std::string all = "c10d/" + std::to_string(generation) + "/all_arrived";
-  if (arrival == (generation + 1) * size) store->set(all, {1});
+  const int generation = generations.load();
+  const std::string here = "c10d/" + std::to_string(generation);
+  auto arrived = [&](int rank) { return here + "/arrived/" + std::to_string(rank); };
+  store->set(arrived(world.rank), toBytes(std::to_string(world.worldSize)));
+  std::vector<std::string> everyone;
+  for (int r = 0; r < world.worldSize; ++r) everyone.push_back(arrived(r));
   try {
-    store->wait({all}, timeout);
+    store->wait(everyone, timeout);
   } catch (const TimeoutError&) {
-    int64_t arrived = store->add("c10d/arrivals", 0) - generation * size;
+    std::string missing;
+    for (int r = 0; r < world.worldSize; ++r) {
+      if (!store->check({arrived(r)})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    }
     C10D_THROW(TimeoutError, "rendezvous in torchrun's agent store ", host, ":", port,
-               " (keys under '", prefix, "/'): ", std::min(arrived, size), " of ", size,
-               " ranks arrived within ", timeout.count(),
-               " ms. Check that every worker calls init and uses the same WORLD_SIZE");
+               " (keys under '", prefix, "/", here, "/'): rank(s) ", missing,
+               " did not arrive within ", timeout.count(),
+               " ms. Check that every worker calls init, with the same WORLD_SIZE");
   }
-  return std::make_shared<PrefixStore>("c10d/" + std::to_string(generation), store);
+  generations.fetch_add(1);
+  return std::make_shared<PrefixStore>(here, store);
 }
 
 }  // namespace

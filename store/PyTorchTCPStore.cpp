@@ -1,6 +1,7 @@
 #include "store/PyTorchTCPStore.hpp"
 
 #include <cstring>
+#include <map>
 
 #include "c10d/core/Config.hpp"
 #include "c10d/core/Exception.hpp"
@@ -125,7 +126,18 @@ PyTorchTCPStore::PyTorchTCPStore(std::string host, uint16_t port, std::chrono::m
                                  Protocol protocol)
     : Store(timeout), host_(std::move(host)), port_(port), protocol_(protocol) {
   if (protocol_ == Protocol::Auto) protocol_ = protocolFromConfig();
-  if (protocol_ == Protocol::Auto) protocol_ = probePyTorchStoreProtocol(host_, port_, timeout);
+  if (protocol_ == Protocol::Auto) {
+    // One probe per server and process: against a silent (libuv) v2 server it lasts its whole
+    // deadline, and a process connects to one server several times (each init, RPC).
+    static std::mutex mutex;
+    static std::map<std::string, Protocol> found;
+    const std::string server = host_ + ":" + std::to_string(port_);
+    std::lock_guard<std::mutex> guard(mutex);
+    auto it = found.find(server);
+    protocol_ = it != found.end()
+                    ? it->second
+                    : found[server] = probePyTorchStoreProtocol(host_, port_, timeout);
+  }
   std::lock_guard<std::mutex> guard(mutex_);
   connection();
 }
@@ -354,9 +366,11 @@ void PyTorchTCPStore::append(const std::string& key, const Bytes& value) {
     });
     return;
   }
-  // v1 has no append: compare-and-set until our value is the one extended. (Two appends of the
-  // same bytes racing on the same old value can be taken for each other: then one lands.)
+  // v1 has no append: compare-and-set from the value read until ours is the one extended. (Two
+  // appends of the same bytes racing on the same old value can be taken for each other: then
+  // one lands.)
   Bytes current;
+  if (check({key})) current = get(key);
   while (true) {
     Bytes desired = current;
     desired.insert(desired.end(), value.begin(), value.end());

@@ -22,6 +22,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -396,11 +397,20 @@ std::string errorFileMessage(const std::string& path) {
       case 't':
         text += '\t';
         break;
-      case 'u':  // only what our writers produce: control characters
-        if (i + 4 < json.size())
-          text += static_cast<char>(std::stoi(json.substr(i + 1, 4), nullptr, 16));
-        i += 4;
+      case 'u': {  // our writers escape control characters only; others' text stays as is
+        unsigned value = 0;
+        size_t digits = 0;
+        while (digits < 4 && i + 1 < json.size() &&
+               std::isxdigit(static_cast<unsigned char>(json[i + 1]))) {
+          char c = json[++i];
+          value = value * 16 + static_cast<unsigned>(std::isdigit(static_cast<unsigned char>(c))
+                                                         ? c - '0'
+                                                         : (std::tolower(c) - 'a' + 10));
+          ++digits;
+        }
+        text += digits == 4 && value < 0x80 ? std::string(1, static_cast<char>(value)) : "?";
         break;
+      }
       default:
         text += escaped;
     }

@@ -90,9 +90,17 @@ StreamScope::StreamScope(const char* call, const c10d_buffer* first, size_t firs
   };
   consider(first, firstCount);
   consider(second, secondCount);
-  if (chosen == nullptr) return;
+  if (chosen != nullptr) enter(chosen->stream);
+}
+
+StreamScope::StreamScope(const c10d_work& work) {
+  if (work.onStream) enter(work.stream);
+}
+
+void StreamScope::enter(void* stream) {
   previous_ = currentCudaStream();
-  setCurrentCudaStream(chosen->stream);
+  setCurrentCudaStream(stream);
+  stream_ = stream;
   set_ = true;
 }
 
@@ -101,12 +109,12 @@ StreamScope::~StreamScope() {
 }
 
 void deliver(std::shared_ptr<Work> work, const std::shared_ptr<ProcessGroup>& group,
-             c10d_work** out) {
+             const StreamScope& stream, c10d_work** out) {
   if (out == nullptr) {
     work->wait();
     return;
   }
-  *out = new c10d_work{std::move(work), group};
+  *out = new c10d_work{std::move(work), group, stream.active(), stream.stream()};
 }
 
 }  // namespace c10d::capi

@@ -53,7 +53,7 @@ c10d_status c10d_store_connect(const c10d_init_options* options, c10d_store** ou
     const char* call = "c10d_store_connect";
     outOf(out, call);
     InitOptions init = initOptionsOf(options, call);
-    *out = new c10d_store{connectStore(init, detectWorld(init))};
+    *out = storeHandle(connectStore(init, detectWorld(init)));
   });
 }
 
@@ -112,7 +112,7 @@ c10d_status c10d_group_store(c10d_group* group, c10d_store** out) {
     std::shared_ptr<Store> store = deref(group, call, "group").group->store();
     C10D_CHECK(store != nullptr, InvalidArgument, call,
                ": the group has no store (a non-member's handle)");
-    outOf(out, call) = new c10d_store{std::move(store)};
+    outOf(out, call) = storeHandle(std::move(store));
   });
 }
 

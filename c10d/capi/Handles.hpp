@@ -28,6 +28,10 @@ struct c10d_work {
   std::shared_ptr<c10d::Work> work;
   // Keeps the group alive while its work is: the C caller may free the group first.
   std::shared_ptr<c10d::ProcessGroup> group;
+  // The CUDA stream of the op's buffers: a wait orders that stream after the op (NCCL's
+  // Work::wait orders the calling thread's current stream).
+  bool onStream = false;
+  void* stream = nullptr;
 };
 
 namespace c10d::capi {
@@ -66,7 +70,10 @@ Out& outOf(Out* out, const char* call) {
 }
 
 // Checks an option struct's struct_size field against the size this library was built with.
-// Returns false for NULL (use the defaults).
+// Returns false for NULL (use the defaults). Every struct is at its first version, so only its
+// size is known; a version that grows one will accept each earlier size too and default the
+// fields that size lacks, and refuses sizes it does not know (a newer caller's fields would be
+// ignored, a partial field misread).
 template <typename Options>
 bool checkOptions(const Options* options, const char* call) {
   if (options == nullptr) return false;
@@ -96,19 +103,30 @@ class StreamScope {
   // The op's buffers: up to two arrays (outputs and inputs), either may be NULL.
   StreamScope(const char* call, const c10d_buffer* first, size_t firstCount,
               const c10d_buffer* second = nullptr, size_t secondCount = 0);
+  // A work's stream again, for its wait.
+  explicit StreamScope(const c10d_work& work);
   ~StreamScope();
   StreamScope(const StreamScope&) = delete;
   StreamScope& operator=(const StreamScope&) = delete;
 
+  bool active() const { return set_; }
+  void* stream() const { return stream_; }
+
  private:
+  void enter(void* stream);
+
   bool set_ = false;
+  void* stream_ = nullptr;
   void* previous_ = nullptr;
 };
 
-// Hands the started work to the caller (out non-NULL) or waits for it (out NULL), as every
-// operation of c10d.h promises.
+// Hands the started work to the caller (out non-NULL) or waits for it (out NULL, inside stream's
+// scope), as every operation of c10d.h promises.
 void deliver(std::shared_ptr<Work> work, const std::shared_ptr<ProcessGroup>& group,
-             c10d_work** out);
+             const StreamScope& stream, c10d_work** out);
+
+// A handle on store (with its port when it is a TCP store, for c10d_store_port).
+c10d_store* storeHandle(std::shared_ptr<Store> store);
 
 // A copy of bytes in memory c10d_free releases.
 c10d_bytes copyOut(const void* data, size_t size);

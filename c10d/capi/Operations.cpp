@@ -52,7 +52,7 @@ c10d_status c10d_broadcast(c10d_group* group, const c10d_buffer* buffer,
     OpOptions op = opOptionsOf(options, call);
     Tensor tensor = tensorOf(buffer, call, "buffer");
     StreamScope stream(call, buffer, 1);
-    deliver(pg->broadcast(tensor, BroadcastOptions{op.root, op.timeout}), pg, work);
+    deliver(pg->broadcast(tensor, BroadcastOptions{op.root, op.timeout}), pg, stream, work);
   });
 }
 
@@ -64,7 +64,7 @@ c10d_status c10d_allreduce(c10d_group* group, const c10d_buffer* buffer,
     OpOptions op = opOptionsOf(options, call);
     Tensor tensor = tensorOf(buffer, call, "buffer");
     StreamScope stream(call, buffer, 1);
-    deliver(pg->allreduce(tensor, AllreduceOptions{op.reduceOp, op.timeout}), pg, work);
+    deliver(pg->allreduce(tensor, AllreduceOptions{op.reduceOp, op.timeout}), pg, stream, work);
   });
 }
 
@@ -77,7 +77,8 @@ c10d_status c10d_allreduce_coalesced(c10d_group* group, const c10d_buffer* buffe
     OpOptions op = opOptionsOf(options, call);
     std::vector<Tensor> tensors = tensorsOf(buffers, num_buffers, call, "buffers");
     StreamScope stream(call, buffers, num_buffers);
-    deliver(pg->allreduceCoalesced(tensors, AllreduceOptions{op.reduceOp, op.timeout}), pg, work);
+    deliver(pg->allreduceCoalesced(tensors, AllreduceOptions{op.reduceOp, op.timeout}), pg, stream,
+            work);
   });
 }
 
@@ -89,7 +90,7 @@ c10d_status c10d_reduce(c10d_group* group, const c10d_buffer* buffer,
     OpOptions op = opOptionsOf(options, call);
     Tensor tensor = tensorOf(buffer, call, "buffer");
     StreamScope stream(call, buffer, 1);
-    deliver(pg->reduce(tensor, ReduceOptions{op.reduceOp, op.root, op.timeout}), pg, work);
+    deliver(pg->reduce(tensor, ReduceOptions{op.reduceOp, op.root, op.timeout}), pg, stream, work);
   });
 }
 
@@ -103,7 +104,7 @@ c10d_status c10d_allgather(c10d_group* group, const c10d_buffer* outputs, size_t
     std::vector<Tensor> out = tensorsOf(outputs, num_outputs, call, "outputs");
     Tensor in = tensorOf(input, call, "input");
     StreamScope stream(call, outputs, num_outputs, input, 1);
-    deliver(pg->allgather(out, in, AllgatherOptions{op.timeout}), pg, work);
+    deliver(pg->allgather(out, in, AllgatherOptions{op.timeout}), pg, stream, work);
   });
 }
 
@@ -117,7 +118,7 @@ c10d_status c10d_allgather_into(c10d_group* group, const c10d_buffer* output,
     Tensor out = tensorOf(output, call, "output");
     Tensor in = tensorOf(input, call, "input");
     StreamScope stream(call, output, 1, input, 1);
-    deliver(pg->allgatherIntoTensor(out, in, AllgatherOptions{op.timeout}), pg, work);
+    deliver(pg->allgatherIntoTensor(out, in, AllgatherOptions{op.timeout}), pg, stream, work);
   });
 }
 
@@ -131,7 +132,7 @@ c10d_status c10d_gather(c10d_group* group, const c10d_buffer* outputs, size_t nu
     std::vector<Tensor> out = tensorsOf(outputs, num_outputs, call, "outputs");
     Tensor in = tensorOf(input, call, "input");
     StreamScope stream(call, outputs, num_outputs, input, 1);
-    deliver(pg->gather(out, in, GatherOptions{op.root, op.timeout}), pg, work);
+    deliver(pg->gather(out, in, GatherOptions{op.root, op.timeout}), pg, stream, work);
   });
 }
 
@@ -144,7 +145,7 @@ c10d_status c10d_scatter(c10d_group* group, const c10d_buffer* output, const c10
     Tensor out = tensorOf(output, call, "output");
     std::vector<Tensor> in = tensorsOf(inputs, num_inputs, call, "inputs");
     StreamScope stream(call, output, 1, inputs, num_inputs);
-    deliver(pg->scatter(out, in, ScatterOptions{op.root, op.timeout}), pg, work);
+    deliver(pg->scatter(out, in, ScatterOptions{op.root, op.timeout}), pg, stream, work);
   });
 }
 
@@ -158,7 +159,8 @@ c10d_status c10d_reduce_scatter(c10d_group* group, const c10d_buffer* output,
     Tensor out = tensorOf(output, call, "output");
     std::vector<Tensor> in = tensorsOf(inputs, num_inputs, call, "inputs");
     StreamScope stream(call, output, 1, inputs, num_inputs);
-    deliver(pg->reduceScatter(out, in, ReduceScatterOptions{op.reduceOp, op.timeout}), pg, work);
+    deliver(pg->reduceScatter(out, in, ReduceScatterOptions{op.reduceOp, op.timeout}), pg, stream,
+            work);
   });
 }
 
@@ -173,7 +175,7 @@ c10d_status c10d_reduce_scatter_into(c10d_group* group, const c10d_buffer* outpu
     Tensor in = tensorOf(input, call, "input");
     StreamScope stream(call, output, 1, input, 1);
     deliver(pg->reduceScatterTensor(out, in, ReduceScatterOptions{op.reduceOp, op.timeout}), pg,
-            work);
+            stream, work);
   });
 }
 
@@ -187,7 +189,7 @@ c10d_status c10d_alltoall(c10d_group* group, const c10d_buffer* outputs, size_t 
     std::vector<Tensor> out = tensorsOf(outputs, num_outputs, call, "outputs");
     std::vector<Tensor> in = tensorsOf(inputs, num_inputs, call, "inputs");
     StreamScope stream(call, outputs, num_outputs, inputs, num_inputs);
-    deliver(pg->alltoall(out, in, AllToAllOptions{op.timeout}), pg, work);
+    deliver(pg->alltoall(out, in, AllToAllOptions{op.timeout}), pg, stream, work);
   });
 }
 
@@ -211,7 +213,8 @@ c10d_status c10d_alltoall_single(c10d_group* group, const c10d_buffer* output,
       inSplits.assign(input_splits, input_splits + num_splits);
     }
     StreamScope stream(call, output, 1, input, 1);
-    deliver(pg->alltoallBase(out, in, outSplits, inSplits, AllToAllOptions{op.timeout}), pg, work);
+    deliver(pg->alltoallBase(out, in, outSplits, inSplits, AllToAllOptions{op.timeout}), pg, stream,
+            work);
   });
 }
 
@@ -220,7 +223,8 @@ c10d_status c10d_barrier(c10d_group* group, const c10d_op_options* options, c10d
     const char* call = "c10d_barrier";
     auto& pg = groupOf(group, call);
     OpOptions op = opOptionsOf(options, call);
-    deliver(pg->barrier(BarrierOptions{op.timeout}), pg, work);
+    StreamScope stream(call, nullptr, 0);
+    deliver(pg->barrier(BarrierOptions{op.timeout}), pg, stream, work);
   });
 }
 
@@ -239,7 +243,7 @@ c10d_status c10d_send(c10d_group* group, const c10d_buffer* buffer, int dst,
     OpOptions op = opOptionsOf(options, call);
     Tensor tensor = tensorOf(buffer, call, "buffer");
     StreamScope stream(call, buffer, 1);
-    deliver(pg->send(tensor, dst, SendOptions{op.tag, op.timeout}), pg, work);
+    deliver(pg->send(tensor, dst, SendOptions{op.tag, op.timeout}), pg, stream, work);
   });
 }
 
@@ -251,7 +255,7 @@ c10d_status c10d_recv(c10d_group* group, const c10d_buffer* buffer, int src,
     OpOptions op = opOptionsOf(options, call);
     Tensor tensor = tensorOf(buffer, call, "buffer");
     StreamScope stream(call, buffer, 1);
-    deliver(pg->recv(tensor, src, RecvOptions{op.tag, op.timeout}), pg, work);
+    deliver(pg->recv(tensor, src, RecvOptions{op.tag, op.timeout}), pg, stream, work);
   });
 }
 
@@ -263,7 +267,7 @@ c10d_status c10d_recv_any(c10d_group* group, const c10d_buffer* buffer,
     OpOptions op = opOptionsOf(options, call);
     Tensor tensor = tensorOf(buffer, call, "buffer");
     StreamScope stream(call, buffer, 1);
-    deliver(pg->recvAnysource(tensor, RecvOptions{op.tag, op.timeout}), pg, work);
+    deliver(pg->recvAnysource(tensor, RecvOptions{op.tag, op.timeout}), pg, stream, work);
   });
 }
 
@@ -296,11 +300,21 @@ c10d_status c10d_batch_isend_irecv(c10d_group* group, const c10d_p2p_op* ops, si
                "returned ",
                started.size(), " works for ", num_ops, " operations");
     if (works == nullptr) {
-      for (auto& w : started) w->wait();
+      // Every op must be over before the caller may reuse any buffer, also when one failed.
+      std::exception_ptr first;
+      for (auto& w : started) {
+        try {
+          w->wait();
+        } catch (...) {
+          if (!first) first = std::current_exception();
+        }
+      }
+      if (first) std::rethrow_exception(first);
       return;
     }
     for (size_t i = 0; i < num_ops; ++i) {
-      works[i] = new c10d_work{started[started.size() == 1 ? 0 : i], pg};
+      works[i] =
+          new c10d_work{started[started.size() == 1 ? 0 : i], pg, stream.active(), stream.stream()};
     }
   });
 }

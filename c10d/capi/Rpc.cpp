@@ -102,9 +102,10 @@ c10d_status c10d_rpc_message_bytes(const c10d_rpc_message* message, const void**
 c10d_status c10d_rpc_message_add_tensor(c10d_rpc_message* message, DLManagedTensor* tensor) {
   return guarded([&] {
     const char* call = "c10d_rpc_message_add_tensor";
-    c10d_rpc_message& m = deref(message, call, "message");
-    // fromDLPack owns the tensor from here on, also when it refuses it.
+    // Ours from the first line, whatever fails after: fromDLPack calls the deleter also when it
+    // refuses the tensor, and t's holder does when anything below throws.
     Tensor t = fromDLPack(tensor);
+    c10d_rpc_message& m = deref(message, call, "message");
     C10D_CHECK(t.device().isCPU(), InvalidArgument, call,
                ": RPC sends CPU tensors; copy CUDA tensors to the host first");
     m.tensors.push_back(std::move(t));

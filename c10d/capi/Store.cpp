@@ -45,6 +45,12 @@ std::chrono::milliseconds storeTimeout(Store& store, int64_t timeoutMs) {
 
 }  // namespace
 
+c10d_store* c10d::capi::storeHandle(std::shared_ptr<Store> store) {
+  uint16_t port = 0;
+  if (auto* tcp = dynamic_cast<TCPStore*>(store.get())) port = tcp->port();
+  return new c10d_store{std::move(store), port};
+}
+
 extern "C" {
 
 c10d_status c10d_store_tcp(const c10d_tcp_store_options* options, c10d_store** out) {
@@ -64,8 +70,7 @@ c10d_status c10d_store_tcp(const c10d_tcp_store_options* options, c10d_store** o
       tcp.numWorkers = options->num_workers;
     }
     tcp.timeout = std::chrono::milliseconds(options->timeout_ms);
-    auto store = std::make_shared<TCPStore>(options->host, options->port, tcp);
-    *out = new c10d_store{store, store->port()};
+    *out = storeHandle(std::make_shared<TCPStore>(options->host, options->port, tcp));
   });
 }
 

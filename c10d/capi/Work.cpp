@@ -8,7 +8,11 @@ using namespace c10d::capi;
 extern "C" {
 
 c10d_status c10d_work_wait(c10d_work* work, int64_t timeout_ms) {
-  return guarded([&] { deref(work, "c10d_work_wait", "work").work->wait(timeoutOf(timeout_ms)); });
+  return guarded([&] {
+    c10d_work& w = deref(work, "c10d_work_wait", "work");
+    StreamScope stream(w);
+    w.work->wait(timeoutOf(timeout_ms));
+  });
 }
 
 c10d_status c10d_work_test(c10d_work* work, int* completed) {

@@ -16,9 +16,13 @@
  * without breaking callers built against this one: start from the *_INIT macro, then set what
  * you need. A NULL options pointer means the defaults.
  *
- * Threading: every call may be made from any thread; a handle may be used by several threads at
- * once, except that *_free must be the handle's last use. Completion callbacks run on a library
- * thread (or at once on the caller's, for a work that has already completed).
+ * Threading: every call may be made from any thread; a store, group, work or RPC agent may be used
+ * by several threads at once, except that *_free must be the handle's last use and
+ * c10d_store_set_timeout must not race the store's other calls. An RPC message is one thread's at
+ * a time; a reducer follows the C++ one (c10d_ddp_mark_grad_ready from any thread, its other
+ * calls from one). Completion callbacks and RPC functions run on library threads (a callback at
+ * once on the caller's, for a work that has already completed): they must not free or shut down
+ * a group or an agent, whose threads they run on.
  *
  * Buffers: a c10d_buffer describes `count` contiguous elements of `dtype` at `data` on a device.
  * Operations read and write them in place (zero copy); the memory must stay valid until the
@@ -320,7 +324,10 @@ C10D_C_EXPORT c10d_status c10d_batch_isend_irecv(c10d_group* group, const c10d_p
 /* ---- work ---- */
 
 /* Blocks until the operation completes (timeout_ms -1: its own timeout) and returns its status.
- * C10D_ERR_TIMEOUT for a shorter timeout leaves the operation running. */
+ * C10D_ERR_TIMEOUT for a shorter timeout leaves the operation running. On CUDA buffers (NCCL)
+ * it instead orders the buffers' stream after the operation and returns (set
+ * C10D_NCCL_BLOCKING_WAIT=1 to block); the operation's error then arrives through
+ * c10d_work_test or the completion callback. */
 C10D_C_EXPORT c10d_status c10d_work_wait(c10d_work* work, int64_t timeout_ms);
 /* *completed: whether it has completed; the status is its error once completed with one. */
 C10D_C_EXPORT c10d_status c10d_work_test(c10d_work* work, int* completed);
@@ -420,8 +427,9 @@ C10D_C_EXPORT c10d_status c10d_rpc_message_set_bytes(c10d_rpc_message* message, 
 /* The message's bytes, valid until it changes or is freed. */
 C10D_C_EXPORT c10d_status c10d_rpc_message_bytes(const c10d_rpc_message* message, const void** data,
                                                  size_t* size);
-/* Appends a tensor, taking ownership: the library calls its deleter once it is sent. Its memory
- * is read when the message is sent, not copied before. */
+/* Appends a tensor, taking ownership whatever the status (the library calls its deleter once it
+ * is sent, or at once when it refuses it). Its memory is read when the message is sent, not
+ * copied before. */
 C10D_C_EXPORT c10d_status c10d_rpc_message_add_tensor(c10d_rpc_message* message,
                                                       struct DLManagedTensor* tensor);
 C10D_C_EXPORT size_t c10d_rpc_message_num_tensors(const c10d_rpc_message* message);

@@ -6,11 +6,42 @@
 
 namespace c10d::inline v0::detail {
 
-// Appends text as a JSON string literal (quotes, escapes, control characters as \u00XX): what the
+// The length of the well-formed UTF-8 sequence at text[i] (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF), or 0.
+inline size_t utf8SequenceLength(std::string_view text, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  unsigned char lead = byte(i);
+  size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+  if (lead < 0xC2 || lead > 0xF4 || i + length > text.size()) return 0;
+  unsigned char low = 0x80, high = 0xBF;  // the second byte's range, narrower after some leads
+  if (lead == 0xE0) low = 0xA0;
+  if (lead == 0xED) high = 0x9F;
+  if (lead == 0xF0) low = 0x90;
+  if (lead == 0xF4) high = 0x8F;
+  if (byte(i + 1) < low || byte(i + 1) > high) return 0;
+  for (size_t k = 2; k < length; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  }
+  return length;
+}
+
+// Appends text as a JSON string literal (quotes, escapes, control characters as \u00XX, bytes
+// that are not UTF-8 as U+FFFD, since a JSON reader refuses the whole file over one): what the
 // flight recorder's dumps and the launcher's error files write.
 inline void appendJsonString(std::string& out, std::string_view text) {
   out += '"';
-  for (unsigned char c : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      size_t length = utf8SequenceLength(text, i);
+      if (length == 0) {
+        out += "\\ufffd";
+      } else {
+        out.append(text.substr(i, length));
+        i += length - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '"':
         out += "\\\"";

@@ -112,6 +112,12 @@ int main(void) {
   g_rank = c10d_group_rank(group);
   size_world = c10d_group_size(group);
   CHECK(c10d_group_store(group, &store) == C10D_OK, "the group's store");
+  {
+    uint16_t port = 0;
+    const char* master = getenv("MASTER_PORT");
+    CHECK(c10d_store_port(store, &port) == C10D_OK && master != NULL && port == atoi(master),
+          "the group's store is the TCP store at MASTER_PORT");
+  }
   snprintf(name, sizeof name, "worker%d", g_rank);
   snprintf(peer, sizeof peer, "worker%d", (g_rank + 1) % size_world);
   functions[0].name = "echo";

@@ -83,7 +83,10 @@ int main(int argc, char** argv) {
     store.append("log", bytes("a"));
     store.append("log", bytes("b"));
     expect(store.getString("log") == "ab", "append twice");
-    expect(store.numKeys() == 7, "numKeys counts the server's keys (7 set so far)");
+    store.append("same", bytes("x"));
+    store.append("same", bytes("x"));
+    expect(store.getString("same") == "xx", "the same bytes appended twice");
+    expect(store.numKeys() == 8, "numKeys counts the server's keys (8 set so far)");
 
     // Keys under a prefix, as the workers of torchrun use the agent store.
     c10d::PrefixStore worker("/worker/attempt_0",
