@@ -17,6 +17,7 @@ from ctypes import byref, c_int, c_int64, c_void_p
 from datetime import timedelta
 
 from . import _capi
+from . import errorfile as _errorfile
 from ._capi import lib
 from ._tensors import buffer as _buffer, buffers as _buffers, row_elements as _row_elements
 from .errors import InvalidArgument, StateError
@@ -303,6 +304,8 @@ def init_process_group(backend=None, init_method=None, timeout=default_pg_timeou
     if _world is not None:
         raise StateError("init_process_group: the default process group is already "
                          "initialized; call destroy_process_group() first")
+    if os.environ.get("TORCHELASTIC_ERROR_FILE"):
+        _errorfile.install_excepthook()
     timeout_ms = _milliseconds(timeout, 0)
     name = group_name.encode() if group_name else None
     if store is not None:

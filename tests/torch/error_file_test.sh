@@ -27,6 +27,11 @@ out=$(timeout 60 "$c10drun" --nproc-per-node 1 "$python" -c "$writer" 2>&1)
 echo "$out" | grep -q "^c10drun: rank 0 exited with code 5: bad ? byte" \
   || { echo "$out"; fail "c10drun's summary lacks the Python rank's error"; }
 echo "c10drun: foreign and non-UTF-8 error files are shown"
+pyrank=$(dirname "$0")/failing_rank.py
+out=$(timeout 60 "$c10drun" --nproc-per-node 2 "$python" "$pyrank" 2>&1)
+echo "$out" | grep -q "^c10drun: rank 1 exited with code 1: TimeoutError: .*failing_rank.py" \
+  || { echo "$out"; fail "c10drun's summary lacks the Python rank's uncaught error"; }
+echo "c10drun: a Python rank's uncaught error is in the summary"
 
 if ! "$python" -c "import torch.distributed.run" 2>/dev/null; then
   echo "skipped torchrun: python3-torch is not installed (tools/setup.sh installs it)"
@@ -46,4 +51,9 @@ out=$(cd "$work" && timeout 120 "$python" -m torch.distributed.run --nproc_per_n
   --master_port "$port" --no_python --redirects 1 --tee 1 --log_dir "$work/logs2" \
   "$python" -c "$writer" 2>&1)
 echo "$out" | grep -q "bad .* byte" || { echo "$out"; fail "torchrun could not read a non-UTF-8 error"; }
+out=$(cd "$work" && timeout 120 "$python" -m torch.distributed.run --nproc_per_node 2 \
+  --master_port "$port" --no_python --redirects 1 --tee 1 --log_dir "$work/logs3" \
+  "$python" "$pyrank" 2>&1)
+echo "$out" | grep -q "TimeoutError: .*tag 78" \
+  || { echo "$out"; fail "torchrun's summary lacks the Python rank's uncaught error"; }
 echo "PASS: the error reaches c10drun's and torchrun's summaries"
