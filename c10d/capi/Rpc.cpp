@@ -20,6 +20,7 @@ struct c10d_rpc_message {
 
 struct c10d_rpc {
   std::shared_ptr<c10d::rpc::RpcAgent> agent;
+  std::vector<std::string> names;  // by worker id, for c10d_rpc_worker_name's pointers
 };
 
 using Reply = std::tuple<std::string, std::vector<c10d::Tensor>>;
@@ -164,7 +165,11 @@ c10d_status c10d_rpc_init(c10d_store* store, const char* name, int rank, int wor
             registerCFunction(a, functions[i].name, functions[i].function, functions[i].user);
           }
         });
-    *out = new c10d_rpc{std::move(agent)};
+    std::vector<std::string> names(static_cast<size_t>(world_size));
+    for (const rpc::WorkerInfo& info : agent->workers()) {
+      names.at(static_cast<size_t>(info.id)) = info.name;
+    }
+    *out = new c10d_rpc{std::move(agent), std::move(names)};
   });
 }
 
@@ -182,6 +187,23 @@ c10d_status c10d_rpc_worker_id(c10d_rpc* agent, const char* name, int* id) {
     const char* call = "c10d_rpc_worker_id";
     int found = deref(agent, call, "agent").agent->workerInfo(textOf(name, call, "name")).id;
     outOf(id, call) = found;
+  });
+}
+
+c10d_status c10d_rpc_worker_name(c10d_rpc* agent, int id, const char** name) {
+  return guarded([&] {
+    const char* call = "c10d_rpc_worker_name";
+    c10d_rpc& a = deref(agent, call, "agent");
+    C10D_CHECK(id >= 0 && static_cast<size_t>(id) < a.names.size(), InvalidArgument, call,
+               ": no worker has id ", id, "; ids are 0 to ", a.names.size() - 1);
+    outOf(name, call) = a.names[static_cast<size_t>(id)].c_str();
+  });
+}
+
+c10d_status c10d_rpc_worker_count(c10d_rpc* agent, int* count) {
+  return guarded([&] {
+    const char* call = "c10d_rpc_worker_count";
+    outOf(count, call) = static_cast<int>(deref(agent, call, "agent").names.size());
   });
 }
 

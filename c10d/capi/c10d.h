@@ -470,8 +470,11 @@ C10D_C_EXPORT c10d_status c10d_rpc_init(c10d_store* store, const char* name, int
 /* Registers one more function; callers must not call it before this returns. */
 C10D_C_EXPORT c10d_status c10d_rpc_register(c10d_rpc* agent, const char* name,
                                             c10d_rpc_function function, void* user);
-/* The id (rank) of the worker named name. */
+/* The id (rank) of the worker named name; the name of worker id (valid while the agent is), and
+ * how many workers there are (ids 0 to count - 1). */
 C10D_C_EXPORT c10d_status c10d_rpc_worker_id(c10d_rpc* agent, const char* name, int* id);
+C10D_C_EXPORT c10d_status c10d_rpc_worker_name(c10d_rpc* agent, int id, const char** name);
+C10D_C_EXPORT c10d_status c10d_rpc_worker_count(c10d_rpc* agent, int* count);
 /* Calls function on worker `to` with args (NULL: empty); timeout_ms -1: the agent's. args may be
  * freed when this returns; its tensors' memory must stay valid until the future completes. */
 C10D_C_EXPORT c10d_status c10d_rpc_call(c10d_rpc* agent, const char* to, const char* function,

@@ -307,6 +307,8 @@ _PROTOTYPES = {
     "c10d_rpc_init": (_status, [_store_p, c_char_p, c_int, c_int, POINTER(RpcFunctionEntry),
                                 c_size_t, POINTER(RpcOptions), POINTER(_rpc_p)]),
     "c10d_rpc_worker_id": (_status, [_rpc_p, c_char_p, POINTER(c_int)]),
+    "c10d_rpc_worker_name": (_status, [c_void_p, c_int, POINTER(c_char_p)]),
+    "c10d_rpc_worker_count": (_status, [c_void_p, POINTER(c_int)]),
     "c10d_rpc_call": (_status, [_rpc_p, c_char_p, c_char_p, _message_p, c_int64,
                                 POINTER(_future_p)]),
     "c10d_rpc_call_sync": (_status, [_rpc_p, c_char_p, c_char_p, _message_p, c_int64,

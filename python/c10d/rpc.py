@@ -44,7 +44,7 @@ import pickle
 import re
 import threading
 import traceback
-from ctypes import byref, c_int, c_size_t, c_void_p, string_at
+from ctypes import byref, c_char_p, c_int, c_size_t, c_void_p, string_at
 
 from . import _capi
 from . import distributed as _dist
@@ -232,7 +232,11 @@ def _worker_name(to):
         return to.name
     if isinstance(to, str):
         return to
-    raise InvalidArgument(f"rpc: to is {to!r}; give the worker's name or its WorkerInfo")
+    if isinstance(to, int) and not isinstance(to, bool):
+        name = c_char_p()
+        _check(lib.c10d_rpc_worker_name(_handle(), to, byref(name)))
+        return name.value.decode()
+    raise InvalidArgument(f"rpc: to is {to!r}; give the worker's name, id or WorkerInfo")
 
 
 def _reference(func):

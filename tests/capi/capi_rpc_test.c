@@ -137,6 +137,16 @@ int main(void) {
         "rpc init");
   CHECK(c10d_rpc_worker_id(agent, peer, &id) == C10D_OK && id == (g_rank + 1) % size_world,
         "worker id of the peer");
+  {
+    const char* found = NULL;
+    int count = 0;
+    CHECK(c10d_rpc_worker_count(agent, &count) == C10D_OK && count == size_world, "worker count");
+    CHECK(c10d_rpc_worker_name(agent, (g_rank + 1) % size_world, &found) == C10D_OK &&
+              strcmp(found, peer) == 0,
+          "the peer's name from its id");
+    CHECK(c10d_rpc_worker_name(agent, size_world, &found) == C10D_ERR_INVALID_ARGUMENT,
+          "an id out of range");
+  }
   CHECK(c10d_rpc_worker_id(agent, "nobody", &id) == C10D_ERR_INVALID_ARGUMENT &&
             strstr(c10d_last_error(), "nobody") != NULL,
         "an unknown worker is refused by name");

@@ -61,6 +61,7 @@ def run_two(rank, size):
 
     # by name and by reference, sync and async, args and kwargs
     assert rpc.rpc_sync(other, "add", (1, 2)) == 3
+    assert rpc.rpc_sync(1 - rank, "add", (1, 3)) == 4  # by the worker's id
     assert rpc.rpc_sync(other, add, (1,), {"b": 5}) == 6
     future = rpc.rpc_async(other, add, ("a", "b"))
     assert future.wait() == "ab" and future.done() and future.value() == "ab"
