@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,17 @@ class Store;
 // Which backend serves which device type: "gloo" (every device), or "cpu:gloo,cuda:nccl".
 // Throws InvalidArgument on an unknown device type or a malformed spec.
 std::map<DeviceType, std::string> parseBackendSpec(const std::string& spec);
+
+// How many times this rank ran an operation of a group, and the bytes of those calls, counted as
+// nccl-tests counts an op's size: the buffer (allreduce, broadcast, reduce, send, recv), the
+// whole gathered or scattered buffer (all N parts: allgather, reduce_scatter, gather, scatter), or
+// this rank's input (alltoall). Bytes moved on the wire follow from the algorithm (a ring
+// allreduce sends 2(N-1)/N of its size); docs/parallelism.md compares the two.
+struct OpTraffic {
+  std::string op;  // "allreduce", "send", ...
+  uint64_t calls = 0;
+  uint64_t bytes = 0;
+};
 
 struct ProcessGroupOptions {
   std::string backend = "gloo";  // a backend spec, see parseBackendSpec
@@ -91,6 +103,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // InvalidArgument when the recorder is off and Error when the file cannot be written.
   const FlightRecorder* flightRecorder() const { return recorder_.get(); }
   std::string dumpFlightRecorder(const std::string& reason = "on request") const;
+  // Each operation this rank issued on this group (valid calls, counted when issued), by name;
+  // resetTraffic() starts the counts again (e.g. after warm-up steps).
+  std::vector<OpTraffic> traffic() const;
+  void resetTraffic();
   std::shared_ptr<Store> store() const { return store_; }
 
   std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& options = {});
@@ -240,6 +256,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   const ErrorContext* errorContext_ = nullptr;
   std::atomic<uint64_t> collectives_{0};      // collectives issued: C10D_DEBUG's and the recorder's
   std::shared_ptr<FlightRecorder> recorder_;  // null when C10D_FLIGHT_RECORDER_SIZE=0
+  void countTraffic(const char* op, uint64_t bytes);
+  mutable std::mutex trafficMutex_;
+  std::map<std::string, OpTraffic, std::less<>> traffic_;
 };
 
 }  // namespace c10d::inline v0

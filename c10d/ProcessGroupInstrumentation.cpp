@@ -6,6 +6,7 @@
 #include "c10d/ProcessGroupInstrumentation.hpp"
 
 #include <cstring>
+#include <string_view>
 
 #include "c10d/core/Exception.hpp"
 #include "store/Store.hpp"
@@ -48,10 +49,45 @@ void logCompletion(const std::string& prefix, std::chrono::steady_clock::time_po
 
 }  // namespace detail
 
+uint64_t detail::payloadBytes(const char* op, const Tensor* tensor, int64_t tensors,
+                              int groupSize) {
+  uint64_t bytes = 0;
+  for (int64_t i = 0; i < tensors; ++i) bytes += tensor[i].nbytes();
+  // checked() gets one part of these ops' buffers (a rank's input or output): the size is all N.
+  static constexpr std::string_view kPerPart[] = {"allgather",      "allgather_into_tensor",
+                                                  "gather",         "scatter",
+                                                  "reduce_scatter", "reduce_scatter_tensor"};
+  for (std::string_view name : kPerPart) {
+    if (name == op) return bytes * static_cast<uint64_t>(groupSize);
+  }
+  return bytes;
+}
+
+void ProcessGroup::countTraffic(const char* op, uint64_t bytes) {
+  std::lock_guard<std::mutex> guard(trafficMutex_);
+  auto it = traffic_.find(std::string_view(op));
+  if (it == traffic_.end()) it = traffic_.emplace(op, OpTraffic{op, 0, 0}).first;
+  it->second.calls += 1;
+  it->second.bytes += bytes;
+}
+
+std::vector<OpTraffic> ProcessGroup::traffic() const {
+  std::lock_guard<std::mutex> guard(trafficMutex_);
+  std::vector<OpTraffic> all;
+  for (const auto& [name, count] : traffic_) all.push_back(count);
+  return all;
+}
+
+void ProcessGroup::resetTraffic() {
+  std::lock_guard<std::mutex> guard(trafficMutex_);
+  traffic_.clear();
+}
+
 std::shared_ptr<Work> ProcessGroup::instrumentPointToPoint(std::shared_ptr<Work> work,
                                                            const char* op, const Tensor& tensor,
                                                            int peer, int tag) {
   work->setErrorContext(errorContext_, op, -1, peer);
+  countTraffic(op, tensor.nbytes());
   if (!recorder_ && debug_ == DebugLevel::Off) return work;
   // Numbered apart from the collectives: ranks make different point-to-point ops.
   const uint64_t number = recorder_ ? recorder_->pointToPointStarted(op, tensor, peer, tag) : 0;

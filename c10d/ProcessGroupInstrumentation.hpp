@@ -25,6 +25,9 @@ namespace c10d::inline v0 {
 
 namespace detail {
 
+// A collective's size as OpTraffic counts it, from the tensors checked() gets: the buffer, or
+// for the gathering and scattering ops the one part given times the group size.
+uint64_t payloadBytes(const char* op, const Tensor* tensor, int64_t tensors, int groupSize);
 // What a recorded op does when its Work completes. Its error's text, "" when it succeeded.
 std::string errorText(const Future& done);
 // Every rank that sees an op fail leaves its view of the group behind (best effort: logged).
@@ -54,6 +57,7 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
                                             int64_t root, std::optional<ReduceOp> reduceOp,
                                             std::chrono::milliseconds timeout, Issue&& issue) {
   const uint64_t sequence = collectives_.fetch_add(1);
+  countTraffic(op, detail::payloadBytes(op, tensor, tensors, size_));
   if (debug_ == DebugLevel::Off && !recorder_) {
     std::shared_ptr<Work> work = issue();
     work->setErrorContext(errorContext_, op, static_cast<int64_t>(sequence), -1);

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <thread>
 
 #include "c10d/Init.hpp"
@@ -422,6 +423,36 @@ TEST(InitTest, EnvTcpAndFileMethodsBuildAWorkingGroup) {
         {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "0"}});
     EXPECT_THROW(initProcessGroup(), InvalidArgument);  // ranks could not agree on port 0
   }
+}
+
+// Each op's calls and size as nccl-tests counts it: the buffer, or all N parts of a gathered or
+// scattered one; invalid calls are not counted; resetTraffic starts again.
+TEST(ProcessGroupTest, TrafficCountsCallsAndBytesPerOp) {
+  constexpr int kSize = 3;
+  auto errors = errorsOnThreadRanks(kSize, std::chrono::seconds(30), [](ProcessGroup& pg) {
+    auto t = Tensor::zeros({256}, ScalarType::Float32);  // 1 KiB
+    for (int i = 0; i < 3; ++i) pg.allreduce(t)->wait();
+    auto part = Tensor::zeros({16}, ScalarType::Float32);  // 64 B
+    auto all = Tensor::zeros({16 * kSize}, ScalarType::Float32);
+    pg.allgatherIntoTensor(all, part)->wait();
+    pg.reduceScatterTensor(part, all)->wait();
+    if (pg.rank() == 0) pg.send(part, 1, SendOptions{.tag = 5})->wait();
+    if (pg.rank() == 1) pg.recv(part, 0, RecvOptions{.tag = 5})->wait();
+    EXPECT_THROW(pg.broadcast(t, BroadcastOptions{.rootRank = kSize}), InvalidArgument);
+    std::map<std::string, OpTraffic> counted;
+    for (const OpTraffic& count : pg.traffic()) counted[count.op] = count;
+    EXPECT_EQ(counted["allreduce"].calls, 3u);
+    EXPECT_EQ(counted["allreduce"].bytes, 3u * 1024);
+    EXPECT_EQ(counted["allgather_into_tensor"].bytes, 64u * kSize);
+    EXPECT_EQ(counted["reduce_scatter_tensor"].bytes, 64u * kSize);
+    EXPECT_EQ(counted.count("broadcast"), 0u) << "a refused call is not traffic";
+    const uint64_t sent = pg.rank() == 0 ? 64 : 0, received = pg.rank() == 1 ? 64 : 0;
+    EXPECT_EQ(counted["send"].bytes, sent);
+    EXPECT_EQ(counted["recv"].bytes, received);
+    pg.resetTraffic();
+    EXPECT_TRUE(pg.traffic().empty());
+  });
+  for (int rank = 0; rank < kSize; ++rank) EXPECT_EQ(errors[rank], "") << "rank " << rank;
 }
 
 }  // namespace
