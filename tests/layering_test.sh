@@ -13,6 +13,7 @@ layers=(
   "store+store/tcp"
   "c10d"
   "c10d/training backends/common"
+  "c10d/parallel"
   "backends/gloo backends/mpi backends/nccl"
   "rpc/transport"
   "rpc"
