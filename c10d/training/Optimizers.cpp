@@ -91,6 +91,14 @@ class Optimizer : public FunctionalOptimizer {
     }
   }
 
+  size_t stateBytes() const override {
+    size_t bytes = 0;
+    for (const ParamState& state : states_) {
+      for (const Tensor& buffer : state.buffers) bytes += buffer.nbytes();
+    }
+    return bytes;
+  }
+
  private:
   template <typename S>
   void apply(const Tensor& p, const Tensor& g, ParamState& state) {

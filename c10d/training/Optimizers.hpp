@@ -49,6 +49,8 @@ class FunctionalOptimizer {
   // its state) alone, as torch.optim skips parameters without a grad. State is kept per index:
   // pass the same parameters in the same order every step.
   virtual void step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) = 0;
+  // Bytes of state (momentum, moments...) the optimizer holds now; 0 for one that does not say.
+  virtual size_t stateBytes() const { return 0; }
 };
 
 std::unique_ptr<FunctionalOptimizer> makeOptimizer(const OptimizerSpec& spec);

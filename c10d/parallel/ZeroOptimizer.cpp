@@ -1,0 +1,169 @@
+#include "c10d/parallel/ZeroOptimizer.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "c10d/core/Exception.hpp"
+
+namespace c10d::inline v0 {
+namespace {
+
+// A run of a bucket's flat elements that lies in one parameter.
+struct Segment {
+  size_t parameter;
+  int64_t inParameter;  // offset in the parameter's elements
+  int64_t inBucket;     // offset in the bucket's flat elements
+  int64_t length;
+};
+
+// One bucket as the shards see it: its parameters' runs, and the part each rank owns.
+struct BucketShards {
+  std::vector<Segment> segments;  // every parameter of the bucket, in the bucket's order
+  int64_t elements = 0;
+  int64_t part = 0;  // ceil(elements / N): each rank's part, the last one's padded
+  ScalarType dtype = ScalarType::Float32;
+  Tensor values;    // this rank's part of the parameters (part elements)
+  Tensor grads;     // this rank's part of the averaged gradients
+  Tensor gathered;  // N * part elements: everyone's updated parts
+};
+
+// Copies elements [from, from + count) of the bucket's flat order between the parameters (or
+// their gradients) and flat, in the direction toFlat says.
+void copyRange(const std::vector<Tensor>& tensors, const BucketShards& bucket, int64_t from,
+               int64_t count, const Tensor& flat, int64_t flatOffset, bool toFlat) {
+  const size_t element = c10d::elementSize(bucket.dtype);
+  auto* flatBytes = static_cast<char*>(flat.data()) + flatOffset * element;
+  for (const Segment& s : bucket.segments) {
+    const int64_t begin = std::max(from, s.inBucket);
+    const int64_t end = std::min(from + count, s.inBucket + s.length);
+    if (begin >= end) continue;
+    auto* tensorBytes = static_cast<char*>(tensors[s.parameter].data()) +
+                        (s.inParameter + begin - s.inBucket) * element;
+    char* flatAt = flatBytes + (begin - from) * element;
+    if (toFlat) {
+      std::memcpy(flatAt, tensorBytes, (end - begin) * element);
+    } else {
+      std::memcpy(tensorBytes, flatAt, (end - begin) * element);
+    }
+  }
+}
+
+}  // namespace
+
+struct ZeroOptimizer::Impl {
+  ProcessGroup* group = nullptr;
+  int stage = 2;
+  std::vector<Tensor> values;
+  std::vector<Tensor> grads;
+  std::vector<BucketShards> buckets;
+  std::unique_ptr<DistributedDataParallel> reducer;
+  std::unique_ptr<FunctionalOptimizer> optimizer;
+};
+
+ZeroOptimizer::ZeroOptimizer(ProcessGroup& group, std::vector<DataParallelParameter> parameters,
+                             const OptimizerSpec& spec, ZeroOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  C10D_CHECK(options.stage == 1 || options.stage == 2, InvalidArgument, "ZeroOptimizer: stage ",
+             options.stage, " is not 1 or 2 (stage 3 is FSDP)");
+  Impl& impl = *impl_;
+  impl.group = &group;
+  impl.stage = options.stage;
+  impl.optimizer = makeOptimizer(spec);
+  for (const DataParallelParameter& p : parameters) {
+    C10D_CHECK(p.grad.defined(), InvalidArgument, "ZeroOptimizer: parameter '", p.name,
+               "' has no gradient tensor; the shards are read from the registered gradients");
+    impl.values.push_back(p.value);
+    impl.grads.push_back(p.grad);
+  }
+  DataParallelOptions ddp;
+  ddp.firstBucketBytes = options.firstBucketBytes;
+  ddp.bucketCapBytes = options.bucketCapBytes;
+  ddp.rebuildBuckets = false;  // the shards are parts of buckets: they must not move
+  const int size = group.size(), rank = group.rank();
+  if (options.stage == 2) {
+    // Each bucket's average is reduce-scattered: this rank gets its part averaged and writes it
+    // back into the bucket, which the reducer then copies into the gradients.
+    ddp.commHook = [size, rank](ProcessGroup& pg, GradBucket& bucket) {
+      const int64_t n = bucket.buffer.numel();
+      const int64_t part = (n + size - 1) / size;
+      Tensor input = bucket.buffer;
+      if (n != part * size) {  // padded to N equal parts
+        input = Tensor::zeros({part * size}, bucket.buffer.dtype());
+        std::memcpy(input.data(), bucket.buffer.data(), bucket.buffer.nbytes());
+      }
+      Tensor mine = Tensor::empty({part}, bucket.buffer.dtype());
+      auto work = pg.reduceScatterTensor(mine, input, {.reduceOp = bucket.average});
+      return work->getFuture()->then([buffer = bucket.buffer, mine, n, part, rank](Future&) {
+        const int64_t begin = std::min(n, rank * part), count = std::min(n, begin + part) - begin;
+        std::memcpy(static_cast<char*>(buffer.data()) + begin * buffer.elementSize(), mine.data(),
+                    count * buffer.elementSize());
+        return std::vector<Tensor>{buffer};
+      });
+    };
+  }
+  impl.reducer = std::make_unique<DistributedDataParallel>(group, std::move(parameters), ddp);
+  for (const std::vector<size_t>& indices : impl.reducer->bucketLayout()) {
+    BucketShards bucket;
+    bucket.dtype = impl.values[indices.at(0)].dtype();
+    for (size_t i : indices) {
+      C10D_CHECK(impl.values[i].dtype() == bucket.dtype, InvalidArgument,
+                 "ZeroOptimizer: a bucket mixes ", bucket.dtype, " and ", impl.values[i].dtype());
+      bucket.segments.push_back({i, 0, bucket.elements, impl.values[i].numel()});
+      bucket.elements += impl.values[i].numel();
+    }
+    bucket.part = (bucket.elements + size - 1) / size;
+    bucket.values = Tensor::zeros({bucket.part}, bucket.dtype);
+    bucket.grads = Tensor::zeros({bucket.part}, bucket.dtype);
+    bucket.gathered = Tensor::zeros({bucket.part * size}, bucket.dtype);
+    impl.buckets.push_back(std::move(bucket));
+  }
+}
+
+ZeroOptimizer::~ZeroOptimizer() = default;
+
+DistributedDataParallel& ZeroOptimizer::reducer() {
+  return *impl_->reducer;
+}
+
+bool ZeroOptimizer::step() {
+  Impl& impl = *impl_;
+  if (!impl.reducer->finalizeBackward()) return false;
+  const int rank = impl.group->rank();
+  std::vector<Tensor> values, grads;
+  for (BucketShards& bucket : impl.buckets) {
+    const int64_t begin = std::min(bucket.elements, rank * bucket.part);
+    const int64_t count = std::min(bucket.elements, begin + bucket.part) - begin;
+    copyRange(impl.values, bucket, begin, count, bucket.values, 0, true);
+    copyRange(impl.grads, bucket, begin, count, bucket.grads, 0, true);
+    values.push_back(bucket.values);
+    grads.push_back(bucket.grads);
+  }
+  // One state per bucket part; the padding past a bucket's end steps zeros and is never read.
+  impl.optimizer->step(values, grads);
+  std::vector<std::shared_ptr<Work>> gathers;
+  for (BucketShards& bucket : impl.buckets) {
+    gathers.push_back(impl.group->allgatherIntoTensor(bucket.gathered, bucket.values));
+  }
+  for (size_t b = 0; b < impl.buckets.size(); ++b) {
+    gathers[b]->wait();
+    BucketShards& bucket = impl.buckets[b];
+    copyRange(impl.values, bucket, 0, bucket.elements, bucket.gathered, 0, false);
+  }
+  return true;
+}
+
+size_t ZeroOptimizer::optimizerStateBytes() const {
+  return impl_->optimizer->stateBytes();
+}
+
+int64_t ZeroOptimizer::shardElements() const {
+  int64_t elements = 0;
+  const int rank = impl_->group->rank();
+  for (const BucketShards& bucket : impl_->buckets) {
+    const int64_t begin = std::min(bucket.elements, rank * bucket.part);
+    elements += std::min(bucket.elements, begin + bucket.part) - begin;
+  }
+  return elements;
+}
+
+}  // namespace c10d::inline v0

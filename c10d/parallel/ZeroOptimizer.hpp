@@ -1,0 +1,61 @@
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "c10d/ProcessGroup.hpp"
+#include "c10d/training/DistributedDataParallel.hpp"
+#include "c10d/training/Optimizers.hpp"
+
+namespace c10d::inline v0 {
+
+struct ZeroOptions {
+  // 1: the optimizer's state is sharded (gradients still allreduced); 2: the gradient buckets
+  // are reduce-scattered instead, each rank getting the average of its shard only.
+  int stage = 2;
+  size_t firstBucketBytes = size_t{1} << 20;
+  size_t bucketCapBytes = size_t{25} << 20;
+};
+
+// ZeRO (stages 1 and 2) on the data-parallel reducer: each rank owns 1/N of every gradient
+// bucket (part r of bucket b: elements [r * ceil(n_b / N), ...)), keeps the optimizer's state for
+// that part only, steps it with the averaged gradient, and all-gathers the updated parameters,
+// so every rank ends each step with the same parameters as DataParallelOptimizer would give, at
+// about 1/N of the optimizer state.
+//
+// The optimizer owns its reducer (buckets must not move under the shards: rebuildBuckets is
+// off): call reducer().markGradReady(i) as gradients finish, reducer().syncParameters() once, and
+// step() after each backward. What is averaged: stage 1, every gradient; stage 2, only this
+// rank's part of each bucket (the rest of the gradients hold this rank's own, unreduced values).
+// The buckets stay full-size, so stage 2 changes the communication (reduce-scatter plus the
+// parameters' all-gather) and not yet the memory of the gradients.
+//
+// Errors: InvalidArgument for a stage other than 1 or 2, a bad optimizer spec, and what the
+// reducer refuses at registration; step() throws what finalizeBackward or the collectives throw.
+// Threading: as the reducer's finalizeBackward.
+class ZeroOptimizer {
+ public:
+  ZeroOptimizer(ProcessGroup& group, std::vector<DataParallelParameter> parameters,
+                const OptimizerSpec& spec, ZeroOptions options = {});
+  ~ZeroOptimizer();
+  ZeroOptimizer(const ZeroOptimizer&) = delete;
+  ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
+
+  DistributedDataParallel& reducer();
+
+  // Finishes the backward and, unless it was a no-sync one (returns false), steps this rank's
+  // shard and all-gathers every bucket's updated parameters.
+  bool step();
+
+  // Bytes of optimizer state this rank holds.
+  size_t optimizerStateBytes() const;
+  // Elements of the parameters this rank owns (its parts of the buckets).
+  int64_t shardElements() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace c10d::inline v0
