@@ -77,9 +77,11 @@ int main() {
     c10d::FullyShardedLayers fsdp(pg, initial, adam);
     auto referenceOptimizer = c10d::makeOptimizer(adam);
     double worst = 0;
+    uint64_t gathered = 0, scattered = 0;
     for (int step = 0; step < kSteps; ++step) {
       // Sharded: gather each layer for forward, again for backward, reduce its gradient.
       const Matrix x = batchOf(rank, step), target = targetOf(rank, step);
+      pg.resetTraffic();
       std::vector<Matrix> inputs, pre;
       Matrix h = x;
       for (int l = 0; l < kLayers; ++l) {
@@ -105,6 +107,17 @@ int main() {
         fsdp.release(l);
       }
       fsdp.step();  // waits for every reduction, then steps the shards
+      // Each layer gathered twice (forward, backward) and its gradient reduce-scattered once; a
+      // layer of 64 x 64 floats splits evenly, so nothing is padded.
+      const uint64_t layerBytes = kWidth * kWidth * sizeof(float);
+      for (const c10d::OpTraffic& t : pg.traffic()) {
+        if (t.op == "allgather_into_tensor") gathered = t.bytes;
+        if (t.op == "reduce_scatter_tensor") scattered = t.bytes;
+      }
+      check.expect(gathered == 2 * kLayers * layerBytes && scattered == kLayers * layerBytes,
+                   "step ", step, ": counted ", gathered, " bytes gathered and ", scattered,
+                   " reduce-scattered; the theory is ", 2 * kLayers * layerBytes, " and ",
+                   kLayers * layerBytes);
 
       // Unsharded: every rank's batch here, gradients averaged locally, the same Adam.
       std::vector<Matrix> mean(kLayers, Matrix(kWidth, kWidth)), grads;
@@ -142,9 +155,11 @@ int main() {
       std::printf(
           "fsdp: %d ranks, %d layers of %dx%d, %d Adam steps: loss and layers within %.0e "
           "of the unsharded model (worst %.1e); memory per rank: peak %zu bytes, resident "
-          "between steps %zu, unsharded %zu (parameters, gradients, 2 moments)\n",
+          "between steps %zu, unsharded %zu (parameters, gradients, 2 moments); per step %llu "
+          "bytes all-gathered, %llu reduce-scattered\n",
           ranks, kLayers, kWidth, kWidth, kSteps, kTolerance, worst, fsdp.peakBytes(),
-          fsdp.residentBytes(), unsharded);
+          fsdp.residentBytes(), unsharded, static_cast<unsigned long long>(gathered),
+          static_cast<unsigned long long>(scattered));
     }
   });
 }

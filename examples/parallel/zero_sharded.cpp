@@ -62,7 +62,7 @@ int main() {
       c10d::DistributedDataParallel ddp(pg, plain.parameters(), buckets);
       c10d::DataParallelOptimizer reference(ddp, adam);
       double worst = 0;
-      uint64_t scattered = 0, gathered = 0;
+      uint64_t scattered = 0, gathered = 0, allreduced = 0;
       for (int step = 0; step < kSteps; ++step) {
         const Matrix x = examples::randomMatrix(kBatch, kIn, 1000 * rank + step, 1.0f);
         const Matrix target = examples::randomMatrix(kBatch, kOut, 5000 + 1000 * rank + step, 1.0f);
@@ -74,6 +74,7 @@ int main() {
         for (const c10d::OpTraffic& t : pg.traffic()) {
           if (t.op == "reduce_scatter_tensor") scattered = t.bytes;
           if (t.op == "allgather_into_tensor") gathered = t.bytes;
+          if (t.op == "allreduce") allreduced = t.bytes;  // the gradients (stage 1), the use counts
         }
         for (size_t i = 2; i-- > 0;) ddp.markGradReady(i);
         reference.step();
@@ -108,10 +109,11 @@ int main() {
         std::printf(
             "zero_sharded: ZeRO-%d on %d ranks, %d Adam steps: parameters within %.0e of "
             "data-parallel Adam's (worst %.1e); optimizer state per rank [%s] bytes, "
-            "unsharded %zu (1/N = %zu); per step %llu bytes reduce-scattered, %llu "
-            "all-gathered\n",
+            "unsharded %zu (1/N = %zu); per step %llu bytes allreduced, %llu reduce-scattered, "
+            "%llu all-gathered\n",
             stage, ranks, kSteps, kTolerance, worst, perRank.c_str(), unsharded, unsharded / ranks,
-            static_cast<unsigned long long>(scattered), static_cast<unsigned long long>(gathered));
+            static_cast<unsigned long long>(allreduced), static_cast<unsigned long long>(scattered),
+            static_cast<unsigned long long>(gathered));
       }
     }
   });
