@@ -95,6 +95,19 @@ inline Matrix colsOf(const Matrix& m, int begin, int count) {
   return out;
 }
 
+// Squared error of y against target divided by count (the elements of the whole batch, which a
+// micro-batch is part of): its loss, and into grad, its gradient with respect to y.
+inline double meanSquaredError(const Matrix& y, const Matrix& target, size_t count, Matrix& grad) {
+  grad = Matrix(y.rows, y.cols);
+  double loss = 0;
+  for (size_t i = 0; i < y.v.size(); ++i) {
+    const double diff = y.v[i] - target.v[i];
+    loss += diff * diff / count;
+    grad.v[i] = static_cast<float>(2 * diff / count);
+  }
+  return loss;
+}
+
 // max |a - b| over max |b|: the checks' "equal within 1e-5 relative".
 inline double relativeDifference(const Matrix& a, const Matrix& b) {
   double worst = 0, scale = 0;

@@ -39,13 +39,8 @@ double forwardBackward(const std::vector<Matrix>& weights, const Matrix& x, cons
     pre.push_back(examples::matmul(h, weights[l]));
     h = l < kLayers - 1 ? examples::relu(pre.back()) : pre.back();
   }
-  double loss = 0;
-  Matrix grad(h.rows, h.cols);
-  for (size_t i = 0; i < h.v.size(); ++i) {
-    const double diff = h.v[i] - target.v[i];
-    loss += diff * diff / h.v.size();
-    grad.v[i] = static_cast<float>(2 * diff / h.v.size());
-  }
+  Matrix grad;
+  const double loss = examples::meanSquaredError(h, target, h.v.size(), grad);
   grads.assign(kLayers, Matrix());
   for (int l = kLayers - 1; l >= 0; --l) {
     Matrix dz = l < kLayers - 1 ? examples::reluBackward(pre[l], grad) : grad;
@@ -91,13 +86,8 @@ int main() {
         h = l < kLayers - 1 ? examples::relu(pre.back()) : pre.back();
         fsdp.release(l);
       }
-      double loss = 0;
-      Matrix grad(h.rows, h.cols);
-      for (size_t i = 0; i < h.v.size(); ++i) {
-        const double diff = h.v[i] - target.v[i];
-        loss += diff * diff / h.v.size();
-        grad.v[i] = static_cast<float>(2 * diff / h.v.size());
-      }
+      Matrix grad;
+      const double loss = examples::meanSquaredError(h, target, h.v.size(), grad);
       for (int l = kLayers - 1; l >= 0; --l) {
         const Matrix w = asMatrix(fsdp.gather(l, l - 1));
         Matrix dz = l < kLayers - 1 ? examples::reluBackward(pre[l], grad) : grad;

@@ -51,12 +51,8 @@ struct Whole {
         x = examples::matmul(examples::relu(examples::matmul(x, a[s])), b[s]);
       }
       const Matrix target = targetOf(d, step);
-      Matrix grad(x.rows, x.cols);
-      for (size_t i = 0; i < x.v.size(); ++i) {
-        const double diff = x.v[i] - target.v[i];
-        loss += diff * diff / x.v.size() / replicas;
-        grad.v[i] = static_cast<float>(2 * diff / x.v.size());
-      }
+      Matrix grad;
+      loss += examples::meanSquaredError(x, target, x.v.size(), grad) / replicas;
       for (int s = stages - 1; s >= 0; --s) {
         examples::MlpPass pass = examples::mlpPass(inputs[s], a[s], b[s], grad);
         examples::addInPlace(gradA[s], pass.gradA, 1.0f / replicas);
@@ -110,14 +106,9 @@ int main() {
           [&](int micro, const c10d::Tensor& outGrad) {
             Matrix grad;
             if (last) {
-              const Matrix& y = outputs[micro];
-              const Matrix t = examples::rowsOf(target, micro * kMicroRows, kMicroRows);
-              grad = Matrix(y.rows, y.cols);
-              for (size_t i = 0; i < y.v.size(); ++i) {
-                const double diff = y.v[i] - t.v[i];
-                loss += diff * diff / (kBatch * kModel);
-                grad.v[i] = static_cast<float>(2 * diff / (kBatch * kModel));
-              }
+              loss += examples::meanSquaredError(
+                  outputs[micro], examples::rowsOf(target, micro * kMicroRows, kMicroRows),
+                  kBatch * kModel, grad);
             } else {
               grad = Matrix::fromTensor(outGrad);
             }

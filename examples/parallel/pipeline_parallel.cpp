@@ -42,13 +42,8 @@ struct Reference {
       pre.push_back(examples::matmul(x, weights[s]));
       x = s < layers - 1 ? examples::relu(pre.back()) : pre.back();
     }
-    loss = 0;
-    Matrix grad(x.rows, x.cols);
-    for (size_t i = 0; i < x.v.size(); ++i) {
-      const double diff = x.v[i] - target.v[i];
-      loss += diff * diff / x.v.size();
-      grad.v[i] = static_cast<float>(2 * diff / x.v.size());
-    }
+    Matrix grad;
+    loss = examples::meanSquaredError(x, target, x.v.size(), grad);
     grads.assign(layers, Matrix());
     for (int s = layers - 1; s >= 0; --s) {
       Matrix dz = s < layers - 1 ? examples::reluBackward(pre[s], grad) : grad;
@@ -89,14 +84,9 @@ int main() {
           [&](int micro, const c10d::Tensor& outGrad) {
             Matrix grad;
             if (last) {  // the loss: mean squared error over the whole batch
-              const Matrix& y = pre[micro];
-              const Matrix t = examples::rowsOf(target, micro * kMicroRows, kMicroRows);
-              grad = Matrix(y.rows, y.cols);
-              for (size_t i = 0; i < y.v.size(); ++i) {
-                const double diff = y.v[i] - t.v[i];
-                loss += diff * diff / (kBatch * kWidth);
-                grad.v[i] = static_cast<float>(2 * diff / (kBatch * kWidth));
-              }
+              loss += examples::meanSquaredError(
+                  pre[micro], examples::rowsOf(target, micro * kMicroRows, kMicroRows),
+                  kBatch * kWidth, grad);
             } else {
               grad = examples::reluBackward(pre[micro], Matrix::fromTensor(outGrad));
             }

@@ -35,8 +35,8 @@ struct Mlp {
   void backward(const Matrix& x, const Matrix& target) {
     const Matrix pre = examples::matmul(x, w1), hidden = examples::relu(pre);
     const Matrix y = examples::matmul(hidden, w2);
-    Matrix dy(y.rows, y.cols);
-    for (size_t i = 0; i < y.v.size(); ++i) dy.v[i] = 2 * (y.v[i] - target.v[i]) / y.v.size();
+    Matrix dy;
+    examples::meanSquaredError(y, target, y.v.size(), dy);
     const Matrix d2 = examples::matmul(hidden, dy, true, false);
     const Matrix dPre = examples::reluBackward(pre, examples::matmul(dy, w2, false, true));
     const Matrix d1 = examples::matmul(x, dPre, true, false);
