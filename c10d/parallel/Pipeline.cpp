@@ -66,11 +66,12 @@ void PipelineRunner::send(const Tensor& tensor, int peer, int tag,
   slots[0] = static_cast<int64_t>(tensor.dtype());
   slots[1] = tensor.dim();
   std::copy(tensor.sizes().begin(), tensor.sizes().end(), slots + 2);
-  // Sent asynchronously: the receiver may still be busy with an earlier micro-batch, and a
-  // blocking send there would stall this stage's next pass.
-  pending.push_back(group_.send(header, peer, SendOptions{tag, options_.timeout}));
-  if (tensor.numel() > 0) {
-    pending.push_back(group_.send(tensor, peer, SendOptions{tag, options_.timeout}));
+  // Sent asynchronously, header and data as one batch: the receiver may still be busy with an
+  // earlier micro-batch, and a blocking send there would stall this stage's next pass.
+  std::vector<P2POp> batch{{P2POp::Send, header, peer, tag}};
+  if (tensor.numel() > 0) batch.push_back({P2POp::Send, tensor, peer, tag});
+  for (auto& work : group_.batchIsendIrecv(batch, BatchP2POptions{options_.timeout})) {
+    pending.push_back(std::move(work));
   }
 }
 
