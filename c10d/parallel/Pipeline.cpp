@@ -103,7 +103,11 @@ PipelineStepStats PipelineRunner::step(const std::function<Tensor(int micro)>& i
     stats.compute += Clock::now() - begin;
     return result;
   };
-  for (auto [micro, forward] : order(options_.schedule, stage, stages, options_.microBatches)) {
+  // Not a structured binding: lambdas below capture micro, which clang 14 (the fuzz build)
+  // refuses for bindings.
+  for (const auto& pass : order(options_.schedule, stage, stages, options_.microBatches)) {
+    const int micro = pass.first;
+    const bool forward = pass.second;
     if (forward) {
       Tensor in = first ? input(micro) : receive(stage - 1, forwardTag(micro));
       Tensor out = timed([&] { return stage_.forward(micro, in); });
