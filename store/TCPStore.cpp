@@ -93,14 +93,13 @@ FrameReader exchange(detail::StoreConnection& connection, FrameWriter& writer, O
       std::vector<std::string> missing = in.keys();
       throw TimeoutError(
           detail::concat("TCPStore ", protocol::opName(op), ": key(s) ", describeKeys(missing),
-                         " not set after ", waitTimeout.count(), " ms (",
-                         connection.peer(), ")"),
+                         " not set after ", waitTimeout.count(), " ms (", connection.peer(), ")"),
           Subject{.keys = &missing}.context(op));
     }
     case Status::Error: {
       std::string_view message = in.bytes(protocol::kMaxFrameBytes);
-      throw StoreError(detail::concat("TCPStore ", protocol::opName(op), subject.describe(),
-                                      " (", connection.peer(), "): ", message),
+      throw StoreError(detail::concat("TCPStore ", protocol::opName(op), subject.describe(), " (",
+                                      connection.peer(), "): ", message),
                        subject.context(op));
     }
     case Status::InvalidArgument: {

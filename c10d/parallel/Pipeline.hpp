@@ -43,8 +43,9 @@ struct PipelineStepStats {
 
 // Runs pipeline-parallel steps: stage s is rank s of group (consecutive stages are consecutive
 // ranks), micro-batches flow forward from stage 0 and gradients back from the last stage, over
-// point-to-point operations of the group (each transfer's sends batched: batchIsendIrecv). Tensors of any shape and dtype travel: each carries a
-// small header (dtype, shape) first, so stages need not agree on shapes in advance.
+// point-to-point operations of the group (each transfer's sends batched: batchIsendIrecv). Tensors
+// of any shape and dtype travel: each carries a small header (dtype, shape) first, so stages need
+// not agree on shapes in advance.
 //
 // Every rank of group calls step() with the same options; the first stage passes input, the
 // others ignore it. Errors: InvalidArgument for options that do not fit (no micro-batches, a
