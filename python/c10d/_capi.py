@@ -7,8 +7,8 @@ threads run.
 
 import ctypes
 import os
-from ctypes import (POINTER, Structure, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint16,
-                    c_void_p)
+from ctypes import (POINTER, Structure, byref, c_char_p, c_double, c_int, c_int64, c_size_t,
+                    c_uint16, c_void_p)
 
 from . import errors
 
@@ -352,3 +352,10 @@ def error(status, message=None):
 def check(status):
     if status:
         raise error(status)
+
+
+def created(call, *args):
+    """The handle a c10d_*(..., T** out) call makes (an int), or its error raised."""
+    out = c_void_p()
+    check(call(*args, byref(out)))
+    return out.value

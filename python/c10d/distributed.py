@@ -92,15 +92,6 @@ def _options(reduce_op=ReduceOp.SUM, root=0, tag=0):
     return _capi.op_options(int(reduce_op), 1.0, root, tag)
 
 
-def _check(status):
-    if status:
-        raise _capi.error(status)
-
-
-def _created(call, *args):
-    out = c_void_p()
-    _check(call(*args, byref(out)))
-    return out.value
 
 
 class ProcessGroup:
@@ -259,7 +250,7 @@ class Work:
     def source_rank(self):
         """The global rank a completed receive came from."""
         rank = c_int()
-        _check(lib.c10d_work_source_rank(self._handle, byref(rank)))
+        _capi.check(lib.c10d_work_source_rank(self._handle, byref(rank)))
         return self._group.global_rank(rank.value)
 
     # Everything it uses is bound as a default: it may run while the interpreter shuts down.
@@ -280,10 +271,10 @@ class Work:
 
 def _run(call, pg, args, async_op, keep):
     if not async_op:
-        _check(call(pg._handle, *args, None))
+        _capi.check(call(pg._handle, *args, None))
         return None
     work = c_void_p()
-    _check(call(pg._handle, *args, byref(work)))
+    _capi.check(call(pg._handle, *args, byref(work)))
     return Work(work.value, pg, keep)
 
 
@@ -317,13 +308,13 @@ def init_process_group(backend=None, init_method=None, timeout=default_pg_timeou
         spec = backend or os.environ.get("C10D_BACKEND") or Backend.GLOO
         options = _capi.group_options(backend=str(spec).encode(), timeout_ms=timeout_ms,
                                       group_name=name)
-        handle = _created(lib.c10d_group_create, store.handle, rank, world_size, options)
+        handle = _capi.created(lib.c10d_group_create, store.handle, rank, world_size, options)
     else:
         options = _capi.init_options(
             backend=str(backend).encode() if backend else None,
             init_method=init_method.encode() if init_method else None, rank=rank,
             world_size=world_size, timeout_ms=timeout_ms, group_name=name)
-        handle = _created(lib.c10d_group_init, options)
+        handle = _capi.created(lib.c10d_group_init, options)
     _set_world(ProcessGroup(handle))
 
 
@@ -355,7 +346,7 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None):
         options = _capi.group_options(backend=str(backend).encode() if backend else None,
                                       timeout_ms=_milliseconds(timeout, 0))
     array = (c_int * len(members))(*members)
-    handle = _created(lib.c10d_group_new, world._handle, array, len(members), options)
+    handle = _capi.created(lib.c10d_group_new, world._handle, array, len(members), options)
     if not lib.c10d_group_is_member(handle):
         lib.c10d_group_free(handle)
         return GroupMember.NON_GROUP_MEMBER
@@ -569,7 +560,7 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     pg = _group(group)
     if pg is None:
         return _skipped(group, "monitored_barrier")
-    _check(lib.c10d_monitored_barrier(pg._handle, _milliseconds(timeout),
+    _capi.check(lib.c10d_monitored_barrier(pg._handle, _milliseconds(timeout),
                                       int(bool(wait_all_ranks))))
     return None
 
@@ -658,5 +649,5 @@ def batch_isend_irecv(p2p_op_list):
         ops[i].peer = pg.group_rank(p.peer, f"p2p_op_list[{i}].peer")
         ops[i].tag = p.tag
     works = (c_void_p * len(ops))()
-    _check(lib.c10d_batch_isend_irecv(pg._handle, ops, len(ops), -1, works))
+    _capi.check(lib.c10d_batch_isend_irecv(pg._handle, ops, len(ops), -1, works))
     return [Work(w, pg, (p.tensor, b)) for w, p, b in zip(works, p2p_op_list, bufs)]

@@ -25,10 +25,6 @@ from .errors import InvalidArgument
 _HOOKS = {"allreduce": 0, "fp16": 1, "bf16": 2}
 
 
-def _check(status):
-    if status:
-        raise _capi.error(status)
-
 
 def _is_torch(t):
     torch = sys.modules.get("torch")
@@ -96,7 +92,7 @@ class Reducer:
             find_unused_parameters=int(bool(find_unused_parameters)),
             gradient_as_bucket_view=int(bool(gradient_as_bucket_view)), hook=_HOOKS[hook])
         handle = c_void_p()
-        _check(lib.c10d_ddp_create(pg.handle, entries, len(params), options, byref(handle)))
+        _capi.check(lib.c10d_ddp_create(pg.handle, entries, len(params), options, byref(handle)))
         self._handle = handle.value
         self._group = pg
         self._parameters = params
@@ -116,37 +112,37 @@ class Reducer:
         them and buffers from global rank root."""
         buffers = list(buffers)
         array = _buffers(buffers, "buffers", True) if buffers else None
-        _check(lib.c10d_ddp_sync_parameters(self._handle, array, len(buffers),
+        _capi.check(lib.c10d_ddp_sync_parameters(self._handle, array, len(buffers),
                                             self._group.group_rank(root, "root")))
 
     def prepare_for_backward(self, active_ranks=-1):
         """Optional, before a backward: how many ranks run it (uneven inputs); -1: all."""
-        _check(lib.c10d_ddp_prepare_for_backward(self._handle, active_ranks))
+        _capi.check(lib.c10d_ddp_prepare_for_backward(self._handle, active_ranks))
 
     def mark_grad_ready(self, i):
         """Gradient i is final for this backward (any thread; may start its bucket's
         reduction)."""
-        _check(lib.c10d_ddp_mark_grad_ready(self._handle, i))
+        _capi.check(lib.c10d_ddp_mark_grad_ready(self._handle, i))
 
     def finalize_backward(self):
         """Waits for every bucket; the gradients then hold the averages. False for a backward
         under no_sync (nothing was reduced)."""
         synced = c_int()
-        _check(lib.c10d_ddp_finalize_backward(self._handle, byref(synced)))
+        _capi.check(lib.c10d_ddp_finalize_backward(self._handle, byref(synced)))
         return bool(synced.value)
 
     def shadow_backward(self):
         """On a rank out of data: one backward's collectives with zeros."""
-        _check(lib.c10d_ddp_shadow_backward(self._handle))
+        _capi.check(lib.c10d_ddp_shadow_backward(self._handle))
 
     @contextlib.contextmanager
     def no_sync(self):
         """Backwards inside accumulate locally; the first one after it reduces the sums."""
-        _check(lib.c10d_ddp_set_no_sync(self._handle, 1))
+        _capi.check(lib.c10d_ddp_set_no_sync(self._handle, 1))
         try:
             yield
         finally:
-            _check(lib.c10d_ddp_set_no_sync(self._handle, 0))
+            _capi.check(lib.c10d_ddp_set_no_sync(self._handle, 0))
 
     def gradient(self, i):
         """Where gradient i lives. With gradient_as_bucket_view: a view into the reducer's
@@ -156,7 +152,7 @@ class Reducer:
         if self._grads is not None:
             return self._grads[i]
         desc = _capi.Buffer()
-        _check(lib.c10d_ddp_gradient(self._handle, i, byref(desc)))
+        _capi.check(lib.c10d_ddp_gradient(self._handle, i, byref(desc)))
         if desc.device_type != _capi.DEVICE_CPU:
             raise InvalidArgument("Reducer.gradient: views of device memory are not supported")
         nbytes = desc.count * lib.c10d_dtype_size(desc.dtype)

@@ -118,10 +118,6 @@ def register(name, fn=None):
     return fn
 
 
-def _check(status):
-    if status:
-        raise _capi.error(status)
-
 
 def _pickled(obj):
     return pickle.dumps(obj, protocol=5)
@@ -197,9 +193,9 @@ def _c_function(body):
         # A Python exception must not reach ctypes: it would print it and return 0 (C10D_OK).
         try:
             data, size = c_void_p(), c_size_t()
-            _check(lib.c10d_rpc_message_bytes(request, byref(data), byref(size)))
+            _capi.check(lib.c10d_rpc_message_bytes(request, byref(data), byref(size)))
             out = body(string_at(data.value, size.value) if size.value else b"")
-            _check(lib.c10d_rpc_message_set_bytes(reply, out, len(out)))
+            _capi.check(lib.c10d_rpc_message_set_bytes(reply, out, len(out)))
             return _capi.OK
         except BaseException as e:
             try:
@@ -234,7 +230,7 @@ def _worker_name(to):
         return to
     if isinstance(to, int) and not isinstance(to, bool):
         name = c_char_p()
-        _check(lib.c10d_rpc_worker_name(_handle(), to, byref(name)))
+        _capi.check(lib.c10d_rpc_worker_name(_handle(), to, byref(name)))
         return name.value.decode()
     raise InvalidArgument(f"rpc: to is {to!r}; give the worker's name, id or WorkerInfo")
 
@@ -277,7 +273,7 @@ def _error(status, wire, what):
 
 def _message(payload):
     msg = c_void_p()
-    _check(lib.c10d_rpc_message_new(byref(msg)))
+    _capi.check(lib.c10d_rpc_message_new(byref(msg)))
     status = lib.c10d_rpc_message_set_bytes(msg, payload, len(payload))
     if status:
         lib.c10d_rpc_message_free(msg)
@@ -289,7 +285,7 @@ def _reply_bytes(msg):
     """The bytes of a reply, which this frees."""
     data, size = c_void_p(), c_size_t()
     try:
-        _check(lib.c10d_rpc_message_bytes(msg, byref(data), byref(size)))
+        _capi.check(lib.c10d_rpc_message_bytes(msg, byref(data), byref(size)))
         return string_at(data.value, size.value) if size.value else b""
     finally:
         lib.c10d_rpc_message_free(msg)
@@ -375,7 +371,7 @@ class Future:
 
     def _test(self):
         completed = c_int()
-        _check(lib.c10d_rpc_future_test(self._handle, byref(completed)))
+        _capi.check(lib.c10d_rpc_future_test(self._handle, byref(completed)))
         return bool(completed.value)
 
     # The handle lives as long as this object: another thread may be waiting on it.
@@ -519,15 +515,15 @@ def _env_int(name, given):
 def _store(rank, world_size, init_timeout_ms):
     handle = c_void_p()
     if _dist.is_initialized():
-        _check(lib.c10d_group_store(_dist._group(None).handle, byref(handle)))
+        _capi.check(lib.c10d_group_store(_dist._group(None).handle, byref(handle)))
     else:
         options = _capi.init_options(rank=rank, world_size=world_size,
                                      timeout_ms=init_timeout_ms)
-        _check(lib.c10d_store_connect(options, byref(handle)))
+        _capi.check(lib.c10d_store_connect(options, byref(handle)))
     base = Store(handle.value)
     # Each session's keys apart: a later init_rpc must not find the last one's.
     prefixed = c_void_p()
-    _check(lib.c10d_store_prefix(f"python.rpc/{_session}".encode(), base.handle,
+    _capi.check(lib.c10d_store_prefix(f"python.rpc/{_session}".encode(), base.handle,
                                  byref(prefixed)))
     return Store(prefixed.value)
 
@@ -556,7 +552,7 @@ def init_rpc(name, rank=None, world_size=None, rpc_backend_options=None):
         entries = (_capi.RpcFunctionEntry * len(_FUNCTIONS))(
             *[(wire, function, None) for wire, function in _FUNCTIONS])
         handle = c_void_p()
-        _check(lib.c10d_rpc_init(store.handle, name.encode(), rank, world_size, entries,
+        _capi.check(lib.c10d_rpc_init(store.handle, name.encode(), rank, world_size, entries,
                                  len(entries), rpc_options, byref(handle)))
         if _agent is not None:
             lib.c10d_rpc_free(_agent)
@@ -569,7 +565,7 @@ def get_worker_info(worker_name=None):
     if worker_name is None:
         return _self
     found = c_int()
-    _check(lib.c10d_rpc_worker_id(agent, worker_name.encode(), byref(found)))
+    _capi.check(lib.c10d_rpc_worker_id(agent, worker_name.encode(), byref(found)))
     return WorkerInfo(worker_name, found.value)
 
 

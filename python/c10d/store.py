@@ -1,6 +1,6 @@
 """Key-value stores, as torch.distributed's: TCPStore, FileStore, HashStore and PrefixStore."""
 
-from ctypes import byref, c_char_p, c_int, c_int64, c_uint16, c_void_p, string_at
+from ctypes import byref, c_char_p, c_int, c_int64, c_uint16, string_at
 from datetime import timedelta
 
 from . import _capi
@@ -110,11 +110,6 @@ class Store:
         return count.value
 
 
-def _created(call, *args):
-    out = c_void_p()
-    _capi.check(call(*args, byref(out)))
-    return out.value
-
 
 class TCPStore(Store):
     """A client of a TCP store server, which is_master also hosts. With world_size and
@@ -128,7 +123,7 @@ class TCPStore(Store):
             host=host_name.encode(), port=port, is_server=int(bool(is_master)),
             num_workers=world_size if wait else -1, timeout_ms=milliseconds(timeout),
             wait_for_workers=int(wait))
-        super().__init__(_created(lib.c10d_store_tcp, options))
+        super().__init__(_capi.created(lib.c10d_store_tcp, options))
         self.host = host_name
 
     @property
@@ -143,7 +138,7 @@ class FileStore(Store):
     known, and the file is then left behind)."""
 
     def __init__(self, file_name, world_size=-1, timeout=timedelta(seconds=300)):
-        super().__init__(_created(lib.c10d_store_file, str(file_name).encode(), world_size,
+        super().__init__(_capi.created(lib.c10d_store_file, str(file_name).encode(), world_size,
                                   milliseconds(timeout)))
         self.path = str(file_name)
 
@@ -152,7 +147,7 @@ class HashStore(Store):
     """A store inside this process."""
 
     def __init__(self):
-        super().__init__(_created(lib.c10d_store_hash))
+        super().__init__(_capi.created(lib.c10d_store_hash))
 
 
 class PrefixStore(Store):
@@ -162,5 +157,5 @@ class PrefixStore(Store):
         if not isinstance(store, Store):
             raise InvalidArgument(f"PrefixStore: store is a {type(store).__name__}, not a c10d "
                                   "Store")
-        super().__init__(_created(lib.c10d_store_prefix, prefix.encode(), store.handle))
+        super().__init__(_capi.created(lib.c10d_store_prefix, prefix.encode(), store.handle))
         self.underlying_store = store
