@@ -6,7 +6,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -103,8 +102,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // InvalidArgument when the recorder is off and Error when the file cannot be written.
   const FlightRecorder* flightRecorder() const { return recorder_.get(); }
   std::string dumpFlightRecorder(const std::string& reason = "on request") const;
-  // Each operation this rank issued on this group (valid calls, counted when issued), by name;
-  // resetTraffic() starts the counts again (e.g. after warm-up steps).
+  // Each operation this rank issued on this group (counted once the backend took it), in name
+  // order; resetTraffic() starts the counts again (e.g. after warm-up steps).
   std::vector<OpTraffic> traffic() const;
   void resetTraffic();
   std::shared_ptr<Store> store() const { return store_; }
@@ -256,9 +255,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   const ErrorContext* errorContext_ = nullptr;
   std::atomic<uint64_t> collectives_{0};      // collectives issued: C10D_DEBUG's and the recorder's
   std::shared_ptr<FlightRecorder> recorder_;  // null when C10D_FLIGHT_RECORDER_SIZE=0
+  // Every op pays for the count: a slot per op name (detail::trafficSlot), relaxed atomics.
+  static constexpr size_t kTrafficSlots = 17;
   void countTraffic(const char* op, uint64_t bytes);
-  mutable std::mutex trafficMutex_;
-  std::map<std::string, OpTraffic, std::less<>> traffic_;
+  std::array<std::atomic<uint64_t>, kTrafficSlots> trafficCalls_{};
+  std::array<std::atomic<uint64_t>, kTrafficSlots> trafficBytes_{};
 };
 
 }  // namespace c10d::inline v0

@@ -6,7 +6,7 @@
 #include "c10d/ProcessGroupInstrumentation.hpp"
 
 #include <cstring>
-#include <string_view>
+#include <iterator>
 
 #include "c10d/core/Exception.hpp"
 #include "store/Store.hpp"
@@ -49,38 +49,70 @@ void logCompletion(const std::string& prefix, std::chrono::steady_clock::time_po
 
 }  // namespace detail
 
+namespace {
+
+// The ops a group counts, each with whether checked() hands it one part of the op's buffer (a
+// rank's input or output) rather than the whole: its size is then all N parts.
+struct TrafficOp {
+  const char* name;
+  bool perPart;
+};
+constexpr TrafficOp kTrafficOps[] = {
+    {"allgather", true},       {"allgather_into_tensor", true},
+    {"allreduce", false},      {"allreduce_coalesced", false},
+    {"alltoall", false},       {"alltoall_base", false},
+    {"barrier", false},        {"broadcast", false},
+    {"gather", true},          {"recv", false},
+    {"recv_anysource", false}, {"reduce", false},
+    {"reduce_scatter", true},  {"reduce_scatter_tensor", true},
+    {"scatter", true},         {"send", false},
+    {"unknown", false},
+};
+
+// The slot of op: the same literal is one pointer in this library, so the comparison that
+// matches is usually the first one made for it; names compare only for a literal of another TU.
+size_t trafficSlot(const char* op) {
+  for (size_t i = 0; i + 1 < std::size(kTrafficOps); ++i) {
+    if (kTrafficOps[i].name == op) return i;
+  }
+  for (size_t i = 0; i + 1 < std::size(kTrafficOps); ++i) {
+    if (std::strcmp(kTrafficOps[i].name, op) == 0) return i;
+  }
+  return std::size(kTrafficOps) - 1;
+}
+
+}  // namespace
+
 uint64_t detail::payloadBytes(const char* op, const Tensor* tensor, int64_t tensors,
                               int groupSize) {
   uint64_t bytes = 0;
   for (int64_t i = 0; i < tensors; ++i) bytes += tensor[i].nbytes();
-  // checked() gets one part of these ops' buffers (a rank's input or output): the size is all N.
-  static constexpr std::string_view kPerPart[] = {"allgather",      "allgather_into_tensor",
-                                                  "gather",         "scatter",
-                                                  "reduce_scatter", "reduce_scatter_tensor"};
-  for (std::string_view name : kPerPart) {
-    if (name == op) return bytes * static_cast<uint64_t>(groupSize);
-  }
-  return bytes;
+  return kTrafficOps[trafficSlot(op)].perPart ? bytes * static_cast<uint64_t>(groupSize) : bytes;
 }
 
 void ProcessGroup::countTraffic(const char* op, uint64_t bytes) {
-  std::lock_guard<std::mutex> guard(trafficMutex_);
-  auto it = traffic_.find(std::string_view(op));
-  if (it == traffic_.end()) it = traffic_.emplace(op, OpTraffic{op, 0, 0}).first;
-  it->second.calls += 1;
-  it->second.bytes += bytes;
+  static_assert(std::size(kTrafficOps) == kTrafficSlots);
+  const size_t slot = trafficSlot(op);
+  trafficCalls_[slot].fetch_add(1, std::memory_order_relaxed);
+  trafficBytes_[slot].fetch_add(bytes, std::memory_order_relaxed);
 }
 
 std::vector<OpTraffic> ProcessGroup::traffic() const {
-  std::lock_guard<std::mutex> guard(trafficMutex_);
   std::vector<OpTraffic> all;
-  for (const auto& [name, count] : traffic_) all.push_back(count);
+  for (size_t i = 0; i < kTrafficSlots; ++i) {
+    const uint64_t calls = trafficCalls_[i].load(std::memory_order_relaxed);
+    if (calls > 0) {
+      all.push_back({kTrafficOps[i].name, calls, trafficBytes_[i].load(std::memory_order_relaxed)});
+    }
+  }
   return all;
 }
 
 void ProcessGroup::resetTraffic() {
-  std::lock_guard<std::mutex> guard(trafficMutex_);
-  traffic_.clear();
+  for (size_t i = 0; i < kTrafficSlots; ++i) {
+    trafficCalls_[i].store(0, std::memory_order_relaxed);
+    trafficBytes_[i].store(0, std::memory_order_relaxed);
+  }
 }
 
 std::shared_ptr<Work> ProcessGroup::instrumentPointToPoint(std::shared_ptr<Work> work,

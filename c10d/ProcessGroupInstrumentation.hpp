@@ -57,10 +57,10 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
                                             int64_t root, std::optional<ReduceOp> reduceOp,
                                             std::chrono::milliseconds timeout, Issue&& issue) {
   const uint64_t sequence = collectives_.fetch_add(1);
-  countTraffic(op, detail::payloadBytes(op, tensor, tensors, size_));
   if (debug_ == DebugLevel::Off && !recorder_) {
     std::shared_ptr<Work> work = issue();
     work->setErrorContext(errorContext_, op, static_cast<int64_t>(sequence), -1);
+    countTraffic(op, detail::payloadBytes(op, tensor, tensors, size_));
     return work;
   }
   // The recorder writes the call into its own slot; a fingerprint of our own is built only for
@@ -117,6 +117,7 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
     throw;
   }
   work->setErrorContext(errorContext_, op, static_cast<int64_t>(sequence), -1);
+  countTraffic(op, detail::payloadBytes(op, tensor, tensors, size_));
   if (recorder_) recorder_->started(sequence);
   // Built only when INFO logging wants it: with C10D_DEBUG off the callback copies no strings
   // (the std::function holding it is still allocated).
