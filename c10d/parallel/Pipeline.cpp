@@ -76,7 +76,7 @@ void PipelineRunner::send(const Tensor& tensor, int peer, int tag,
 }
 
 Tensor PipelineRunner::receive(int peer, int tag) {
-  Tensor header = Tensor::zeros({kHeaderSlots}, ScalarType::Int64);
+  Tensor header = Tensor::empty({kHeaderSlots}, ScalarType::Int64);
   group_.recv(header, peer, RecvOptions{tag, options_.timeout})->wait();
   const int64_t* slots = header.data<int64_t>();
   C10D_CHECK(slots[0] >= 0 && slots[0] < static_cast<int64_t>(kAllScalarTypes.size()) &&
@@ -121,6 +121,13 @@ PipelineStepStats PipelineRunner::step(const std::function<Tensor(int micro)>& i
       Tensor inputGrad = timed([&] { return stage_.backward(micro, grad); });
       if (!first) send(inputGrad, stage - 1, backwardTag(micro), pending);
     }
+    // Sends the peer has taken release their tensors now (1F1B holds only what is in flight);
+    // wait() rethrows a send's error at once.
+    std::erase_if(pending, [](const std::shared_ptr<Work>& work) {
+      if (!work->isCompleted()) return false;
+      work->wait();
+      return true;
+    });
   }
   for (auto& work : pending) work->wait();
   stats.total = Clock::now() - start;
