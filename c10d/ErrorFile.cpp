@@ -66,9 +66,10 @@ bool writeErrorFile(const std::string& message) noexcept {
                        .count();
     // torchrun requires extraInfo.timestamp (a string of epoch seconds): without it the agent
     // fails to read the file. py_callstack is what its summary prints as the traceback.
-    std::string json = "{\"message\": {\"message\": " + jsonString(message) +
-                       ", \"extraInfo\": {\"py_callstack\": " + jsonString(message) +
-                       ", \"timestamp\": \"" + std::to_string(seconds) + "\"}}}\n";
+    const std::string text = jsonString(message);
+    std::string json = "{\"message\": {\"message\": " + text +
+                       ", \"extraInfo\": {\"py_callstack\": " + text + ", \"timestamp\": \"" +
+                       std::to_string(seconds) + "\"}}}\n";
     std::ofstream file(path, std::ios::trunc);
     file << json;
     file.close();

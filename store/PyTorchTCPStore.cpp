@@ -69,6 +69,12 @@ class PyTorchTCPStore::Request {
     u64(value.size());
     return raw(value.data(), value.size());
   }
+  // A key count, then the keys (CHECK, WAIT, MULTI_GET).
+  Request& keys(const std::vector<std::string>& keys) {
+    u64(keys.size());
+    for (const auto& key : keys) text(wireKey(key));
+    return *this;
+  }
   Request& data(const Bytes& value) {
     u64(value.size());
     return raw(value.data(), value.size());
@@ -263,10 +269,7 @@ bool PyTorchTCPStore::check(const std::vector<std::string>& keys) {
   return withContext(kCheck, keys.empty() ? "" : keys[0], [&] {
     auto& socket = connection();
     auto deadline = Clock::now() + timeout();
-    Request request(codeOf(protocol_, kCheck));
-    request.u64(keys.size());
-    for (const auto& key : keys) request.text(wireKey(key));
-    request.send(socket, deadline);
+    Request(codeOf(protocol_, kCheck)).keys(keys).send(socket, deadline);
     return *socket.receive(1, deadline) == kReady;
   });
 }
@@ -274,25 +277,21 @@ bool PyTorchTCPStore::check(const std::vector<std::string>& keys) {
 void PyTorchTCPStore::waitLocked(const std::vector<std::string>& keys,
                                  std::chrono::milliseconds timeout, const char* op) {
   const std::string first = keys.empty() ? "" : keys[0];
-  withContext(kWait, first, [&] {
-    auto& socket = connection();
-    auto deadline = Clock::now() + timeout;
-    Request request(codeOf(protocol_, kWait));
-    request.u64(keys.size());
-    for (const auto& key : keys) request.text(wireKey(key));
-    request.send(socket, deadline);
-    try {
+  try {
+    withContext(kWait, first, [&] {
+      auto& socket = connection();
+      auto deadline = Clock::now() + timeout;
+      Request(codeOf(protocol_, kWait)).keys(keys).send(socket, deadline);
       if (*socket.receive(1, deadline) != kStopWaiting) socket.fail("unexpected answer to wait");
-    } catch (const TimeoutError&) {
-      // The server still holds the wait and would answer it later, out of turn: this connection
-      // is done (the next call makes another).
-      socket_.reset();
-      throw TimeoutError(detail::concat("PyTorch TCPStore ", op, ": key(s) ", describeKeys(keys),
-                                        " not set after ", timeout.count(), " ms (server ", host_,
-                                        ":", port_, ")"),
-                         ErrorContext{.op = std::string("store ") + op, .key = first});
-    }
-  });
+    });
+  } catch (const TimeoutError&) {
+    // The server still holds the wait and would answer it later, out of turn: the socket marked
+    // itself broken, so the next call makes another connection.
+    throw TimeoutError(
+        detail::concat("PyTorch TCPStore ", op, ": key(s) ", describeKeys(keys), " not set after ",
+                       timeout.count(), " ms (server ", host_, ":", port_, ")"),
+        ErrorContext{.op = std::string("store ") + op, .key = first});
+  }
 }
 
 void PyTorchTCPStore::wait(const std::vector<std::string>& keys,
@@ -326,10 +325,7 @@ std::vector<Store::Bytes> PyTorchTCPStore::multiGet(const std::vector<std::strin
   return withContext(kMultiGet, keys.empty() ? "" : keys[0], [&] {
     auto& socket = connection();
     auto deadline = Clock::now() + this->timeout();
-    Request request(codeOf(protocol_, kMultiGet));
-    request.u64(keys.size());
-    for (const auto& key : keys) request.text(wireKey(key));
-    request.send(socket, deadline);
+    Request(codeOf(protocol_, kMultiGet)).keys(keys).send(socket, deadline);
     for (size_t i = 0; i < keys.size(); ++i) values.push_back(readBytes(socket, deadline));
     return values;
   });

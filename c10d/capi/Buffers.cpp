@@ -68,6 +68,15 @@ std::vector<Tensor> tensorsOf(const c10d_buffer* buffers, size_t count, const ch
   return tensors;
 }
 
+c10d_buffer bufferOf(const Tensor& tensor) {
+  return c10d_buffer{tensor.data(),
+                     tensor.numel(),
+                     static_cast<c10d_dtype>(tensor.dtype()),
+                     tensor.device().isCPU() ? C10D_DEVICE_CPU : C10D_DEVICE_CUDA,
+                     tensor.device().isCPU() ? 0 : tensor.device().index,
+                     nullptr};
+}
+
 std::chrono::milliseconds timeoutOf(int64_t timeoutMs) {
   return timeoutMs < 0 ? kDefaultTimeout : std::chrono::milliseconds(timeoutMs);
 }
@@ -145,12 +154,7 @@ c10d_status c10d_buffer_from_dlpack(const DLManagedTensor* tensor, c10d_buffer* 
     C10D_CHECK(t.isContiguous(), InvalidArgument,
                "c10d_buffer_from_dlpack: the tensor is not contiguous (", t.describe(),
                "); pass a contiguous copy");
-    *out = c10d_buffer{static_cast<char*>(t.data()),
-                       t.numel(),
-                       static_cast<c10d_dtype>(t.dtype()),
-                       t.device().isCPU() ? C10D_DEVICE_CPU : C10D_DEVICE_CUDA,
-                       t.device().isCPU() ? 0 : t.device().index,
-                       nullptr};
+    *out = bufferOf(t);
   });
 }
 

@@ -25,15 +25,6 @@ DistributedDataParallel& reducerOf(c10d_ddp* ddp, const char* call) {
   return *deref(ddp, call, "ddp").ddp;
 }
 
-c10d_buffer bufferOf(const Tensor& tensor) {
-  return c10d_buffer{tensor.data(),
-                     tensor.numel(),
-                     static_cast<c10d_dtype>(tensor.dtype()),
-                     tensor.device().isCPU() ? C10D_DEVICE_CPU : C10D_DEVICE_CUDA,
-                     tensor.device().isCPU() ? 0 : tensor.device().index,
-                     nullptr};
-}
-
 }  // namespace
 
 extern "C" {

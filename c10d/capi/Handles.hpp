@@ -92,6 +92,9 @@ Tensor tensorOf(const c10d_buffer* buffer, const char* call, const char* what);
 std::vector<Tensor> tensorsOf(const c10d_buffer* buffers, size_t count, const char* call,
                               const char* what);
 
+// The descriptor of tensor's memory (no stream): what the library hands back to C.
+c10d_buffer bufferOf(const Tensor& tensor);
+
 // Milliseconds from C, where negative means "the default": kDefaultTimeout.
 std::chrono::milliseconds timeoutOf(int64_t timeoutMs);
 

@@ -23,6 +23,7 @@
 
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
+#include "c10d/core/Json.hpp"
 #include "c10d/core/Logging.hpp"
 #include "c10d/core/ThreadName.hpp"
 #include "c10d/training/HostValues.hpp"
@@ -465,23 +466,20 @@ struct FusionQueue::Impl {
     for (const TimelineEvent& e : timeline) rows.emplace(e.tensor, static_cast<int>(rows.size()));
     out << "{\"traceEvents\": [\n";
     bool first = true;
-    auto escaped = [](const std::string& text) {
-      std::string s;
-      for (char c : text) {
-        if (c == '"' || c == '\\') s += '\\';
-        if (static_cast<unsigned char>(c) >= 0x20) s += c;
-      }
-      return s;
+    auto quoted = [](const std::string& text) {
+      std::string json;
+      detail::appendJsonString(json, text);
+      return json;
     };
     for (const auto& [tensor, row] : rows) {
       out << (first ? "" : ",\n")
           << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << group->rank()
-          << ", \"tid\": " << row << ", \"args\": {\"name\": \"" << escaped(tensor) << "\"}}";
+          << ", \"tid\": " << row << ", \"args\": {\"name\": " << quoted(tensor) << "}}";
       first = false;
     }
     for (const TimelineEvent& e : timeline) {
-      out << (first ? "" : ",\n") << "{\"name\": \"" << e.phase << "\", \"cat\": \""
-          << escaped(e.tensor) << "\", \"ph\": \"X\", \"ts\": " << e.startUs
+      out << (first ? "" : ",\n") << "{\"name\": \"" << e.phase
+          << "\", \"cat\": " << quoted(e.tensor) << ", \"ph\": \"X\", \"ts\": " << e.startUs
           << ", \"dur\": " << e.durationUs << ", \"pid\": " << group->rank()
           << ", \"tid\": " << rows.at(e.tensor) << "}";
       first = false;
