@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "c10d/core/Exception.hpp"
+#include "c10d/parallel/Shard.hpp"
 
 namespace c10d::inline v0 {
 namespace {
@@ -70,14 +71,13 @@ FullyShardedLayers::FullyShardedLayers(ProcessGroup& group, const std::vector<Te
                "; it needs a contiguous float32 or float64 CPU tensor");
     Layer layer;
     layer.elements = full.numel();
-    layer.part = (layer.elements + size - 1) / size;
+    const detail::Shard mine = detail::shardOf(layer.elements, size, rank);
+    layer.part = mine.part;
     layer.shard = Tensor::zeros({layer.part}, full.dtype());
     layer.gradShard = Tensor::zeros({layer.part}, full.dtype());
-    const int64_t begin = std::min(layer.elements, rank * layer.part);
-    const int64_t count = std::min(layer.elements, begin + layer.part) - begin;
     std::memcpy(layer.shard.data(),
-                static_cast<const char*>(full.data()) + begin * full.elementSize(),
-                count * full.elementSize());
+                static_cast<const char*>(full.data()) + mine.begin * full.elementSize(),
+                mine.count * full.elementSize());
     impl.layers.push_back(std::move(layer));
   }
   impl.notePeak();
@@ -137,16 +137,15 @@ void FullyShardedLayers::step() {
   std::vector<Tensor> shards, grads;
   for (size_t i = 0; i < impl.layers.size(); ++i) {
     Layer& l = impl.layers[i];
-    if (l.pendingReduce) {
+    // A layer without a gradient this step gets none: the optimizer leaves it alone.
+    const bool reduced = l.pendingReduce != nullptr;
+    if (reduced) {
       l.pendingReduce->wait();
       l.pendingReduce.reset();
       l.reducing = Tensor();
-      shards.push_back(l.shard);
-      grads.push_back(l.gradShard);
-    } else {
-      shards.push_back(l.shard);
-      grads.push_back(Tensor());  // no gradient this step: the optimizer leaves it alone
     }
+    shards.push_back(l.shard);
+    grads.push_back(reduced ? l.gradShard : Tensor());
   }
   impl.optimizer->step(shards, grads);
   impl.notePeak();

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "c10d/core/Exception.hpp"
+#include "c10d/parallel/Shard.hpp"
 
 namespace c10d::inline v0 {
 namespace {
@@ -85,7 +86,8 @@ ZeroOptimizer::ZeroOptimizer(ProcessGroup& group, std::vector<DataParallelParame
     // back into the bucket, which the reducer then copies into the gradients.
     ddp.commHook = [size, rank](ProcessGroup& pg, GradBucket& bucket) {
       const int64_t n = bucket.buffer.numel();
-      const int64_t part = (n + size - 1) / size;
+      const detail::Shard shard = detail::shardOf(n, size, rank);
+      const int64_t part = shard.part;
       Tensor input = bucket.buffer;
       if (n != part * size) {  // padded to N equal parts
         input = Tensor::zeros({part * size}, bucket.buffer.dtype());
@@ -93,10 +95,9 @@ ZeroOptimizer::ZeroOptimizer(ProcessGroup& group, std::vector<DataParallelParame
       }
       Tensor mine = Tensor::empty({part}, bucket.buffer.dtype());
       auto work = pg.reduceScatterTensor(mine, input, {.reduceOp = bucket.average});
-      return work->getFuture()->then([buffer = bucket.buffer, mine, n, part, rank](Future&) {
-        const int64_t begin = std::min(n, rank * part), count = std::min(n, begin + part) - begin;
-        std::memcpy(static_cast<char*>(buffer.data()) + begin * buffer.elementSize(), mine.data(),
-                    count * buffer.elementSize());
+      return work->getFuture()->then([buffer = bucket.buffer, mine, shard](Future&) {
+        std::memcpy(static_cast<char*>(buffer.data()) + shard.begin * buffer.elementSize(),
+                    mine.data(), shard.count * buffer.elementSize());
         return std::vector<Tensor>{buffer};
       });
     };
@@ -111,7 +112,7 @@ ZeroOptimizer::ZeroOptimizer(ProcessGroup& group, std::vector<DataParallelParame
       bucket.segments.push_back({i, 0, bucket.elements, impl.values[i].numel()});
       bucket.elements += impl.values[i].numel();
     }
-    bucket.part = (bucket.elements + size - 1) / size;
+    bucket.part = detail::shardOf(bucket.elements, size, rank).part;
     bucket.values = Tensor::zeros({bucket.part}, bucket.dtype);
     bucket.grads = Tensor::zeros({bucket.part}, bucket.dtype);
     bucket.gathered = Tensor::zeros({bucket.part * size}, bucket.dtype);
@@ -131,10 +132,9 @@ bool ZeroOptimizer::step() {
   const int rank = impl.group->rank();
   std::vector<Tensor> values, grads;
   for (BucketShards& bucket : impl.buckets) {
-    const int64_t begin = std::min(bucket.elements, rank * bucket.part);
-    const int64_t count = std::min(bucket.elements, begin + bucket.part) - begin;
-    copyRange(impl.values, bucket, begin, count, bucket.values, 0, true);
-    copyRange(impl.grads, bucket, begin, count, bucket.grads, 0, true);
+    const detail::Shard mine = detail::shardOf(bucket.elements, impl.group->size(), rank);
+    copyRange(impl.values, bucket, mine.begin, mine.count, bucket.values, 0, true);
+    copyRange(impl.grads, bucket, mine.begin, mine.count, bucket.grads, 0, true);
     values.push_back(bucket.values);
     grads.push_back(bucket.grads);
   }
@@ -160,8 +160,7 @@ int64_t ZeroOptimizer::shardElements() const {
   int64_t elements = 0;
   const int rank = impl_->group->rank();
   for (const BucketShards& bucket : impl_->buckets) {
-    const int64_t begin = std::min(bucket.elements, rank * bucket.part);
-    elements += std::min(bucket.elements, begin + bucket.part) - begin;
+    elements += detail::shardOf(bucket.elements, impl_->group->size(), rank).count;
   }
   return elements;
 }
