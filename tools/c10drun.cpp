@@ -22,7 +22,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -42,6 +41,7 @@
 
 #include "c10d/FlightRecorderSignal.hpp"
 #include "c10d/core/Config.hpp"
+#include "c10d/core/Json.hpp"
 
 extern char** environ;
 
@@ -383,39 +383,7 @@ std::string errorFileMessage(const std::string& path) {
     at = json.find_first_not_of(" \t\r\n:", at + 9);
   }
   if (at == std::string::npos || json[at] != '"') return "";
-  std::string text;
-  for (size_t i = at + 1; i < json.size() && json[i] != '"'; ++i) {
-    if (json[i] != '\\' || i + 1 >= json.size()) {
-      text += json[i];
-      continue;
-    }
-    char escaped = json[++i];
-    switch (escaped) {
-      case 'n':
-        text += '\n';
-        break;
-      case 't':
-        text += '\t';
-        break;
-      case 'u': {  // our writers escape control characters only; others' text stays as is
-        unsigned value = 0;
-        size_t digits = 0;
-        while (digits < 4 && i + 1 < json.size() &&
-               std::isxdigit(static_cast<unsigned char>(json[i + 1]))) {
-          char c = json[++i];
-          value = value * 16 + static_cast<unsigned>(std::isdigit(static_cast<unsigned char>(c))
-                                                         ? c - '0'
-                                                         : (std::tolower(c) - 'a' + 10));
-          ++digits;
-        }
-        text += digits == 4 && value < 0x80 ? std::string(1, static_cast<char>(value)) : "?";
-        break;
-      }
-      default:
-        text += escaped;
-    }
-  }
-  return text;
+  return c10d::detail::readJsonString(json, at);
 }
 
 class Launcher {

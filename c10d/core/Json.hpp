@@ -27,7 +27,7 @@ inline size_t utf8SequenceLength(std::string_view text, size_t i) {
 
 // Appends text as a JSON string literal (quotes, escapes, control characters as \u00XX, bytes
 // that are not UTF-8 as U+FFFD, since a JSON reader refuses the whole file over one): what the
-// flight recorder's dumps and the launcher's error files write.
+// flight recorder's dumps, the fusion timeline and the launcher's error files write.
 inline void appendJsonString(std::string& out, std::string_view text) {
   out += '"';
   for (size_t i = 0; i < text.size(); ++i) {
@@ -63,6 +63,56 @@ inline void appendJsonString(std::string& out, std::string_view text) {
     }
   }
   out += '"';
+}
+
+// The JSON string literal starting at json[at] (its opening quote) decoded, the inverse of
+// appendJsonString; escapes of code points beyond ASCII become '?'. A literal cut short ends the
+// text where the input ends.
+inline std::string readJsonString(std::string_view json, size_t at) {
+  std::string text;
+  for (size_t i = at + 1; i < json.size() && json[i] != '"'; ++i) {
+    if (json[i] != '\\' || i + 1 >= json.size()) {
+      text += json[i];
+      continue;
+    }
+    const char escaped = json[++i];
+    switch (escaped) {
+      case 'b':
+        text += '\b';
+        break;
+      case 'f':
+        text += '\f';
+        break;
+      case 'n':
+        text += '\n';
+        break;
+      case 'r':
+        text += '\r';
+        break;
+      case 't':
+        text += '\t';
+        break;
+      case 'u': {
+        unsigned value = 0;
+        size_t digits = 0;
+        for (; digits < 4 && i + 1 < json.size(); ++digits) {
+          const char c = json[i + 1];
+          const int digit = c >= '0' && c <= '9'   ? c - '0'
+                            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                                   : -1;
+          if (digit < 0) break;
+          value = value * 16 + static_cast<unsigned>(digit);
+          ++i;
+        }
+        text += digits == 4 && value < 0x80 ? static_cast<char>(value) : '?';
+        break;
+      }
+      default:  // \" \\ \/
+        text += escaped;
+    }
+  }
+  return text;
 }
 
 }  // namespace c10d::inline v0::detail
