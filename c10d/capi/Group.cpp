@@ -27,20 +27,31 @@ InitOptions initOptionsOf(const c10d_init_options* options, const char* call) {
   return init;
 }
 
+// c10d_group_options over defaults: its backend, a positive timeout and a name where given.
+ProcessGroupOptions groupOptionsOf(const c10d_group_options& options, const char* call,
+                                   ProcessGroupOptions defaults) {
+  C10D_CHECK(options.timeout_ms >= 0, InvalidArgument, call, ": options->timeout_ms is ",
+             options.timeout_ms,
+             "; use 0 for the default (a subgroup's parent's) or a positive "
+             "value");
+  if (options.backend != nullptr) defaults.backend = options.backend;
+  if (options.timeout_ms > 0) defaults.timeout = std::chrono::milliseconds(options.timeout_ms);
+  if (options.group_name != nullptr) defaults.groupName = options.group_name;
+  return defaults;
+}
+
 // For a subgroup: nullopt (the parent's options, config included) unless the caller overrides
-// the backend or the timeout.
+// the backend or the timeout; then the parent's backend, timeout and local rank under them.
 std::optional<ProcessGroupOptions> subgroupOptionsOf(const ProcessGroup& parent,
                                                      const c10d_group_options* options,
                                                      const char* call) {
   if (!checkOptions(options, call)) return std::nullopt;
-  C10D_CHECK(options->timeout_ms >= 0, InvalidArgument, call, ": options->timeout_ms is ",
-             options->timeout_ms, "; use 0 for the parent's or a positive value");
+  ProcessGroupOptions inherited;
+  inherited.backend = parent.backendSpec();
+  inherited.timeout = parent.timeout();
+  inherited.localRank = parent.localRank();
+  ProcessGroupOptions sub = groupOptionsOf(*options, call, inherited);
   if (options->backend == nullptr && options->timeout_ms == 0) return std::nullopt;
-  ProcessGroupOptions sub;
-  sub.backend = options->backend != nullptr ? options->backend : parent.backendSpec();
-  sub.timeout =
-      options->timeout_ms > 0 ? std::chrono::milliseconds(options->timeout_ms) : parent.timeout();
-  sub.localRank = parent.localRank();
   return sub;
 }
 
@@ -72,13 +83,7 @@ c10d_status c10d_group_create(c10d_store* store, int rank, int size,
     c10d_store& s = deref(store, call, "store");
     outOf(out, call);
     ProcessGroupOptions pg;
-    if (checkOptions(options, call)) {
-      if (options->backend != nullptr) pg.backend = options->backend;
-      C10D_CHECK(options->timeout_ms >= 0, InvalidArgument, call, ": options->timeout_ms is ",
-                 options->timeout_ms, "; use 0 for the default or a positive value");
-      if (options->timeout_ms > 0) pg.timeout = std::chrono::milliseconds(options->timeout_ms);
-      if (options->group_name != nullptr) pg.groupName = options->group_name;
-    }
+    if (checkOptions(options, call)) pg = groupOptionsOf(*options, call, pg);
     *out = new c10d_group{std::make_shared<ProcessGroup>(s.store, rank, size, pg)};
   });
 }
