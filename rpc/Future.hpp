@@ -45,6 +45,14 @@ class Future {
     state_->changed.wait(lock, [&] { return state_->done; });
     if (state_->error) std::rethrow_exception(state_->error);
   }
+  // Blocks until complete or timeout: false at the timeout (the call goes on), true once
+  // complete; rethrows the call's error.
+  bool waitFor(std::chrono::milliseconds timeout) const {
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    if (!state_->changed.wait_for(lock, timeout, [&] { return state_->done; })) return false;
+    if (state_->error) std::rethrow_exception(state_->error);
+    return true;
+  }
   // Blocks until complete; the value, or the call's error rethrown.
   T value() const {
     wait();

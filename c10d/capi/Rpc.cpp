@@ -3,8 +3,6 @@
 
 #include <dlpack/dlpack.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -25,18 +23,8 @@ struct c10d_rpc {
 
 using Reply = std::tuple<std::string, std::vector<c10d::Tensor>>;
 
-// The call's result, and a condition to wait on it with a deadline (rpc::Future waits without).
-// Shared with the call's callback, so the handle may be freed before the call ends.
-struct CallState {
-  std::mutex mutex;
-  std::condition_variable done;
-  bool completed = false;
-  std::exception_ptr error;
-  Reply reply;
-};
-
 struct c10d_rpc_future {
-  std::shared_ptr<CallState> state;
+  c10d::rpc::Future<Reply> call;
 };
 
 using namespace c10d;
@@ -219,46 +207,31 @@ c10d_status c10d_rpc_call(c10d_rpc* agent, const char* to, const char* function,
         timeout_ms < 0 ? a.options().timeout : std::chrono::milliseconds(timeout_ms);
     std::string bytes = args != nullptr ? args->bytes : std::string();
     std::vector<Tensor> tensors = args != nullptr ? args->tensors : std::vector<Tensor>{};
-    rpc::Future<Reply> pending =
-        a.rpcAsyncWithTimeout<Reply>(worker, name, timeout, std::move(bytes), std::move(tensors));
-    auto state = std::make_shared<CallState>();
-    pending.addCallback([state, pending] {
-      std::lock_guard<std::mutex> guard(state->mutex);
-      state->error = pending.error();
-      if (!state->error) state->reply = pending.value();
-      state->completed = true;
-      state->done.notify_all();
-    });
-    *out = new c10d_rpc_future{std::move(state)};
+    *out = new c10d_rpc_future{
+        a.rpcAsyncWithTimeout<Reply>(worker, name, timeout, std::move(bytes), std::move(tensors))};
   });
 }
 
 c10d_status c10d_rpc_future_wait(c10d_rpc_future* future, int64_t timeout_ms,
                                  c10d_rpc_message** result) {
-  std::exception_ptr error;
-  c10d_status status = guarded([&] {
+  return guarded([&] {
     const char* call = "c10d_rpc_future_wait";
-    CallState& f = *deref(future, call, "future").state;
-    std::unique_lock<std::mutex> lock(f.mutex);
+    rpc::Future<Reply>& f = deref(future, call, "future").call;
     if (timeout_ms < 0) {
-      f.done.wait(lock, [&] { return f.completed; });
-    } else if (!f.done.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                                [&] { return f.completed; })) {
+      f.wait();
+    } else if (!f.waitFor(std::chrono::milliseconds(timeout_ms))) {
       C10D_THROW(TimeoutError, call, ": the call did not end within ", timeout_ms,
                  " ms (it goes on, up to its own timeout)");
     }
-    error = f.error;
-    if (!error && result != nullptr) *result = messageOf(Reply(f.reply));
+    if (result != nullptr) *result = messageOf(f.value());
   });
-  if (status != C10D_OK) return status;
-  return error ? statusOf(error) : C10D_OK;
 }
 
 c10d_status c10d_rpc_future_test(c10d_rpc_future* future, int* completed) {
   return guarded([&] {
-    CallState& f = *deref(future, "c10d_rpc_future_test", "future").state;
-    std::lock_guard<std::mutex> guard(f.mutex);
-    outOf(completed, "c10d_rpc_future_test") = f.completed ? 1 : 0;
+    const char* call = "c10d_rpc_future_test";
+    const bool done = deref(future, call, "future").call.completed();
+    outOf(completed, call) = done ? 1 : 0;
   });
 }
 
