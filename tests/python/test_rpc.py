@@ -92,6 +92,7 @@ def run_two(rank, size):
     assert mine.to_here() is mine.local_value()
     c10d.barrier()
     assert rpc.rpc_sync(other, owned_count) == 2  # what `ref`, and the peer's `mine`, refer to
+    c10d.barrier()  # both have counted before either drops its references
     del ref, mine
     gc.collect()
     wait_until(lambda: rpc.rpc_sync(other, owned_count) == 0)
