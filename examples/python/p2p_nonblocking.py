@@ -3,16 +3,16 @@
 with irecv, and both wait for their request.
 
 The second program of PyTorch's "Writing Distributed Applications" tutorial, on c10d: it imports
-c10d as dist where the tutorial imports torch.distributed, and is otherwise the same program.
+c10d as dist where the tutorial imports torch.distributed, and is otherwise the same program but
+for starting its ranks with c10d.multiprocessing.spawn, which picks a free MASTER_PORT and stops
+the other rank when one fails.
 
     python3 p2p_nonblocking.py [--numpy]  # spawns the 2 ranks itself
     c10drun --nproc-per-node 2 python3 p2p_nonblocking.py [--numpy]
 
 --numpy runs it on NumPy arrays instead of torch tensors. Exits 1 when a rank got wrong data.
 """
-import multiprocessing as mp
 import os
-import random
 import sys
 
 import c10d as dist
@@ -56,15 +56,6 @@ def init_process(rank, size, fn, backend='gloo'):
 if __name__ == "__main__":
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by c10drun or torchrun
         init_process(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), run)
-        sys.exit(0)
-    size = 2
-    os.environ.setdefault('MASTER_PORT', str(29500 + random.randrange(1, 10000)))
-    processes = []
-    mp.set_start_method("spawn")
-    for rank in range(size):
-        p = mp.Process(target=init_process, args=(rank, size, run))
-        p.start()
-        processes.append(p)
-    for p in processes:
-        p.join()
-    sys.exit(1 if any(p.exitcode != 0 for p in processes) else 0)
+    else:
+        size = 2
+        dist.multiprocessing.spawn(init_process, args=(size, run), nprocs=size)

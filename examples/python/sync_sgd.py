@@ -7,13 +7,12 @@ imports c10d as dist where the tutorial imports torch.distributed. It trains a s
 a synthetic regression problem instead of MNIST (nothing to download), and at the end checks that
 every rank holds the same parameters by all_gather-ing a checksum of them.
 
-    python3 sync_sgd.py [--numpy]  # spawns the 2 ranks itself
+    python3 sync_sgd.py [--numpy]  # spawns the 2 ranks itself (c10d.multiprocessing.spawn)
     c10drun --nproc-per-node 2 python3 sync_sgd.py [--numpy]
 
 --numpy trains a linear model on NumPy arrays, with its gradient written out, instead of a torch
 network. Exits 1 when the ranks' parameters differ or the loss did not go down.
 """
-import multiprocessing as mp
 import os
 import random
 import sys
@@ -246,15 +245,6 @@ def init_process(rank, size, fn, backend='gloo'):
 if __name__ == "__main__":
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by c10drun or torchrun
         init_process(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), run)
-        sys.exit(0)
-    size = 2
-    os.environ.setdefault('MASTER_PORT', str(29500 + random.randrange(1, 10000)))
-    processes = []
-    mp.set_start_method("spawn")
-    for rank in range(size):
-        p = mp.Process(target=init_process, args=(rank, size, run))
-        p.start()
-        processes.append(p)
-    for p in processes:
-        p.join()
-    sys.exit(1 if any(p.exitcode != 0 for p in processes) else 0)
+    else:
+        size = 2
+        dist.multiprocessing.spawn(init_process, args=(size, run), nprocs=size)

@@ -10,17 +10,12 @@ order. A rank that raises fails the test with that rank's traceback; ranks still
 import multiprocessing
 import os
 import queue
-import socket
 import time
 import traceback
 
+from c10d.multiprocessing import _free_port as free_port
+
 DEFAULT_TIMEOUT = 60.0
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _child(fn, rank, world_size, port, init, args, results):
