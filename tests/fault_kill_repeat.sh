@@ -21,7 +21,7 @@ trap cleanup EXIT
 fail() { echo "FAIL: run $run: $*"; for r in 0 1 2; do sed "s/^/[rank $r] /" "$work/$r.out"; done; exit 1; }
 
 for run in $(seq 1 "$runs"); do
-  export MASTER_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  export MASTER_PORT=$(python3 "$(dirname "$0")/free_port.py")
   kill_at=$(( 5 + RANDOM % 10 ))  # vary where in the loop the kill falls
   pids=()
   for rank in 0 1 2; do

@@ -13,7 +13,7 @@ np=$1
 shift
 unset MASTER_ADDR MASTER_PORT
 if [ $store = 1 ]; then
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(python3 "$(dirname "$0")/free_port.py")
   export MASTER_ADDR=127.0.0.1 MASTER_PORT=$port
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -39,7 +39,7 @@ if ! "$python" -c "import torch.distributed.run" 2>/dev/null; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-port=$((20000 + RANDOM % 20000))
+port=$("$python" "$(dirname "$0")/../free_port.py")
 # --redirects 1 --tee 1: Debian's torchrun 1.13 crashes on Python 3.11 with its defaults.
 out=$(cd "$work" && timeout 120 "$python" -m torch.distributed.run --nproc_per_node 2 \
   --master_port "$port" --no_python --redirects 1 --tee 1 --log_dir "$work/logs" "$program" 2>&1)

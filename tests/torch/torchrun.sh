@@ -11,7 +11,7 @@ if ! "$python" -c "import torch.distributed.run" 2>/dev/null; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-port=$("$python" -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+port=$("$python" "$(dirname "$0")/../free_port.py")
 case $rdzv in
   static) rdzv_args=(--master_addr 127.0.0.1 --master_port "$port") ;;
   c10d) rdzv_args=(--rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$port") ;;
