@@ -3,8 +3,10 @@
 // must fail well inside their timeout, with an error that names what was lost.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <thread>
 
 #include "rpc/RpcAgent.hpp"
@@ -52,7 +54,19 @@ std::string errorSoonFrom(Fn&& fn, const std::string& what, ErrorContext* contex
   return error;
 }
 
+// What /dev/shm holds: a killed rank must leave nothing there (the same-host transport's
+// segments have no name: c10d/net/SharedMemory.hpp).
+std::vector<std::string> devShm() {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 TEST(FaultTest, GlooSurvivorsOfAKilledRankFailNamingIt) {
+  const std::vector<std::string> before = devShm();
   auto outcomes = test::runRanks(ranksLosing(2), [](test::RankEnv& env) {
     Tensor tensor = Tensor::zeros({4096}, ScalarType::Float32);
     for (int i = 0; i < 5; ++i) env.pg.allreduce(tensor)->wait();
@@ -78,6 +92,7 @@ TEST(FaultTest, GlooSurvivorsOfAKilledRankFailNamingIt) {
     test::check(context.sequence >= 5, "context().sequence counts the 5 allreduces before");
   });
   EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0, kKilled})) << test::report(outcomes);
+  EXPECT_EQ(devShm(), before) << "files left in /dev/shm";
 }
 
 // A broadcast's root only writes. Once its peer is gone, its first write draws a reset and the

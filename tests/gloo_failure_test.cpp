@@ -1,5 +1,6 @@
 // GlooFailure::of against the messages Debian's Gloo (5b14351) writes, copied from its sources
-// (gloo/transport/tcp/pair.cc, unbound_buffer.cc) and from this repository's fault tests.
+// (gloo/transport/tcp/pair.cc, unbound_buffer.cc) and from this repository's fault tests, and
+// against those of the SyncMesh's shared memory channels.
 #include <gtest/gtest.h>
 
 #include "backends/gloo/GlooFailure.hpp"
@@ -26,6 +27,11 @@ const Sample kSamples[] = {
     {"[./gloo/transport/tcp/pair.cc:395] writev [127.0.0.1]:35202: Broken pipe", false, true},
     {"[enforce fail at gloo/transport/tcp/pair.cc:510] op.preamble.length <= op.nbytes. 32 vs 16",
      false, false},
+    // The SyncMesh's shared memory channels (SyncMesh::lost), in the same words.
+    {"Read timeout [shared memory from rank 1] after 30000 ms", true, false},
+    {"Write timeout [shared memory to rank 1] after 30000 ms", true, false},
+    {"Connection closed by peer [shared memory from rank 1]", false, true},
+    {"Connection closed by peer [shared memory to rank 2]: its process 4242 ended", false, true},
 };
 
 TEST(GlooFailureTest, EveryMessageIsReadAsWhatItSays) {

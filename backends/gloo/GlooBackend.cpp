@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -18,6 +17,7 @@
 #include "backends/gloo/PointToPoint.hpp"
 #include "c10d/core/Logging.hpp"
 #include "c10d/core/ThreadName.hpp"
+#include "c10d/net/SharedMemory.hpp"
 #include "store/PrefixStore.hpp"
 
 namespace c10d::inline v0 {
@@ -62,35 +62,19 @@ void GlooBackend::Runtime::checkUsable(const Work::Describe& describe) {
 
 namespace {
 
-// Whether the process pid on this host has ended: gone, or a zombie not yet reaped.
-bool processEnded(long pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  size_t close = line.rfind(')');  // the state follows "(command)"
-  return close == std::string::npos || close + 2 >= line.size() || line[close + 2] == 'Z' ||
-         line[close + 2] == 'X';
-}
-
 // "rank 2 of group 'g' is" or "ranks 0, 2 of group 'g' are": the peers on this host whose
 // process has ended; "" if none.
 std::string endedPeers(const std::vector<std::pair<int, long>>& localPeerPids,
                        const std::string& group, std::vector<int>* ranks = nullptr) {
   std::vector<int> ended;
   for (const auto& [peer, pid] : localPeerPids) {
-    if (processEnded(pid)) ended.push_back(peer);
+    if (shm::processEnded(pid)) ended.push_back(peer);
   }
   if (ranks != nullptr) *ranks = ended;
   if (ended.empty()) return "";
   std::string list = ended.size() == 1 ? "rank " : "ranks ";
   for (size_t i = 0; i < ended.size(); ++i) list += detail::concat(i ? ", " : "", ended[i]);
   return detail::concat(list, " of group '", group, "'", ended.size() == 1 ? " is" : " are");
-}
-
-std::string hostName() {
-  char name[256] = {};
-  ::gethostname(name, sizeof(name) - 1);
-  return name;
 }
 
 }  // namespace
@@ -101,7 +85,7 @@ bool GlooBackend::Runtime::exchangePeerFacts(Store& store, std::chrono::millisec
   // First line "<host> <pid> <spin>", then the listening address of each of this rank's pairs
   // in both contexts (a pair's address may carry "$<sequence number>", which messages leave
   // out).
-  const std::string host = hostName();
+  const std::string host = shm::hostIdentity();
   std::string mine = detail::concat(host, " ", ::getpid(), " ", spin ? 1 : 0, "\n");
   for (gloo::rendezvous::Context* c : {context.get(), fast ? &fast->context() : nullptr}) {
     if (c == nullptr) continue;
@@ -181,7 +165,10 @@ std::string GlooBackend::Runtime::recordFailure(const std::string& message) {
 void GlooBackend::Runtime::closeConnections() {
   try {
     context->closeConnections();
-    if (fast) fast->context().closeConnections();
+    if (fast) {
+      fast->context().closeConnections();
+      fast->closeSharedMemory();
+    }
   } catch (const std::exception& e) {
     C10D_LOG(Warning, "gloo backend of group '", group, "' rank ", rank,
              ": closing connections after a failure: ", e.what());
@@ -528,6 +515,13 @@ GlooBackend::GlooBackend(const BackendContext& context)
     }
     PrefixStore peerStore("peers", context.store);
     const bool anySleeps = runtime_->exchangePeerFacts(peerStore, context.timeout, spin);
+    if (runtime_->fast) {
+      const bool shm = context.settings.flag("C10D_SHM").value_or(true);
+      std::string chosen =
+          runtime_->fast->connectSharedMemory(peerStore, runtime_->localPeerPids, shm);
+      C10D_LOG(Info, "gloo backend of group '", context.groupName, "' rank ", context.rank, ": ",
+               chosen);
+    }
     runtime_->largeViaGloo = runtime_->fast && fastPath != "all" && anySleeps;
     runtime_->failureLog = std::make_shared<PrefixStore>("errors", context.store);
   } catch (const gloo::Exception& e) {

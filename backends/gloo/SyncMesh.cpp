@@ -1,17 +1,25 @@
 #include "backends/gloo/SyncMesh.hpp"
 
+#include <gloo/common/error.h>
 #include <gloo/transport/pair.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+#include <sstream>
 
 #include "backends/gloo/GlooSetup.hpp"
 #include "c10d/core/Exception.hpp"
+#include "store/Store.hpp"
 
 namespace c10d::inline v0 {
 
 SyncMesh::SyncMesh(std::shared_ptr<gloo::rendezvous::Context> context, bool busyPoll)
-    : context_(std::move(context)), rank_(context_->rank), size_(context_->size), peers_(size_) {
+    : context_(std::move(context)),
+      rank_(context_->rank),
+      size_(context_->size),
+      peers_(size_),
+      busyPoll_(busyPoll) {
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
     auto& pair = context_->getPair(peer);
@@ -42,21 +50,222 @@ void SyncMesh::send(int peer, const void* data, size_t bytes) {
   Peer& p = peers_[peer];
   WireCall header = call_;
   header.payloadBytes = static_cast<uint32_t>(bytes);
+  if (p.shared) {
+    shm::Wait wait = p.out.write(&header, kHeaderBytes, data, bytes, waiting(peer));
+    if (wait != shm::Wait::Ready) lost(wait, peer, true);
+    return;
+  }
   std::memcpy(p.sendStage.data(), &header, kHeaderBytes);
   if (bytes > 0) copyBytes(p.sendStage.data() + kHeaderBytes, data, bytes);
   p.sendBuffer->send(0, kHeaderBytes + bytes, 0);
   p.sendBuffer->waitSend();
 }
 
-void SyncMesh::recv(int peer, void* data, size_t bytes) {
-  Peer& p = peers_[peer];
-  p.recvBuffer->waitRecv();
-  WireCall header;
-  std::memcpy(&header, p.recvStage.data(), kHeaderBytes);
+void SyncMesh::checkHeader(int peer, const WireCall& header, size_t bytes) const {
   const bool agreeing = call_.flags & WireCall::kAgreeing;
   const bool match = agreeing ? header.flags == call_.flags : header.sameCall(call_);
   if (!match || header.payloadBytes != bytes) throw mismatch(peer, header, match, bytes);
+}
+
+void SyncMesh::recv(int peer, void* data, size_t bytes) {
+  Peer& p = peers_[peer];
+  WireCall header;
+  if (p.shared) {
+    const shm::Waiting deadline = waiting(peer);
+    shm::Wait wait = p.in.readHeader(&header, kHeaderBytes, deadline);
+    if (wait != shm::Wait::Ready) lost(wait, peer, false);
+    checkHeader(peer, header, bytes);
+    auto* out = static_cast<uint8_t*>(data);
+    wait = p.in.readPayload(bytes, deadline, [&](const uint8_t* piece, size_t n) {
+      copyBytes(out, piece, n);
+      out += n;
+    });
+    if (wait != shm::Wait::Ready) lost(wait, peer, false);
+    return;
+  }
+  p.recvBuffer->waitRecv();
+  std::memcpy(&header, p.recvStage.data(), kHeaderBytes);
+  checkHeader(peer, header, bytes);
   if (bytes > 0) copyBytes(data, p.recvStage.data() + kHeaderBytes, bytes);
+}
+
+void SyncMesh::recvReduce(int peer, void* target, size_t count, size_t elementSize,
+                          ReduceFunction reduce, bool incomingFirst) {
+  auto fold = [&](uint8_t* into, const void* incoming, size_t n) {
+    if (incomingFirst) {
+      reduce(into, incoming, into, n);
+    } else {
+      reduce(into, into, incoming, n);
+    }
+  };
+  const size_t bytes = count * elementSize;
+  Peer& p = peers_[peer];
+  if (!p.shared) {
+    recv(peer, scratch_.data(), bytes);
+    fold(static_cast<uint8_t*>(target), scratch_.data(), count);
+    return;
+  }
+  WireCall header;
+  const shm::Waiting deadline = waiting(peer);
+  shm::Wait wait = p.in.readHeader(&header, kHeaderBytes, deadline);
+  if (wait != shm::Wait::Ready) lost(wait, peer, false);
+  checkHeader(peer, header, bytes);
+  auto* into = static_cast<uint8_t*>(target);
+  // Pieces are whole slots of the channel, so whole elements (the last one ends the message).
+  wait = p.in.readPayload(bytes, deadline, [&](const uint8_t* piece, size_t n) {
+    fold(into, piece, n / elementSize);
+    into += n;
+  });
+  if (wait != shm::Wait::Ready) lost(wait, peer, false);
+}
+
+shm::Waiting SyncMesh::waiting(int peer) const {
+  return {std::chrono::steady_clock::now() + context_->getTimeout(), peers_[peer].pid, busyPoll_};
+}
+
+void SyncMesh::lost(shm::Wait wait, int peer, bool sending) const {
+  const std::string where =
+      detail::concat("[shared memory ", sending ? "to" : "from", " rank ", peer, "]");
+  switch (wait) {
+    case shm::Wait::TimedOut:
+      throw gloo::IoException(detail::concat(sending ? "Write timeout " : "Read timeout ", where,
+                                             " after ", context_->getTimeout().count(), " ms"));
+    case shm::Wait::PeerEnded:
+      throw gloo::IoException(detail::concat("Connection closed by peer ", where, ": its process ",
+                                             peers_[peer].pid, " ended"));
+    default:
+      throw gloo::IoException(detail::concat("Connection closed by peer ", where));
+  }
+}
+
+std::string SyncMesh::connectSharedMemory(Store& store,
+                                          const std::vector<std::pair<int, long>>& localPeerPids,
+                                          bool enabled) {
+  std::vector<int> local;
+  for (const auto& [peer, pid] : localPeerPids) {
+    if (peer != rank_) local.push_back(peer);
+  }
+  std::sort(local.begin(), local.end());
+  if (local.empty()) return "no other rank of the group on this host: TCP only";
+  const auto timeout = context_->getTimeout();
+  auto key = [](const char* what, int r) { return detail::concat("shm/", what, "/", r); };
+  // 1. Our segment holds the channel from each local peer, in the order of `local`:
+  //    "<pid> <fd> <bytes> <rank>..." or "none <why>".
+  std::string why;
+  if (enabled) {
+    try {
+      inbound_ = shm::Segment::create(local.size() * shm::Channel::bytesFor(kChannelBytes));
+      for (size_t i = 0; i < local.size(); ++i) {
+        shm::Channel::initialize(inbound_.data() + i * shm::Channel::bytesFor(kChannelBytes),
+                                 kChannelBytes);
+      }
+    } catch (const Error& e) {
+      why = e.what();
+    }
+  } else {
+    why = "C10D_SHM=0";
+  }
+  std::string offer = why.empty()
+                          ? detail::concat(::getpid(), " ", inbound_.fd(), " ", inbound_.size())
+                          : "none " + why;
+  if (why.empty()) {
+    for (int peer : local) offer += detail::concat(" ", peer);
+  }
+  store.setString(key("offer", rank_), offer);
+  std::vector<std::string> keys;
+  for (int peer : local) keys.push_back(key("offer", peer));
+  std::vector<Store::Bytes> offers = store.multiGet(keys, timeout);
+  // 2. Map each peer's segment and find our channel toward it; tell them which we mapped.
+  std::vector<std::string> refused(size_);
+  std::string mapped;
+  for (size_t i = 0; i < local.size(); ++i) {
+    const int peer = local[i];
+    std::istringstream fields(toString(offers[i]));
+    std::string first;
+    fields >> first;
+    if (first == "none") {
+      std::getline(fields >> std::ws, refused[peer]);
+      refused[peer] = detail::concat("rank ", peer, ": ", refused[peer]);
+      continue;
+    }
+    if (!why.empty()) continue;
+    try {
+      long pid = std::stol(first);
+      int fd = -1;
+      size_t bytes = 0;
+      fields >> fd >> bytes;
+      std::vector<int> theirs;
+      for (int r; fields >> r;) theirs.push_back(r);
+      auto at = std::find(theirs.begin(), theirs.end(), rank_);
+      C10D_CHECK(at != theirs.end(), Error, "rank ", peer, " has no channel for rank ", rank_,
+                 " (do the ranks disagree on which share this host?)");
+      shm::Segment segment = shm::Segment::open(pid, fd, bytes);
+      peers_[peer].out = shm::Channel(segment.data() + (at - theirs.begin()) *
+                                                           shm::Channel::bytesFor(kChannelBytes));
+      peers_[peer].in = shm::Channel(inbound_.data() + i * shm::Channel::bytesFor(kChannelBytes));
+      peers_[peer].pid = pid;
+      outbound_.push_back(std::move(segment));
+      mapped += detail::concat(" ", peer);
+    } catch (const std::exception& e) {
+      refused[peer] = detail::concat("rank ", peer, ": ", e.what());
+    }
+  }
+  store.setString(key("mapped", rank_), "ranks" + mapped);
+  keys.clear();
+  for (int peer : local) keys.push_back(key("mapped", peer));
+  std::vector<Store::Bytes> mappedBy = store.multiGet(keys, timeout);
+  // Every peer has opened our segment, or never will: the descriptor has done its job.
+  inbound_.closeDescriptor();
+  // 3. A pair moves to shared memory when both ends mapped the other's segment. Every rank of
+  //    the host reads every one's list, so all agree on whether the whole group is on shared
+  //    memory (allShared), which decides the path of large ops.
+  std::vector<std::vector<int>> mappedByRank(size_);
+  auto parse = [](const std::string& list) {
+    std::istringstream fields(
+        list.substr(list.find(' ') == std::string::npos ? list.size() : list.find(' ')));
+    std::vector<int> ranks;
+    for (int r; fields >> r;) ranks.push_back(r);
+    return ranks;
+  };
+  mappedByRank[rank_] = parse("ranks" + mapped);
+  for (size_t i = 0; i < local.size(); ++i) mappedByRank[local[i]] = parse(toString(mappedBy[i]));
+  auto mutual = [&](int a, int b) {
+    auto has = [&](int of, int r) {
+      return std::find(mappedByRank[of].begin(), mappedByRank[of].end(), r) !=
+             mappedByRank[of].end();
+    };
+    return has(a, b) && has(b, a);
+  };
+  std::vector<int> host = local;
+  host.push_back(rank_);
+  allShared_ = static_cast<int>(host.size()) == size_;
+  for (int a : host) {
+    for (int b : host) allShared_ = allShared_ && (a == b || mutual(a, b));
+  }
+  std::string shared, tcp;
+  for (int peer : local) {
+    if (mutual(rank_, peer)) {
+      peers_[peer].shared = true;
+      shared += detail::concat(shared.empty() ? "" : ", ", peer);
+    } else {
+      tcp += detail::concat(tcp.empty() ? "" : "; ", "rank ", peer,
+                            refused[peer].empty() ? "" : " (" + refused[peer] + ")");
+    }
+  }
+  if (!why.empty()) return detail::concat("shared memory off on this rank (", why, "): TCP only");
+  std::string line = shared.empty() ? std::string("no shared memory")
+                                    : detail::concat("shared memory with rank(s) ", shared);
+  if (!tcp.empty()) line += detail::concat("; TCP with local ", tcp);
+  if (allShared_) line += " (the whole group: large ops stay on the fast path)";
+  return line;
+}
+
+void SyncMesh::closeSharedMemory() {
+  for (Peer& p : peers_) {
+    if (!p.shared) continue;
+    p.out.close();
+    p.in.close();
+  }
 }
 
 WireMismatch SyncMesh::mismatch(int peer, const WireCall& header, bool sameCall,
@@ -101,25 +310,17 @@ void SyncMesh::allreduce(void* data, size_t count, size_t elementSize, ReduceFun
   int pow2 = 1;
   while (pow2 * 2 <= size_) pow2 *= 2;
   const int extra = size_ - pow2;
-  uint8_t* incoming = scratch_.data();
   if (rank_ >= pow2) {
     send(rank_ - pow2, data, bytes);
     recv(rank_ - pow2, data, bytes);
     return;
   }
-  if (rank_ < extra) {
-    recv(rank_ + pow2, incoming, bytes);
-    reduce(data, data, incoming, count);
-  }
+  if (rank_ < extra) recvReduce(rank_ + pow2, data, count, elementSize, reduce, false);
   for (int distance = 1; distance < pow2; distance *= 2) {
     int partner = rank_ ^ distance;
     send(partner, data, bytes);
-    recv(partner, incoming, bytes);
-    if (partner < rank_) {  // the lower rank's data goes first on both sides
-      reduce(data, incoming, data, count);
-    } else {
-      reduce(data, data, incoming, count);
-    }
+    // The lower rank's data goes first on both sides.
+    recvReduce(partner, data, count, elementSize, reduce, partner < rank_);
   }
   if (rank_ < extra) send(rank_ + pow2, data, bytes);
 }
@@ -147,8 +348,11 @@ void SyncMesh::ringPhase(uint8_t* base, size_t count, size_t segment, size_t ele
       size_t r = done < recvCount ? std::min(piece, recvCount - done) : 0;
       uint8_t* target = base + (begin(recvIndex) + done) * elementSize;
       send(right, base + (begin(sendIndex) + done) * elementSize, s * elementSize);
-      recv(left, reduce ? scratch_.data() : target, r * elementSize);
-      if (reduce) reduce(target, scratch_.data(), target, r);
+      if (reduce) {
+        recvReduce(left, target, r, elementSize, reduce, true);
+      } else {
+        recv(left, target, r * elementSize);
+      }
     });
   }
 }
@@ -172,7 +376,6 @@ void SyncMesh::reduceScatter(void* data, size_t blockCount, size_t elementSize,
 void SyncMesh::reduce(void* data, size_t count, size_t elementSize, ReduceFunction reduceFn,
                       int root) {
   const int relative = (rank_ - root + size_) % size_;
-  uint8_t* incoming = scratch_.data();
   inPieces(count, kMaxMessageBytes / elementSize, [&](size_t offset, size_t n) {
     uint8_t* piece = static_cast<uint8_t*>(data) + offset * elementSize;
     for (int mask = 1; mask < size_; mask *= 2) {
@@ -181,10 +384,7 @@ void SyncMesh::reduce(void* data, size_t count, size_t elementSize, ReduceFuncti
         return;
       }
       int child = relative + mask;
-      if (child < size_) {
-        recv((child + root) % size_, incoming, n * elementSize);
-        reduceFn(piece, piece, incoming, n);
-      }
+      if (child < size_) recvReduce((child + root) % size_, piece, n, elementSize, reduceFn, false);
     }
   });
 }

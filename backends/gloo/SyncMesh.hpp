@@ -8,14 +8,20 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/buffer.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/common/Reduce.hpp"
 #include "backends/gloo/WireCall.hpp"
+#include "c10d/net/SharedMemory.hpp"
 
 namespace c10d::inline v0 {
+
+class Store;
 
 class SyncMesh {
  public:
@@ -28,9 +34,26 @@ class SyncMesh {
   static constexpr size_t kStageBytes = 2 * kMaxMessageBytes;
   static constexpr size_t kHeaderBytes = sizeof(WireCall);
 
+  // Each direction between two ranks of one host: room for two messages of the largest size,
+  // as the sockets have (see kStageBytes). Its pages are touched only as far as messages reach.
+  static constexpr size_t kChannelBytes = 2 * (kMaxMessageBytes + 2 * shm::Channel::kSlotBytes);
+
   // Switches every pair of context (already connected) to sync mode; busyPoll spins on reads
   // instead of sleeping (only sensible with a core per rank).
   SyncMesh(std::shared_ptr<gloo::rendezvous::Context> context, bool busyPoll);
+
+  // Moves the pairs with ranks on this host (localPeerPids: rank, pid) onto shared memory
+  // channels, where both ranks of a pair can map each other's segment; the rest keep TCP.
+  // Collective over the group (every rank calls it, with enabled false where C10D_SHM=0, which
+  // keeps its pairs on TCP at both ends). Returns what it chose, for the log. Throws StoreError
+  // or TimeoutError when the store fails.
+  std::string connectSharedMemory(Store& store,
+                                  const std::vector<std::pair<int, long>>& localPeerPids,
+                                  bool enabled);
+  // Ends every wait on this rank's channels, at both ends (the group is broken).
+  void closeSharedMemory();
+  // Whether every pair of the group is on shared memory (the same answer on every rank).
+  bool allShared() const { return allShared_; }
 
   // The call that the next messages carry, and that messages received must match (see
   // WireCall.hpp); with WireCall::kAgreeing, received ones need only be agreeing too.
@@ -47,6 +70,10 @@ class SyncMesh {
   // throws WireMismatch for a message of another call or size, before it uses its payload.
   void send(int peer, const void* data, size_t bytes);
   void recv(int peer, void* data, size_t bytes);
+  // recv of count elements reduced into target: target = incoming op target when incomingFirst,
+  // else target op incoming. Over shared memory it reduces from the channel, without a copy.
+  void recvReduce(int peer, void* target, size_t count, size_t elementSize, ReduceFunction reduce,
+                  bool incomingFirst);
 
   // Collectives over whole buffers of any size; larger ones travel in kMaxMessageBytes pieces.
   // allreduce: recursive doubling up to kMaxMessageBytes (fewest steps), a ring beyond (fewest
@@ -73,12 +100,25 @@ class SyncMesh {
   struct Peer {
     std::vector<uint8_t> sendStage, recvStage;
     std::unique_ptr<gloo::transport::Buffer> sendBuffer, recvBuffer;
+    bool shared = false;  // on shared memory: out and in, instead of the buffers
+    shm::Channel out, in;
+    long pid = 0;
   };
+  // The header of a message from peer, checked against call_ (throws WireMismatch).
+  void checkHeader(int peer, const WireCall& header, size_t bytes) const;
+  shm::Waiting waiting(int peer) const;
+  // A shared memory wait that did not end Ready, as Gloo's exception for a pair in its words
+  // (GlooFailure.hpp), so that failures take one path.
+  [[noreturn]] void lost(shm::Wait wait, int peer, bool sending) const;
 
   std::shared_ptr<gloo::rendezvous::Context> context_;
   int rank_;
   int size_;
   std::vector<Peer> peers_;
+  bool busyPoll_;
+  bool allShared_ = false;
+  shm::Segment inbound_;  // the channels toward this rank, one per peer on shared memory
+  std::vector<shm::Segment> outbound_;  // peers' segments, mapped for their channel from us
   std::vector<uint8_t> scratch_;
   WireCall call_;
   // The call before (none until the second): a peer still in it when this rank has moved on

@@ -106,6 +106,17 @@ inline constexpr Variable kVariables[] = {
      {},
      "`0`: every collective through Gloo's own algorithms; `all`: through the SyncMesh at every "
      "size; `size`: by size. Must be the same on every rank"},
+    {"C10D_SHM",
+     Type::Choice,
+     Scope::Group,
+     "0|1",
+     0,
+     0,
+     "1",
+     {},
+     "`1`: ranks of a group on one host exchange the fast path's messages through shared memory "
+     "(memfd segments only the same user can map); `0`: over TCP. A pair keeps TCP when either "
+     "rank says `0` or cannot map the other's segment"},
     {"C10D_MPI_ABORT_ON_TIMEOUT",
      Type::Choice,
      Scope::Group,

@@ -1,0 +1,294 @@
+#include "c10d/net/SharedMemory.hpp"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <new>
+
+#include "c10d/core/Exception.hpp"
+
+namespace c10d::inline v0::shm {
+
+std::string hostIdentity() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  std::string identity = name;
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string bootId;
+  std::getline(boot, bootId);
+  identity += "/" + bootId;
+  for (const char* ns : {"/proc/self/ns/pid", "/proc/self/ns/net"}) {
+    char link[64] = {};
+    ssize_t n = ::readlink(ns, link, sizeof(link) - 1);
+    identity += "/" + std::string(link, n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  for (char& c : identity) {
+    if (c == ' ' || c == '\n') c = '_';
+  }
+  return identity;
+}
+
+bool processEnded(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  size_t close = line.rfind(')');  // the state follows "(command)"
+  return close == std::string::npos || close + 2 >= line.size() || line[close + 2] == 'Z' ||
+         line[close + 2] == 'X';
+}
+
+// ---- Segment ----
+
+namespace {
+
+std::string errnoText(int error) {
+  return detail::concat(std::strerror(error), " (errno ", error, ")");
+}
+
+uint8_t* mapShared(int fd, size_t bytes) {
+  void* at = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  return at == MAP_FAILED ? nullptr : static_cast<uint8_t*>(at);
+}
+
+}  // namespace
+
+Segment Segment::create(size_t bytes) {
+  Segment segment;
+  segment.fd_ = ::memfd_create("c10d-shm", MFD_CLOEXEC);
+  if (segment.fd_ < 0) C10D_THROW(Error, "memfd_create: ", errnoText(errno));
+  if (::fchmod(segment.fd_, 0600) != 0 || ::ftruncate(segment.fd_, static_cast<off_t>(bytes)) != 0)
+    C10D_THROW(Error, "sizing a shared memory segment of ", bytes, " bytes: ", errnoText(errno));
+  segment.data_ = mapShared(segment.fd_, bytes);
+  if (segment.data_ == nullptr) C10D_THROW(Error, "mmap of ", bytes, " bytes: ", errnoText(errno));
+  segment.size_ = bytes;
+  return segment;
+}
+
+Segment Segment::open(long pid, int fd, size_t bytes) {
+  const std::string path = detail::concat("/proc/", pid, "/fd/", fd);
+  Segment segment;
+  segment.fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (segment.fd_ < 0) C10D_THROW(Error, "open ", path, ": ", errnoText(errno));
+  struct stat about {};
+  if (::fstat(segment.fd_, &about) != 0 || static_cast<size_t>(about.st_size) != bytes) {
+    C10D_THROW(Error, path, " is ", about.st_size, " bytes, not the ", bytes,
+               " of a segment: another file (a reused pid or descriptor?)");
+  }
+  segment.data_ = mapShared(segment.fd_, bytes);
+  if (segment.data_ == nullptr) C10D_THROW(Error, "mmap of ", path, ": ", errnoText(errno));
+  segment.size_ = bytes;
+  segment.closeDescriptor();
+  return segment;
+}
+
+Segment& Segment::operator=(Segment&& other) noexcept {
+  std::swap(data_, other.data_);
+  std::swap(size_, other.size_);
+  std::swap(fd_, other.fd_);
+  return *this;
+}
+
+Segment::~Segment() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+  closeDescriptor();
+}
+
+void Segment::closeDescriptor() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+// ---- Channel ----
+
+namespace {
+
+void futexWait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout) {
+  struct timespec ts {};
+  ts.tv_sec = static_cast<time_t>(timeout.count() / 1000000000);
+  ts.tv_nsec = static_cast<long>(timeout.count() % 1000000000);
+  // Not FUTEX_PRIVATE: the word is shared with another process.
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futexWake(std::atomic<uint32_t>& word) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
+            0);
+}
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spinning first catches a peer that answers within microseconds without a system call; a
+// sleeper spins briefly (it shares its core), a spinner until the next look at the clock.
+constexpr int kSpinsBeforeSleep = 64;
+constexpr int kSpinsBetweenChecks = 2048;
+// Sleeps end this often to look at the deadline and the peer's process, and a peer's process
+// is looked at (a read of /proc) no more often than this.
+constexpr std::chrono::milliseconds kCheckInterval{10};
+
+// Waits until ready() holds, sleeping on signal (bumped by the other end when ready() may have
+// changed) with sleeps set meanwhile so that end knows to wake it.
+template <typename Ready>
+Wait waitUntil(Ready&& ready, std::atomic<uint32_t>& signal, std::atomic<uint32_t>& sleeps,
+               const std::atomic<uint32_t>& closed, const Waiting& waiting) {
+  if (ready()) return Wait::Ready;
+  auto lastPeerCheck = std::chrono::steady_clock::now();
+  for (;;) {
+    const int spins = waiting.spin ? kSpinsBetweenChecks : kSpinsBeforeSleep;
+    for (int i = 0; i < spins; ++i) {
+      if (ready()) return Wait::Ready;
+      cpuRelax();
+    }
+    if (closed.load(std::memory_order_acquire) != 0) return Wait::Closed;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= waiting.deadline) return Wait::TimedOut;
+    if (now - lastPeerCheck >= kCheckInterval) {
+      lastPeerCheck = now;
+      if (waiting.peerPid > 0 && processEnded(waiting.peerPid)) return Wait::PeerEnded;
+    }
+    if (!waiting.spin) {
+      const uint32_t seen = signal.load(std::memory_order_seq_cst);
+      sleeps.store(1, std::memory_order_seq_cst);
+      // The other end publishes, then reads `sleeps`: either it sees 1 and wakes us, or we see
+      // what it published here (or signal differs from seen, and the futex returns at once).
+      if (!ready() && closed.load(std::memory_order_acquire) == 0) {
+        futexWait(signal, seen,
+                  std::min<std::chrono::nanoseconds>(kCheckInterval, waiting.deadline - now));
+      }
+      sleeps.store(0, std::memory_order_relaxed);
+    }
+  }
+}
+
+}  // namespace
+
+void Channel::initialize(uint8_t* at, size_t capacity) {
+  C10D_CHECK(capacity > 0 && capacity % kSlotBytes == 0, InvalidArgument,
+             "shared memory channel capacity ", capacity, " is not a multiple of ", kSlotBytes);
+  auto* control = new (at) Control{};
+  control->magic = kMagic;
+  control->capacity = capacity;
+}
+
+Channel::Channel(uint8_t* at)
+    : control_(reinterpret_cast<Control*>(at)), data_(at + kControlBytes) {
+  C10D_CHECK(control_->magic == kMagic, Error,
+             "no shared memory channel where one was expected (magic ", control_->magic, ")");
+  capacity_ = control_->capacity;
+}
+
+Wait Channel::waitReadable(const Waiting& waiting, size_t* readable) {
+  const uint64_t tail = control_->tail.load(std::memory_order_relaxed);
+  Wait w = waitUntil(
+      [&] {
+        *readable = control_->head.load(std::memory_order_acquire) - tail;
+        return *readable > 0;
+      },
+      control_->headSignal, control_->readerSleeps, control_->closed, waiting);
+  return w;
+}
+
+Wait Channel::waitWritable(uint64_t head, const Waiting& waiting, size_t* writable) {
+  return waitUntil(
+      [&] {
+        *writable = capacity_ - (head - control_->tail.load(std::memory_order_acquire));
+        return *writable > 0;
+      },
+      control_->tailSignal, control_->writerSleeps, control_->closed, waiting);
+}
+
+void Channel::published(uint64_t head) {
+  control_->head.store(head, std::memory_order_seq_cst);
+  control_->headSignal.store(control_->headSignal.load(std::memory_order_relaxed) + 1,
+                             std::memory_order_seq_cst);
+  if (control_->readerSleeps.load(std::memory_order_seq_cst) != 0) futexWake(control_->headSignal);
+}
+
+void Channel::consumed(uint64_t tail) {
+  control_->tail.store(tail, std::memory_order_seq_cst);
+  control_->tailSignal.store(control_->tailSignal.load(std::memory_order_relaxed) + 1,
+                             std::memory_order_seq_cst);
+  if (control_->writerSleeps.load(std::memory_order_seq_cst) != 0) futexWake(control_->tailSignal);
+}
+
+Wait Channel::write(const void* header, size_t headerBytes, const void* payload, size_t bytes,
+                    const Waiting& waiting) {
+  if (control_->closed.load(std::memory_order_acquire) != 0) return Wait::Closed;
+  // A write into free room never waits, so it would never notice a reader that died: a writer
+  // that only sends (a broadcast's root) must fail soon, as on a socket (EPIPE).
+  if (waiting.peerPid > 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - lastPeerCheck_ >= kCheckInterval) {
+      lastPeerCheck_ = now;
+      if (processEnded(waiting.peerPid)) return Wait::PeerEnded;
+    }
+  }
+  uint64_t head = control_->head.load(std::memory_order_relaxed);
+  size_t writable;
+  if (Wait w = waitWritable(head, waiting, &writable); w != Wait::Ready) return w;
+  std::memcpy(data_ + head % capacity_, header, headerBytes);  // a slot never wraps
+  head += kSlotBytes;
+  const auto* from = static_cast<const uint8_t*>(payload);
+  size_t left = bytes;
+  size_t padded = roundUp(bytes);
+  // A small message goes out with its header in one publish.
+  if (padded + kSlotBytes <= writable && padded <= kPublishBytes) {
+    for (size_t done = 0; done < bytes;) {
+      const size_t offset = (head + done) % capacity_;
+      const size_t n = std::min(bytes - done, capacity_ - offset);
+      std::memcpy(data_ + offset, from + done, n);
+      done += n;
+    }
+    published(head + padded);
+    return Wait::Ready;
+  }
+  published(head);
+  while (padded > 0) {
+    if (Wait w = waitWritable(head, waiting, &writable); w != Wait::Ready) return w;
+    const size_t offset = head % capacity_;
+    const size_t piece = std::min({writable, padded, capacity_ - offset, kPublishBytes});
+    if (left > 0) {
+      const size_t n = std::min(piece, left);
+      std::memcpy(data_ + offset, from, n);
+      from += n;
+      left -= n;
+    }
+    padded -= piece;
+    head += piece;
+    published(head);
+  }
+  return Wait::Ready;
+}
+
+Wait Channel::readHeader(void* header, size_t headerBytes, const Waiting& waiting) {
+  if (control_->closed.load(std::memory_order_acquire) != 0) return Wait::Closed;
+  size_t readable;
+  if (Wait w = waitReadable(waiting, &readable); w != Wait::Ready) return w;
+  const uint64_t tail = control_->tail.load(std::memory_order_relaxed);
+  std::memcpy(header, data_ + tail % capacity_, headerBytes);
+  consumed(tail + kSlotBytes);
+  return Wait::Ready;
+}
+
+void Channel::close() {
+  control_->closed.store(1, std::memory_order_seq_cst);
+  control_->headSignal.fetch_add(1, std::memory_order_seq_cst);
+  control_->tailSignal.fetch_add(1, std::memory_order_seq_cst);
+  futexWake(control_->headSignal);
+  futexWake(control_->tailSignal);
+}
+
+}  // namespace c10d::inline v0::shm

@@ -1,0 +1,139 @@
+#pragma once
+
+// Private (not installed): memory shared by processes of one host, and a one-way byte channel in
+// it. A segment is an anonymous memfd: a peer maps it through /proc/<pid>/fd/<fd>, which the
+// kernel allows only to processes that may trace the owner (same user, or CAP_SYS_PTRACE). It
+// has no name, so nothing is left in /dev/shm when a process is killed: the kernel frees the
+// memory with the last mapping.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace c10d::inline v0::shm {
+
+// Equal in two processes when they are on one host for our purposes: the same kernel (boot id
+// and host name), the same process ids (pid namespace: a peer's pid can be looked up) and the
+// same network namespace (separate ones are separate hosts to a network, and the multi-host
+// tests make their hosts of them). One word, no spaces.
+std::string hostIdentity();
+
+// Whether the process pid on this host has ended: gone, or a zombie not yet reaped.
+bool processEnded(long pid);
+
+class Segment {
+ public:
+  Segment() = default;
+  // A new zeroed segment of bytes, private to this user (mode 0600). Throws on failure.
+  static Segment create(size_t bytes);
+  // Maps the segment that process pid holds open as fd, which must be bytes long. Throws with
+  // the reason (no such process, not permitted, another size) on failure.
+  static Segment open(long pid, int fd, size_t bytes);
+  Segment(Segment&& other) noexcept { *this = std::move(other); }
+  Segment& operator=(Segment&& other) noexcept;
+  ~Segment();
+
+  uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  int fd() const { return fd_; }
+  // Closes the descriptor peers open the segment by; the mapping stays.
+  void closeDescriptor();
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  int fd_ = -1;
+};
+
+// How a wait on a channel ended.
+enum class Wait { Ready, Closed, PeerEnded, TimedOut };
+
+struct Waiting {
+  std::chrono::steady_clock::time_point deadline;
+  long peerPid = 0;   // the process at the other end: a wait ends when it has ended
+  bool spin = false;  // never sleep (a core per rank); else sleep on a futex after a short spin
+};
+
+// One direction between two processes: a ring of bytes in shared memory with one writer and one
+// reader. Messages are a header of up to kSlotBytes and a payload, each starting on a slot
+// boundary, so every piece a reader is handed is whole elements of any dtype. A writer blocks
+// while the ring is full, a reader while it is empty, as on a socket.
+class Channel {
+ public:
+  static constexpr size_t kSlotBytes = 64;
+  // Room for the control block, on its own page so that data starts page-aligned.
+  static constexpr size_t kControlBytes = 4096;
+  static constexpr size_t bytesFor(size_t capacity) { return kControlBytes + capacity; }
+
+  Channel() = default;
+  // Initializes a channel of capacity bytes (a multiple of kSlotBytes) at `at`.
+  static void initialize(uint8_t* at, size_t capacity);
+  // A channel initialized at `at`; throws when there is none.
+  explicit Channel(uint8_t* at);
+
+  // Fails with PeerEnded when the reader's process has ended, looked at every 10 ms of writes.
+  Wait write(const void* header, size_t headerBytes, const void* payload, size_t bytes,
+             const Waiting& waiting);
+  Wait readHeader(void* header, size_t headerBytes, const Waiting& waiting);
+  // Hands consume(const uint8_t* data, size_t n) the next `bytes` of payload in place, in pieces
+  // of whole slots (the last may end early), as they arrive.
+  template <typename Consume>
+  Wait readPayload(size_t bytes, const Waiting& waiting, Consume&& consume) {
+    size_t left = bytes;
+    size_t padded = roundUp(bytes);
+    while (padded > 0) {
+      size_t readable;
+      if (Wait w = waitReadable(waiting, &readable); w != Wait::Ready) return w;
+      const uint64_t tail = control_->tail.load(std::memory_order_relaxed);
+      const size_t offset = tail % capacity_;
+      const size_t piece = std::min({readable, padded, capacity_ - offset, kPublishBytes});
+      if (left > 0) {
+        const size_t n = std::min(piece, left);
+        consume(data_ + offset, n);
+        left -= n;
+      }
+      padded -= piece;
+      consumed(tail + piece);
+    }
+    return Wait::Ready;
+  }
+
+  // Ends every wait on the channel, at both ends, with Wait::Closed; later messages fail alike.
+  void close();
+
+ private:
+  // Payload goes in steps of at most this, so a reader starts on a large message before the
+  // writer has finished it.
+  static constexpr size_t kPublishBytes = 64 * 1024;
+  static constexpr uint64_t kMagic = 0x31'6d'68'73'64'30'31'63;  // "c10dshm1"
+
+  struct alignas(64) Control {
+    uint64_t magic;
+    uint64_t capacity;
+    alignas(64) std::atomic<uint64_t> head;  // bytes written, by the writer
+    std::atomic<uint32_t> headSignal;        // futex word: bumped at each publish
+    std::atomic<uint32_t> readerSleeps;      // the reader is (about to be) in futex_wait
+    alignas(64) std::atomic<uint64_t> tail;  // bytes read, by the reader
+    std::atomic<uint32_t> tailSignal;        // futex word: bumped as the reader frees room
+    std::atomic<uint32_t> writerSleeps;
+    alignas(64) std::atomic<uint32_t> closed;
+  };
+  static_assert(sizeof(Control) <= kControlBytes);
+  static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be address-free");
+
+  static size_t roundUp(size_t bytes) { return (bytes + kSlotBytes - 1) / kSlotBytes * kSlotBytes; }
+  Wait waitReadable(const Waiting& waiting, size_t* readable);
+  Wait waitWritable(uint64_t head, const Waiting& waiting, size_t* writable);
+  void published(uint64_t head);
+  void consumed(uint64_t tail);
+
+  Control* control_ = nullptr;
+  uint8_t* data_ = nullptr;
+  size_t capacity_ = 0;
+  std::chrono::steady_clock::time_point lastPeerCheck_;  // the writer's last look at the reader
+};
+
+}  // namespace c10d::inline v0::shm

@@ -1,0 +1,238 @@
+// c10d/net/SharedMemory: segments mapped across processes, and the channel's messages, waits and
+// ends (timeout, close from the other end, the other process gone); and the Gloo backend's
+// choice of it per pair, in groups of forked ranks.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "c10d/core/Exception.hpp"
+#include "c10d/net/SharedMemory.hpp"
+#include "tests/support/MultiProcess.hpp"
+
+namespace c10d::inline v0::shm {
+namespace {
+
+using namespace std::chrono_literals;
+
+Waiting within(std::chrono::milliseconds timeout, bool spin = false, long peerPid = 0) {
+  return {std::chrono::steady_clock::now() + timeout, peerPid, spin};
+}
+
+std::vector<uint8_t> pattern(size_t bytes, uint8_t seed) {
+  std::vector<uint8_t> data(bytes);
+  for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>(seed + i * 7 + (i >> 9));
+  return data;
+}
+
+struct Header {
+  uint64_t index;
+  uint64_t bytes;
+};
+
+// Sizes around the slot, the publish step and the capacity (a ring of 4 KiB wraps often).
+const size_t kSizes[] = {0, 1, 63, 64, 65, 1000, 4032, 4096, 4097, 70000, 300000};
+
+void writeAll(Channel channel, bool spin) {
+  uint64_t index = 0;
+  for (size_t bytes : kSizes) {
+    std::vector<uint8_t> data = pattern(bytes, static_cast<uint8_t>(index));
+    Header header{index++, bytes};
+    ASSERT_EQ(channel.write(&header, sizeof(header), data.data(), bytes, within(10s, spin)),
+              Wait::Ready);
+  }
+}
+
+void readAll(Channel channel, bool spin) {
+  uint64_t index = 0;
+  for (size_t bytes : kSizes) {
+    Header header{};
+    ASSERT_EQ(channel.readHeader(&header, sizeof(header), within(10s, spin)), Wait::Ready);
+    EXPECT_EQ(header.index, index);
+    ASSERT_EQ(header.bytes, bytes);
+    std::vector<uint8_t> got;
+    ASSERT_EQ(
+        channel.readPayload(bytes, within(10s, spin),
+                            [&](const uint8_t* piece, size_t n) {
+                              // Whole slots, but for the message's end.
+                              EXPECT_TRUE(n % Channel::kSlotBytes == 0 || got.size() + n == bytes);
+                              got.insert(got.end(), piece, piece + n);
+                            }),
+        Wait::Ready);
+    EXPECT_EQ(got, pattern(bytes, static_cast<uint8_t>(index))) << bytes << " bytes";
+    ++index;
+  }
+}
+
+TEST(SharedMemoryTest, MessagesOfEverySizeArriveWholeAndInOrderThroughASmallRing) {
+  for (bool spin : {false, true}) {
+    Segment segment = Segment::create(Channel::bytesFor(4096));
+    Channel::initialize(segment.data(), 4096);
+    // The writer maps the segment a second time, as a peer process would.
+    Segment peer = Segment::open(::getpid(), segment.fd(), segment.size());
+    std::thread writer(writeAll, Channel(peer.data()), spin);
+    readAll(Channel(segment.data()), spin);
+    writer.join();
+  }
+}
+
+TEST(SharedMemoryTest, AnotherProcessMapsTheSegmentAndTalksThroughIt) {
+  constexpr size_t kCapacity = 64 * 1024;
+  Segment segment = Segment::create(2 * Channel::bytesFor(kCapacity));
+  Channel::initialize(segment.data(), kCapacity);
+  Channel::initialize(segment.data() + Channel::bytesFor(kCapacity), kCapacity);
+  const long parent = ::getpid();
+  const int fd = segment.fd();
+  const size_t size = segment.size();
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Echo every message back on the second channel, then exit with what went wrong, if any.
+    int code = 0;
+    try {
+      Segment mine = Segment::open(parent, fd, size);
+      Channel in(mine.data()), out(mine.data() + Channel::bytesFor(kCapacity));
+      for (size_t bytes : kSizes) {
+        Header header{};
+        if (in.readHeader(&header, sizeof(header), within(10s)) != Wait::Ready) code = 2;
+        std::vector<uint8_t> data;
+        if (in.readPayload(bytes, within(10s), [&](const uint8_t* p, size_t n) {
+              data.insert(data.end(), p, p + n);
+            }) != Wait::Ready)
+          code = 3;
+        if (out.write(&header, sizeof(header), data.data(), data.size(), within(10s)) !=
+            Wait::Ready)
+          code = 4;
+      }
+    } catch (const std::exception&) {
+      code = 1;
+    }
+    ::_exit(code);
+  }
+  std::thread writer(writeAll, Channel(segment.data()), false);
+  readAll(Channel(segment.data() + Channel::bytesFor(kCapacity)), false);
+  writer.join();
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+}
+
+TEST(SharedMemoryTest, AWaitEndsAtItsDeadlineWhenNothingComes) {
+  Segment segment = Segment::create(Channel::bytesFor(4096));
+  Channel::initialize(segment.data(), 4096);
+  Channel channel(segment.data());
+  for (bool spin : {false, true}) {
+    Header nothing{};
+    auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(channel.readHeader(&nothing, sizeof(nothing), within(50ms, spin)), Wait::TimedOut);
+    EXPECT_GE(std::chrono::steady_clock::now() - start, 50ms);
+  }
+  // A full ring holds a writer back the same way.
+  std::vector<uint8_t> data(4096 - Channel::kSlotBytes);
+  Header header{};
+  ASSERT_EQ(channel.write(&header, sizeof(header), data.data(), data.size(), within(1s)),
+            Wait::Ready);
+  EXPECT_EQ(channel.write(&header, sizeof(header), data.data(), 1, within(50ms)), Wait::TimedOut);
+}
+
+TEST(SharedMemoryTest, ClosingEitherEndWakesASleepingWaiterAtTheOther) {
+  Segment segment = Segment::create(Channel::bytesFor(4096));
+  Channel::initialize(segment.data(), 4096);
+  Segment peer = Segment::open(::getpid(), segment.fd(), segment.size());
+  Channel reader(segment.data()), writer(peer.data());
+  std::thread closer([&] {
+    std::this_thread::sleep_for(100ms);
+    writer.close();
+  });
+  Header header{};
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(reader.readHeader(&header, sizeof(header), within(60s)), Wait::Closed);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+  closer.join();
+  // Closed for good, at both ends.
+  EXPECT_EQ(writer.write(&header, sizeof(header), nullptr, 0, within(1s)), Wait::Closed);
+}
+
+TEST(SharedMemoryTest, AWaitOnAProcessThatEndedEndsWithPeerEnded) {
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  // Unreaped, the child is a zombie: ended all the same.
+  Segment segment = Segment::create(Channel::bytesFor(4096));
+  Channel::initialize(segment.data(), 4096);
+  Header header{};
+  EXPECT_EQ(Channel(segment.data()).readHeader(&header, sizeof(header), within(60s, false, child)),
+            Wait::PeerEnded);
+  EXPECT_TRUE(processEnded(child));
+  ::waitpid(child, nullptr, 0);
+  EXPECT_TRUE(processEnded(child));
+  EXPECT_FALSE(processEnded(::getpid()));
+}
+
+TEST(SharedMemoryTest, OpeningWhatIsNotASegmentSaysWhy) {
+  Segment segment = Segment::create(Channel::bytesFor(4096));
+  try {
+    Segment::open(::getpid(), segment.fd(), segment.size() + 1);
+    FAIL() << "a size other than the segment's was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not the"), std::string::npos) << e.what();
+  }
+  try {
+    Segment::open(::getpid(), 1000000, 4096);
+    FAIL() << "a descriptor that is not open was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/fd/1000000"), std::string::npos) << e.what();
+  }
+  std::vector<uint8_t> zeros(Channel::kControlBytes);
+  EXPECT_THROW(Channel{zeros.data()}, Error);  // no channel initialized there
+}
+
+// The segments this process has mapped: memfd mappings show as "/memfd:c10d-shm (deleted)".
+int mappedSegments() {
+  std::ifstream maps("/proc/self/maps");
+  int count = 0;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("/memfd:c10d-shm") != std::string::npos) ++count;
+  }
+  return count;
+}
+
+// Rank 1 says C10D_SHM=0 for a second group: its pairs stay on TCP at both ends, ranks 0 and 2
+// share memory, and every op (large ones too, which then leave the SyncMesh for Gloo's own
+// algorithms on every rank alike) gives every rank the right values.
+TEST(SharedMemoryGroupTest, ARankWithSharedMemoryOffKeepsTcpAtBothEndsAndOpsStayExact) {
+  auto outcomes = test::runRanks({.worldSize = 3}, [](test::RankEnv& env) {
+    // The default group: every rank maps its own segment and its two peers'.
+    test::checkEq(3, mappedSegments(), "segments mapped for the default group");
+    ProcessGroupOptions options;
+    options.backend = "gloo";
+    options.config = {{"C10D_SHM", env.rank == 1 ? "0" : "1"}};
+    auto mixed = env.pg.newGroup({0, 1, 2}, options);
+    test::checkEq(env.rank == 1 ? 3 : 5, mappedSegments(),
+                  "segments mapped once rank 1 keeps TCP (ranks 0 and 2: own + the other's)");
+    for (int64_t count : {int64_t{1}, int64_t{100003}, (int64_t{1} << 20) + 3}) {
+      Tensor t = Tensor::empty({count}, ScalarType::Float32);
+      for (int64_t i = 0; i < count; ++i) t.data<float>()[i] = static_cast<float>(env.rank + i % 7);
+      mixed->allreduce(t)->wait();
+      bool exact = true;
+      for (int64_t i = 0; i < count; ++i) exact = exact && t.data<float>()[i] == 3 + 3 * (i % 7);
+      test::check(exact, "allreduce of " + std::to_string(count) + " floats is exact");
+      Tensor b = Tensor::empty({count}, ScalarType::Float32);
+      for (int64_t i = 0; i < count; ++i) b.data<float>()[i] = env.rank == 1 ? i % 11 : -1;
+      mixed->broadcast(b, {.rootRank = 1})->wait();
+      exact = true;
+      for (int64_t i = 0; i < count; ++i) exact = exact && b.data<float>()[i] == i % 11;
+      test::check(exact, "broadcast of " + std::to_string(count) + " floats from rank 1 is exact");
+    }
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0, 0})) << test::report(outcomes);
+}
+
+}  // namespace
+}  // namespace c10d::inline v0::shm
