@@ -188,13 +188,13 @@ Channel::Channel(uint8_t* at)
   C10D_CHECK(control_->magic == kMagic, Error,
              "no shared memory channel where one was expected (magic ", control_->magic, ")");
   capacity_ = control_->capacity;
+  read_ = control_->tail.load(std::memory_order_acquire);
 }
 
 Wait Channel::waitReadable(const Waiting& waiting, size_t* readable) {
-  const uint64_t tail = control_->tail.load(std::memory_order_relaxed);
   Wait w = waitUntil(
       [&] {
-        *readable = control_->head.load(std::memory_order_acquire) - tail;
+        *readable = control_->head.load(std::memory_order_acquire) - read_;
         return *readable > 0;
       },
       control_->headSignal, control_->readerSleeps, control_->closed, waiting);
@@ -210,18 +210,22 @@ Wait Channel::waitWritable(uint64_t head, const Waiting& waiting, size_t* writab
       control_->tailSignal, control_->writerSleeps, control_->closed, waiting);
 }
 
+// The other end's signal moves only when it said it sleeps: it read the signal before saying so,
+// so the bump makes its futex_wait return even if it has not started waiting yet.
 void Channel::published(uint64_t head) {
   control_->head.store(head, std::memory_order_seq_cst);
-  control_->headSignal.store(control_->headSignal.load(std::memory_order_relaxed) + 1,
-                             std::memory_order_seq_cst);
-  if (control_->readerSleeps.load(std::memory_order_seq_cst) != 0) futexWake(control_->headSignal);
+  if (control_->readerSleeps.load(std::memory_order_seq_cst) != 0) {
+    control_->headSignal.fetch_add(1, std::memory_order_seq_cst);
+    futexWake(control_->headSignal);
+  }
 }
 
 void Channel::consumed(uint64_t tail) {
   control_->tail.store(tail, std::memory_order_seq_cst);
-  control_->tailSignal.store(control_->tailSignal.load(std::memory_order_relaxed) + 1,
-                             std::memory_order_seq_cst);
-  if (control_->writerSleeps.load(std::memory_order_seq_cst) != 0) futexWake(control_->tailSignal);
+  if (control_->writerSleeps.load(std::memory_order_seq_cst) != 0) {
+    control_->tailSignal.fetch_add(1, std::memory_order_seq_cst);
+    futexWake(control_->tailSignal);
+  }
 }
 
 Wait Channel::write(const void* header, size_t headerBytes, const void* payload, size_t bytes,
@@ -277,9 +281,8 @@ Wait Channel::readHeader(void* header, size_t headerBytes, const Waiting& waitin
   if (control_->closed.load(std::memory_order_acquire) != 0) return Wait::Closed;
   size_t readable;
   if (Wait w = waitReadable(waiting, &readable); w != Wait::Ready) return w;
-  const uint64_t tail = control_->tail.load(std::memory_order_relaxed);
-  std::memcpy(header, data_ + tail % capacity_, headerBytes);
-  consumed(tail + kSlotBytes);
+  std::memcpy(header, data_ + read_ % capacity_, headerBytes);
+  read_ += kSlotBytes;  // published with the payload
   return Wait::Ready;
 }
 

@@ -87,8 +87,7 @@ class Channel {
     while (padded > 0) {
       size_t readable;
       if (Wait w = waitReadable(waiting, &readable); w != Wait::Ready) return w;
-      const uint64_t tail = control_->tail.load(std::memory_order_relaxed);
-      const size_t offset = tail % capacity_;
+      const size_t offset = read_ % capacity_;
       const size_t piece = std::min({readable, padded, capacity_ - offset, kPublishBytes});
       if (left > 0) {
         const size_t n = std::min(piece, left);
@@ -96,8 +95,10 @@ class Channel {
         left -= n;
       }
       padded -= piece;
-      consumed(tail + piece);
+      read_ += piece;
+      consumed(read_);
     }
+    if (bytes == 0) consumed(read_);  // the header's slot
     return Wait::Ready;
   }
 
@@ -114,10 +115,10 @@ class Channel {
     uint64_t magic;
     uint64_t capacity;
     alignas(64) std::atomic<uint64_t> head;  // bytes written, by the writer
-    std::atomic<uint32_t> headSignal;        // futex word: bumped at each publish
+    std::atomic<uint32_t> headSignal;        // futex word: bumped at a publish the reader sleeps on
     std::atomic<uint32_t> readerSleeps;      // the reader is (about to be) in futex_wait
     alignas(64) std::atomic<uint64_t> tail;  // bytes read, by the reader
-    std::atomic<uint32_t> tailSignal;        // futex word: bumped as the reader frees room
+    std::atomic<uint32_t> tailSignal;  // futex word: bumped as room is freed for a sleeping writer
     std::atomic<uint32_t> writerSleeps;
     alignas(64) std::atomic<uint32_t> closed;
   };
@@ -134,6 +135,9 @@ class Channel {
   uint8_t* data_ = nullptr;
   size_t capacity_ = 0;
   std::chrono::steady_clock::time_point lastPeerCheck_;  // the writer's last look at the reader
+  // The reader's position: ahead of the published tail by the header just read, so that a small
+  // message frees its room in one publish.
+  uint64_t read_ = 0;
 };
 
 }  // namespace c10d::inline v0::shm
