@@ -9,6 +9,7 @@
 #include <functional>
 #include <vector>
 
+#include "backends/gloo/SyncMesh.hpp"
 #include "c10d/core/Exception.hpp"
 #include "tests/support/ThreadRanks.hpp"
 
@@ -139,6 +140,23 @@ TEST_P(SyncMeshTest, PointToPointRingsOfEveryFramingAndAMismatch) {
       again->wait();
     }
   });
+}
+
+// The hierarchical path's automatic choice: it must cross hosts fewer times in turn than flat
+// recursive doubling. Hosts in rank order make flat doubling cross as rarely (its first rounds
+// stay within a host); hosts dealt round-robin make it cross in every round.
+TEST(SyncMeshLayout, CrossingsCountTheRoundsThatLeaveAHost) {
+  const std::vector<int> contiguous3x2 = {0, 0, 1, 1, 2, 2};
+  EXPECT_EQ(SyncMesh::crossings(contiguous3x2, {0, 1, 2, 3, 4, 5}), 3);  // fold, round 2, unfold
+  EXPECT_EQ(SyncMesh::crossings(contiguous3x2, {0, 2, 4}), 3);           // one rank per host
+  const std::vector<int> roundRobin3x2 = {0, 1, 2, 0, 1, 2};
+  EXPECT_EQ(SyncMesh::crossings(roundRobin3x2, {0, 1, 2, 3, 4, 5}), 4);  // every round crosses
+  EXPECT_EQ(SyncMesh::crossings(roundRobin3x2, {0, 1, 2}), 3);
+  const std::vector<int> contiguous2x4 = {0, 0, 0, 0, 1, 1, 1, 1};
+  EXPECT_EQ(SyncMesh::crossings(contiguous2x4, {0, 1, 2, 3, 4, 5, 6, 7}), 1);
+  EXPECT_EQ(SyncMesh::crossings(contiguous2x4, {0, 4}), 1);
+  const std::vector<int> oneHost = {0, 0, 0};
+  EXPECT_EQ(SyncMesh::crossings(oneHost, {0, 1, 2}), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, SyncMeshTest, ::testing::Values(2, 3, 4, 5),

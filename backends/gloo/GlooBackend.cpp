@@ -80,13 +80,16 @@ std::string endedPeers(const std::vector<std::pair<int, long>>& localPeerPids,
 }  // namespace
 
 bool GlooBackend::Runtime::exchangePeerFacts(Store& store, std::chrono::milliseconds timeout,
-                                             bool spin) {
-  if (size == 1) return !spin;
-  // First line "<host> <pid> <spin>", then the listening address of each of this rank's pairs
-  // in both contexts (a pair's address may carry "$<sequence number>", which messages leave
-  // out).
+                                             bool spin, SyncMesh::Hierarchy wanted) {
   const std::string host = shm::hostIdentity();
-  std::string mine = detail::concat(host, " ", ::getpid(), " ", spin ? 1 : 0, "\n");
+  hostOfRank.assign(size, 0);
+  hierarchy = wanted;
+  if (size == 1) return !spin;
+  // First line "<host> <pid> <spin> <hierarchy>", then the listening address of each of this
+  // rank's pairs in both contexts (a pair's address may carry "$<sequence number>", which
+  // messages leave out).
+  std::string mine =
+      detail::concat(host, " ", ::getpid(), " ", spin ? 1 : 0, " ", static_cast<int>(wanted), "\n");
   for (gloo::rendezvous::Context* c : {context.get(), fast ? &fast->context() : nullptr}) {
     if (c == nullptr) continue;
     for (int peer = 0; peer < size; ++peer) {
@@ -105,17 +108,28 @@ bool GlooBackend::Runtime::exchangePeerFacts(Store& store, std::chrono::millisec
   }
   std::vector<Store::Bytes> values = store.multiGet(keys, timeout);
   bool anySleeps = !spin;
+  std::vector<std::string> hosts(size);
+  hosts[rank] = host;
   for (size_t i = 0; i < peers.size(); ++i) {
     std::istringstream lines(toString(values[i]));
     std::string peerHost;
     long pid = 0;
     int peerSpins = 0;
-    lines >> peerHost >> pid >> peerSpins;
+    int peerHierarchy = 0;
+    lines >> peerHost >> pid >> peerSpins >> peerHierarchy;
     anySleeps = anySleeps || peerSpins == 0;
+    hierarchy =
+        SyncMesh::agreedHierarchy(hierarchy, static_cast<SyncMesh::Hierarchy>(peerHierarchy));
+    hosts[peers[i]] = peerHost;
     if (peerHost == host && pid > 0) localPeerPids.emplace_back(peers[i], pid);
     for (std::string line; std::getline(lines, line);) {
       if (!line.empty()) peerAddresses.emplace_back(line, peers[i]);
     }
+  }
+  // Hosts numbered in the order of their lowest rank.
+  std::map<std::string, int> numbers;
+  for (int r = 0; r < size; ++r) {
+    hostOfRank[r] = numbers.emplace(hosts[r], static_cast<int>(numbers.size())).first->second;
   }
   return anySleeps;
 }
@@ -514,13 +528,23 @@ GlooBackend::GlooBackend(const BackendContext& context)
       runtime_->fast = std::make_unique<SyncMesh>(fast, spin);
     }
     PrefixStore peerStore("peers", context.store);
-    const bool anySleeps = runtime_->exchangePeerFacts(peerStore, context.timeout, spin);
+    const std::string hierarchy = context.settings.value("C10D_GLOO_HIERARCHICAL");
+    const bool anySleeps =
+        runtime_->exchangePeerFacts(peerStore, context.timeout, spin,
+                                    hierarchy == "0"   ? SyncMesh::Hierarchy::Off
+                                    : hierarchy == "1" ? SyncMesh::Hierarchy::On
+                                                       : SyncMesh::Hierarchy::Auto);
     if (runtime_->fast) {
       const bool shm = context.settings.flag("C10D_SHM").value_or(true);
       std::string chosen =
           runtime_->fast->connectSharedMemory(peerStore, runtime_->localPeerPids, shm);
       C10D_LOG(Info, "gloo backend of group '", context.groupName, "' rank ", context.rank, ": ",
                chosen);
+      if (std::string layout = runtime_->fast->setHosts(runtime_->hostOfRank, runtime_->hierarchy);
+          !layout.empty()) {
+        C10D_LOG(Info, "gloo backend of group '", context.groupName, "' rank ", context.rank, ": ",
+                 layout);
+      }
     }
     runtime_->largeViaGloo = runtime_->fast && fastPath != "all" && anySleeps;
     runtime_->failureLog = std::make_shared<PrefixStore>("errors", context.store);

@@ -161,7 +161,12 @@ struct GlooBackend::Runtime {
   // listening addresses (Gloo names a peer by the one it connected to, "[10.0.0.2]:41235"),
   // and whether it spins on fast-path reads. Returns whether any rank of the group sleeps in
   // its reads (the same answer on every rank).
-  bool exchangePeerFacts(Store& store, std::chrono::milliseconds timeout, bool spin);
+  // wanted: this rank's C10D_GLOO_HIERARCHICAL; hierarchy gets what the ranks agree on, and
+  // hostOfRank each rank's host (numbered in the order of their lowest rank).
+  bool exchangePeerFacts(Store& store, std::chrono::milliseconds timeout, bool spin,
+                         SyncMesh::Hierarchy wanted);
+  std::vector<int> hostOfRank;
+  SyncMesh::Hierarchy hierarchy = SyncMesh::Hierarchy::Off;
   std::vector<std::pair<int, long>> localPeerPids;         // (rank, pid)
   std::vector<std::pair<std::string, int>> peerAddresses;  // (address, rank)
   // " (rank 2 of group 'g' is no longer running on this host)", or an address match, or "";

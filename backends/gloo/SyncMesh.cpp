@@ -20,6 +20,11 @@ SyncMesh::SyncMesh(std::shared_ptr<gloo::rendezvous::Context> context, bool busy
       size_(context_->size),
       peers_(size_),
       busyPoll_(busyPoll) {
+  std::vector<int> everyone(size_);
+  for (int r = 0; r < size_; ++r) everyone[r] = r;
+  all_ = teamOf(everyone);
+  host_ = all_;
+  hostOfRank_.assign(size_, 0);
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
     auto& pair = context_->getPair(peer);
@@ -298,50 +303,137 @@ void inPieces(size_t total, size_t piece, Fn&& fn) {
 
 }  // namespace
 
-void SyncMesh::allreduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce) {
-  if (count * elementSize > kMaxMessageBytes) {
-    ringAllreduce(data, count, elementSize, reduce);
-    return;
-  }
-  // Recursive doubling among the largest power of two p' <= size; the size - p' ranks above it
-  // first fold their data into a partner below and get the result back at the end. Partners
-  // combine each other's data in the same order, so every rank ends with identical bits.
-  const size_t bytes = count * elementSize;
-  int pow2 = 1;
-  while (pow2 * 2 <= size_) pow2 *= 2;
-  const int extra = size_ - pow2;
-  if (rank_ >= pow2) {
-    send(rank_ - pow2, data, bytes);
-    recv(rank_ - pow2, data, bytes);
-    return;
-  }
-  if (rank_ < extra) recvReduce(rank_ + pow2, data, count, elementSize, reduce, false);
-  for (int distance = 1; distance < pow2; distance *= 2) {
-    int partner = rank_ ^ distance;
-    send(partner, data, bytes);
-    // The lower rank's data goes first on both sides.
-    recvReduce(partner, data, count, elementSize, reduce, partner < rank_);
-  }
-  if (rank_ < extra) send(rank_ + pow2, data, bytes);
+SyncMesh::Team SyncMesh::teamOf(std::vector<int> ranks) const {
+  Team team;
+  team.ranks = std::move(ranks);
+  auto at = std::find(team.ranks.begin(), team.ranks.end(), rank_);
+  team.me = at == team.ranks.end() ? -1 : static_cast<int>(at - team.ranks.begin());
+  return team;
 }
 
-// One phase of a ring over `count` elements cut in size() segments of `segment` elements. In
-// step s rank r sends segment (r - s + shift) to its right and receives segment
-// (r - s - 1 + shift) from its left. With reduce (reduce-scatter), what arrives is folded into
+SyncMesh::Team SyncMesh::representatives(int root) const {
+  std::vector<int> reps(hosts_, -1);
+  for (int r = 0; r < size_; ++r) {
+    if (reps[hostOfRank_[r]] < 0) reps[hostOfRank_[r]] = r;
+  }
+  if (root >= 0) reps[hostOfRank_[root]] = root;
+  return teamOf(std::move(reps));
+}
+
+int SyncMesh::indexOnHost(int rep) const {
+  return static_cast<int>(std::find(host_.ranks.begin(), host_.ranks.end(), rep) -
+                          host_.ranks.begin());
+}
+
+int SyncMesh::crossings(const std::vector<int>& hostOfRank, const std::vector<int>& members) {
+  const int n = static_cast<int>(members.size());
+  int pow2 = 1;
+  while (pow2 * 2 <= n) pow2 *= 2;
+  auto apart = [&](int a, int b) { return hostOfRank[members[a]] != hostOfRank[members[b]]; };
+  int count = 0;
+  for (int i = 0; i < n - pow2; ++i) {
+    if (apart(i, i + pow2)) {
+      count += 2;  // the fold and the unfold
+      break;
+    }
+  }
+  for (int distance = 1; distance < pow2; distance *= 2) {
+    for (int i = 0; i < pow2; ++i) {
+      if (apart(i, i ^ distance)) {
+        ++count;
+        break;
+      }
+    }
+  }
+  return count;
+}
+
+std::string SyncMesh::setHosts(const std::vector<int>& hostOfRank, Hierarchy hierarchy) {
+  hostOfRank_ = hostOfRank;
+  hosts_ = 1 + *std::max_element(hostOfRank_.begin(), hostOfRank_.end());
+  std::vector<int> mine;
+  for (int r = 0; r < size_; ++r) {
+    if (hostOfRank_[r] == hostOfRank_[rank_]) mine.push_back(r);
+  }
+  host_ = teamOf(std::move(mine));
+  if (hosts_ == 1) return "";
+  // With one rank per host there is nothing to do within hosts: flat is the same.
+  const int flat = crossings(hostOfRank_, all_.ranks);
+  const int layered = crossings(hostOfRank_, representatives(-1).ranks);
+  hierarchical_ = hosts_ < size_ &&
+                  (hierarchy == Hierarchy::On || (hierarchy == Hierarchy::Auto && layered < flat));
+  std::string ranks;
+  for (int r : host_.ranks) ranks += detail::concat(ranks.empty() ? "" : ", ", r);
+  const char* why = hierarchy == Hierarchy::On    ? "C10D_GLOO_HIERARCHICAL=1"
+                    : hierarchy == Hierarchy::Off ? "C10D_GLOO_HIERARCHICAL=0 on some rank"
+                                                  : "auto";
+  return detail::concat(
+      hosts_, " hosts (this one: rank(s) ", ranks, "); allreduce, broadcast and reduce ",
+      hierarchical_ ? "are hierarchical" : "are flat over every rank", " (", why,
+      "; their messages cross hosts ", layered, " times in turn hierarchical, ", flat, " flat)");
+}
+
+void SyncMesh::allreduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce) {
+  if (!hierarchical_) {
+    allreduceIn(all_, data, count, elementSize, reduce);
+    return;
+  }
+  // Into the lowest rank of each host, among those, and back out: every rank ends with the
+  // bits its host's lowest rank computed, which are the same on every host.
+  if (host_.size() > 1) reduceIn(host_, data, count, elementSize, reduce, 0);
+  if (host_.me == 0) allreduceIn(representatives(-1), data, count, elementSize, reduce);
+  if (host_.size() > 1) broadcastIn(host_, data, count * elementSize, 0);
+}
+
+void SyncMesh::allreduceIn(const Team& team, void* data, size_t count, size_t elementSize,
+                           ReduceFunction reduce) {
+  if (team.size() < 2) return;
+  if (count * elementSize > kMaxMessageBytes) {
+    ringAllreduce(team, data, count, elementSize, reduce);
+    return;
+  }
+  // Recursive doubling among the largest power of two p' <= size; the size - p' members above
+  // it first fold their data into a partner below and get the result back at the end. Partners
+  // combine each other's data in the same order, so every member ends with identical bits.
+  const size_t bytes = count * elementSize;
+  const int me = team.me;
+  int pow2 = 1;
+  while (pow2 * 2 <= team.size()) pow2 *= 2;
+  const int extra = team.size() - pow2;
+  if (me >= pow2) {
+    send(team[me - pow2], data, bytes);
+    recv(team[me - pow2], data, bytes);
+    return;
+  }
+  if (me < extra) recvReduce(team[me + pow2], data, count, elementSize, reduce, false);
+  for (int distance = 1; distance < pow2; distance *= 2) {
+    int partner = me ^ distance;
+    send(team[partner], data, bytes);
+    // The lower member's data goes first on both sides.
+    recvReduce(team[partner], data, count, elementSize, reduce, partner < me);
+  }
+  if (me < extra) send(team[me + pow2], data, bytes);
+}
+
+// One phase of a ring over `count` elements cut in team.size() segments of `segment` elements.
+// In step s member m sends segment (m - s + shift) to its right and receives segment
+// (m - s - 1 + shift) from its left. With reduce (reduce-scatter), what arrives is folded into
 // our copy of that segment, and after size-1 steps we hold the full reduction of segment
-// (r + shift + 1). Without it (allgather), what arrives replaces our copy, starting from the
-// segment (r + shift) we own.
-void SyncMesh::ringPhase(uint8_t* base, size_t count, size_t segment, size_t elementSize, int shift,
-                         ReduceFunction reduce) {
-  const int right = (rank_ + 1) % size_;
-  const int left = (rank_ - 1 + size_) % size_;
+// (m + shift + 1). Without it (allgather), what arrives replaces our copy, starting from the
+// segment (m + shift) we own.
+void SyncMesh::ringPhase(const Team& team, uint8_t* base, size_t count, size_t segment,
+                         size_t elementSize, int shift, ReduceFunction reduce) {
+  const int n = team.size();
+  const int me = team.me;
+  const int right = team[me + 1];
+  const int left = team[me - 1];
   const size_t piece = kMaxMessageBytes / elementSize;
   auto begin = [&](int index) {
-    return std::min(count, static_cast<size_t>((index % size_ + size_) % size_) * segment);
+    return std::min(count, static_cast<size_t>((index % n + n) % n) * segment);
   };
   auto length = [&](int index) { return std::min(count, begin(index) + segment) - begin(index); };
-  for (int step = 0; step < size_ - 1; ++step) {
-    int sendIndex = rank_ - step + shift, recvIndex = rank_ - step - 1 + shift;
+  for (int step = 0; step < n - 1; ++step) {
+    int sendIndex = me - step + shift, recvIndex = me - step - 1 + shift;
     size_t sendCount = length(sendIndex), recvCount = length(recvIndex);
     inPieces(std::max(sendCount, recvCount), piece, [&](size_t done, size_t) {
       size_t s = done < sendCount ? std::min(piece, sendCount - done) : 0;
@@ -357,54 +449,82 @@ void SyncMesh::ringPhase(uint8_t* base, size_t count, size_t segment, size_t ele
   }
 }
 
-void SyncMesh::ringAllreduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce) {
+void SyncMesh::ringAllreduce(const Team& team, void* data, size_t count, size_t elementSize,
+                             ReduceFunction reduce) {
   auto* base = static_cast<uint8_t*>(data);
-  const size_t segment = (count + size_ - 1) / size_;
+  const size_t segment = (count + team.size() - 1) / team.size();
   // Each segment's final value is computed once, by its owner, and then copied: identical bits
-  // on every rank.
-  ringPhase(base, count, segment, elementSize, 0, reduce);
-  ringPhase(base, count, segment, elementSize, 1, nullptr);
+  // on every member.
+  ringPhase(team, base, count, segment, elementSize, 0, reduce);
+  ringPhase(team, base, count, segment, elementSize, 1, nullptr);
 }
 
 void SyncMesh::reduceScatter(void* data, size_t blockCount, size_t elementSize,
                              ReduceFunction reduce) {
   // Shift -1 so that rank r ends up owning block r.
-  ringPhase(static_cast<uint8_t*>(data), blockCount * size_, blockCount, elementSize, -1, reduce);
+  ringPhase(all_, static_cast<uint8_t*>(data), blockCount * size_, blockCount, elementSize, -1,
+            reduce);
 }
 
-// Binomial tree toward root over ranks relative to it, piece by piece.
 void SyncMesh::reduce(void* data, size_t count, size_t elementSize, ReduceFunction reduceFn,
                       int root) {
-  const int relative = (rank_ - root + size_) % size_;
-  inPieces(count, kMaxMessageBytes / elementSize, [&](size_t offset, size_t n) {
+  if (!hierarchical_) {
+    reduceIn(all_, data, count, elementSize, reduceFn, root);
+    return;
+  }
+  const Team reps = representatives(root);
+  const int rep = reps[hostOfRank_[rank_]];
+  if (host_.size() > 1) reduceIn(host_, data, count, elementSize, reduceFn, indexOnHost(rep));
+  if (reps.me >= 0) reduceIn(reps, data, count, elementSize, reduceFn, hostOfRank_[root]);
+}
+
+// Binomial tree toward the root over members relative to it, piece by piece.
+void SyncMesh::reduceIn(const Team& team, void* data, size_t count, size_t elementSize,
+                        ReduceFunction reduceFn, int rootIndex) {
+  const int n = team.size();
+  const int relative = (team.me - rootIndex + n) % n;
+  inPieces(count, kMaxMessageBytes / elementSize, [&](size_t offset, size_t length) {
     uint8_t* piece = static_cast<uint8_t*>(data) + offset * elementSize;
-    for (int mask = 1; mask < size_; mask *= 2) {
+    for (int mask = 1; mask < n; mask *= 2) {
       if (relative & mask) {
-        send((relative - mask + root) % size_, piece, n * elementSize);
+        send(team[relative - mask + rootIndex], piece, length * elementSize);
         return;
       }
       int child = relative + mask;
-      if (child < size_) recvReduce((child + root) % size_, piece, n, elementSize, reduceFn, false);
+      if (child < n) {
+        recvReduce(team[child + rootIndex], piece, length, elementSize, reduceFn, false);
+      }
     }
   });
 }
 
-// Binomial tree from root, piece by piece (each rank forwards a piece as soon as it has it).
 void SyncMesh::broadcast(void* data, size_t bytes, int root) {
-  const int relative = (rank_ - root + size_) % size_;
+  if (!hierarchical_) {
+    broadcastIn(all_, data, bytes, root);
+    return;
+  }
+  const Team reps = representatives(root);
+  if (reps.me >= 0) broadcastIn(reps, data, bytes, hostOfRank_[root]);
+  if (host_.size() > 1) broadcastIn(host_, data, bytes, indexOnHost(reps[hostOfRank_[rank_]]));
+}
+
+// Binomial tree from the root, piece by piece (each member forwards a piece as soon as it has it).
+void SyncMesh::broadcastIn(const Team& team, void* data, size_t bytes, int rootIndex) {
+  const int n = team.size();
+  const int relative = (team.me - rootIndex + n) % n;
   int parentMask = 1;
-  while (parentMask < size_ && !(relative & parentMask)) parentMask *= 2;
-  inPieces(bytes, kMaxMessageBytes, [&](size_t offset, size_t n) {
+  while (parentMask < n && !(relative & parentMask)) parentMask *= 2;
+  inPieces(bytes, kMaxMessageBytes, [&](size_t offset, size_t length) {
     uint8_t* piece = static_cast<uint8_t*>(data) + offset;
-    if (parentMask < size_) recv((relative - parentMask + root) % size_, piece, n);
+    if (parentMask < n) recv(team[relative - parentMask + rootIndex], piece, length);
     for (int mask = parentMask / 2; mask > 0; mask /= 2) {
-      if (relative + mask < size_) send((relative + mask + root) % size_, piece, n);
+      if (relative + mask < n) send(team[relative + mask + rootIndex], piece, length);
     }
   });
 }
 
 void SyncMesh::allgather(void* output, size_t bytes) {
-  ringPhase(static_cast<uint8_t*>(output), bytes * size_, bytes, 1, 0, nullptr);
+  ringPhase(all_, static_cast<uint8_t*>(output), bytes * size_, bytes, 1, 0, nullptr);
 }
 
 // Pairwise: in step s, send to rank + s and receive from rank - s, piece by piece.

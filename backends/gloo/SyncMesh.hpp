@@ -54,6 +54,25 @@ class SyncMesh {
   void closeSharedMemory();
   // Whether every pair of the group is on shared memory (the same answer on every rank).
   bool allShared() const { return allShared_; }
+  // C10D_GLOO_HIERARCHICAL. Values are what ranks tell each other.
+  enum class Hierarchy { Off = 0, On = 1, Auto = 2 };
+  // What the ranks agree on: Off when any says so, On when all do, else Auto.
+  static Hierarchy agreedHierarchy(Hierarchy a, Hierarchy b) {
+    if (a == Hierarchy::Off || b == Hierarchy::Off) return Hierarchy::Off;
+    return a == Hierarchy::On && b == Hierarchy::On ? Hierarchy::On : Hierarchy::Auto;
+  }
+  // The host of every rank (numbered in the order of their lowest rank; the same on every rank).
+  // When ranks are on several hosts, some sharing one, allreduce, broadcast and reduce can be
+  // hierarchical: within each host (over shared memory where it is on), then among one rank per
+  // host, then within each host again. On: always; Auto: when its messages cross hosts fewer
+  // times in turn than the flat algorithm's (crossings, below). Returns what it chose, for the
+  // log ("" for a group on one host).
+  std::string setHosts(const std::vector<int>& hostOfRank, Hierarchy hierarchy);
+  // How many times in turn recursive doubling over members (ranks, in this order) crosses
+  // hosts: the rounds (and the fold and unfold) in which some pair of members is on two hosts.
+  // Small messages cost little over shared memory and a network hop each across hosts, so this
+  // is their latency.
+  static int crossings(const std::vector<int>& hostOfRank, const std::vector<int>& members);
 
   // The call that the next messages carry, and that messages received must match (see
   // WireCall.hpp); with WireCall::kAgreeing, received ones need only be agreeing too.
@@ -77,7 +96,7 @@ class SyncMesh {
 
   // Collectives over whole buffers of any size; larger ones travel in kMaxMessageBytes pieces.
   // allreduce: recursive doubling up to kMaxMessageBytes (fewest steps), a ring beyond (fewest
-  // bytes per rank).
+  // bytes per rank); hierarchical across hosts after setHosts.
   void allreduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce);
   // data holds size() blocks of blockCount elements; afterwards block rank() is the reduction.
   void reduceScatter(void* data, size_t blockCount, size_t elementSize, ReduceFunction reduce);
@@ -93,9 +112,30 @@ class SyncMesh {
   // What a message that contradicts call_ says, for the error.
   WireMismatch mismatch(int peer, const WireCall& header, bool sameCall,
                         size_t expectedBytes) const;
-  void ringAllreduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce);
-  void ringPhase(uint8_t* base, size_t count, size_t segment, size_t elementSize, int shift,
-                 ReduceFunction reduce);
+
+  // The ranks an algorithm runs over, in an order every member agrees on, and this rank's
+  // index among them (-1: not a member).
+  struct Team {
+    std::vector<int> ranks;
+    int me = -1;
+    int size() const { return static_cast<int>(ranks.size()); }
+    int operator[](int index) const { return ranks[(index % size() + size()) % size()]; }
+  };
+  Team teamOf(std::vector<int> ranks) const;
+  // One rank per host: root on its host, the lowest rank on the others.
+  Team representatives(int root) const;
+
+  // This rank's host, and the index of rank `rep` in it.
+  int indexOnHost(int rep) const;
+  void allreduceIn(const Team& team, void* data, size_t count, size_t elementSize,
+                   ReduceFunction reduce);
+  void ringAllreduce(const Team& team, void* data, size_t count, size_t elementSize,
+                     ReduceFunction reduce);
+  void ringPhase(const Team& team, uint8_t* base, size_t count, size_t segment, size_t elementSize,
+                 int shift, ReduceFunction reduce);
+  void reduceIn(const Team& team, void* data, size_t count, size_t elementSize,
+                ReduceFunction reduce, int rootIndex);
+  void broadcastIn(const Team& team, void* data, size_t bytes, int rootIndex);
 
   struct Peer {
     std::vector<uint8_t> sendStage, recvStage;
@@ -117,6 +157,11 @@ class SyncMesh {
   std::vector<Peer> peers_;
   bool busyPoll_;
   bool allShared_ = false;
+  Team all_;   // every rank
+  Team host_;  // the ranks of this rank's host
+  std::vector<int> hostOfRank_;
+  int hosts_ = 1;
+  bool hierarchical_ = false;
   shm::Segment inbound_;  // the channels toward this rank, one per peer on shared memory
   std::vector<shm::Segment> outbound_;  // peers' segments, mapped for their channel from us
   std::vector<uint8_t> scratch_;

@@ -106,6 +106,18 @@ inline constexpr Variable kVariables[] = {
      {},
      "`0`: every collective through Gloo's own algorithms; `all`: through the SyncMesh at every "
      "size; `size`: by size. Must be the same on every rank"},
+    {"C10D_GLOO_HIERARCHICAL",
+     Type::Choice,
+     Scope::Group,
+     "auto|0|1",
+     0,
+     0,
+     "auto",
+     {},
+     "in a group on several hosts with several ranks on some, whether allreduce, broadcast and "
+     "reduce on the fast path go within each host, then among one rank per host, then within "
+     "each host: `1` (on every rank) always; `auto` when that crosses hosts fewer times in turn "
+     "than the flat algorithm; `0` (on any rank) never"},
     {"C10D_SHM",
      Type::Choice,
      Scope::Group,

@@ -2,7 +2,8 @@
 # Three hosts simulated with network namespaces: h0, h1 and h2 each reach a bridge in a fourth
 # namespace (the switch) through a veth pair, at 10.213.0.1-3. A job of 2 ranks per host
 # (c10drun --nnodes 3 in each namespace, MASTER_ADDR on h0) runs the tutorial examples over
-# real routed TCP; then a looping allreduce job has h2's switch port cut mid-run
+# real routed TCP (ranks of one host on shared memory), and every collective with and without
+# the hierarchical path; then a looping allreduce job has h2's switch port cut mid-run
 # (ip link set ... down), and every host's launcher must end with an error, not hang.
 # Exits 77 (ctest: skipped) with the reason where namespaces cannot be made (not root, no ip).
 # Usage: multi_host_test.sh BUILD_DIR
@@ -93,6 +94,35 @@ for example in p2p_send_recv p2p_isend_irecv allreduce_subgroup collectives_tour
   else
     echo "FAIL $example: launcher exit codes ${codes[*]}"
     cat "$logs/$example".h* | sed 's/^/    /'
+    failures=$((failures + 1))
+  fi
+done
+
+# Hierarchical collectives: every op of c10d-comm-bench, each size's result checked (it exits 3 on
+# a wrong element), from 4 B to 4 MiB with the root on rank 3 (h1's second rank, not its host's
+# lowest): hierarchical (within each host over shared memory, then among one rank per host over
+# TCP), flat, and the automatic choice, which here is flat (hosts in rank order: flat recursive
+# doubling crosses hosts as few times as the hierarchical one). The log line says which ran.
+for hier in 1 0 auto; do
+  case $hier in
+    1) path="are hierarchical (C10D_GLOO_HIERARCHICAL=1;" ;;
+    0) path="are flat over every rank (C10D_GLOO_HIERARCHICAL=0 on some rank;" ;;
+    auto) path="are flat over every rank (auto; their messages cross hosts 3 times in turn hierarchical, 3 flat)" ;;
+  esac
+  # Six ranks on this machine's cores: each "host" thinks it has a core per rank, so spinning is
+  # turned off, as it would be on a host with fewer cores than ranks.
+  export C10D_GLOO_HIERARCHICAL=$hier C10D_LOG_LEVEL=INFO C10D_GLOO_BUSY_POLL=0
+  start_job "hier$hier" "$build/benchmarks/c10d-comm-bench" --op all -b 4 -e 4M -f 16 -r 3 -n 5 -w 1
+  wait_job 60
+  unset C10D_GLOO_HIERARCHICAL C10D_LOG_LEVEL C10D_GLOO_BUSY_POLL
+  if [ "${codes[*]}" = "0 0 0" ] &&
+     grep -qF "rank 0: 3 hosts (this one: rank(s) 0, 1); allreduce, broadcast and reduce $path" "$logs/hier$hier.h0"; then
+    echo "PASS C10D_GLOO_HIERARCHICAL=$hier: every op exact on 3 hosts x 2 ranks, root rank 3;" \
+      "they $path ...; allreduce time at 4 B, 256 KiB, 4 MiB:" \
+      "$(grep -E '^\[rank 0\] +(4|262144|4194304) .* sum ' "$logs/hier$hier.h0" | head -n 3 | awk '{printf "%s ", $8}')us"
+  else
+    echo "FAIL C10D_GLOO_HIERARCHICAL=$hier: launcher exit codes ${codes[*]}, or no log line saying the ops $path"
+    grep -v " W " "$logs/hier$hier".h* | tail -40 | sed 's/^/    /'
     failures=$((failures + 1))
   fi
 done
