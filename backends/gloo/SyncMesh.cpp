@@ -72,23 +72,30 @@ void SyncMesh::checkHeader(int peer, const WireCall& header, size_t bytes) const
   if (!match || header.payloadBytes != bytes) throw mismatch(peer, header, match, bytes);
 }
 
-void SyncMesh::recv(int peer, void* data, size_t bytes) {
+template <typename Consume>
+void SyncMesh::recvShared(int peer, size_t bytes, Consume&& consume) {
   Peer& p = peers_[peer];
   WireCall header;
+  const shm::Waiting deadline = waiting(peer);
+  shm::Wait wait = p.in.readHeader(&header, kHeaderBytes, deadline);
+  if (wait != shm::Wait::Ready) lost(wait, peer, false);
+  checkHeader(peer, header, bytes);
+  wait = p.in.readPayload(bytes, deadline, consume);
+  if (wait != shm::Wait::Ready) lost(wait, peer, false);
+}
+
+void SyncMesh::recv(int peer, void* data, size_t bytes) {
+  Peer& p = peers_[peer];
   if (p.shared) {
-    const shm::Waiting deadline = waiting(peer);
-    shm::Wait wait = p.in.readHeader(&header, kHeaderBytes, deadline);
-    if (wait != shm::Wait::Ready) lost(wait, peer, false);
-    checkHeader(peer, header, bytes);
     auto* out = static_cast<uint8_t*>(data);
-    wait = p.in.readPayload(bytes, deadline, [&](const uint8_t* piece, size_t n) {
+    recvShared(peer, bytes, [&](const uint8_t* piece, size_t n) {
       copyBytes(out, piece, n);
       out += n;
     });
-    if (wait != shm::Wait::Ready) lost(wait, peer, false);
     return;
   }
   p.recvBuffer->waitRecv();
+  WireCall header;
   std::memcpy(&header, p.recvStage.data(), kHeaderBytes);
   checkHeader(peer, header, bytes);
   if (bytes > 0) copyBytes(data, p.recvStage.data() + kHeaderBytes, bytes);
@@ -103,25 +110,17 @@ void SyncMesh::recvReduce(int peer, void* target, size_t count, size_t elementSi
       reduce(into, into, incoming, n);
     }
   };
-  const size_t bytes = count * elementSize;
-  Peer& p = peers_[peer];
-  if (!p.shared) {
-    recv(peer, scratch_.data(), bytes);
+  if (!peers_[peer].shared) {
+    recv(peer, scratch_.data(), count * elementSize);
     fold(static_cast<uint8_t*>(target), scratch_.data(), count);
     return;
   }
-  WireCall header;
-  const shm::Waiting deadline = waiting(peer);
-  shm::Wait wait = p.in.readHeader(&header, kHeaderBytes, deadline);
-  if (wait != shm::Wait::Ready) lost(wait, peer, false);
-  checkHeader(peer, header, bytes);
   auto* into = static_cast<uint8_t*>(target);
   // Pieces are whole slots of the channel, so whole elements (the last one ends the message).
-  wait = p.in.readPayload(bytes, deadline, [&](const uint8_t* piece, size_t n) {
+  recvShared(peer, count * elementSize, [&](const uint8_t* piece, size_t n) {
     fold(into, piece, n / elementSize);
     into += n;
   });
-  if (wait != shm::Wait::Ready) lost(wait, peer, false);
 }
 
 shm::Waiting SyncMesh::waiting(int peer) const {

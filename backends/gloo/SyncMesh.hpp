@@ -146,6 +146,9 @@ class SyncMesh {
   };
   // The header of a message from peer, checked against call_ (throws WireMismatch).
   void checkHeader(int peer, const WireCall& header, size_t bytes) const;
+  // A message of bytes from peer over shared memory, its payload handed to consume in place.
+  template <typename Consume>
+  void recvShared(int peer, size_t bytes, Consume&& consume);
   shm::Waiting waiting(int peer) const;
   // A shared memory wait that did not end Ready, as Gloo's exception for a pair in its words
   // (GlooFailure.hpp), so that failures take one path.
