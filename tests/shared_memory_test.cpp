@@ -159,6 +159,27 @@ TEST(SharedMemoryTest, ClosingEitherEndWakesASleepingWaiterAtTheOther) {
   EXPECT_EQ(writer.write(&header, sizeof(header), nullptr, 0, within(1s)), Wait::Closed);
 }
 
+TEST(SharedMemoryTest, WhatWasWrittenBeforeTheCloseIsStillRead) {
+  Segment segment = Segment::create(Channel::bytesFor(4096));
+  Channel::initialize(segment.data(), 4096);
+  Segment peer = Segment::open(::getpid(), segment.fd(), segment.size());
+  Channel reader(segment.data()), writer(peer.data());
+  Header sent{7, 3};
+  const uint8_t payload[3] = {1, 2, 3};
+  ASSERT_EQ(writer.write(&sent, sizeof(sent), payload, 3, within(1s)), Wait::Ready);
+  writer.close();  // a rank that sent its last message and destroyed its group
+  Header got{};
+  ASSERT_EQ(reader.readHeader(&got, sizeof(got), within(1s)), Wait::Ready);
+  EXPECT_EQ(got.index, 7u);
+  std::vector<uint8_t> data;
+  ASSERT_EQ(
+      reader.readPayload(3, within(1s),
+                         [&](const uint8_t* p, size_t n) { data.insert(data.end(), p, p + n); }),
+      Wait::Ready);
+  EXPECT_EQ(data, (std::vector<uint8_t>{1, 2, 3}));
+  EXPECT_EQ(reader.readHeader(&got, sizeof(got), within(1s)), Wait::Closed);
+}
+
 TEST(SharedMemoryTest, AWaitOnAProcessThatEndedEndsWithPeerEnded) {
   pid_t child = ::fork();
   ASSERT_GE(child, 0);

@@ -41,6 +41,11 @@ class SyncMesh {
   // Switches every pair of context (already connected) to sync mode; busyPoll spins on reads
   // instead of sleeping (only sensible with a core per rank).
   SyncMesh(std::shared_ptr<gloo::rendezvous::Context> context, bool busyPoll);
+  // Closes the shared memory channels, so that a peer still waiting on this rank fails at once,
+  // as it would on the closed sockets.
+  ~SyncMesh() { closeSharedMemory(); }
+  SyncMesh(const SyncMesh&) = delete;
+  SyncMesh& operator=(const SyncMesh&) = delete;
 
   // Moves the pairs with ranks on this host (localPeerPids: rank, pid) onto shared memory
   // channels, where both ranks of a pair can map each other's segment; the rest keep TCP.

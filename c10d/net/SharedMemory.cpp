@@ -278,7 +278,7 @@ Wait Channel::write(const void* header, size_t headerBytes, const void* payload,
 }
 
 Wait Channel::readHeader(void* header, size_t headerBytes, const Waiting& waiting) {
-  if (control_->closed.load(std::memory_order_acquire) != 0) return Wait::Closed;
+  // A closed channel still hands out what was written before, as a socket does.
   size_t readable;
   if (Wait w = waitReadable(waiting, &readable); w != Wait::Ready) return w;
   std::memcpy(header, data_ + read_ % capacity_, headerBytes);

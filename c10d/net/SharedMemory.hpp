@@ -102,7 +102,8 @@ class Channel {
     return Wait::Ready;
   }
 
-  // Ends every wait on the channel, at both ends, with Wait::Closed; later messages fail alike.
+  // Ends every wait on the channel, at both ends, with Wait::Closed; later writes fail alike, and
+  // reads once what was written before is read.
   void close();
 
  private:
