@@ -36,7 +36,11 @@ class SyncMesh {
 
   // Each direction between two ranks of one host: room for two messages of the largest size,
   // as the sockets have (see kStageBytes). Its pages are touched only as far as messages reach.
-  static constexpr size_t kChannelBytes = 2 * (kMaxMessageBytes + 2 * shm::Channel::kSlotBytes);
+  // A page more than two payloads holds their header slots and keeps every channel of a segment
+  // page-aligned.
+  static constexpr size_t kChannelBytes = 2 * kMaxMessageBytes + 4096;
+  static_assert(kChannelBytes >= 2 * (kMaxMessageBytes + 2 * shm::Channel::kSlotBytes));
+  static_assert(shm::Channel::bytesFor(kChannelBytes) % 4096 == 0);
 
   // Switches every pair of context (already connected) to sync mode; busyPoll spins on reads
   // instead of sleeping (only sensible with a core per rank).
