@@ -257,7 +257,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::shared_ptr<FlightRecorder> recorder_;  // null when C10D_FLIGHT_RECORDER_SIZE=0
   // Every op pays for the count: a slot per op name (detail::trafficSlot), relaxed atomics.
   static constexpr size_t kTrafficSlots = 17;
-  void countTraffic(const char* op, uint64_t bytes);
+  // Counts one call of op on these tensors: their bytes, or for the gathering and scattering
+  // ops (one part of the op's buffer each) the part times the group size.
+  void countTraffic(const char* op, const Tensor* tensor, int64_t tensors);
   std::array<std::atomic<uint64_t>, kTrafficSlots> trafficCalls_{};
   std::array<std::atomic<uint64_t>, kTrafficSlots> trafficBytes_{};
 };

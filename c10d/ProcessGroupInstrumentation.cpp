@@ -83,16 +83,12 @@ size_t trafficSlot(const char* op) {
 
 }  // namespace
 
-uint64_t detail::payloadBytes(const char* op, const Tensor* tensor, int64_t tensors,
-                              int groupSize) {
-  uint64_t bytes = 0;
-  for (int64_t i = 0; i < tensors; ++i) bytes += tensor[i].nbytes();
-  return kTrafficOps[trafficSlot(op)].perPart ? bytes * static_cast<uint64_t>(groupSize) : bytes;
-}
-
-void ProcessGroup::countTraffic(const char* op, uint64_t bytes) {
+void ProcessGroup::countTraffic(const char* op, const Tensor* tensor, int64_t tensors) {
   static_assert(std::size(kTrafficOps) == kTrafficSlots);
   const size_t slot = trafficSlot(op);
+  uint64_t bytes = 0;
+  for (int64_t i = 0; i < tensors; ++i) bytes += tensor[i].nbytes();
+  if (kTrafficOps[slot].perPart) bytes *= static_cast<uint64_t>(size_);
   trafficCalls_[slot].fetch_add(1, std::memory_order_relaxed);
   trafficBytes_[slot].fetch_add(bytes, std::memory_order_relaxed);
 }
@@ -119,7 +115,7 @@ std::shared_ptr<Work> ProcessGroup::instrumentPointToPoint(std::shared_ptr<Work>
                                                            const char* op, const Tensor& tensor,
                                                            int peer, int tag) {
   work->setErrorContext(errorContext_, op, -1, peer);
-  countTraffic(op, tensor.nbytes());
+  countTraffic(op, &tensor, 1);
   if (!recorder_ && debug_ == DebugLevel::Off) return work;
   // Numbered apart from the collectives: ranks make different point-to-point ops.
   const uint64_t number = recorder_ ? recorder_->pointToPointStarted(op, tensor, peer, tag) : 0;

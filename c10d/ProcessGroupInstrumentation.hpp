@@ -25,9 +25,6 @@ namespace c10d::inline v0 {
 
 namespace detail {
 
-// A collective's size as OpTraffic counts it, from the tensors checked() gets: the buffer, or
-// for the gathering and scattering ops the one part given times the group size.
-uint64_t payloadBytes(const char* op, const Tensor* tensor, int64_t tensors, int groupSize);
 // What a recorded op does when its Work completes. Its error's text, "" when it succeeded.
 std::string errorText(const Future& done);
 // Every rank that sees an op fail leaves its view of the group behind (best effort: logged).
@@ -60,7 +57,7 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
   if (debug_ == DebugLevel::Off && !recorder_) {
     std::shared_ptr<Work> work = issue();
     work->setErrorContext(errorContext_, op, static_cast<int64_t>(sequence), -1);
-    countTraffic(op, detail::payloadBytes(op, tensor, tensors, size_));
+    countTraffic(op, tensor, tensors);
     return work;
   }
   // The recorder writes the call into its own slot; a fingerprint of our own is built only for
@@ -117,7 +114,7 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
     throw;
   }
   work->setErrorContext(errorContext_, op, static_cast<int64_t>(sequence), -1);
-  countTraffic(op, detail::payloadBytes(op, tensor, tensors, size_));
+  countTraffic(op, tensor, tensors);
   if (recorder_) recorder_->started(sequence);
   // Built only when INFO logging wants it: with C10D_DEBUG off the callback copies no strings
   // (the std::function holding it is still allocated).
