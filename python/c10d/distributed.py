@@ -92,8 +92,6 @@ def _options(reduce_op=ReduceOp.SUM, root=0, tag=0):
     return _capi.op_options(int(reduce_op), 1.0, root, tag)
 
 
-
-
 class ProcessGroup:
     """A c10d group of this process: its handle, and its members' global ranks."""
 
@@ -273,9 +271,7 @@ def _run(call, pg, args, async_op, keep):
     if not async_op:
         _capi.check(call(pg._handle, *args, None))
         return None
-    work = c_void_p()
-    _capi.check(call(pg._handle, *args, byref(work)))
-    return Work(work.value, pg, keep)
+    return Work(_capi.created(call, pg._handle, *args), pg, keep)
 
 
 # ---- the default group, subgroups, queries ----
@@ -561,7 +557,7 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     if pg is None:
         return _skipped(group, "monitored_barrier")
     _capi.check(lib.c10d_monitored_barrier(pg._handle, _milliseconds(timeout),
-                                      int(bool(wait_all_ranks))))
+                                           int(bool(wait_all_ranks))))
     return None
 
 

@@ -14,7 +14,7 @@ import contextlib
 import ctypes
 import sys
 import weakref
-from ctypes import byref, c_int, c_void_p
+from ctypes import byref, c_int
 
 from . import _capi
 from . import distributed as _dist
@@ -91,9 +91,7 @@ class Reducer:
             first_bucket_bytes=first_bucket_bytes, bucket_cap_bytes=bucket_cap_bytes,
             find_unused_parameters=int(bool(find_unused_parameters)),
             gradient_as_bucket_view=int(bool(gradient_as_bucket_view)), hook=_HOOKS[hook])
-        handle = c_void_p()
-        _capi.check(lib.c10d_ddp_create(pg.handle, entries, len(params), options, byref(handle)))
-        self._handle = handle.value
+        self._handle = _capi.created(lib.c10d_ddp_create, pg.handle, entries, len(params), options)
         self._group = pg
         self._parameters = params
         self._grads = grads
@@ -113,7 +111,7 @@ class Reducer:
         buffers = list(buffers)
         array = _buffers(buffers, "buffers", True) if buffers else None
         _capi.check(lib.c10d_ddp_sync_parameters(self._handle, array, len(buffers),
-                                            self._group.group_rank(root, "root")))
+                                                 self._group.group_rank(root, "root")))
 
     def prepare_for_backward(self, active_ranks=-1):
         """Optional, before a backward: how many ranks run it (uneven inputs); -1: all."""

@@ -513,19 +513,15 @@ def _env_int(name, given):
 
 
 def _store(rank, world_size, init_timeout_ms):
-    handle = c_void_p()
     if _dist.is_initialized():
-        _capi.check(lib.c10d_group_store(_dist._group(None).handle, byref(handle)))
+        base = Store(_capi.created(lib.c10d_group_store, _dist._group(None).handle))
     else:
         options = _capi.init_options(rank=rank, world_size=world_size,
                                      timeout_ms=init_timeout_ms)
-        _capi.check(lib.c10d_store_connect(options, byref(handle)))
-    base = Store(handle.value)
+        base = Store(_capi.created(lib.c10d_store_connect, options))
     # Each session's keys apart: a later init_rpc must not find the last one's.
-    prefixed = c_void_p()
-    _capi.check(lib.c10d_store_prefix(f"python.rpc/{_session}".encode(), base.handle,
-                                 byref(prefixed)))
-    return Store(prefixed.value)
+    return Store(_capi.created(lib.c10d_store_prefix, f"python.rpc/{_session}".encode(),
+                               base.handle))
 
 
 def init_rpc(name, rank=None, world_size=None, rpc_backend_options=None):
@@ -551,12 +547,11 @@ def init_rpc(name, rank=None, world_size=None, rpc_backend_options=None):
         store = _store(rank, world_size, rpc_options.init_timeout_ms)
         entries = (_capi.RpcFunctionEntry * len(_FUNCTIONS))(
             *[(wire, function, None) for wire, function in _FUNCTIONS])
-        handle = c_void_p()
-        _capi.check(lib.c10d_rpc_init(store.handle, name.encode(), rank, world_size, entries,
-                                 len(entries), rpc_options, byref(handle)))
+        handle = _capi.created(lib.c10d_rpc_init, store.handle, name.encode(), rank, world_size,
+                               entries, len(entries), rpc_options)
         if _agent is not None:
             lib.c10d_rpc_free(_agent)
-        _agent, _self, _running = handle.value, WorkerInfo(name, rank), True
+        _agent, _self, _running = handle, WorkerInfo(name, rank), True
 
 
 def get_worker_info(worker_name=None):

@@ -139,7 +139,7 @@ class FileStore(Store):
 
     def __init__(self, file_name, world_size=-1, timeout=timedelta(seconds=300)):
         super().__init__(_capi.created(lib.c10d_store_file, str(file_name).encode(), world_size,
-                                  milliseconds(timeout)))
+                                       milliseconds(timeout)))
         self.path = str(file_name)
 
 
