@@ -141,11 +141,10 @@ constexpr std::chrono::milliseconds kCheckInterval{10};
 
 // Waits until ready() holds, sleeping on signal (bumped by the other end when ready() may have
 // changed) with sleeps set meanwhile so that end knows to wake it.
-template <typename Ready>
+template <typename Ready, typename PeerEnded>
 Wait waitUntil(Ready&& ready, std::atomic<uint32_t>& signal, std::atomic<uint32_t>& sleeps,
-               const std::atomic<uint32_t>& closed, const Waiting& waiting) {
+               const std::atomic<uint32_t>& closed, const Waiting& waiting, PeerEnded&& peerEnded) {
   if (ready()) return Wait::Ready;
-  auto lastPeerCheck = std::chrono::steady_clock::now();
   for (;;) {
     const int spins = waiting.spin ? kSpinsBetweenChecks : kSpinsBeforeSleep;
     for (int i = 0; i < spins; ++i) {
@@ -155,10 +154,7 @@ Wait waitUntil(Ready&& ready, std::atomic<uint32_t>& signal, std::atomic<uint32_
     if (closed.load(std::memory_order_acquire) != 0) return Wait::Closed;
     const auto now = std::chrono::steady_clock::now();
     if (now >= waiting.deadline) return Wait::TimedOut;
-    if (now - lastPeerCheck >= kCheckInterval) {
-      lastPeerCheck = now;
-      if (waiting.peerPid > 0 && processEnded(waiting.peerPid)) return Wait::PeerEnded;
-    }
+    if (peerEnded(now)) return Wait::PeerEnded;
     if (!waiting.spin) {
       const uint32_t seen = signal.load(std::memory_order_seq_cst);
       sleeps.store(1, std::memory_order_seq_cst);
@@ -191,14 +187,20 @@ Channel::Channel(uint8_t* at)
   read_ = control_->tail.load(std::memory_order_acquire);
 }
 
+bool Channel::peerEnded(const Waiting& waiting, std::chrono::steady_clock::time_point now) {
+  if (waiting.peerPid <= 0 || now - lastPeerCheck_ < kCheckInterval) return false;
+  lastPeerCheck_ = now;
+  return processEnded(waiting.peerPid);
+}
+
 Wait Channel::waitReadable(const Waiting& waiting, size_t* readable) {
-  Wait w = waitUntil(
+  return waitUntil(
       [&] {
         *readable = control_->head.load(std::memory_order_acquire) - read_;
         return *readable > 0;
       },
-      control_->headSignal, control_->readerSleeps, control_->closed, waiting);
-  return w;
+      control_->headSignal, control_->readerSleeps, control_->closed, waiting,
+      [&](auto now) { return peerEnded(waiting, now); });
 }
 
 Wait Channel::waitWritable(uint64_t head, const Waiting& waiting, size_t* writable) {
@@ -207,7 +209,8 @@ Wait Channel::waitWritable(uint64_t head, const Waiting& waiting, size_t* writab
         *writable = capacity_ - (head - control_->tail.load(std::memory_order_acquire));
         return *writable > 0;
       },
-      control_->tailSignal, control_->writerSleeps, control_->closed, waiting);
+      control_->tailSignal, control_->writerSleeps, control_->closed, waiting,
+      [&](auto now) { return peerEnded(waiting, now); });
 }
 
 // The other end's signal moves only when it said it sleeps: it read the signal before saying so,
@@ -233,13 +236,7 @@ Wait Channel::write(const void* header, size_t headerBytes, const void* payload,
   if (control_->closed.load(std::memory_order_acquire) != 0) return Wait::Closed;
   // A write into free room never waits, so it would never notice a reader that died: a writer
   // that only sends (a broadcast's root) must fail soon, as on a socket (EPIPE).
-  if (waiting.peerPid > 0) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - lastPeerCheck_ >= kCheckInterval) {
-      lastPeerCheck_ = now;
-      if (processEnded(waiting.peerPid)) return Wait::PeerEnded;
-    }
-  }
+  if (peerEnded(waiting, std::chrono::steady_clock::now())) return Wait::PeerEnded;
   uint64_t head = control_->head.load(std::memory_order_relaxed);
   size_t writable;
   if (Wait w = waitWritable(head, waiting, &writable); w != Wait::Ready) return w;
@@ -259,6 +256,9 @@ Wait Channel::write(const void* header, size_t headerBytes, const void* payload,
     published(head + padded);
     return Wait::Ready;
   }
+  // A large one's header goes out alone first. Measured: holding it back for the payload's first
+  // piece cost 2-rank allreduce a quarter of its bandwidth at 64 KiB-1 MiB (1 MiB: 8.2 against
+  // 11.4 GB/s busbw, medians of 5 alternating runs).
   published(head);
   while (padded > 0) {
     if (Wait w = waitWritable(head, waiting, &writable); w != Wait::Ready) return w;

@@ -127,6 +127,9 @@ class Channel {
   static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be address-free");
 
   static size_t roundUp(size_t bytes) { return (bytes + kSlotBytes - 1) / kSlotBytes * kSlotBytes; }
+  // Whether the process at the other end has ended, looked at (a read of /proc) at most once
+  // per 10 ms by this end, waiting or not.
+  bool peerEnded(const Waiting& waiting, std::chrono::steady_clock::time_point now);
   Wait waitReadable(const Waiting& waiting, size_t* readable);
   Wait waitWritable(uint64_t head, const Waiting& waiting, size_t* writable);
   void published(uint64_t head);
@@ -135,7 +138,8 @@ class Channel {
   Control* control_ = nullptr;
   uint8_t* data_ = nullptr;
   size_t capacity_ = 0;
-  std::chrono::steady_clock::time_point lastPeerCheck_;  // the writer's last look at the reader
+  // This end's last look at the other end's process.
+  std::chrono::steady_clock::time_point lastPeerCheck_;
   // The reader's position: ahead of the published tail by the header just read, so that a small
   // message frees its room in one publish.
   uint64_t read_ = 0;
