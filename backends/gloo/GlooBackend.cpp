@@ -41,9 +41,8 @@ bool busyPollWanted(const config::Settings& settings) {
 
 // Built into libc10d: registered as the library loads, so the core names no concrete backend.
 [[maybe_unused]] const bool registered = [] {
-  registerBackend("gloo", [](const BackendContext& context) {
-    return std::make_shared<GlooBackend>(context);
-  });
+  registerBackend(
+      "gloo", [](const BackendContext& context) { return std::make_shared<GlooBackend>(context); });
   return true;
 }();
 
@@ -79,12 +78,11 @@ std::string endedPeers(const std::vector<std::pair<int, long>>& localPeerPids,
 
 }  // namespace
 
-bool GlooBackend::Runtime::exchangePeerFacts(Store& store, std::chrono::milliseconds timeout,
-                                             bool spin, SyncMesh::Hierarchy wanted) {
+GlooBackend::Runtime::GroupFacts GlooBackend::Runtime::exchangePeerFacts(
+    Store& store, std::chrono::milliseconds timeout, bool spin, SyncMesh::Hierarchy wanted) {
   const std::string host = shm::hostIdentity();
-  hostOfRank.assign(size, 0);
-  hierarchy = wanted;
-  if (size == 1) return !spin;
+  GroupFacts facts{!spin, std::vector<int>(size, 0), wanted};
+  if (size == 1) return facts;
   // First line "<host> <pid> <spin> <hierarchy>", then the listening address of each of this
   // rank's pairs in both contexts (a pair's address may carry "$<sequence number>", which
   // messages leave out).
@@ -107,7 +105,6 @@ bool GlooBackend::Runtime::exchangePeerFacts(Store& store, std::chrono::millisec
     peers.push_back(peer);
   }
   std::vector<Store::Bytes> values = store.multiGet(keys, timeout);
-  bool anySleeps = !spin;
   std::vector<std::string> hosts(size);
   hosts[rank] = host;
   for (size_t i = 0; i < peers.size(); ++i) {
@@ -117,9 +114,9 @@ bool GlooBackend::Runtime::exchangePeerFacts(Store& store, std::chrono::millisec
     int peerSpins = 0;
     int peerHierarchy = 0;
     lines >> peerHost >> pid >> peerSpins >> peerHierarchy;
-    anySleeps = anySleeps || peerSpins == 0;
-    hierarchy =
-        SyncMesh::agreedHierarchy(hierarchy, static_cast<SyncMesh::Hierarchy>(peerHierarchy));
+    facts.anySleeps = facts.anySleeps || peerSpins == 0;
+    facts.hierarchy =
+        SyncMesh::agreedHierarchy(facts.hierarchy, static_cast<SyncMesh::Hierarchy>(peerHierarchy));
     hosts[peers[i]] = peerHost;
     if (peerHost == host && pid > 0) localPeerPids.emplace_back(peers[i], pid);
     for (std::string line; std::getline(lines, line);) {
@@ -129,9 +126,9 @@ bool GlooBackend::Runtime::exchangePeerFacts(Store& store, std::chrono::millisec
   // Hosts numbered in the order of their lowest rank.
   std::map<std::string, int> numbers;
   for (int r = 0; r < size; ++r) {
-    hostOfRank[r] = numbers.emplace(hosts[r], static_cast<int>(numbers.size())).first->second;
+    facts.hostOfRank[r] = numbers.emplace(hosts[r], static_cast<int>(numbers.size())).first->second;
   }
-  return anySleeps;
+  return facts;
 }
 
 std::string GlooBackend::Runtime::lostPeers(const std::string& glooMessage,
@@ -529,7 +526,7 @@ GlooBackend::GlooBackend(const BackendContext& context)
     }
     PrefixStore peerStore("peers", context.store);
     const std::string hierarchy = context.settings.value("C10D_GLOO_HIERARCHICAL");
-    const bool anySleeps =
+    const Runtime::GroupFacts facts =
         runtime_->exchangePeerFacts(peerStore, context.timeout, spin,
                                     hierarchy == "0"   ? SyncMesh::Hierarchy::Off
                                     : hierarchy == "1" ? SyncMesh::Hierarchy::On
@@ -540,13 +537,13 @@ GlooBackend::GlooBackend(const BackendContext& context)
           runtime_->fast->connectSharedMemory(peerStore, runtime_->localPeerPids, shm);
       C10D_LOG(Info, "gloo backend of group '", context.groupName, "' rank ", context.rank, ": ",
                chosen);
-      if (std::string layout = runtime_->fast->setHosts(runtime_->hostOfRank, runtime_->hierarchy);
+      if (std::string layout = runtime_->fast->setHosts(facts.hostOfRank, facts.hierarchy);
           !layout.empty()) {
         C10D_LOG(Info, "gloo backend of group '", context.groupName, "' rank ", context.rank, ": ",
                  layout);
       }
     }
-    runtime_->largeViaGloo = runtime_->fast && fastPath != "all" && anySleeps;
+    runtime_->largeViaGloo = runtime_->fast && fastPath != "all" && facts.anySleeps;
     runtime_->failureLog = std::make_shared<PrefixStore>("errors", context.store);
   } catch (const gloo::Exception& e) {
     C10D_THROW(BackendError, "gloo backend of group '", context.groupName, "': rank ", context.rank,

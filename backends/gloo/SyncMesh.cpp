@@ -249,7 +249,13 @@ std::string SyncMesh::connectSharedMemory(Store& store,
   std::string shared, tcp;
   for (int peer : local) {
     if (mutual(rank_, peer)) {
-      peers_[peer].shared = true;
+      Peer& p = peers_[peer];
+      p.shared = true;
+      // Neither end sends on the socket again: its staging (1 MiB per peer) can go.
+      p.sendBuffer.reset();
+      p.recvBuffer.reset();
+      std::vector<uint8_t>().swap(p.sendStage);
+      std::vector<uint8_t>().swap(p.recvStage);
       shared += detail::concat(shared.empty() ? "" : ", ", peer);
     } else {
       tcp += detail::concat(tcp.empty() ? "" : "; ", "rank ", peer,
@@ -357,8 +363,9 @@ std::string SyncMesh::setHosts(const std::vector<int>& hostOfRank, Hierarchy hie
   host_ = teamOf(std::move(mine));
   if (hosts_ == 1) return "";
   // With one rank per host there is nothing to do within hosts: flat is the same.
+  leaders_ = representatives(-1);
   const int flat = crossings(hostOfRank_, all_.ranks);
-  const int layered = crossings(hostOfRank_, representatives(-1).ranks);
+  const int layered = crossings(hostOfRank_, leaders_.ranks);
   hierarchical_ = hosts_ < size_ &&
                   (hierarchy == Hierarchy::On || (hierarchy == Hierarchy::Auto && layered < flat));
   std::string ranks;
@@ -380,7 +387,7 @@ void SyncMesh::allreduce(void* data, size_t count, size_t elementSize, ReduceFun
   // Into the lowest rank of each host, among those, and back out: every rank ends with the
   // bits its host's lowest rank computed, which are the same on every host.
   if (host_.size() > 1) reduceIn(host_, data, count, elementSize, reduce, 0);
-  if (host_.me == 0) allreduceIn(representatives(-1), data, count, elementSize, reduce);
+  if (host_.me == 0) allreduceIn(leaders_, data, count, elementSize, reduce);
   if (host_.size() > 1) broadcastIn(host_, data, count * elementSize, 0);
 }
 

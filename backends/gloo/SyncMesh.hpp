@@ -134,7 +134,7 @@ class SyncMesh {
   // One rank per host: root on its host, the lowest rank on the others.
   Team representatives(int root) const;
 
-  // This rank's host, and the index of rank `rep` in it.
+  // The index of rank `rep` among the ranks of this rank's host.
   int indexOnHost(int rep) const;
   void allreduceIn(const Team& team, void* data, size_t count, size_t elementSize,
                    ReduceFunction reduce);
@@ -169,8 +169,9 @@ class SyncMesh {
   std::vector<Peer> peers_;
   bool busyPoll_;
   bool allShared_ = false;
-  Team all_;   // every rank
-  Team host_;  // the ranks of this rank's host
+  Team all_;      // every rank
+  Team host_;     // the ranks of this rank's host
+  Team leaders_;  // the lowest rank of each host: the hierarchical allreduce's middle step
   std::vector<int> hostOfRank_;
   int hosts_ = 1;
   bool hierarchical_ = false;
