@@ -128,8 +128,8 @@ std::shared_ptr<Work> ProcessGroup::instrumentPointToPoint(std::shared_ptr<Work>
                                peer >= 0 ? detail::concat(" peer ", peer) : " from any rank",
                                " tag ", tag, " (point-to-point #", number, ")");
   }
-  work->getFuture()->addCallback([number, start, op, peer, tag, recorder = recorder_,
-                                  logPrefix = std::move(logPrefix)](Future& done) {
+  work->getFuture()->addCompletionHook([number, start, op, peer, tag, recorder = recorder_,
+                                        logPrefix = std::move(logPrefix)](Future& done) {
     std::string error = detail::errorText(done);
     if (recorder) {
       recorder->pointToPointFinished(number, error);

@@ -122,7 +122,7 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
                               ? detail::concat("group '", options_.groupName, "' rank ", rank_,
                                                ": ", fingerprint->describe())
                               : std::string();
-  work->getFuture()->addCallback(
+  work->getFuture()->addCompletionHook(
       [start, sequence, recorder = recorder_, logPrefix = std::move(logPrefix)](Future& done) {
         std::string error = detail::errorText(done);
         if (recorder) {

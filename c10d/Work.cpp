@@ -52,6 +52,17 @@ void Future::addCallback(Callback callback) {
   callback(*this);
 }
 
+void Future::addCompletionHook(Callback hook) {
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (!settled_) {
+      hooks_.push_back(std::move(hook));
+      return;
+    }
+  }
+  hook(*this);
+}
+
 std::shared_ptr<Future> Future::then(std::function<std::vector<Tensor>(Future&)> fn) {
   auto child = std::make_shared<Future>();
   addCallback([child, fn = std::move(fn)](Future& parent) {
@@ -76,20 +87,12 @@ bool Future::setError(std::exception_ptr error) {
   return complete({}, std::move(error));
 }
 
-bool Future::complete(std::vector<Tensor> value, std::exception_ptr error) {
-  std::vector<Callback> callbacks;
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    if (completed_) return false;
-    completed_ = true;
-    value_ = std::move(value);
-    error_ = std::move(error);
-    callbacks.swap(callbacks_);
-  }
-  done_.notify_all();
+namespace {
+
+void runCallbacks(std::vector<Future::Callback>& callbacks, Future& future) {
   for (auto& callback : callbacks) {
     try {
-      callback(*this);
+      callback(future);
     } catch (const std::exception& e) {
       // A callback's failure cannot fail a future that already completed: report it, and run
       // the remaining callbacks.
@@ -98,6 +101,29 @@ bool Future::complete(std::vector<Tensor> value, std::exception_ptr error) {
       C10D_LOG(Error, "Future callback threw an exception that is not a std::exception");
     }
   }
+}
+
+}  // namespace
+
+bool Future::complete(std::vector<Tensor> value, std::exception_ptr error) {
+  std::vector<Callback> hooks;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (settled_) return false;
+    settled_ = true;
+    value_ = std::move(value);
+    error_ = std::move(error);
+    hooks.swap(hooks_);
+  }
+  runCallbacks(hooks, *this);
+  std::vector<Callback> callbacks;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    completed_ = true;
+    callbacks.swap(callbacks_);
+  }
+  done_.notify_all();
+  runCallbacks(callbacks, *this);
   return true;
 }
 

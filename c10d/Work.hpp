@@ -41,6 +41,11 @@ class Future : public std::enable_shared_from_this<Future> {
 
   // Runs callback once complete.
   void addCallback(Callback callback);
+  // Runs hook as the future completes, before any wait on it returns and before the callbacks:
+  // for bookkeeping that whoever waited must find done (the flight recorder's record of the op).
+  // It may read error(); it must be quick and must not wait on this future. Added to a future
+  // that is complete (or completing), it runs at once.
+  void addCompletionHook(Callback hook);
   // A future completed with fn(this)'s result, or with the error fn throws or this holds.
   std::shared_ptr<Future> then(std::function<std::vector<Tensor>(Future&)> fn);
 
@@ -54,9 +59,11 @@ class Future : public std::enable_shared_from_this<Future> {
   mutable std::mutex mutex_;
   std::condition_variable done_;
   bool completed_ = false;
+  bool settled_ = false;  // value or error set; completed_ once the hooks ran
   std::vector<Tensor> value_;
   std::exception_ptr error_;
   std::vector<Callback> callbacks_;
+  std::vector<Callback> hooks_;
 };
 
 // A started operation of a ProcessGroup. It ends in success, in the operation's error, or in a

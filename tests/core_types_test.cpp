@@ -1,10 +1,13 @@
 #include <dlpack/dlpack.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "c10d/Work.hpp"
 #include "c10d/core/Device.hpp"
 #include "c10d/core/HostBlockCache.hpp"
 #include "c10d/core/ReduceOp.hpp"
@@ -292,6 +295,36 @@ TEST(HostBlockCacheTest, LargeTensorsReuseTheProcessCache) {
   }
   Tensor again = Tensor::empty({int64_t{2} << 20}, ScalarType::Float32);
   EXPECT_EQ(again.data(), first);
+}
+
+// A hook is the library's own bookkeeping: a waiter released by the completion finds it done
+// (the flight recorder's record of an op that wait() returned from). Callbacks come after.
+TEST(FutureTest, CompletionHooksRunBeforeAnyWaitReturnsAndBeforeCallbacks) {
+  for (int round = 0; round < 200; ++round) {
+    auto future = std::make_shared<Future>();
+    std::atomic<int> hookRan{0};
+    std::vector<std::string> order;
+    future->addCompletionHook([&](Future&) {
+      std::this_thread::yield();  // gives a waiter released too early its chance
+      order.push_back("hook");
+      hookRan = 1;
+    });
+    future->addCallback([&](Future&) { order.push_back("callback"); });
+    int seenByWaiter = -1;
+    std::thread waiter([&] {
+      future->wait(std::chrono::seconds(30), "hooked future");
+      seenByWaiter = hookRan.load();
+    });
+    future->markCompleted();
+    waiter.join();
+    ASSERT_EQ(seenByWaiter, 1) << "round " << round << ": wait() returned before the hook ran";
+    EXPECT_EQ(order, (std::vector<std::string>{"hook", "callback"}));
+  }
+  auto done = std::make_shared<Future>();
+  done->markCompleted();
+  bool ranAtOnce = false;
+  done->addCompletionHook([&](Future&) { ranAtOnce = true; });
+  EXPECT_TRUE(ranAtOnce) << "a hook added to a complete future runs at once";
 }
 
 }  // namespace
