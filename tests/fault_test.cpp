@@ -54,12 +54,14 @@ std::string errorSoonFrom(Fn&& fn, const std::string& what, ErrorContext* contex
   return error;
 }
 
-// What /dev/shm holds: a killed rank must leave nothing there (the same-host transport's
-// segments have no name: c10d/net/SharedMemory.hpp).
+// What of ours /dev/shm holds: a killed rank must leave nothing there (the same-host
+// transport's segments have no name: c10d/net/SharedMemory.hpp). Only names with "c10d" count:
+// tests running beside this one (Open MPI's, whose segments come and go) own the rest.
 std::vector<std::string> devShm() {
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
-    names.push_back(entry.path().filename().string());
+    std::string name = entry.path().filename().string();
+    if (name.find("c10d") != std::string::npos) names.push_back(name);
   }
   std::sort(names.begin(), names.end());
   return names;
