@@ -214,6 +214,57 @@ TEST(SharedMemoryTest, OpeningWhatIsNotASegmentSaysWhy) {
   EXPECT_THROW(Channel{zeros.data()}, Error);  // no channel initialized there
 }
 
+// The calls that never wait, for a reader of several channels: a write that does not fit is
+// refused whole, and a read finds nothing until a message is there, then all of it.
+TEST(SharedMemoryTest, TryWriteTakesWholeMessagesOrNoneAndTryReadHeaderNeverWaits) {
+  Segment segment = Segment::create(Channel::bytesFor(4096));
+  Channel::initialize(segment.data(), 4096);
+  Channel writer(segment.data()), reader(segment.data());
+  Header header{};
+  EXPECT_FALSE(reader.tryReadHeader(&header, sizeof header));
+  const std::vector<uint8_t> payload = pattern(960, 3);  // 1024 bytes with its header slot
+  int written = 0;
+  while (writer.tryWrite(&header, sizeof header, payload.data(), payload.size())) {
+    header.bytes = ++written;
+  }
+  EXPECT_EQ(written, 4) << "a ring of 4096 bytes holds four such messages";
+  for (int i = 0; i < written; ++i) {
+    ASSERT_TRUE(reader.tryReadHeader(&header, sizeof header));
+    EXPECT_EQ(header.bytes, static_cast<uint64_t>(i));
+    std::vector<uint8_t> got;
+    ASSERT_EQ(reader.readPayload(
+                  payload.size(), within(0ms),
+                  [&](const uint8_t* data, size_t n) { got.insert(got.end(), data, data + n); }),
+              Wait::Ready);
+    EXPECT_EQ(got, payload);
+  }
+  EXPECT_FALSE(reader.tryReadHeader(&header, sizeof header));
+  EXPECT_TRUE(writer.tryWrite(&header, sizeof header, payload.data(), payload.size()));
+}
+
+// A sleeper on a doorbell wakes at a ring; a ring with nobody armed costs nothing and is not
+// kept, and a sleep with nothing rung ends at its timeout.
+TEST(SharedMemoryTest, ADoorbellWakesWhoeverSleepsOnIt) {
+  Segment segment = Segment::create(4096);
+  Doorbell bell(segment.data());
+  bell.ring();  // nobody armed
+  auto start = std::chrono::steady_clock::now();
+  uint32_t armed = bell.arm();
+  bell.sleep(armed, 50ms);
+  bell.disarm();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 40ms) << "a ring before arm was kept";
+  armed = bell.arm();
+  std::thread ringer([&] {
+    std::this_thread::sleep_for(20ms);
+    Doorbell(segment.data()).ring();
+  });
+  start = std::chrono::steady_clock::now();
+  bell.sleep(armed, 30s);
+  bell.disarm();
+  ringer.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << "the ring did not wake the sleeper";
+}
+
 // The segments this process has mapped: memfd mappings show as "/memfd:c10d-shm (deleted)".
 int mappedSegments() {
   std::ifstream maps("/proc/self/maps");

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -286,12 +287,77 @@ Wait Channel::readHeader(void* header, size_t headerBytes, const Waiting& waitin
   return Wait::Ready;
 }
 
+bool Channel::tryWrite(const void* header, size_t headerBytes, const void* payload, size_t bytes) {
+  const uint64_t head = control_->head.load(std::memory_order_relaxed);
+  const size_t need = kSlotBytes + roundUp(bytes);
+  if (need > capacity_ - (head - control_->tail.load(std::memory_order_acquire))) return false;
+  std::memcpy(data_ + head % capacity_, header, headerBytes);  // a slot never wraps
+  const auto* from = static_cast<const uint8_t*>(payload);
+  for (size_t done = 0; done < bytes;) {
+    const size_t offset = (head + kSlotBytes + done) % capacity_;
+    const size_t n = std::min(bytes - done, capacity_ - offset);
+    std::memcpy(data_ + offset, from + done, n);
+    done += n;
+  }
+  published(head + need);
+  return true;
+}
+
+bool Channel::tryReadHeader(void* header, size_t headerBytes) {
+  if (control_->head.load(std::memory_order_acquire) == read_) return false;
+  std::memcpy(header, data_ + read_ % capacity_, headerBytes);
+  read_ += kSlotBytes;
+  return true;
+}
+
 void Channel::close() {
   control_->closed.store(1, std::memory_order_seq_cst);
   control_->headSignal.fetch_add(1, std::memory_order_seq_cst);
   control_->tailSignal.fetch_add(1, std::memory_order_seq_cst);
   futexWake(control_->headSignal);
   futexWake(control_->tailSignal);
+}
+
+// ---- Doorbell ----
+
+void Doorbell::ring() {
+  if (words_->sleepers.load(std::memory_order_seq_cst) == 0) return;
+  words_->word.fetch_add(1, std::memory_order_seq_cst);
+  futexWake(words_->word);
+}
+
+uint32_t Doorbell::arm() {
+  words_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+  return words_->word.load(std::memory_order_seq_cst);
+}
+
+void Doorbell::sleep(uint32_t armed, std::chrono::nanoseconds timeout) {
+  futexWait(words_->word, armed, timeout);
+}
+
+void Doorbell::disarm() {
+  words_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+std::string readProcessMemory(long pid, uint64_t address, void* into, size_t bytes) {
+  auto* to = static_cast<uint8_t*>(into);
+  while (bytes > 0) {
+    struct iovec local {
+      to, bytes
+    };
+    struct iovec remote {
+      reinterpret_cast<void*>(address), bytes
+    };
+    const ssize_t n = ::process_vm_readv(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0);
+    if (n <= 0) {
+      return detail::concat("process_vm_readv of ", bytes, " bytes from process ", pid, ": ",
+                            n == 0 ? std::string("nothing read") : errnoText(errno));
+    }
+    to += n;
+    address += static_cast<uint64_t>(n);
+    bytes -= static_cast<size_t>(n);
+  }
+  return "";
 }
 
 }  // namespace c10d::inline v0::shm

@@ -78,6 +78,13 @@ class Channel {
   Wait write(const void* header, size_t headerBytes, const void* payload, size_t bytes,
              const Waiting& waiting);
   Wait readHeader(void* header, size_t headerBytes, const Waiting& waiting);
+  // Without waiting, for a reader that serves several channels: tryWrite writes the whole
+  // message in one publish when the ring has room for it (false: not yet; the message must fit
+  // in the capacity), tryReadHeader reads the next header when one is there, and its payload
+  // is then all there for readPayload (written by tryWrite), which must follow even when empty.
+  bool tryWrite(const void* header, size_t headerBytes, const void* payload, size_t bytes);
+  bool tryReadHeader(void* header, size_t headerBytes);
+  bool closed() const { return control_->closed.load(std::memory_order_acquire) != 0; }
   // Hands consume(const uint8_t* data, size_t n) the next `bytes` of payload in place, in pieces
   // of whole slots (the last may end early), as they arrive.
   template <typename Consume>
@@ -144,5 +151,33 @@ class Channel {
   // message frees its room in one publish.
   uint64_t read_ = 0;
 };
+
+// One futex word for everything that wakes a process's readers of several channels (a thread
+// sleeps on one word only): writers ring it after publishing, and it costs a system call only
+// while someone sleeps on it. Lives in shared memory, in the readers' segment.
+class Doorbell {
+ public:
+  static constexpr size_t kBytes = 64;
+  Doorbell() = default;
+  explicit Doorbell(uint8_t* at) : words_(reinterpret_cast<Words*>(at)) {}
+  void ring();
+  // To sleep: arm, look once more for work (a ring after arm is not lost), then sleep until a
+  // ring or the timeout, and disarm.
+  uint32_t arm();
+  void sleep(uint32_t armed, std::chrono::nanoseconds timeout);
+  void disarm();
+
+ private:
+  struct Words {
+    std::atomic<uint32_t> word;      // futex word: bumped by a ring while someone sleeps
+    std::atomic<uint32_t> sleepers;  // armed and not yet disarmed
+  };
+  static_assert(sizeof(Words) <= kBytes);
+  Words* words_ = nullptr;
+};
+
+// Copies bytes at address in process pid into into (cross-memory attach: one copy, with the
+// same permission as mapping its segments). Returns "" or why it failed.
+std::string readProcessMemory(long pid, uint64_t address, void* into, size_t bytes);
 
 }  // namespace c10d::inline v0::shm
