@@ -85,6 +85,7 @@ function(c10d_link_backends target)
       backends/gloo/Gather.cpp
       backends/gloo/GlooBackend.cpp
       backends/gloo/PointToPoint.cpp
+      backends/gloo/SharedPointToPoint.cpp
       backends/gloo/Reduce.cpp
       backends/gloo/ReduceScatter.cpp
       backends/gloo/Scatter.cpp

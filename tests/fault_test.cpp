@@ -97,6 +97,45 @@ TEST(FaultTest, GlooSurvivorsOfAKilledRankFailNamingIt) {
   EXPECT_EQ(devShm(), before) << "files left in /dev/shm";
 }
 
+// The same for point-to-point: a ring of sends and receives (over shared memory where that is
+// on, with large messages read from the sender's memory), including a receive from any source,
+// which waits on no pair in particular.
+TEST(FaultTest, GlooPointToPointSurvivorsOfAKilledRankFailNamingIt) {
+  const std::vector<std::string> before = devShm();
+  auto outcomes = test::runRanks(ranksLosing(2), [](test::RankEnv& env) {
+    const int right = (env.rank + 1) % env.size, left = (env.rank + env.size - 1) % env.size;
+    for (int64_t elements : {int64_t{16}, int64_t{1} << 20}) {
+      Tensor out = Tensor::zeros({elements}, ScalarType::Float32);
+      Tensor in = Tensor::zeros({elements}, ScalarType::Float32);
+      for (int i = 0; i < 5; ++i) {
+        auto send = env.pg.send(out, right, 0);
+        env.pg.recv(in, left, 0)->wait();
+        send->wait();
+      }
+    }
+    Tensor out = Tensor::zeros({1024}, ScalarType::Float32);
+    Tensor in = Tensor::zeros({1024}, ScalarType::Float32);
+    if (env.rank == 2) {
+      auto send = env.pg.send(out, right, 0);  // in flight when the rank dies
+      std::raise(SIGKILL);
+    }
+    std::string error = errorSoonFrom(
+        [&] {
+          for (int i = 0; i < 100; ++i) {
+            auto send = env.pg.send(out, right, 0);
+            auto recv = env.rank == 0 ? env.pg.recvAnysource(in, 0) : env.pg.recv(in, left, 0);
+            recv->wait();
+            send->wait();
+          }
+        },
+        "a send/recv ring after rank 2 was killed");
+    test::check(error.find("rank 2 of group 'default' is no longer running") != std::string::npos,
+                "the error names rank 2: " + error);
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0, kKilled})) << test::report(outcomes);
+  EXPECT_EQ(devShm(), before) << "files left in /dev/shm";
+}
+
 // A broadcast's root only writes. Once its peer is gone, its first write draws a reset and the
 // next one raises SIGPIPE, whose default action ended the root silently (exit 141). Now that
 // write fails with EPIPE, the root gets an error naming the lost rank, and its signal mask and

@@ -15,6 +15,7 @@
 #include "backends/gloo/GlooRuntime.hpp"
 #include "backends/gloo/GlooSetup.hpp"
 #include "backends/gloo/PointToPoint.hpp"
+#include "backends/gloo/SharedPointToPoint.hpp"
 #include "c10d/core/Logging.hpp"
 #include "c10d/core/ThreadName.hpp"
 #include "c10d/net/SharedMemory.hpp"
@@ -392,6 +393,7 @@ void GlooBackend::Runtime::releaseStaging(std::unique_ptr<Staging> staging) {
 void GlooBackend::Runtime::startProgressThread() {
   progress_ = std::thread([this] {
     detail::nameThisThread("c10d-gloo-p2p");
+    onProgressThread() = true;
     detail::blockSigpipeInThisThread();
     std::unique_lock<std::mutex> lock(mutex_);
     while (!p2pStopping_) {
@@ -491,6 +493,7 @@ void GlooBackend::Runtime::stopP2P() {
   watchChanged_.notify_all();
   abortP2P("aborted because the process group shut down", true);
   if (p2p) p2p->stop();
+  if (sharedP2p) sharedP2p->stop();
   if (progress_.joinable()) progress_.join();
   if (watcher_.joinable()) watcher_.join();
 }
@@ -555,6 +558,9 @@ GlooBackend::GlooBackend(const BackendContext& context)
   }
   startQueue();
   if (context.size > 1) runtime_->p2p = std::make_shared<P2PEngine>(*runtime_);
+  if (runtime_->fast && runtime_->fast->pullsEverywhere()) {
+    runtime_->sharedP2p = std::make_shared<SharedP2P>(*runtime_, *runtime_->fast);
+  }
   runtime_->startProgressThread();
   runtime_->startWatcher();
 }
@@ -598,8 +604,26 @@ std::shared_ptr<Work> GlooBackend::startP2P(bool isSend, const Tensor& tensor, i
   Work::Describe describe = describePointToPoint(op, tensor, isSend, peer, tag, groupName());
   C10D_CHECK(runtime_->p2p != nullptr, InvalidArgument, describe(),
              ": a group of one has no peer to exchange with");
-  P2PEngine& engine = *runtime_->p2p;
   std::shared_ptr<P2PWork> work;
+  if (runtime_->sharedP2p) {
+    SharedP2P& shared = *runtime_->sharedP2p;
+    runtime_->checkUsable(describe);
+    shared.ensureStarted();
+    if (isSend) {
+      auto send = std::make_shared<SharedSend>(describe, timeout, std::vector<Tensor>{}, tensor,
+                                               peer, tag, runtime_);
+      shared.send(send);
+      work = send;
+    } else {
+      auto recv = std::make_shared<SharedRecv>(describe, timeout, std::vector<Tensor>{tensor},
+                                               tensor, peer, tag, runtime_);
+      shared.post(recv);
+      work = recv;
+    }
+    runtime_->trackP2P(work);
+    return work;
+  }
+  P2PEngine& engine = *runtime_->p2p;
   if (isSend) {
     auto send = std::make_shared<P2PSend>(describe, timeout, std::vector<Tensor>{}, tensor, peer,
                                           tag, runtime_);

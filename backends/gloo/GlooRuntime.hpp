@@ -34,6 +34,7 @@ namespace c10d::inline v0 {
 
 class P2PWork;
 class P2PEngine;
+class SharedP2P;
 
 // Objects that are costly to make and kept for reuse, up to kMaxIdle of them (the oldest goes
 // first). Thread-safe.
@@ -210,7 +211,15 @@ struct GlooBackend::Runtime {
   void releaseStaging(std::unique_ptr<Staging> staging);
   // Matches point-to-point messages with receives (PointToPoint.hpp); null for a group of one.
   std::shared_ptr<P2PEngine> p2p;
+  // Point-to-point over shared memory instead (SharedPointToPoint.hpp), where the whole group
+  // can take it (SyncMesh::pullsEverywhere); else null.
+  std::shared_ptr<SharedP2P> sharedP2p;
   void startProgressThread();
+  // True on the progress thread, which claims ops nobody waits for: it must not spin on them.
+  static bool& onProgressThread() {
+    thread_local bool on = false;
+    return on;
+  }
   void stopP2P();  // aborts outstanding point-to-point waits and joins the threads
 
   // A point-to-point wait on a lost peer is not always woken by Gloo: a receive from any source

@@ -158,11 +158,13 @@ std::string SyncMesh::connectSharedMemory(Store& store,
   std::string why;
   if (enabled) {
     try {
-      inbound_ = shm::Segment::create(local.size() * shm::Channel::bytesFor(kChannelBytes));
+      inbound_ = shm::Segment::create(segmentBytes(local.size()));
       for (size_t i = 0; i < local.size(); ++i) {
-        shm::Channel::initialize(inbound_.data() + i * shm::Channel::bytesFor(kChannelBytes),
-                                 kChannelBytes);
+        shm::Channel::initialize(inbound_.data() + channelOffset(i), kChannelBytes);
+        shm::Channel::initialize(inbound_.data() + p2pChannelOffset(i, local.size()),
+                                 kP2PChannelBytes);
       }
+      std::memcpy(inbound_.data() + kProbeOffset, &kProbe, sizeof kProbe);
     } catch (const Error& e) {
       why = e.what();
     }
@@ -170,7 +172,8 @@ std::string SyncMesh::connectSharedMemory(Store& store,
     why = "C10D_SHM=0";
   }
   std::string offer = why.empty()
-                          ? detail::concat(::getpid(), " ", inbound_.fd(), " ", inbound_.size())
+                          ? detail::concat(::getpid(), " ", inbound_.fd(), " ", inbound_.size(),
+                                           " ", reinterpret_cast<uintptr_t>(inbound_.data()))
                           : "none " + why;
   if (why.empty()) {
     for (int peer : local) offer += detail::concat(" ", peer);
@@ -181,7 +184,7 @@ std::string SyncMesh::connectSharedMemory(Store& store,
   std::vector<Store::Bytes> offers = store.multiGet(keys, timeout);
   // 2. Map each peer's segment and find our channel toward it; tell them which we mapped.
   std::vector<std::string> refused(size_);
-  std::string mapped;
+  std::string mapped, pulls;
   for (size_t i = 0; i < local.size(); ++i) {
     const int peer = local[i];
     std::istringstream fields(toString(offers[i]));
@@ -197,24 +200,35 @@ std::string SyncMesh::connectSharedMemory(Store& store,
       long pid = std::stol(first);
       int fd = -1;
       size_t bytes = 0;
-      fields >> fd >> bytes;
+      uint64_t address = 0;
+      fields >> fd >> bytes >> address;
       std::vector<int> theirs;
       for (int r; fields >> r;) theirs.push_back(r);
       auto at = std::find(theirs.begin(), theirs.end(), rank_);
       C10D_CHECK(at != theirs.end(), Error, "rank ", peer, " has no channel for rank ", rank_,
                  " (do the ranks disagree on which share this host?)");
       shm::Segment segment = shm::Segment::open(pid, fd, bytes);
-      peers_[peer].out = shm::Channel(segment.data() + (at - theirs.begin()) *
-                                                           shm::Channel::bytesFor(kChannelBytes));
-      peers_[peer].in = shm::Channel(inbound_.data() + i * shm::Channel::bytesFor(kChannelBytes));
-      peers_[peer].pid = pid;
+      const size_t index = static_cast<size_t>(at - theirs.begin());
+      Peer& p = peers_[peer];
+      p.out = shm::Channel(segment.data() + channelOffset(index));
+      p.in = shm::Channel(inbound_.data() + channelOffset(i));
+      p.p2pOut = shm::Channel(segment.data() + p2pChannelOffset(index, theirs.size()));
+      p.p2pIn = shm::Channel(inbound_.data() + p2pChannelOffset(i, local.size()));
+      p.doorbell = shm::Doorbell(segment.data());
+      p.pid = pid;
       outbound_.push_back(std::move(segment));
       mapped += detail::concat(" ", peer);
+      // Whether this rank can read the peer's memory too (point-to-point's large payloads).
+      uint64_t probe = 0;
+      if (shm::readProcessMemory(pid, address + kProbeOffset, &probe, sizeof probe).empty() &&
+          probe == kProbe) {
+        pulls += detail::concat(" ", peer);
+      }
     } catch (const std::exception& e) {
       refused[peer] = detail::concat("rank ", peer, ": ", e.what());
     }
   }
-  store.setString(key("mapped", rank_), "ranks" + mapped);
+  store.setString(key("mapped", rank_), detail::concat("ranks", mapped, " pulls", pulls));
   keys.clear();
   for (int peer : local) keys.push_back(key("mapped", peer));
   std::vector<Store::Bytes> mappedBy = store.multiGet(keys, timeout);
@@ -222,30 +236,37 @@ std::string SyncMesh::connectSharedMemory(Store& store,
   inbound_.closeDescriptor();
   // 3. A pair moves to shared memory when both ends mapped the other's segment. Every rank of
   //    the host reads every one's list, so all agree on whether the whole group is on shared
-  //    memory (allShared), which decides the path of large ops.
-  std::vector<std::vector<int>> mappedByRank(size_);
-  auto parse = [](const std::string& list) {
-    std::istringstream fields(
-        list.substr(list.find(' ') == std::string::npos ? list.size() : list.find(' ')));
-    std::vector<int> ranks;
-    for (int r; fields >> r;) ranks.push_back(r);
-    return ranks;
+  //    memory (allShared), which decides the path of large ops, and whether every rank can
+  //    read every other's memory (pullsEverywhere), which point-to-point needs.
+  std::vector<std::vector<int>> mappedByRank(size_), pullsByRank(size_);
+  auto parse = [&](int of, const std::string& line) {
+    std::istringstream fields(line);
+    std::vector<int>* into = nullptr;
+    for (std::string word; fields >> word;) {
+      if (word == "ranks" || word == "pulls") {
+        into = word == "ranks" ? &mappedByRank[of] : &pullsByRank[of];
+      } else if (into != nullptr) {
+        into->push_back(std::stoi(word));
+      }
+    }
   };
-  mappedByRank[rank_] = parse("ranks" + mapped);
-  for (size_t i = 0; i < local.size(); ++i) mappedByRank[local[i]] = parse(toString(mappedBy[i]));
-  auto mutual = [&](int a, int b) {
-    auto has = [&](int of, int r) {
-      return std::find(mappedByRank[of].begin(), mappedByRank[of].end(), r) !=
-             mappedByRank[of].end();
-    };
-    return has(a, b) && has(b, a);
+  parse(rank_, detail::concat("ranks", mapped, " pulls", pulls));
+  for (size_t i = 0; i < local.size(); ++i) parse(local[i], toString(mappedBy[i]));
+  auto has = [](const std::vector<int>& list, int r) {
+    return std::find(list.begin(), list.end(), r) != list.end();
   };
+  auto mutual = [&](int a, int b) { return has(mappedByRank[a], b) && has(mappedByRank[b], a); };
   std::vector<int> host = local;
   host.push_back(rank_);
   allShared_ = static_cast<int>(host.size()) == size_;
+  pullsEverywhere_ = allShared_;
   for (int a : host) {
-    for (int b : host) allShared_ = allShared_ && (a == b || mutual(a, b));
+    for (int b : host) {
+      allShared_ = allShared_ && (a == b || mutual(a, b));
+      pullsEverywhere_ = pullsEverywhere_ && (a == b || has(pullsByRank[a], b));
+    }
   }
+  pullsEverywhere_ = pullsEverywhere_ && allShared_;
   std::string shared, tcp;
   for (int peer : local) {
     if (mutual(rank_, peer)) {
@@ -266,16 +287,27 @@ std::string SyncMesh::connectSharedMemory(Store& store,
   std::string line = shared.empty() ? std::string("no shared memory")
                                     : detail::concat("shared memory with rank(s) ", shared);
   if (!tcp.empty()) line += detail::concat("; TCP with local ", tcp);
-  if (allShared_) line += " (the whole group: large ops stay on the fast path)";
+  if (allShared_) {
+    line += pullsEverywhere_
+                ? " (the whole group: large ops stay on the fast path, and point-to-point takes it)"
+                : " (the whole group: large ops stay on the fast path; point-to-point stays on "
+                  "Gloo, since the ranks cannot read each other's memory)";
+  }
   return line;
 }
 
 void SyncMesh::closeSharedMemory() {
   for (Peer& p : peers_) {
     if (!p.shared) continue;
-    p.out.close();
-    p.in.close();
+    for (shm::Channel* channel : {&p.out, &p.in, &p.p2pOut, &p.p2pIn}) channel->close();
+    p.doorbell.ring();
   }
+  if (inbound_.data() != nullptr) p2pDoorbell().ring();
+}
+
+SyncMesh::P2PLink SyncMesh::p2pLink(int peer) {
+  Peer& p = peers_[peer];
+  return {&p.p2pOut, &p.p2pIn, &p.doorbell, p.pid};
 }
 
 WireMismatch SyncMesh::mismatch(int peer, const WireCall& header, bool sameCall,

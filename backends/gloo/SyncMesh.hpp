@@ -41,6 +41,9 @@ class SyncMesh {
   static constexpr size_t kChannelBytes = 2 * kMaxMessageBytes + 4096;
   static_assert(kChannelBytes >= 2 * (kMaxMessageBytes + 2 * shm::Channel::kSlotBytes));
   static_assert(shm::Channel::bytesFor(kChannelBytes) % 4096 == 0);
+  // Each direction's point-to-point messages (SharedPointToPoint.hpp), apart from the
+  // collectives' since they come in any order: room for several heads of the largest eager size.
+  static constexpr size_t kP2PChannelBytes = 256 * 1024;
 
   // Switches every pair of context (already connected) to sync mode; busyPoll spins on reads
   // instead of sleeping (only sensible with a core per rank).
@@ -63,6 +66,20 @@ class SyncMesh {
   void closeSharedMemory();
   // Whether every pair of the group is on shared memory (the same answer on every rank).
   bool allShared() const { return allShared_; }
+  // Whether, besides, every rank can read every other's memory (process_vm_readv, which a
+  // hardened kernel may refuse where mapping a segment works): point-to-point then takes the
+  // point-to-point channels (SharedPointToPoint.hpp). The same answer on every rank.
+  bool pullsEverywhere() const { return pullsEverywhere_; }
+  // The point-to-point channels with peer, the doorbell it sleeps on, and its process.
+  struct P2PLink {
+    shm::Channel* out;
+    shm::Channel* in;
+    shm::Doorbell* doorbell;
+    long pid;
+  };
+  P2PLink p2pLink(int peer);
+  // The doorbell this rank's point-to-point readers sleep on; every peer's writes ring it.
+  shm::Doorbell p2pDoorbell() const { return shm::Doorbell(inbound_.data()); }
   // C10D_GLOO_HIERARCHICAL. Values are what ranks tell each other.
   enum class Hierarchy { Off = 0, On = 1, Auto = 2 };
   // What the ranks agree on: Off when any says so, On when all do, else Auto.
@@ -90,6 +107,7 @@ class SyncMesh {
     call_ = call;
   }
 
+  bool busyPoll() const { return busyPoll_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
   gloo::rendezvous::Context& context() const { return *context_; }
@@ -151,6 +169,8 @@ class SyncMesh {
     std::unique_ptr<gloo::transport::Buffer> sendBuffer, recvBuffer;
     bool shared = false;  // on shared memory: out and in, instead of the buffers
     shm::Channel out, in;
+    shm::Channel p2pOut, p2pIn;
+    shm::Doorbell doorbell;  // the peer's, in its segment
     long pid = 0;
   };
   // The header of a message from peer, checked against call_ (throws WireMismatch).
@@ -169,13 +189,26 @@ class SyncMesh {
   std::vector<Peer> peers_;
   bool busyPoll_;
   bool allShared_ = false;
+  bool pullsEverywhere_ = false;
   Team all_;      // every rank
   Team host_;     // the ranks of this rank's host
   Team leaders_;  // the lowest rank of each host: the hierarchical allreduce's middle step
   std::vector<int> hostOfRank_;
   int hosts_ = 1;
   bool hierarchical_ = false;
-  shm::Segment inbound_;  // the channels toward this rank, one per peer on shared memory
+  // The segment of the channels toward this rank: a page with its doorbell and a probe word
+  // (peers read it to learn whether they can read this rank's memory), then a channel from each
+  // peer on shared memory, then a point-to-point channel from each.
+  static constexpr size_t kProbeOffset = shm::Doorbell::kBytes;
+  static constexpr uint64_t kProbe = 0x6562'6f72'7064'3031;  // "10dprobe" in memory
+  static constexpr size_t channelOffset(size_t index) {
+    return 4096 + index * shm::Channel::bytesFor(kChannelBytes);
+  }
+  static constexpr size_t p2pChannelOffset(size_t index, size_t peers) {
+    return channelOffset(peers) + index * shm::Channel::bytesFor(kP2PChannelBytes);
+  }
+  static constexpr size_t segmentBytes(size_t peers) { return p2pChannelOffset(peers, peers); }
+  shm::Segment inbound_;
   std::vector<shm::Segment> outbound_;  // peers' segments, mapped for their channel from us
   std::vector<uint8_t> scratch_;
   WireCall call_;

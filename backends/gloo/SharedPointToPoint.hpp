@@ -1,0 +1,166 @@
+#pragma once
+
+// Private to backends/gloo: send and recv when the whole group shares one host's memory and every
+// rank can read every other's (SyncMesh::pullsEverywhere); elsewhere PointToPoint.hpp's path over
+// Gloo. Messages go on the SyncMesh's point-to-point channels, one each way per pair (apart from
+// the collectives' channels, since they come in any order):
+//
+//   head     sender -> receiver: size, tag and the sender's message id; the payload itself when
+//            it is at most kEagerBytes, else its address in the sender, from which the receiver
+//            copies it straight into its tensor (process_vm_readv) once it matched the head
+//   verdict  receiver -> sender once the payload is in: the size the receive takes and whether
+//            the two were equal; the send completes on it
+//
+// Heads match receives as in PointToPoint.hpp (source and tag, in posting order, any source
+// allowed), with the same errors for sizes that differ. Whoever waits for an op makes progress
+// itself, polling every channel, so a small send/recv pays no thread hand-off; while nobody
+// does, a listener thread (c10d-gloo-shm) makes it, asleep on the rank's doorbell until a peer
+// writes. Every channel is drained as it is read (a head no receive was posted for yet is kept,
+// with its payload), and a message that finds no room waits in a queue for a later poll, so two
+// ranks writing to each other never wait on each other.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/gloo/PointToPoint.hpp"
+#include "backends/gloo/SyncMesh.hpp"
+
+namespace c10d::inline v0 {
+
+struct SharedFrame {
+  // Payloads up to this travel in the head: two copies through the channel, no system call.
+  // Larger ones are read from the sender's memory: one copy, one system call.
+  static constexpr size_t kEagerBytes = 32 * 1024;
+  static_assert(kEagerBytes + shm::Channel::kSlotBytes <= SyncMesh::kP2PChannelBytes / 4);
+  enum Kind : uint32_t { kHead = 1, kVerdict = 2 };
+  struct Message {
+    uint32_t kind;
+    uint32_t matched;  // verdict: 1 when the sizes were equal
+    uint64_t bytes;    // head: the payload's; verdict: what the receive takes
+    uint64_t id;       // the sender's message number
+    int64_t tag;       // head
+    uint64_t address;  // head above kEagerBytes: where the payload is in the sender
+  };
+  static_assert(sizeof(Message) <= shm::Channel::kSlotBytes);
+  static size_t eagerBytes(uint64_t bytes) { return bytes <= kEagerBytes ? bytes : 0; }
+};
+
+class SharedSend : public P2PWork {
+ public:
+  using P2PWork::P2PWork;
+
+ private:
+  friend class SharedP2P;
+  void run(Clock::time_point deadline) override;
+  void aborting(bool claimedHere) override;
+  std::atomic<bool> aborted_{false};
+  // Under the engine's mutex:
+  bool answered_ = false;
+  SharedFrame::Message verdict_{};
+};
+
+class SharedRecv : public P2PWork {
+ public:
+  using P2PWork::P2PWork;
+
+ private:
+  friend class SharedP2P;
+  void run(Clock::time_point deadline) override;
+  void aborting(bool claimedHere) override;
+  std::atomic<bool> aborted_{false};
+  // Under the engine's mutex:
+  bool matched_ = false;
+  std::string pullError_;  // copying the payload from the sender failed: it is gone
+  int source_ = -1;
+  SharedFrame::Message head_{};
+};
+
+class SharedP2P {
+ public:
+  SharedP2P(GlooBackend::Runtime& runtime, SyncMesh& mesh);
+  ~SharedP2P();
+  SharedP2P(const SharedP2P&) = delete;
+  SharedP2P& operator=(const SharedP2P&) = delete;
+
+  // Starts the listener, once: at the group's first send or receive, so a group that only runs
+  // collectives has no thread for it.
+  void ensureStarted();
+  // Stops the listener. Idempotent.
+  void stop();
+  // Posts send's head. Never waits.
+  void send(const std::shared_ptr<SharedSend>& send);
+  // Matches recv with the first head kept for its source and tag, else keeps it for one. Never
+  // waits.
+  void post(const std::shared_ptr<SharedRecv>& recv);
+  // Forgets recv if it still waits for a head; false when one was delivered.
+  bool withdraw(const SharedRecv* recv);
+  // Wakes the waits of aborted ops.
+  void wakeWaiters();
+
+  enum class Progress { Done, TimedOut, PeerLost };
+  // Makes progress until done() holds (looked at under the engine's mutex) or the deadline.
+  // Every 10 ms it looks at the op's peer (every peer when peer < 0): PeerLost when one closed
+  // its channels or its process ended, with what happened in *lost.
+  template <typename Done>
+  Progress progressUntil(Done&& done, std::chrono::steady_clock::time_point deadline, int peer,
+                         std::string* lost);
+
+ private:
+  struct Queued {
+    SharedFrame::Message message;
+    std::vector<uint8_t> payload;
+  };
+  struct Link {
+    SyncMesh::P2PLink channels;
+    std::deque<Queued> queued;  // written in order once the channel has room
+  };
+  struct Kept {
+    int source;
+    SharedFrame::Message head;
+    std::vector<uint8_t> eager;
+  };
+  struct Posted {
+    std::shared_ptr<SharedRecv> recv;
+    int source;  // < 0: any
+    int tag;
+  };
+  // All under mutex_. poll: writes what was queued and drains every channel; whether anything
+  // moved.
+  bool poll();
+  void write(int peer, const SharedFrame::Message& message, const void* payload, size_t bytes);
+  // recv matched head: fill copies its eager payload into the tensor, or the payload is copied
+  // from the sender's memory; then the verdict goes.
+  template <typename Fill>
+  void deliver(SharedRecv& recv, int source, const SharedFrame::Message& head, Fill&& fill);
+  std::string lostPeer(int peer);  // "" while peer is there
+  void listen();
+
+  GlooBackend::Runtime& runtime_;
+  shm::Doorbell doorbell_;
+  const bool spin_;
+  std::vector<int> peers_;
+  std::vector<Link> links_;  // by rank
+
+  std::mutex mutex_;
+  std::condition_variable changed_;  // an op moved on, or was aborted
+  std::condition_variable listenerChanged_;
+  int activeWaiters_ = 0;  // waiters polling: the listener leaves the channels to them
+  std::chrono::steady_clock::time_point lastWaiter_;  // when the last one finished
+  std::deque<Posted> posted_;
+  std::deque<Kept> kept_;
+  std::unordered_map<uint64_t, std::shared_ptr<SharedSend>> unanswered_;  // by message id
+  uint64_t nextId_ = 0;
+  std::thread listener_;
+  bool stopping_ = false;
+};
+
+}  // namespace c10d::inline v0
