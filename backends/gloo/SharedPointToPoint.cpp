@@ -230,13 +230,25 @@ SharedP2P::Progress SharedP2P::progressUntil(Done&& done, Clock::time_point dead
   std::unique_lock<std::mutex> lock(mutex_);
   ++activeWaiters_;
   bool active = true;
-  // done: the listener takes over only after kHandOver without a waiter; else at once.
-  auto passive = [&](bool done = false) {
+  // Going to sleep, this waiter leaves the channels to the listener at once.
+  auto passive = [&] {
     if (!active) return;
     active = false;
     --activeWaiters_;
+    ++sleepingWaiters_;
+    listenerChanged_.notify_one();
+  };
+  // Leaving, it wakes the listener only for waiters that sleep: otherwise the listener takes
+  // over after kHandOver without a waiter.
+  auto leave = [&](Progress progress) {
+    if (active) {
+      --activeWaiters_;
+      if (sleepingWaiters_ > 0) listenerChanged_.notify_one();
+    } else {
+      --sleepingWaiters_;
+    }
     lastWaiter_ = Clock::now();
-    if (!done) listenerChanged_.notify_one();
+    return progress;
   };
   auto lastLook = Clock::now();
   const bool spin = spin_ && !GlooBackend::Runtime::onProgressThread();
@@ -253,23 +265,16 @@ SharedP2P::Progress SharedP2P::progressUntil(Done&& done, Clock::time_point dead
       }
     }
     const auto now = Clock::now();
-    if (now >= deadline) {
-      passive();
-      return Progress::TimedOut;
-    }
+    if (now >= deadline) return leave(Progress::TimedOut);
     if (now - lastLook >= kLookInterval) {
       lastLook = now;
       *lost = lostPeer(peer);
-      if (!lost->empty()) {
-        passive();
-        return Progress::PeerLost;
-      }
+      if (!lost->empty()) return leave(Progress::PeerLost);
     }
     if (active && now >= pollUntil) passive();
     if (!active) changed_.wait_until(lock, std::min(deadline, now + kLookInterval));
   }
-  passive(true);
-  return Progress::Done;
+  return leave(Progress::Done);
 }
 
 void SharedP2P::listen() {
@@ -277,11 +282,13 @@ void SharedP2P::listen() {
   detail::blockSigpipeInThisThread();
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
+    // Timed: a waiter that finishes does not say so (see kHandOver).
     if (activeWaiters_ > 0) {
-      listenerChanged_.wait(lock);
+      listenerChanged_.wait_for(lock, kHandOver);
       continue;
     }
-    if (const auto handOver = lastWaiter_ + kHandOver; Clock::now() < handOver) {
+    if (const auto handOver = lastWaiter_ + kHandOver;
+        sleepingWaiters_ == 0 && Clock::now() < handOver) {
       listenerChanged_.wait_until(lock, handOver);
       continue;
     }

@@ -153,8 +153,9 @@ class SharedP2P {
   std::mutex mutex_;
   std::condition_variable changed_;  // an op moved on, or was aborted
   std::condition_variable listenerChanged_;
-  int activeWaiters_ = 0;  // waiters polling: the listener leaves the channels to them
-  std::chrono::steady_clock::time_point lastWaiter_;  // when the last one finished
+  int activeWaiters_ = 0;    // waiters polling: the listener leaves the channels to them
+  int sleepingWaiters_ = 0;  // waiters that stopped polling: the listener works for them
+  std::chrono::steady_clock::time_point lastWaiter_;  // when the last one left
   std::deque<Posted> posted_;
   std::deque<Kept> kept_;
   std::unordered_map<uint64_t, std::shared_ptr<SharedSend>> unanswered_;  // by message id
