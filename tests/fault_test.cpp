@@ -236,8 +236,11 @@ TEST(FaultTest, RpcSurvivorsOfAKilledWorkerNameItAndShutDownAtOnce) {
       inFlight = agent->rpcAsync<void>("w2", "hang");
       env.store.setString("hang-sent", "1");
     }
+    if (env.rank == 1) env.store.setString("echoed/1", "1");
     if (env.rank == 2) {
-      env.store.wait({"hang-sent"}, 30s);
+      // Not before rank 1's call to it has its reply (once in about 30 runs under load, it had
+      // not, and rank 1 failed that call instead of the later ones).
+      env.store.wait({"hang-sent", "echoed/1"}, 30s);
       std::raise(SIGKILL);
     }
     const std::string named = "worker 'w2' (id 2)";
