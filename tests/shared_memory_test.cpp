@@ -306,5 +306,35 @@ TEST(SharedMemoryGroupTest, ARankWithSharedMemoryOffKeepsTcpAtBothEndsAndOpsStay
   EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0, 0})) << test::report(outcomes);
 }
 
+// Point-to-point over shared memory, round after round as a pipeline's stages or a benchmark
+// make them: both ranks post a receive and a send, then wait for the receive and the send, at
+// sizes sent in the head and sizes read from the sender's memory. At 16 MiB an op takes longer
+// than the progress thread's claim delay, so it claims sends while the caller waits on its
+// receive. Every round's payload is checked.
+TEST(SharedMemoryGroupTest, PointToPointRoundsBothWaysNeverStall) {
+  auto outcomes = test::runRanks({.worldSize = 2, .deadline = 100s}, [](test::RankEnv& env) {
+    const int peer = 1 - env.rank;
+    // 16 MiB messages take milliseconds: long enough for the progress thread to claim the send.
+    for (int64_t count : {int64_t{1}, int64_t{16384}, int64_t{262144}, int64_t{1} << 22}) {
+      Tensor out = Tensor::zeros({count}, ScalarType::Float32);
+      Tensor in = Tensor::empty({count}, ScalarType::Float32);
+      for (int round = 0; round < (count > 262144 ? 60 : 300); ++round) {
+        out.data<float>()[0] = static_cast<float>(round * 2 + env.rank);  // whose, which round
+        if (count > 1) out.data<float>()[count - 1] += 1;                 // and the last, round + 1
+        auto recv = env.pg.recv(in, peer);
+        auto send = env.pg.send(out, peer);
+        recv->wait();
+        send->wait();
+        test::check(
+            in.data<float>()[0] == static_cast<float>(round * 2 + peer) &&
+                (count == 1 || in.data<float>()[count - 1] == static_cast<float>(round + 1)),
+            "round " + std::to_string(round) + " of " + std::to_string(count) +
+                " floats arrived whole");
+      }
+    }
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0})) << test::report(outcomes);
+}
+
 }  // namespace
 }  // namespace c10d::inline v0::shm
