@@ -289,16 +289,11 @@ void P2PEngine::listen() {
     std::shared_ptr<P2PRecv> recv;
     {
       std::lock_guard<std::mutex> guard(mutex_);
-      auto it = std::find_if(posted_.begin(), posted_.end(), [&](const Posted& p) {
-        return (p.source < 0 || p.source == source) && p.tag == header.tag;
-      });
-      if (it != posted_.end()) {
-        recv = std::move(it->recv);
-        posted_.erase(it);
-      } else {
+      recv = matcher_.match(source, header.tag);
+      if (!recv) {
         // Kept until its receive is posted; the copy frees the staging for the next head.
         const size_t bytes = std::min<uint64_t>(header.bytes, P2PFrame::kEagerBytes);
-        unexpected_.push_back({source, header, std::vector<uint8_t>(eager, eager + bytes)});
+        matcher_.keep({source, header, std::vector<uint8_t>(eager, eager + bytes)});
       }
     }
     // Straight from the staging into the tensor, before the staging takes the next head.
@@ -315,29 +310,17 @@ void P2PEngine::listen() {
 }
 
 void P2PEngine::post(const std::shared_ptr<P2PRecv>& recv, int source, int tag) {
-  Head head;
+  std::optional<Head> head;
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    auto it = std::find_if(unexpected_.begin(), unexpected_.end(), [&](const Head& h) {
-      return (source < 0 || h.source == source) && h.header.tag == tag;
-    });
-    if (it == unexpected_.end()) {
-      posted_.push_back({recv, source, tag});
-      return;
-    }
-    head = std::move(*it);
-    unexpected_.erase(it);
+    head = matcher_.post(recv, source, tag);
   }
-  recv->deliver(head.source, head.header, head.eager.data());
+  if (head) recv->deliver(head->source, head->header, head->eager.data());
 }
 
 bool P2PEngine::withdraw(const P2PRecv* recv) {
   std::lock_guard<std::mutex> guard(mutex_);
-  auto it = std::find_if(posted_.begin(), posted_.end(),
-                         [&](const Posted& p) { return p.recv.get() == recv; });
-  if (it == posted_.end()) return false;
-  posted_.erase(it);
-  return true;
+  return matcher_.withdraw(recv);
 }
 
 }  // namespace c10d::inline v0

@@ -25,6 +25,7 @@
 
 #include <gloo/transport/unbound_buffer.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -32,6 +33,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,6 +65,57 @@ struct P2PFrame {
   static constexpr uint64_t kIdMask = (uint64_t{1} << 56) - 1;
   static uint64_t bulkSlot(uint64_t id) { return uint64_t{0xE0} << 56 | (id & kIdMask); }
   static uint64_t verdictSlot(uint64_t id) { return uint64_t{0xE1} << 56 | (id & kIdMask); }
+};
+
+// Receives posted and heads that came before their receive, matched as MPI matches them: by
+// source (any, for a receive's source < 0) and tag, receives in posting order and heads in
+// arrival order. Head has `int source` and `int64_t tag() const`. Not thread-safe: its engine
+// locks.
+template <typename Recv, typename Head>
+class P2PMatcher {
+ public:
+  // The first kept head recv matches, taken out; else recv is kept for one (nullopt).
+  std::optional<Head> post(std::shared_ptr<Recv> recv, int source, int tag) {
+    auto it = std::find_if(kept_.begin(), kept_.end(), [&](const Head& h) {
+      return (source < 0 || h.source == source) && h.tag() == tag;
+    });
+    if (it == kept_.end()) {
+      posted_.push_back({std::move(recv), source, tag});
+      return std::nullopt;
+    }
+    Head head = std::move(*it);
+    kept_.erase(it);
+    return head;
+  }
+  // The first posted receive a head from source with tag matches, taken out; else null (keep
+  // the head with keep()).
+  std::shared_ptr<Recv> match(int source, int64_t tag) {
+    auto it = std::find_if(posted_.begin(), posted_.end(), [&](const Posted& p) {
+      return (p.source < 0 || p.source == source) && p.tag == tag;
+    });
+    if (it == posted_.end()) return nullptr;
+    std::shared_ptr<Recv> recv = std::move(it->recv);
+    posted_.erase(it);
+    return recv;
+  }
+  void keep(Head head) { kept_.push_back(std::move(head)); }
+  // Forgets recv if it still waits for a head; false when one was (or is being) delivered.
+  bool withdraw(const Recv* recv) {
+    auto it = std::find_if(posted_.begin(), posted_.end(),
+                           [&](const Posted& p) { return p.recv.get() == recv; });
+    if (it == posted_.end()) return false;
+    posted_.erase(it);
+    return true;
+  }
+
+ private:
+  struct Posted {
+    std::shared_ptr<Recv> recv;
+    int source;
+    int tag;
+  };
+  std::deque<Posted> posted_;
+  std::deque<Head> kept_;
 };
 
 // A send or receive. Whoever claims it first runs its stages (waits on Gloo): the caller in
@@ -165,15 +218,11 @@ class P2PEngine {
   bool withdraw(const P2PRecv* recv);
 
  private:
-  struct Posted {
-    std::shared_ptr<P2PRecv> recv;
-    int source;  // < 0: any
-    int tag;
-  };
   struct Head {
     int source;
     P2PFrame::Header header;
     std::vector<uint8_t> eager;
+    int64_t tag() const { return header.tag; }
   };
   void listen();
 
@@ -189,8 +238,7 @@ class P2PEngine {
   std::atomic<bool> started_{false};  // read without the mutex on every operation
   std::atomic<uint64_t> nextId_{0};
   std::mutex mutex_;
-  std::deque<Posted> posted_;
-  std::deque<Head> unexpected_;
+  P2PMatcher<P2PRecv, Head> matcher_;
 };
 
 }  // namespace c10d::inline v0
