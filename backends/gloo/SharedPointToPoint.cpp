@@ -30,14 +30,6 @@ constexpr std::chrono::milliseconds kRetryQueued{1};
 // us with this delay).
 constexpr std::chrono::milliseconds kHandOver{2};
 
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 // Whole messages are in the channel when their head is: its payload never waits.
 const shm::Waiting kNoWait{Clock::time_point::max(), 0, true};
 
@@ -122,29 +114,16 @@ void SharedP2P::deliver(SharedRecv& recv, int source, const Message& head, Fill&
 }
 
 void SharedP2P::post(const std::shared_ptr<SharedRecv>& recv) {
-  const int source = recv->peer_;
-  const int tag = recv->tag_;
   std::lock_guard<std::mutex> guard(mutex_);
-  auto it = std::find_if(kept_.begin(), kept_.end(), [&](const Kept& k) {
-    return (source < 0 || k.source == source) && k.head.tag == tag;
-  });
-  if (it == kept_.end()) {
-    posted_.push_back({recv, source, tag});
-    return;
-  }
-  Kept kept = std::move(*it);
-  kept_.erase(it);
-  deliver(*recv, kept.source, kept.head,
-          [&](uint8_t* into) { std::memcpy(into, kept.eager.data(), kept.eager.size()); });
+  std::optional<Kept> kept = matcher_.post(recv, recv->peer_, recv->tag_);
+  if (!kept) return;
+  deliver(*recv, kept->source, kept->head,
+          [&](uint8_t* into) { std::memcpy(into, kept->eager.data(), kept->eager.size()); });
 }
 
 bool SharedP2P::withdraw(const SharedRecv* recv) {
   std::lock_guard<std::mutex> guard(mutex_);
-  auto it = std::find_if(posted_.begin(), posted_.end(),
-                         [&](const Posted& p) { return p.recv.get() == recv; });
-  if (it == posted_.end()) return false;
-  posted_.erase(it);
-  return true;
+  return matcher_.withdraw(recv);
 }
 
 bool SharedP2P::poll() {
@@ -176,21 +155,17 @@ bool SharedP2P::poll() {
         }
         continue;
       }
-      auto it = std::find_if(posted_.begin(), posted_.end(), [&](const Posted& p) {
-        return (p.source < 0 || p.source == peer) && p.tag == message.tag;
-      });
-      if (it == posted_.end()) {
+      std::shared_ptr<SharedRecv> recv = matcher_.match(peer, message.tag);
+      if (!recv) {
         Kept kept{peer, message, std::vector<uint8_t>(eager)};
         uint8_t* into = kept.eager.data();
         link.channels.in->readPayload(eager, kNoWait, [&](const uint8_t* piece, size_t n) {
           std::memcpy(into, piece, n);
           into += n;
         });
-        kept_.push_back(std::move(kept));
+        matcher_.keep(std::move(kept));
         continue;
       }
-      std::shared_ptr<SharedRecv> recv = std::move(it->recv);
-      posted_.erase(it);
       bool filled = false;
       deliver(*recv, peer, message, [&](uint8_t* into) {
         filled = true;
@@ -260,7 +235,7 @@ SharedP2P::Progress SharedP2P::progressUntil(Done&& done, Clock::time_point dead
       if (poll()) continue;
       if (round % 64 != 0) {
         lock.unlock();
-        cpuRelax();
+        shm::cpuRelax();
         lock.lock();
         continue;
       }
@@ -305,12 +280,14 @@ void SharedP2P::listen() {
   }
 }
 
-// ---- SharedSend ----
+// ---- SharedWork ----
 
-void SharedSend::aborting(bool /*claimedHere*/) {
+void SharedWork::aborting(bool /*claimedHere*/) {
   aborted_.store(true);
   runtime_->sharedP2p->wakeWaiters();
 }
+
+// ---- SharedSend ----
 
 void SharedSend::run(Clock::time_point deadline) {
   SharedP2P& engine = *runtime_->sharedP2p;
@@ -335,8 +312,7 @@ void SharedSend::run(Clock::time_point deadline) {
 void SharedRecv::aborting(bool claimedHere) {
   // Failed here: no head may be delivered into it any more.
   if (claimedHere) runtime_->sharedP2p->withdraw(this);
-  aborted_.store(true);
-  runtime_->sharedP2p->wakeWaiters();
+  SharedWork::aborting(claimedHere);
 }
 
 void SharedRecv::run(Clock::time_point deadline) {

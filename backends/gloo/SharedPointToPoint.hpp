@@ -54,29 +54,37 @@ struct SharedFrame {
   static size_t eagerBytes(uint64_t bytes) { return bytes <= kEagerBytes ? bytes : 0; }
 };
 
-class SharedSend : public P2PWork {
+// A send or receive over shared memory: an abort wakes the engine's waiters, whose polling
+// looks at aborted_.
+class SharedWork : public P2PWork {
  public:
   using P2PWork::P2PWork;
+
+ protected:
+  void aborting(bool claimedHere) override;
+  std::atomic<bool> aborted_{false};
+};
+
+class SharedSend : public SharedWork {
+ public:
+  using SharedWork::SharedWork;
 
  private:
   friend class SharedP2P;
   void run(Clock::time_point deadline) override;
-  void aborting(bool claimedHere) override;
-  std::atomic<bool> aborted_{false};
   // Under the engine's mutex:
   bool answered_ = false;
   SharedFrame::Message verdict_{};
 };
 
-class SharedRecv : public P2PWork {
+class SharedRecv : public SharedWork {
  public:
-  using P2PWork::P2PWork;
+  using SharedWork::SharedWork;
 
  private:
   friend class SharedP2P;
   void run(Clock::time_point deadline) override;
   void aborting(bool claimedHere) override;
-  std::atomic<bool> aborted_{false};
   // Under the engine's mutex:
   bool matched_ = false;
   std::string pullError_;  // copying the payload from the sender failed: it is gone
@@ -127,11 +135,7 @@ class SharedP2P {
     int source;
     SharedFrame::Message head;
     std::vector<uint8_t> eager;
-  };
-  struct Posted {
-    std::shared_ptr<SharedRecv> recv;
-    int source;  // < 0: any
-    int tag;
+    int64_t tag() const { return head.tag; }
   };
   // All under mutex_. poll: writes what was queued and drains every channel; whether anything
   // moved.
@@ -156,8 +160,7 @@ class SharedP2P {
   int activeWaiters_ = 0;    // waiters polling: the listener leaves the channels to them
   int sleepingWaiters_ = 0;  // waiters that stopped polling: the listener works for them
   std::chrono::steady_clock::time_point lastWaiter_;  // when the last one left
-  std::deque<Posted> posted_;
-  std::deque<Kept> kept_;
+  P2PMatcher<SharedRecv, Kept> matcher_;
   std::unordered_map<uint64_t, std::shared_ptr<SharedSend>> unanswered_;  // by message id
   uint64_t nextId_ = 0;
   std::thread listener_;

@@ -124,14 +124,6 @@ void futexWake(std::atomic<uint32_t>& word) {
             0);
 }
 
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 // Spinning first catches a peer that answers within microseconds without a system call; a
 // sleeper spins briefly (it shares its core), a spinner until the next look at the clock.
 constexpr int kSpinsBeforeSleep = 64;

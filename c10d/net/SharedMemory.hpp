@@ -24,6 +24,15 @@ std::string hostIdentity();
 // Whether the process pid on this host has ended: gone, or a zombie not yet reaped.
 bool processEnded(long pid);
 
+// A pause between two looks at memory another process writes.
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 class Segment {
  public:
   Segment() = default;
