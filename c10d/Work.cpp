@@ -41,26 +41,23 @@ std::exception_ptr Future::error() const {
   return error_;
 }
 
-void Future::addCallback(Callback callback) {
+void Future::addOrRun(std::vector<Callback>& list, const bool& ran, Callback callback) {
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (!completed_) {
-      callbacks_.push_back(std::move(callback));
+    if (!ran) {
+      list.push_back(std::move(callback));
       return;
     }
   }
   callback(*this);
 }
 
+void Future::addCallback(Callback callback) {
+  addOrRun(callbacks_, completed_, std::move(callback));
+}
+
 void Future::addCompletionHook(Callback hook) {
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    if (!settled_) {
-      hooks_.push_back(std::move(hook));
-      return;
-    }
-  }
-  hook(*this);
+  addOrRun(hooks_, settled_, std::move(hook));
 }
 
 std::shared_ptr<Future> Future::then(std::function<std::vector<Tensor>(Future&)> fn) {

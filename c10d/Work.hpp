@@ -55,6 +55,8 @@ class Future : public std::enable_shared_from_this<Future> {
 
  private:
   bool complete(std::vector<Tensor> value, std::exception_ptr error);
+  // Adds callback to list until ran (read under mutex_) holds; then runs it at once.
+  void addOrRun(std::vector<Callback>& list, const bool& ran, Callback callback);
 
   mutable std::mutex mutex_;
   std::condition_variable done_;
