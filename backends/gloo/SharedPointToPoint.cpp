@@ -38,7 +38,7 @@ const shm::Waiting kNoWait{Clock::time_point::max(), 0, true};
 // ---- SharedP2P ----
 
 SharedP2P::SharedP2P(GlooBackend::Runtime& runtime, SyncMesh& mesh)
-    : runtime_(runtime), doorbell_(mesh.p2pDoorbell()), spin_(mesh.busyPoll()) {
+    : runtime_(runtime), mesh_(mesh), doorbell_(mesh.p2pDoorbell()), spin_(mesh.busyPoll()) {
   links_.resize(runtime_.size);
   for (int r = 0; r < runtime_.size; ++r) {
     if (r == runtime_.rank) continue;
@@ -184,13 +184,8 @@ bool SharedP2P::poll() {
 std::string SharedP2P::lostPeer(int peer) {
   auto look = [&](int r) -> std::string {
     const SyncMesh::P2PLink& link = links_[r].channels;
-    if (link.in->closed() || link.out->closed()) {
-      return detail::concat("Connection closed by peer [shared memory from rank ", r, "]");
-    }
-    if (shm::processEnded(link.pid)) {
-      return detail::concat("Connection closed by peer [shared memory from rank ", r,
-                            "]: its process ", link.pid, " ended");
-    }
+    if (link.in->closed() || link.out->closed()) return mesh_.lossText(shm::Wait::Closed, r, false);
+    if (shm::processEnded(link.pid)) return mesh_.lossText(shm::Wait::PeerEnded, r, false);
     return "";
   };
   if (peer >= 0) return look(peer);
@@ -338,8 +333,8 @@ void SharedRecv::run(Clock::time_point deadline) {
   const uint64_t taken = tensor_.nbytes();
   if (!pullError_.empty()) {
     runtime_->fail(description(),
-                   detail::concat("Connection closed by peer [shared memory from rank ", source_,
-                                  "]: ", pullError_));
+                   detail::concat(engine.mesh().lossText(shm::Wait::Closed, source_, false), ": ",
+                                  pullError_));
   }
   C10D_CHECK(head_.bytes == taken, InvalidArgument,
              sizesDisagree(head_.bytes, taken, source_, runtime_->rank));

@@ -116,6 +116,7 @@ class SharedP2P {
   bool withdraw(const SharedRecv* recv);
   // Wakes the waits of aborted ops.
   void wakeWaiters();
+  const SyncMesh& mesh() const { return mesh_; }
 
   enum class Progress { Done, TimedOut, PeerLost };
   // Makes progress until done() holds (looked at under the engine's mutex) or the deadline.
@@ -152,6 +153,7 @@ class SharedP2P {
   void listen();
 
   GlooBackend::Runtime& runtime_;
+  const SyncMesh& mesh_;
   shm::Doorbell doorbell_;
   const bool spin_;
   std::vector<int> peers_;

@@ -127,19 +127,23 @@ shm::Waiting SyncMesh::waiting(int peer) const {
   return {std::chrono::steady_clock::now() + context_->getTimeout(), peers_[peer].pid, busyPoll_};
 }
 
-void SyncMesh::lost(shm::Wait wait, int peer, bool sending) const {
+std::string SyncMesh::lossText(shm::Wait wait, int peer, bool sending) const {
   const std::string where =
       detail::concat("[shared memory ", sending ? "to" : "from", " rank ", peer, "]");
   switch (wait) {
     case shm::Wait::TimedOut:
-      throw gloo::IoException(detail::concat(sending ? "Write timeout " : "Read timeout ", where,
-                                             " after ", context_->getTimeout().count(), " ms"));
+      return detail::concat(sending ? "Write timeout " : "Read timeout ", where, " after ",
+                            context_->getTimeout().count(), " ms");
     case shm::Wait::PeerEnded:
-      throw gloo::IoException(detail::concat("Connection closed by peer ", where, ": its process ",
-                                             peers_[peer].pid, " ended"));
+      return detail::concat("Connection closed by peer ", where, ": its process ", peers_[peer].pid,
+                            " ended");
     default:
-      throw gloo::IoException(detail::concat("Connection closed by peer ", where));
+      return detail::concat("Connection closed by peer ", where);
   }
+}
+
+void SyncMesh::lost(shm::Wait wait, int peer, bool sending) const {
+  throw gloo::IoException(lossText(wait, peer, sending));
 }
 
 std::string SyncMesh::connectSharedMemory(Store& store,

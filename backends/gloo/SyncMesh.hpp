@@ -78,6 +78,11 @@ class SyncMesh {
     long pid;
   };
   P2PLink p2pLink(int peer);
+  // How a shared memory wait on peer that did not end Ready reads in Gloo's words for a pair
+  // (GlooFailure.hpp), so that every failure takes one path: "Read timeout [shared memory
+  // from rank 1] after 30000 ms", "Connection closed by peer [shared memory to rank 1]: its
+  // process 4242 ended".
+  std::string lossText(shm::Wait wait, int peer, bool sending) const;
   // The doorbell this rank's point-to-point readers sleep on; every peer's writes ring it.
   shm::Doorbell p2pDoorbell() const { return shm::Doorbell(inbound_.data()); }
   // C10D_GLOO_HIERARCHICAL. Values are what ranks tell each other.
@@ -179,8 +184,7 @@ class SyncMesh {
   template <typename Consume>
   void recvShared(int peer, size_t bytes, Consume&& consume);
   shm::Waiting waiting(int peer) const;
-  // A shared memory wait that did not end Ready, as Gloo's exception for a pair in its words
-  // (GlooFailure.hpp), so that failures take one path.
+  // A shared memory wait that did not end Ready, as Gloo's exception for a pair (lossText).
   [[noreturn]] void lost(shm::Wait wait, int peer, bool sending) const;
 
   std::shared_ptr<gloo::rendezvous::Context> context_;
