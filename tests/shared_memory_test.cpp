@@ -2,6 +2,7 @@
 // ends (timeout, close from the other end, the other process gone); and the Gloo backend's
 // choice of it per pair, in groups of forked ranks.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -263,6 +264,38 @@ TEST(SharedMemoryTest, ADoorbellWakesWhoeverSleepsOnIt) {
   bell.disarm();
   ringer.join();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << "the ring did not wake the sleeper";
+}
+
+// Reads of every size around the split land whole (both halves, odd tails), and a failure in
+// either half is reported, with the reader still usable after it.
+TEST(SharedMemoryTest, ASplitReaderCopiesBothHalvesAndReportsEitherHalfFailing) {
+  SplitReader reader;
+  const long self = ::getpid();
+  for (size_t bytes : {size_t{0}, size_t{1}, SplitReader::kSplitBytes - 1, SplitReader::kSplitBytes,
+                       SplitReader::kSplitBytes * 3 + 13}) {
+    std::vector<uint8_t> from(bytes);
+    std::iota(from.begin(), from.end(), uint8_t{3});
+    std::vector<uint8_t> into(bytes, 0);
+    EXPECT_EQ(reader.read(self, reinterpret_cast<uintptr_t>(from.data()), into.data(), bytes), "");
+    EXPECT_EQ(into, from) << bytes << " bytes";
+  }
+  // A mapping with a hole: the far half, then the near half, is not readable.
+  const size_t page = 4096;
+  const size_t bytes = SplitReader::kSplitBytes * 2;
+  auto* region = static_cast<uint8_t*>(
+      ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(region, MAP_FAILED);
+  std::vector<uint8_t> into(bytes);
+  ASSERT_EQ(::munmap(region + bytes - page, page), 0);
+  std::string far = reader.read(self, reinterpret_cast<uintptr_t>(region), into.data(), bytes);
+  EXPECT_NE(far.find("Bad address"), std::string::npos) << far;
+  ASSERT_EQ(::munmap(region, page), 0);
+  std::string near = reader.read(self, reinterpret_cast<uintptr_t>(region), into.data(), bytes);
+  EXPECT_NE(near.find("Bad address"), std::string::npos) << near;
+  ::munmap(region + page, bytes - 2 * page);
+  std::vector<uint8_t> from(bytes, 9);
+  EXPECT_EQ(reader.read(self, reinterpret_cast<uintptr_t>(from.data()), into.data(), bytes), "");
+  EXPECT_EQ(into, from);
 }
 
 // The segments this process has mapped: memfd mappings show as "/memfd:c10d-shm (deleted)".

@@ -15,6 +15,7 @@
 #include <new>
 
 #include "c10d/core/Exception.hpp"
+#include "c10d/core/ThreadName.hpp"
 
 namespace c10d::inline v0::shm {
 
@@ -350,6 +351,49 @@ std::string readProcessMemory(long pid, uint64_t address, void* into, size_t byt
     bytes -= static_cast<size_t>(n);
   }
   return "";
+}
+
+// ---- SplitReader ----
+
+SplitReader::~SplitReader() {
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string SplitReader::read(long pid, uint64_t address, void* into, size_t bytes) {
+  if (bytes < kSplitBytes) return readProcessMemory(pid, address, into, bytes);
+  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  const size_t near = bytes / 2 / 4096 * 4096;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    job_ = Job{pid, address + near, static_cast<uint8_t*>(into) + near, bytes - near};
+    done_.reset();
+  }
+  changed_.notify_all();
+  std::string failed = readProcessMemory(pid, address, into, near);
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return done_.has_value(); });
+  return failed.empty() ? *done_ : failed;
+}
+
+void SplitReader::loop() {
+  detail::nameThisThread("c10d-shm-read");
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    changed_.wait(lock, [&] { return stopping_ || job_.has_value(); });
+    if (stopping_) return;
+    Job job = *job_;
+    job_.reset();
+    lock.unlock();
+    std::string failed = readProcessMemory(job.pid, job.address, job.into, job.bytes);
+    lock.lock();
+    done_ = std::move(failed);
+    changed_.notify_all();
+  }
 }
 
 }  // namespace c10d::inline v0::shm
