@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "c10d/core/Config.hpp"
 #include "c10d/core/Logging.hpp"
 #include "c10d/net/Auth.hpp"
 #include "c10d/net/LocalAddress.hpp"
@@ -269,7 +270,8 @@ std::shared_ptr<RpcAgent> RpcAgent::create(std::shared_ptr<Store> store, std::st
   impl->worldSize = worldSize;
   Impl* raw = impl.get();
   impl->transport = std::make_unique<Transport>(
-      rank, auth::resolveToken(options.authToken),
+      rank, worldSize, auth::resolveToken(options.authToken),
+      options.sharedMemory.value_or(config::Settings().flag("C10D_SHM").value_or(true)),
       [raw](int peer, Frame frame) { raw->onFrame(peer, std::move(frame)); },
       [raw](int peer, const std::string& why) { raw->onPeerLost(peer, why); });
   impl->pool.start(options.threads, name);
@@ -281,12 +283,12 @@ std::shared_ptr<RpcAgent> RpcAgent::create(std::shared_ptr<Store> store, std::st
   registerOptimizerFunctions(*agent);
 
   const auto deadline = std::chrono::steady_clock::now() + options.initTimeout;
-  std::string host = options.host.empty()
-                         ? advertisedAddress(tcpStoreHost(*impl->store), "rpc worker '" + name + "'")
-                         : options.host;
-  std::string address = impl->transport->listen(host);
+  std::string host = options.host.empty() ? advertisedAddress(tcpStoreHost(*impl->store),
+                                                              "rpc worker '" + name + "'")
+                                          : options.host;
+  // Every name is known before this worker listens, so that no connection (or its loss) can
+  // name a worker before names holds it.
   impl->store->set(rankKey("name", rank), toBytes(name));
-  impl->store->set(rankKey("address", rank), toBytes(address));
   std::vector<std::string> nameKeys;
   for (int r = 0; r < worldSize; ++r) nameKeys.push_back(rankKey("name", r));
   try {
@@ -309,13 +311,14 @@ std::shared_ptr<RpcAgent> RpcAgent::create(std::shared_ptr<Store> store, std::st
     C10D_CHECK(fresh, InvalidArgument, "rpc: workers ", it->second, " and ", r, " are both named '",
                impl->names[r], "'");
   }
+  impl->store->set(rankKey("address", rank), toBytes(impl->transport->listen(host)));
   // The lower id connects to the higher.
   for (int peer = rank + 1; peer < worldSize; ++peer) {
     std::string peerAddress =
         toString(impl->store->get(rankKey("address", peer), options.initTimeout));
     impl->transport->connect(peer, peerAddress, deadline);
   }
-  impl->transport->waitForPeers(worldSize, deadline);
+  impl->transport->waitForPeers(deadline);
   if (setup) setup(*agent);
   // Everybody's functions exist before anybody returns from create().
   if (impl->store->add("ready", 1) == worldSize) impl->store->set("ready/all", toBytes("1"));

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
+#include <deque>
 #include <filesystem>
 #include <thread>
 
@@ -274,6 +276,70 @@ TEST(FaultTest, RpcSurvivorsOfAKilledWorkerNameItAndShutDownAtOnce) {
                 "the shutdown error names w2: " + shutdown);
     test::expectThrows<StateError>([&] { agent->rpcSync<int>("w1", "echo", 1); },
                                    "a call after the failed shutdown", {"shut down"});
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0, kKilled})) << test::report(outcomes);
+}
+
+// Large tensors between workers on one host are lent (read from the sender's memory), so a
+// worker killed while its callers copy its results must fail them as a broken TCP stream does.
+// Under shm_off the same calls stream over TCP.
+TEST(FaultTest, RpcCallersOfAWorkerKilledWhileTheyCopyItsTensorsFailNamingIt) {
+  auto outcomes = test::runRanks(ranksLosing(2), [](test::RankEnv& env) {
+    auto store =
+        std::make_shared<PrefixStore>("rpc", std::shared_ptr<Store>(&env.store, [](Store*) {}));
+    rpc::RpcOptions options;
+    options.timeout = kOpTimeout;
+    constexpr int64_t kIn = 256 * 1024;    // floats: 1 MiB arguments
+    constexpr int64_t kOut = 1024 * 1024;  // floats: 4 MiB results
+    std::atomic<int> served{0};
+    auto agent = rpc::RpcAgent::create(store, "w" + std::to_string(env.rank), env.rank, env.size,
+                                       options, [&](rpc::RpcAgent& a) {
+                                         a.registerFunction("widen", [&](const Tensor& in) {
+                                           Tensor out = Tensor::empty({kOut}, ScalarType::Float32);
+                                           const float first = in.data<float>()[0];
+                                           std::fill_n(out.data<float>(), kOut, first + 1.0f);
+                                           ++served;
+                                           return out;
+                                         });
+                                       });
+    auto widenOn = [&](const std::string& worker, int call) {
+      Tensor in = Tensor::empty({kIn}, ScalarType::Float32);
+      std::fill_n(in.data<float>(), kIn, static_cast<float>(call));
+      return agent->rpcAsync<Tensor>(worker, "widen", in);
+    };
+    auto checkWidened = [&](const Tensor& out, int call) {
+      test::checkEq(kOut, out.numel(), "elements of a result");
+      test::checkEq(static_cast<float>(call) + 1.0f, out.data<float>()[kOut / 2], "a result");
+      test::checkEq(static_cast<float>(call) + 1.0f, out.data<float>()[kOut - 1], "its last");
+    };
+    if (env.rank == 2) {
+      // Killed from a thread of its own while its callers keep calls in flight, so that the kill
+      // can come while a result is being copied out of this process.
+      while (served.load() < 40) std::this_thread::sleep_for(100us);
+      std::raise(SIGKILL);
+    }
+    const std::string named = "worker 'w2' (id 2)";
+    int call = 0;
+    std::string error = errorSoonFrom(
+        [&] {
+          std::deque<std::pair<int, rpc::Future<Tensor>>> inFlight;
+          for (; call < 100000; ++call) {
+            inFlight.emplace_back(call, widenOn("w2", call));
+            if (inFlight.size() < 3) continue;
+            checkWidened(inFlight.front().second.value(), inFlight.front().first);
+            inFlight.pop_front();
+          }
+        },
+        "calls to w2 as it is killed");
+    test::check(error.find(named) != std::string::npos, "the error names w2: " + error);
+    test::check(call >= 3, "calls to w2 succeeded before the kill");
+    // The survivors still lend to each other.
+    const int peer = 1 - env.rank;
+    for (int i = 0; i < 5; ++i) checkWidened(widenOn("w" + std::to_string(peer), i).value(), i);
+    env.store.setString("survivors-done/" + std::to_string(env.rank), "1");
+    env.store.wait({"survivors-done/" + std::to_string(peer)}, 30s);
+    std::string shutdown = errorSoonFrom([&] { agent->shutdown(); }, "graceful shutdown");
+    test::check(shutdown.find(named) != std::string::npos, "the shutdown error names w2");
   });
   EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0, kKilled})) << test::report(outcomes);
 }

@@ -11,12 +11,15 @@
 
 #include <array>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
 
 #include "c10d/core/Exception.hpp"
+#include "c10d/net/Auth.hpp"
 #include "rpc/RpcAgent.hpp"
 #include "rpc/transport/Wire.hpp"
 #include "store/HashStore.hpp"
@@ -381,22 +384,39 @@ TEST(RpcWireTest, FramesRoundTripInPiecesAndMalformedBytesAreRefused) {
   EXPECT_NE(limit.find("over the limit of"), std::string::npos) << limit;
 }
 
-TEST(RpcTest, GarbageOnTheListeningPortDropsOnlyThatConnection) {
+// Two agents on threads, "a" (rank 0) and "b" (rank 1), and b's address.
+std::pair<std::vector<std::shared_ptr<RpcAgent>>, std::string> startPairWithAddress() {
   auto store = std::make_shared<HashStore>();
   std::vector<std::shared_ptr<RpcAgent>> agents(2);
   std::thread t0([&] { agents[0] = RpcAgent::create(store, "a", 0, 2); });
   std::thread t1([&] { agents[1] = RpcAgent::create(store, "b", 1, 2); });
   t0.join();
   t1.join();
-  agents[1]->registerFunction("ping", [] { return std::string("pong"); });
-  std::string address = toString(store->get("rpc/address/1", 5s));
+  return {agents, toString(store->get("rpc/address/1", 5s))};
+}
+
+// A TCP connection to an agent's "host:port", reads timing out after 5 s; -1 on failure.
+int connectTo(const std::string& address) {
   size_t colon = address.rfind(':');
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in target{};
   target.sin_family = AF_INET;
   target.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
   inet_pton(AF_INET, address.substr(0, colon).c_str(), &target.sin_addr);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof(target)), 0);
+  timeval timeout{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof(target)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(RpcTest, GarbageOnTheListeningPortDropsOnlyThatConnection) {
+  auto [agents, address] = startPairWithAddress();
+  agents[1]->registerFunction("ping", [] { return std::string("pong"); });
+  int fd = connectTo(address);
+  ASSERT_GE(fd, 0);
   std::string garbage(4096, '\x5a');
   ASSERT_GT(::write(fd, garbage.data(), garbage.size()), 0);
   char buffer[16];
@@ -404,6 +424,194 @@ TEST(RpcTest, GarbageOnTheListeningPortDropsOnlyThatConnection) {
   ::close(fd);
   EXPECT_EQ(agents[0]->rpcSync<std::string>("b", "ping"), "pong");
   shutdownAll(agents);
+}
+
+// A connection claiming a worker id outside the world is refused at its Hello (it used to be
+// accepted, and its loss then read past the agent's table of names).
+TEST(RpcTest, AHelloNamingAWorkerOutsideTheWorldIsRefused) {
+  auto [agents, address] = startPairWithAddress();
+  agents[1]->registerFunction("ping", [] { return std::string("pong"); });
+  ::testing::internal::CaptureStderr();
+  for (uint64_t claimed : {uint64_t{2}, uint64_t{7}, uint64_t{1} << 40}) {
+    int fd = connectTo(address);
+    ASSERT_GE(fd, 0);
+    Frame hello;
+    hello.kind = FrameKind::Hello;
+    hello.id = claimed;
+    std::string bytes = encodeHead(hello);
+    ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    char buffer[16];
+    EXPECT_EQ(::read(fd, buffer, sizeof(buffer)), 0) << "a Hello from worker " << claimed;
+    ::close(fd);
+  }
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("rpc: a Hello names worker 7 (workers are 0 to 1; this is 1)"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(agents[0]->rpcSync<std::string>("b", "ping"), "pong");
+  shutdownAll(agents);
+}
+
+// A worker written by hand on a socket, to say on the wire what an agent never would. It
+// introduces itself as worker id (no token).
+class RawWorker {
+ public:
+  RawWorker(const std::string& address, int id) : fd_(connectTo(address)) {
+    Frame hello;
+    hello.kind = FrameKind::Hello;
+    hello.id = static_cast<uint64_t>(id);
+    send(hello);
+    std::optional<Frame> reply = next();
+    EXPECT_TRUE(reply && reply->kind == FrameKind::Hello) << "the agent's Hello";
+  }
+  ~RawWorker() { ::close(fd_); }
+  RawWorker(const RawWorker&) = delete;
+  RawWorker& operator=(const RawWorker&) = delete;
+
+  // frame's head, then the bytes of the tensors it does not lend under loan.
+  void send(const Frame& frame, uint64_t loan = 0) {
+    std::string bytes = encodeHead(frame, loan);
+    for (const Tensor& t : frame.tensors) {
+      if (loan == 0 || !lendable(t)) bytes.append(static_cast<const char*>(t.data()), t.nbytes());
+    }
+    ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+  }
+
+  // The agent's next frame; nullopt once it closed the connection (or after 5 s of silence,
+  // which fails the test).
+  std::optional<Frame> next() {
+    while (true) {
+      auto [where, want] = reader_.want();
+      ssize_t n = ::recv(fd_, where, want, 0);
+      if (n == 0 || (n < 0 && errno == ECONNRESET)) return std::nullopt;
+      if (n < 0) {
+        ADD_FAILURE() << "no frame from the agent within 5 s (errno " << errno << ")";
+        return std::nullopt;
+      }
+      if (auto frame = reader_.filled(static_cast<size_t>(n))) return frame;
+    }
+  }
+
+ private:
+  int fd_;
+  FrameReader reader_;
+};
+
+// Lending from the wire's side: a peer may lend only after it proved, with the agent's challenge
+// in its memory, that the agent can read it; a lie ends its connection with the reason logged,
+// and the agent serves its other peers throughout. The test plays worker 0 by hand (through the
+// store and RawWorker); agents "b" and "c" are workers 1 and 2.
+TEST(RpcLendingTest, OnlyAPeerThatProvedItsMemoryLendsAndALieEndsOnlyItsConnection) {
+  auto store = std::make_shared<HashStore>();
+  store->set("rpc/name/0", toBytes("raw"));
+  std::vector<std::shared_ptr<RpcAgent>> agents(2);
+  auto sum = [](const Tensor& t) {
+    double total = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) total += t.data<float>()[i];
+    return total;
+  };
+  std::vector<std::thread> creating;
+  for (int rank : {1, 2}) {
+    creating.emplace_back([&, rank] {
+      agents[rank - 1] = RpcAgent::create(store, rank == 1 ? "b" : "c", rank, 3, {},
+                                          [&](RpcAgent& a) { a.registerFunction("sum", sum); });
+    });
+  }
+  const std::string addressOfB = toString(store->get("rpc/address/1", 5s));
+  {
+    // Worker 0 connects to both, as the lower id does, and joins the set-up barrier.
+    RawWorker toB(addressOfB, 0);
+    RawWorker toC(toString(store->get("rpc/address/2", 5s)), 0);
+    if (store->add("rpc/ready", 1) == 3) store->set("rpc/ready/all", toBytes("1"));
+    for (auto& t : creating) t.join();
+  }
+  ASSERT_TRUE(agents[0] && agents[1]);
+
+  const int64_t count = kLendBytes / sizeof(float) + 10;
+  Tensor ones = Tensor::empty({count}, ScalarType::Float32);
+  std::fill_n(ones.data<float>(), count, 1.0f);
+  auto sumOf = [](Tensor t, uint64_t id) {
+    Packed arguments = pack(std::make_tuple(t));
+    Frame request;
+    request.kind = FrameKind::Request;
+    request.id = id;
+    request.name = "sum";
+    request.payload = std::move(arguments.bytes);
+    request.tensors = std::move(arguments.tensors);
+    return request;
+  };
+  auto proofOf = [](const void* word) {
+    Frame proof;
+    proof.kind = FrameKind::Proof;
+    proof.id = static_cast<uint64_t>(::getpid());
+    proof.payload = u64Bytes(reinterpret_cast<uintptr_t>(word));
+    return proof;
+  };
+  ::testing::internal::CaptureStderr();
+  {
+    // Lends with no Proof at all.
+    RawWorker raw(addressOfB, 0);
+    std::optional<Frame> probe = raw.next();
+    ASSERT_TRUE(probe && probe->kind == FrameKind::Probe);
+    raw.send(sumOf(ones, 1), 1);
+    EXPECT_FALSE(raw.next().has_value()) << "the agent took a loan it never invited";
+  }
+  {
+    // Proves with memory that does not hold the challenge: no Lend comes, and a loan is refused.
+    RawWorker raw(addressOfB, 0);
+    ASSERT_TRUE(raw.next().has_value());  // the Probe
+    auth::Nonce notTheChallenge{};
+    raw.send(proofOf(notTheChallenge.data()));
+    raw.send(sumOf(ones, 2), 2);
+    std::optional<Frame> after = raw.next();
+    EXPECT_FALSE(after.has_value())
+        << "the agent answered a false Proof with frame kind " << int(after->kind);
+  }
+  {
+    // Proves truly: the agent invites loans, copies the lent tensor, returns the loan, answers.
+    RawWorker raw(addressOfB, 0);
+    std::optional<Frame> probe = raw.next();
+    ASSERT_TRUE(probe && probe->kind == FrameKind::Probe);
+    auth::Nonce word{};
+    std::memcpy(word.data(), probe->payload.data(), word.size());
+    raw.send(proofOf(word.data()));
+    std::optional<Frame> lend = raw.next();
+    ASSERT_TRUE(lend && lend->kind == FrameKind::Lend);
+    raw.send(sumOf(ones, 41), 5);
+    std::optional<Frame> returned = raw.next();
+    ASSERT_TRUE(returned && returned->kind == FrameKind::Returned);
+    EXPECT_EQ(returned->id, 5u);
+    std::optional<Frame> response = raw.next();
+    ASSERT_TRUE(response && response->kind == FrameKind::Response);
+    EXPECT_EQ(response->id, 41u);
+    EXPECT_EQ(unpack<double>(response->payload, response->tensors, [] { return "sum"; }),
+              static_cast<double>(count));
+    // Then lends memory it does not have.
+    Tensor nowhere =
+        Tensor::fromBlob(reinterpret_cast<void*>(uintptr_t{4096}), ScalarType::Float32, {count});
+    raw.send(sumOf(nowhere, 42), 6);
+    EXPECT_FALSE(raw.next().has_value()) << "the agent kept a connection whose loan failed";
+  }
+  EXPECT_EQ(agents[1]->rpcSync<double>("b", "sum", ones), static_cast<double>(count));
+  std::string log = ::testing::internal::GetCapturedStderr();
+  for (const std::string& expected :
+       std::vector<std::string>{"worker 0 lent tensors but was never invited to",
+                                "copying a lent tensor of " + std::to_string(count * 4) +
+                                    " bytes from worker 0's memory failed: process_vm_readv",
+                                std::string("Bad address")}) {
+    EXPECT_NE(log.find(expected), std::string::npos) << expected << " in:\n" << log;
+  }
+  // Both the loan with no Proof and the one after a false Proof were refused.
+  size_t refusals = 0;
+  const std::string refused =
+      "lost the connection to worker 'raw' (id 0): malformed frame: rpc: "
+      "worker 0 lent tensors but was never invited to";
+  for (size_t at = log.find(refused); at != std::string::npos; at = log.find(refused, at + 1)) {
+    ++refusals;
+  }
+  EXPECT_EQ(refusals, 2u) << log;
+  for (auto& agent : agents) agent->shutdown(false);
 }
 
 // Creates workers "a" (rank 0, connects) and "b" (rank 1, accepts) with their own tokens;

@@ -129,7 +129,9 @@ inline constexpr Variable kVariables[] = {
      "`1`: ranks of a group on one host exchange the fast path's messages through shared memory "
      "(memfd segments only the same user can map); `0`: over TCP. A pair keeps TCP when either "
      "rank says `0` or cannot map the other's segment. A group wholly on shared memory whose "
-     "ranks can read each other's memory (process_vm_readv) also sends point-to-point there"},
+     "ranks can read each other's memory (process_vm_readv) also sends point-to-point there. "
+     "RPC workers on one host that can read each other's memory copy tensors of 256 KiB or more "
+     "from the sender's memory (RpcOptions::sharedMemory overrides it)"},
     {"C10D_MPI_ABORT_ON_TIMEOUT",
      Type::Choice,
      Scope::Group,

@@ -7,8 +7,11 @@
 
 #include <uv.h>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -76,6 +79,18 @@ struct Connection {
   // its own thread only when both are empty, so frames never overtake each other.
   std::vector<Outgoing> outbox;
   int queuedWrites = 0;
+  // Lending (rpc/transport/Lending.cpp). Under writeMutex: the tensors lent to the peer, by
+  // loan, until it says Returned; dropped with the connection.
+  std::map<uint64_t, std::vector<Tensor>> loans;
+  std::atomic<uint64_t> lastLoan{0};
+  // Set when the peer has read our proof from our memory and invited loans.
+  std::atomic<bool> lendsToPeer{false};
+  // Loop thread only: the challenge sent in our Probe; the peer's pid once its Proof showed the
+  // challenge at the address it named (0 until then: a frame that lends is refused).
+  auth::Nonce challenge{};
+  long peerPid = 0;
+  // The peer's challenge, written here for it to read; its address goes in our Proof.
+  auth::Nonce proofWord{};
   bool isClosing() {
     std::lock_guard<std::mutex> guard(writeMutex);
     return closing;

@@ -52,7 +52,11 @@ void Transport::Impl::introduce(Connection* c, int peer,
 
 void Transport::Impl::deliver(Connection* c, Frame frame) {
   if (c->stage == Connection::Stage::Open) {
-    onFrame(c->peer, std::move(frame));
+    if (static_cast<uint8_t>(frame.kind) >= static_cast<uint8_t>(FrameKind::Probe)) {
+      onLendingFrame(c, frame);
+    } else if (frame.loan == 0 || takeLoan(c, frame)) {
+      onFrame(c->peer, std::move(frame));
+    }
     return;
   }
   C10D_CHECK(frame.kind == FrameKind::Hello, InvalidArgument, "rpc: a frame of kind ",
@@ -73,8 +77,9 @@ void Transport::Impl::deliver(Connection* c, Frame frame) {
 }
 
 void Transport::Impl::acceptHello(Connection* c, const Frame& hello) {
-  C10D_CHECK(hello.id < (uint64_t{1} << 31) && hello.id != static_cast<uint64_t>(self),
-             InvalidArgument, "rpc: a Hello names worker ", hello.id);
+  C10D_CHECK(hello.id < static_cast<uint64_t>(worldSize) && hello.id != static_cast<uint64_t>(self),
+             InvalidArgument, "rpc: a Hello names worker ", hello.id, " (workers are 0 to ",
+             worldSize - 1, "; this is ", self, ")");
   c->claimed = static_cast<int>(hello.id);
   {
     std::lock_guard<std::mutex> guard(mutex);
@@ -147,6 +152,7 @@ void Transport::Impl::acceptReply(Connection* c, const Frame& hello) {
 void Transport::Impl::open(Connection* c, int peer) {
   c->stage = Connection::Stage::Open;
   registerPeer(c, peer);
+  probe(c);
 }
 
 void Transport::Impl::refuse(Connection* c, const std::string& why) {

@@ -67,11 +67,13 @@ void Transport::Impl::registerPeer(Connection* c, int peer) {
 }
 
 void Transport::Impl::drop(Connection* c, const std::string& why) {
+  std::map<uint64_t, std::vector<Tensor>> loans;  // freed outside the lock
   {
     std::lock_guard<std::mutex> guard(c->writeMutex);
     if (c->closing) return;
     c->closing = true;
     c->closingWhy = why;
+    loans.swap(c->loans);
   }
   if (auto pending = std::exchange(c->pendingConnect, nullptr)) {
     pending->set_value(ConnectResult{UV_ECONNRESET, {}});
@@ -123,10 +125,10 @@ void Transport::Impl::flushDirty() {
   for (const auto& c : ready) flush(c.get());
 }
 
-Transport::Transport(int self, std::optional<std::string> token, OnFrame onFrame,
-                     OnPeerLost onPeerLost)
-    : impl_(std::make_shared<Impl>(self, std::move(token), std::move(onFrame),
-                                   std::move(onPeerLost))) {
+Transport::Transport(int self, int worldSize, std::optional<std::string> token, bool sharedMemory,
+                     OnFrame onFrame, OnPeerLost onPeerLost)
+    : impl_(std::make_shared<Impl>(self, worldSize, std::move(token), sharedMemory,
+                                   std::move(onFrame), std::move(onPeerLost))) {
   Impl& impl = *impl_;
   uv_check_init(impl.loopThread.loop(), &impl.afterCallbacks);
   impl.afterCallbacks.data = &impl;
@@ -248,7 +250,8 @@ void Transport::connect(int peer, const std::string& address,
   }
 }
 
-void Transport::waitForPeers(int worldSize, std::chrono::steady_clock::time_point deadline) {
+void Transport::waitForPeers(std::chrono::steady_clock::time_point deadline) {
+  const int worldSize = impl_->worldSize;
   std::unique_lock<std::mutex> lock(impl_->mutex);
   auto allUp = [&] { return static_cast<int>(impl_->peers.size()) >= worldSize - 1; };
   if (!impl_->changed.wait_until(lock, deadline, allUp)) {
@@ -269,7 +272,6 @@ std::map<int, std::string> Transport::lostPeers() const {
 }
 
 void Transport::send(int peer, Frame frame, bool moreSoon) {
-  std::string head = encodeHead(frame);
   std::shared_ptr<Impl::Connection> c;
   {
     std::lock_guard<std::mutex> guard(impl_->mutex);
@@ -281,7 +283,7 @@ void Transport::send(int peer, Frame frame, bool moreSoon) {
     C10D_CHECK(it != impl_->peers.end(), InvalidArgument, "rpc: no connection to worker ", peer);
     c = it->second;
   }
-  impl_->writeOrQueue(c, peer, std::move(head), std::move(frame), moreSoon);
+  impl_->writeOrQueue(c, peer, std::move(frame), moreSoon);
 }
 
 void Transport::close() {

@@ -41,8 +41,12 @@ class Transport {
   using OnPeerLost = std::function<void(int peer, const std::string& why)>;
 
   // With a token, every connection must pass the challenge-response of c10d/net/Auth.hpp (see
-  // Connection::Stage in rpc/transport/Connection.hpp) before a frame of it is delivered.
-  Transport(int self, std::optional<std::string> token, OnFrame onFrame, OnPeerLost onPeerLost);
+  // Connection::Stage in rpc/transport/Connection.hpp) before a frame of it is delivered. With
+  // sharedMemory, large tensors between workers that prove they share the host and can read each
+  // other's memory are lent instead of streamed (rpc/transport/Lending.cpp).
+  // Workers are [0, worldSize); a Hello naming another id is refused.
+  Transport(int self, int worldSize, std::optional<std::string> token, bool sharedMemory,
+            OnFrame onFrame, OnPeerLost onPeerLost);
   ~Transport();
   Transport(const Transport&) = delete;
   Transport& operator=(const Transport&) = delete;
@@ -55,9 +59,9 @@ class Transport {
   // worker answering).
   void connect(int peer, const std::string& address,
                std::chrono::steady_clock::time_point deadline);
-  // Blocks until a connection to each peer in [0, worldSize) other than self is up (made or
-  // accepted). Throws TimeoutError naming the missing peers.
-  void waitForPeers(int worldSize, std::chrono::steady_clock::time_point deadline);
+  // Blocks until a connection to each other worker is up (made or accepted). Throws
+  // TimeoutError naming the missing peers.
+  void waitForPeers(std::chrono::steady_clock::time_point deadline);
   // Queues frame to peer. Throws PeerLostError for a lost peer, StateError once closed,
   // InvalidArgument for an unknown peer or a frame that cannot be encoded. The tensors stay
   // referenced until written. A small frame is written on the calling thread when nothing is queued

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "c10d/core/Exception.hpp"
+#include "c10d/net/SharedMemory.hpp"
 #include "c10d/net/UvLoop.hpp"
 #include "rpc/transport/Connection.hpp"
 #include "rpc/transport/Transport.hpp"
@@ -35,17 +36,22 @@ struct Transport::Impl {
   using Connection = detail::Connection;
   using ConnectResult = detail::ConnectResult;
 
-  Impl(int selfId, std::optional<std::string> authToken, OnFrame frameHandler,
-       OnPeerLost lostHandler)
+  Impl(int selfId, int workers, std::optional<std::string> authToken, bool sharedMemory,
+       OnFrame frameHandler, OnPeerLost lostHandler)
       : self(selfId),
+        worldSize(workers),
         token(std::move(authToken)),
+        host(sharedMemory ? shm::hostIdentity() : std::string()),
         onFrame(std::move(frameHandler)),
         onPeerLost(std::move(lostHandler)),
         loopThread("c10d-rpc-io", c10d::detail::concat("rpc transport of worker ", selfId),
                    std::type_identity<BackendError>{}) {}
 
   int self;
+  int worldSize;
   std::optional<std::string> token;
+  // This host's identity (c10d/net/SharedMemory.hpp), or empty: lending is off (C10D_SHM=0).
+  std::string host;
   OnFrame onFrame;
   OnPeerLost onPeerLost;
 
@@ -127,10 +133,11 @@ struct Transport::Impl {
   // ---- a connection's bytes (Connection.cpp) ----
 
   void startReading(Connection* c);
-  // On the sending thread, for send(): writes frame (head encoded already) to c there and then
-  // when it can, else queues it for the loop thread. Throws PeerLostError when c is closing.
-  void writeOrQueue(const std::shared_ptr<Connection>& c, int peer, std::string head, Frame frame,
-                    bool moreSoon);
+  // On the sending thread, for send() (or the loop thread, for the transport's frames once a
+  // connection is open): writes frame to c there and then when it can, else queues it for the
+  // loop thread. Lends its large tensors when c's peer reads our memory. Throws PeerLostError
+  // when c is closing, InvalidArgument for a frame that cannot be encoded.
+  void writeOrQueue(const std::shared_ptr<Connection>& c, int peer, Frame frame, bool moreSoon);
   // On the loop thread: a frame of the introduction, queued before anything a sender writes.
   void sendOnLoop(Connection* c, const Frame& frame);
   // On the loop thread: writes the connection's outbox, every frame in it with one write.
@@ -156,6 +163,18 @@ struct Transport::Impl {
   void open(Connection* c, int peer);
   // Drops a connection whose introduction failed; a connector waiting on it fails at once.
   void refuse(Connection* c, const std::string& why);
+
+  // ---- lending tensors to a peer on this host (Lending.cpp) ----
+
+  // Once c is open: asks its peer to prove it is on this host, if lending is on.
+  void probe(Connection* c);
+  // A frame of the transport's own (Probe, Proof, Lend, Returned) on an open connection.
+  void onLendingFrame(Connection* c, const Frame& frame);
+  // Copies frame's lent tensors from the peer's memory and returns the loan. False when that
+  // failed and c was dropped; throws InvalidArgument for a loan from a peer never invited.
+  bool takeLoan(Connection* c, Frame& frame);
+  // Loop thread only: copies lent tensors, large ones in two halves at once.
+  shm::SplitReader reader;
 };
 
 }  // namespace c10d::inline v0::rpc

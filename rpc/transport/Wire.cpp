@@ -11,7 +11,8 @@ namespace c10d::inline v0::rpc {
 namespace {
 
 constexpr char kMagic[4] = {'C', '1', '0', 'R'};
-constexpr uint8_t kVersion = 1;
+// 2: frames may lend tensors, and the transport has frames of its own (kinds 5-8).
+constexpr uint8_t kVersion = 2;
 
 void putU32(char* out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out[i] = static_cast<char>(v >> (8 * i));
@@ -32,7 +33,18 @@ uint64_t getU64(const char* in) {
 
 }  // namespace
 
-std::string encodeHead(const Frame& frame) {
+std::string u64Bytes(uint64_t value) {
+  std::string bytes(8, '\0');
+  putU64(bytes.data(), value);
+  return bytes;
+}
+
+uint64_t fromU64Bytes(std::string_view bytes) {
+  C10D_CHECK(bytes.size() == 8, InvalidArgument, "rpc: expected 8 bytes, got ", bytes.size());
+  return getU64(bytes.data());
+}
+
+std::string encodeHead(const Frame& frame, uint64_t loan) {
   C10D_CHECK(frame.tensors.size() <= kMaxTensors, InvalidArgument,
              "rpc: a message carries at most ", kMaxTensors, " tensors, got ",
              frame.tensors.size());
@@ -40,7 +52,7 @@ std::string encodeHead(const Frame& frame) {
   std::string head(kHeaderBytes, '\0');
   StringSink sink{head};
   msgpack::packer<StringSink> packer(sink);
-  packer.pack_array(3);
+  packer.pack_array(5);
   packer.pack(frame.name);
   packer.pack_bin(static_cast<uint32_t>(frame.payload.size()));
   packer.pack_bin_body(frame.payload.data(), frame.payload.size());
@@ -51,6 +63,18 @@ std::string encodeHead(const Frame& frame) {
     packer.pack_array(2);
     packer.pack(static_cast<int>(t.dtype()));
     packer.pack(t.sizes());
+  }
+  size_t lent = 0;
+  if (loan != 0) {
+    for (const Tensor& t : frame.tensors) lent += lendable(t) ? 1 : 0;
+  }
+  packer.pack(lent == 0 ? uint64_t{0} : loan);
+  packer.pack_array(static_cast<uint32_t>(lent));
+  for (uint32_t i = 0; lent > 0 && i < frame.tensors.size(); ++i) {
+    if (!lendable(frame.tensors[i])) continue;
+    packer.pack_array(2);
+    packer.pack(i);
+    packer.pack(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(frame.tensors[i].data())));
   }
   const size_t metaBytes = head.size() - kHeaderBytes;
   C10D_CHECK(metaBytes <= kMaxMetaBytes, InvalidArgument, "rpc: message metadata of ", metaBytes,
@@ -85,7 +109,8 @@ std::optional<Frame> FrameReader::filled(size_t n) {
                  "rpc: frame version ", int(static_cast<uint8_t>(buffer_[4])), ", expected ",
                  int(kVersion));
       auto kind = static_cast<uint8_t>(buffer_[5]);
-      C10D_CHECK(kind >= 1 && kind <= 4, InvalidArgument, "rpc: unknown frame kind ", int(kind));
+      C10D_CHECK(kind >= 1 && kind <= kLastFrameKind, InvalidArgument, "rpc: unknown frame kind ",
+                 int(kind));
       frame_ = Frame{};
       frame_.kind = static_cast<FrameKind>(kind);
       frame_.id = getU64(buffer_.data() + 8);
@@ -102,10 +127,11 @@ std::optional<Frame> FrameReader::filled(size_t n) {
     }
     case Stage::Meta: {
       std::vector<std::pair<int, std::vector<int64_t>>> table;
+      std::vector<std::pair<uint32_t, uint64_t>> lent;
       try {
         msgpack::object_handle handle = unpackBounded(buffer_.data(), buffer_.size());
         const msgpack::object& meta = handle.get();
-        if (meta.type != msgpack::type::ARRAY || meta.via.array.size != 3) {
+        if (meta.type != msgpack::type::ARRAY || meta.via.array.size != 5) {
           throw msgpack::type_error();
         }
         frame_.name = meta.via.array.ptr[0].as<std::string>();
@@ -113,6 +139,8 @@ std::optional<Frame> FrameReader::filled(size_t n) {
         if (payload.type != msgpack::type::BIN) throw msgpack::type_error();
         frame_.payload.assign(payload.via.bin.ptr, payload.via.bin.size);
         table = meta.via.array.ptr[2].as<decltype(table)>();
+        frame_.loan = meta.via.array.ptr[3].as<uint64_t>();
+        lent = meta.via.array.ptr[4].as<decltype(lent)>();
       } catch (const std::exception& e) {
         C10D_THROW(InvalidArgument, "rpc: malformed frame metadata (", e.what(), ")");
       }
@@ -140,9 +168,19 @@ std::optional<Frame> FrameReader::filled(size_t n) {
         C10D_CHECK(totalBytes <= maxTensorBytes_, InvalidArgument,
                    "rpc: frame tensors over the limit of ", maxTensorBytes_, " bytes");
       }
+      C10D_CHECK((frame_.loan == 0) == lent.empty(), InvalidArgument, "rpc: frame has loan ",
+                 frame_.loan, " and ", lent.size(), " lent tensors");
+      lentMask_.assign(table.size(), false);
+      for (auto& [index, address] : lent) {
+        C10D_CHECK(index < table.size() && !lentMask_[index] && address != 0, InvalidArgument,
+                   "rpc: frame lends tensor ", index, " at address ", address, " (it has ",
+                   table.size(), " tensors; each may be lent once, from a non-null address)");
+        lentMask_[index] = true;
+      }
       for (auto& [dtype, sizes] : table) {
         frame_.tensors.push_back(Tensor::empty(sizes, static_cast<ScalarType>(dtype)));
       }
+      frame_.lent = std::move(lent);
       startTensors();
       break;
     }
@@ -151,9 +189,9 @@ std::optional<Frame> FrameReader::filled(size_t n) {
       have_ = 0;
       break;
   }
-  // Skip empty tensors; a frame is complete once every tensor is filled.
+  // Skip empty and lent tensors; a frame is complete once every other tensor is filled.
   while (stage_ == Stage::Tensors && tensorIndex_ < frame_.tensors.size() &&
-         frame_.tensors[tensorIndex_].nbytes() == 0) {
+         (frame_.tensors[tensorIndex_].nbytes() == 0 || lentMask_[tensorIndex_])) {
     ++tensorIndex_;
   }
   if (stage_ == Stage::Tensors && tensorIndex_ == frame_.tensors.size()) {
