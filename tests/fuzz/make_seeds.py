@@ -71,12 +71,21 @@ def mp_double(v):
     return b"\xcb" + struct.pack(">d", v)
 
 
-def rpc_frame(kind, ident, name, payload, tensors):
+def mp_u64(v):
+    return b"\xcf" + struct.pack(">Q", v)
+
+
+# Version 2: meta is [name, payload, tensor table, loan, [[tensor index, address], ...]], and
+# lent tensors' bytes are not in the stream.
+def rpc_frame(kind, ident, name, payload, tensors, loan=0, lent=()):
     table = mp_array([mp_array([mp_int(dtype), mp_array([mp_int(s) for s in sizes])])
                       for dtype, sizes, _ in tensors])
-    meta = mp_array([mp_str(name), mp_bin(payload), table])
-    head = b"C10R" + bytes([1, kind, 0, 0]) + struct.pack("<QII", ident, len(meta), len(tensors))
-    return head + meta + b"".join(data for _, _, data in tensors)
+    lent_table = mp_array([mp_array([mp_int(i), mp_u64(address)]) for i, address in lent])
+    meta = mp_array([mp_str(name), mp_bin(payload), table, mp_u64(loan), lent_table])
+    head = b"C10R" + bytes([2, kind, 0, 0]) + struct.pack("<QII", ident, len(meta), len(tensors))
+    lent_indices = {i for i, _ in lent}
+    return head + meta + b"".join(data for i, (_, _, data) in enumerate(tensors)
+                                  if i not in lent_indices)
 
 
 tensor_ext = b"\xd6\x01" + struct.pack(">I", 0)  # fixext 4, type 1: tensor index 0
@@ -87,9 +96,14 @@ rpc = {
     "request": rpc_frame(2, 1, "add", arguments, [(0, [2, 2], floats)]),
     "response": rpc_frame(3, 1, "", mp_int(42), []),
     "error": rpc_frame(4, 2, "boom", b"", []),
-    "control": rpc_frame(5, 9, "c10d.rref.fetch", mp_array([mp_int(1)]), []),
     "two_frames": rpc_frame(2, 4, "f", mp_array([]), [(7, [0], b"")])
     + rpc_frame(3, 4, "", mp_array([]), [(1, [], struct.pack("<d", 2.0))]),
+    "lending": rpc_frame(5, 0, "host/boot/ns", bytes(32), [])
+    + rpc_frame(6, 4242, "", struct.pack("<Q", 0x7F0000001000), [])
+    + rpc_frame(7, 0, "", b"", [])
+    + rpc_frame(2, 9, "add", arguments, [(0, [2, 2], floats), (0, [4], floats)], loan=3,
+                lent=[(0, 0x7F0000002000)])
+    + rpc_frame(8, 3, "", b"", []),
 }
 for i, (name, data) in enumerate(rpc.items()):
     write("rpc_frame", name, bytes([i * 3]) + data)

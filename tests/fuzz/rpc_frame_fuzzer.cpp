@@ -1,7 +1,8 @@
 // libFuzzer harness for the RPC message decoder: the input is a byte stream fed to the frame
 // reader in pieces (sizes drawn from the first byte), as a connection would deliver it. Every
-// frame it accepts must survive a round trip (encode, decode again, compare), and its payload
-// is unpacked as a call's arguments would be. Malformed input may only throw InvalidArgument.
+// frame it accepts must lend only tensors it has, survive a round trip (encode, decode again,
+// compare; lent tensors streamed), and its payload is unpacked as a call's arguments would be.
+// Malformed input may only throw InvalidArgument.
 
 #include <cstdint>
 #include <cstdio>
@@ -82,6 +83,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   for (Frame& frame : frames) {
+    // Lent tensors are not on the stream: the transport copies them from the lender. The reader
+    // must have checked each index; they are filled here as that copy would fill them.
+    std::vector<bool> seen(frame.tensors.size(), false);
+    for (const auto& [index, address] : frame.lent) {
+      if (index >= frame.tensors.size() || seen[index] || address == 0 || frame.loan == 0) {
+        die("the reader accepted a frame that lends a tensor it does not have");
+      }
+      seen[index] = true;
+      std::memset(frame.tensors[index].data(), 0x5a, frame.tensors[index].nbytes());
+    }
     std::vector<Frame> again = decode(encode(frame), 0);
     if (again.size() != 1) die("a decoded frame did not re-encode to exactly one frame");
     checkSame(frame, again[0]);
