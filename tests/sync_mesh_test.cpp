@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "backends/gloo/SyncMesh.hpp"
@@ -141,6 +143,77 @@ TEST_P(SyncMeshTest, PointToPointRingsOfEveryFramingAndAMismatch) {
     }
   });
 }
+
+// Hosts as the group sees them (C10D_HOST_ID per thread rank: shared memory within a "host",
+// TCP between them), with C10D_GLOO_HIERARCHICAL=1 and C10D_GLOO_FAST_PATH=all (every size on
+// the SyncMesh): every layered op over uneven, interleaved
+// and lopsided layouts, with blocks small, odd and larger than one message, and roots that are
+// not their host's lowest rank. Every element is checked.
+class SyncMeshHostsTest : public ::testing::TestWithParam<std::vector<int>> {};
+
+TEST_P(SyncMeshHostsTest, EveryLayeredOpIsExact) {
+  const std::vector<int> hostOf = GetParam();
+  const int size = static_cast<int>(hostOf.size());
+  test::onGlooThreadRanks(
+      size, kTimeout, "hosts",
+      [&](int rank, std::shared_ptr<Backend> gloo) {
+        for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{70001}}) {  // 70001: 280 KB, 2 messages
+          Tensor mine = ints(n, [&](int64_t i) { return static_cast<int32_t>(rank * 100000 + i); });
+          Tensor all = Tensor::zeros({n * size}, ScalarType::Int32);
+          gloo->allgatherIntoTensor(all, mine, {.timeout = kTimeout})->wait();
+          for (int r = 0; r < size; ++r) {
+            for (int64_t i = 0; i < n; ++i) {
+              ASSERT_EQ(all.data<int32_t>()[r * n + i], r * 100000 + i)
+                  << "allgather n " << n << " block " << r << " element " << i;
+            }
+          }
+          Tensor piece = Tensor::zeros({n}, ScalarType::Int32);
+          Tensor input = ints(n * size, [&](int64_t i) { return static_cast<int32_t>(i + rank); });
+          gloo->reduceScatterTensor(piece, input, {.reduceOp = ReduceOp::SUM, .timeout = kTimeout})
+              ->wait();
+          for (int64_t i = 0; i < n; ++i) {
+            ASSERT_EQ(piece.data<int32_t>()[i], size * (rank * n + i) + size * (size - 1) / 2)
+                << "reduce_scatter n " << n << " element " << i;
+          }
+          Tensor summed = ints(n, [&](int64_t i) { return static_cast<int32_t>(rank + i); });
+          gloo->allreduce(summed, {.reduceOp = ReduceOp::SUM, .timeout = kTimeout})->wait();
+          for (int64_t i = 0; i < n; ++i) {
+            ASSERT_EQ(summed.data<int32_t>()[i], size * (size - 1) / 2 + size * i) << "allreduce";
+          }
+          const int root = size - 1;  // not the lowest rank of its host in these layouts
+          Tensor sent =
+              ints(n, [&](int64_t i) { return rank == root ? static_cast<int32_t>(i) : -1; });
+          gloo->broadcast(sent, {.rootRank = root, .timeout = kTimeout})->wait();
+          for (int64_t i = 0; i < n; ++i) ASSERT_EQ(sent.data<int32_t>()[i], i) << "broadcast";
+          Tensor most = ints(n, [&](int64_t i) { return static_cast<int32_t>(rank * 3 + i); });
+          gloo->reduce(most, {.reduceOp = ReduceOp::MAX, .rootRank = root, .timeout = kTimeout})
+              ->wait();
+          if (rank == root) {
+            for (int64_t i = 0; i < n; ++i) {
+              ASSERT_EQ(most.data<int32_t>()[i], (size - 1) * 3 + i) << "reduce";
+            }
+          }
+        }
+      },
+      [&](int rank) {
+        return std::map<std::string, std::string>{
+            {"C10D_HOST_ID", "host" + std::to_string(hostOf[rank])},
+            {"C10D_GLOO_HIERARCHICAL", "1"},
+            {"C10D_GLOO_BUSY_POLL", "0"},
+            {"C10D_GLOO_FAST_PATH", "all"}};  // large ops too, though ranks sleep in reads
+      });
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, SyncMeshHostsTest,
+                         ::testing::Values(std::vector<int>{0, 0, 1, 2, 2},     // uneven
+                                           std::vector<int>{0, 1, 0, 1, 0, 1},  // interleaved
+                                           std::vector<int>{0, 1, 1, 1},        // lopsided
+                                           std::vector<int>{0, 1, 2, 0, 2, 0, 1}),
+                         [](const ::testing::TestParamInfo<std::vector<int>>& info) {
+                           std::string name = "H";
+                           for (int h : info.param) name += std::to_string(h);
+                           return name;
+                         });
 
 // The hierarchical path's automatic choice: it must cross hosts fewer times in turn than flat
 // recursive doubling. Hosts in rank order make flat doubling cross as rarely (its first rounds

@@ -5,6 +5,7 @@
 #include <gloo/allgather.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -80,15 +81,22 @@ std::string endedPeers(const std::vector<std::pair<int, long>>& localPeerPids,
 }  // namespace
 
 GlooBackend::Runtime::GroupFacts GlooBackend::Runtime::exchangePeerFacts(
-    Store& store, std::chrono::milliseconds timeout, bool spin, SyncMesh::Hierarchy wanted) {
+    Store& store, std::chrono::milliseconds timeout, bool spin, SyncMesh::Hierarchy wanted,
+    std::string counted) {
   const std::string host = shm::hostIdentity();
+  // The host this rank counts as (C10D_HOST_ID): it groups ranks, while pids are compared only
+  // between ranks really on one host.
+  if (counted.empty()) counted = host;
+  for (char& c : counted) {
+    if (std::isspace(static_cast<unsigned char>(c))) c = '_';
+  }
   GroupFacts facts{!spin, std::vector<int>(size, 0), wanted};
   if (size == 1) return facts;
-  // First line "<host> <pid> <spin> <hierarchy>", then the listening address of each of this
-  // rank's pairs in both contexts (a pair's address may carry "$<sequence number>", which
-  // messages leave out).
-  std::string mine =
-      detail::concat(host, " ", ::getpid(), " ", spin ? 1 : 0, " ", static_cast<int>(wanted), "\n");
+  // First line "<host> <counted host> <pid> <spin> <hierarchy>", then the listening address of
+  // each of this rank's pairs in both contexts (a pair's address may carry "$<sequence number>",
+  // which messages leave out).
+  std::string mine = detail::concat(host, " ", counted, " ", ::getpid(), " ", spin ? 1 : 0, " ",
+                                    static_cast<int>(wanted), "\n");
   for (gloo::rendezvous::Context* c : {context.get(), fast ? &fast->context() : nullptr}) {
     if (c == nullptr) continue;
     for (int peer = 0; peer < size; ++peer) {
@@ -107,19 +115,21 @@ GlooBackend::Runtime::GroupFacts GlooBackend::Runtime::exchangePeerFacts(
   }
   std::vector<Store::Bytes> values = store.multiGet(keys, timeout);
   std::vector<std::string> hosts(size);
-  hosts[rank] = host;
+  hosts[rank] = counted;
   for (size_t i = 0; i < peers.size(); ++i) {
     std::istringstream lines(toString(values[i]));
-    std::string peerHost;
+    std::string peerHost, peerCounted;
     long pid = 0;
     int peerSpins = 0;
     int peerHierarchy = 0;
-    lines >> peerHost >> pid >> peerSpins >> peerHierarchy;
+    lines >> peerHost >> peerCounted >> pid >> peerSpins >> peerHierarchy;
     facts.anySleeps = facts.anySleeps || peerSpins == 0;
     facts.hierarchy =
         SyncMesh::agreedHierarchy(facts.hierarchy, static_cast<SyncMesh::Hierarchy>(peerHierarchy));
-    hosts[peers[i]] = peerHost;
-    if (peerHost == host && pid > 0) localPeerPids.emplace_back(peers[i], pid);
+    hosts[peers[i]] = peerCounted;
+    if (peerHost == host && peerCounted == counted && pid > 0) {
+      localPeerPids.emplace_back(peers[i], pid);
+    }
     for (std::string line; std::getline(lines, line);) {
       if (!line.empty()) peerAddresses.emplace_back(line, peers[i]);
     }
@@ -533,7 +543,8 @@ GlooBackend::GlooBackend(const BackendContext& context)
         runtime_->exchangePeerFacts(peerStore, context.timeout, spin,
                                     hierarchy == "0"   ? SyncMesh::Hierarchy::Off
                                     : hierarchy == "1" ? SyncMesh::Hierarchy::On
-                                                       : SyncMesh::Hierarchy::Auto);
+                                                       : SyncMesh::Hierarchy::Auto,
+                                    context.settings.value("C10D_HOST_ID"));
     if (runtime_->fast) {
       const bool shm = context.settings.flag("C10D_SHM").value_or(true);
       std::string chosen =

@@ -160,15 +160,15 @@ struct GlooBackend::Runtime {
   // At set-up every rank publishes in one store key what the others need to know of it: its
   // host and pid (a peer on this host whose process ended is lost for certain), its pairs'
   // listening addresses (Gloo names a peer by the one it connected to, "[10.0.0.2]:41235"),
-  // whether it spins on fast-path reads, and its C10D_GLOO_HIERARCHICAL (wanted). What every
-  // rank then knows alike:
+  // whether it spins on fast-path reads, its C10D_GLOO_HIERARCHICAL (wanted) and the host it
+  // counts as (C10D_HOST_ID, counted; empty: its own). What every rank then knows alike:
   struct GroupFacts {
     bool anySleeps;                 // some rank of the group sleeps in its reads
     std::vector<int> hostOfRank;    // numbered in the order of their lowest rank
     SyncMesh::Hierarchy hierarchy;  // what the ranks agree on (SyncMesh::agreedHierarchy)
   };
   GroupFacts exchangePeerFacts(Store& store, std::chrono::milliseconds timeout, bool spin,
-                               SyncMesh::Hierarchy wanted);
+                               SyncMesh::Hierarchy wanted, std::string counted);
   std::vector<std::pair<int, long>> localPeerPids;         // (rank, pid)
   std::vector<std::pair<std::string, int>> peerAddresses;  // (address, rank)
   // " (rank 2 of group 'g' is no longer running on this host)", or an address match, or "";

@@ -409,10 +409,11 @@ std::string SyncMesh::setHosts(const std::vector<int>& hostOfRank, Hierarchy hie
   const char* why = hierarchy == Hierarchy::On    ? "C10D_GLOO_HIERARCHICAL=1"
                     : hierarchy == Hierarchy::Off ? "C10D_GLOO_HIERARCHICAL=0 on some rank"
                                                   : "auto";
-  return detail::concat(
-      hosts_, " hosts (this one: rank(s) ", ranks, "); allreduce, broadcast and reduce ",
-      hierarchical_ ? "are hierarchical" : "are flat over every rank", " (", why,
-      "; their messages cross hosts ", layered, " times in turn hierarchical, ", flat, " flat)");
+  return detail::concat(hosts_, " hosts (this one: rank(s) ", ranks,
+                        "); allreduce, broadcast, reduce, allgather and reduce_scatter ",
+                        hierarchical_ ? "are hierarchical" : "are flat over every rank", " (", why,
+                        "; their messages cross hosts ", layered, " times in turn hierarchical, ",
+                        flat, " flat)");
 }
 
 void SyncMesh::allreduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce) {
@@ -503,9 +504,66 @@ void SyncMesh::ringAllreduce(const Team& team, void* data, size_t count, size_t 
 
 void SyncMesh::reduceScatter(void* data, size_t blockCount, size_t elementSize,
                              ReduceFunction reduce) {
-  // Shift -1 so that rank r ends up owning block r.
-  ringPhase(all_, static_cast<uint8_t*>(data), blockCount * size_, blockCount, elementSize, -1,
-            reduce);
+  auto* base = static_cast<uint8_t*>(data);
+  if (!hierarchical_) {
+    // Shift -1 so that rank r ends up owning block r.
+    ringPhase(all_, base, blockCount * size_, blockCount, elementSize, -1, reduce);
+    return;
+  }
+  // Every block into the lowest rank of each host; each of those sums its host's blocks over the
+  // hosts; each block out to its rank.
+  const size_t blockBytes = blockCount * elementSize;
+  if (host_.size() > 1) reduceIn(host_, data, blockCount * size_, elementSize, reduce, 0);
+  if (host_.me == 0) exchangeAmongLeaders(base, blockBytes, elementSize, reduce);
+  if (host_.size() == 1) return;
+  if (host_.me == 0) {
+    for (int i = 1; i < host_.size(); ++i) {
+      inPieces(blockBytes, pieceBytes(elementSize), [&](size_t offset, size_t n) {
+        send(host_[i], base + host_[i] * blockBytes + offset, n);
+      });
+    }
+  } else {
+    inPieces(blockBytes, pieceBytes(elementSize), [&](size_t offset, size_t n) {
+      recv(host_[0], base + rank_ * blockBytes + offset, n);
+    });
+  }
+}
+
+// Among the lowest ranks of the hosts, pairwise: in step s, to the one s hosts on and from the one
+// s hosts back. With reduce (reduce-scatter), each sends a host the blocks of that host's ranks
+// and folds what arrives into its own host's blocks; without (allgather), each sends its own
+// host's blocks and takes those of the sender's host. Blocks travel from and to their ranks'
+// places in base, in pieces; both ends of a pair count the same pieces from the same layout.
+void SyncMesh::exchangeAmongLeaders(uint8_t* base, size_t blockBytes, size_t elementSize,
+                                    ReduceFunction reduce) {
+  const int me = leaders_.me;
+  const size_t piece = pieceBytes(elementSize);
+  // (offset, bytes) of the pieces of host h's blocks, in rank order.
+  auto piecesOf = [&](int host) {
+    std::vector<std::pair<size_t, size_t>> pieces;
+    for (int r = 0; r < size_; ++r) {
+      if (hostOfRank_[r] != host) continue;
+      inPieces(blockBytes, piece,
+               [&](size_t offset, size_t n) { pieces.emplace_back(r * blockBytes + offset, n); });
+    }
+    return pieces;
+  };
+  for (int step = 1; step < hosts_; ++step) {
+    const int to = (me + step) % hosts_;
+    const int from = (me - step + hosts_) % hosts_;
+    const auto out = piecesOf(reduce ? to : me);
+    const auto in = piecesOf(reduce ? me : from);
+    for (size_t k = 0; k < std::max(out.size(), in.size()); ++k) {
+      if (k < out.size()) send(leaders_[to], base + out[k].first, out[k].second);
+      if (k >= in.size()) continue;
+      if (reduce) {
+        recvReduce(leaders_[from], base + in[k].first, in[k].second / elementSize, elementSize,
+                   reduce, false);
+      } else {
+        recv(leaders_[from], base + in[k].first, in[k].second);
+      }
+    }
+  }
 }
 
 void SyncMesh::reduce(void* data, size_t count, size_t elementSize, ReduceFunction reduceFn,
@@ -566,7 +624,24 @@ void SyncMesh::broadcastIn(const Team& team, void* data, size_t bytes, int rootI
 }
 
 void SyncMesh::allgather(void* output, size_t bytes) {
-  ringPhase(all_, static_cast<uint8_t*>(output), bytes * size_, bytes, 1, 0, nullptr);
+  auto* base = static_cast<uint8_t*>(output);
+  if (!hierarchical_) {
+    ringPhase(all_, base, bytes * size_, bytes, 1, 0, nullptr);
+    return;
+  }
+  // Every block into the lowest rank of its host, among those a host's blocks at a time, and the
+  // whole output out to every rank of each host.
+  if (host_.size() > 1) {
+    for (int i = 1; i < host_.size(); ++i) {
+      if (host_.me != 0 && host_.me != i) continue;
+      inPieces(bytes, kMaxMessageBytes, [&](size_t offset, size_t n) {
+        uint8_t* block = base + host_[i] * bytes + offset;
+        host_.me == 0 ? recv(host_[i], block, n) : send(host_[0], block, n);
+      });
+    }
+  }
+  if (host_.me == 0) exchangeAmongLeaders(base, bytes, 1, nullptr);
+  if (host_.size() > 1) broadcastIn(host_, output, bytes * size_, 0);
 }
 
 // Pairwise: in step s, send to rank + s and receive from rank - s, piece by piece.

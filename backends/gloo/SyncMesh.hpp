@@ -93,11 +93,11 @@ class SyncMesh {
     return a == Hierarchy::On && b == Hierarchy::On ? Hierarchy::On : Hierarchy::Auto;
   }
   // The host of every rank (numbered in the order of their lowest rank; the same on every rank).
-  // When ranks are on several hosts, some sharing one, allreduce, broadcast and reduce can be
-  // hierarchical: within each host (over shared memory where it is on), then among one rank per
-  // host, then within each host again. On: always; Auto: when its messages cross hosts fewer
-  // times in turn than the flat algorithm's (crossings, below). Returns what it chose, for the
-  // log ("" for a group on one host).
+  // When ranks are on several hosts, some sharing one, allreduce, broadcast, reduce, allgather
+  // and reduce_scatter can be hierarchical: within each host (over shared memory where it is on),
+  // then among one rank per host, then within each host again. On: always; Auto: when its messages
+  // cross hosts fewer times in turn than the flat algorithm's (crossings, below). Returns what it
+  // chose, for the log ("" for a group on one host).
   std::string setHosts(const std::vector<int>& hostOfRank, Hierarchy hierarchy);
   // How many times in turn recursive doubling over members (ranks, in this order) crosses
   // hosts: the rounds (and the fold and unfold) in which some pair of members is on two hosts.
@@ -168,6 +168,14 @@ class SyncMesh {
   void reduceIn(const Team& team, void* data, size_t count, size_t elementSize,
                 ReduceFunction reduce, int rootIndex);
   void broadcastIn(const Team& team, void* data, size_t bytes, int rootIndex);
+  // The middle step of hierarchical allgather (reduce null) and reduce_scatter, on each host's
+  // lowest rank: base holds size() blocks of blockBytes.
+  void exchangeAmongLeaders(uint8_t* base, size_t blockBytes, size_t elementSize,
+                            ReduceFunction reduce);
+  // The largest message of whole elements.
+  static size_t pieceBytes(size_t elementSize) {
+    return kMaxMessageBytes / elementSize * elementSize;
+  }
 
   struct Peer {
     std::vector<uint8_t> sendStage, recvStage;

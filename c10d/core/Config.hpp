@@ -114,9 +114,10 @@ inline constexpr Variable kVariables[] = {
      0,
      "auto",
      {},
-     "in a group on several hosts with several ranks on some, whether allreduce, broadcast and "
-     "reduce on the fast path go within each host, then among one rank per host, then within "
-     "each host: `1` (on every rank) always; `auto` when that crosses hosts fewer times in turn "
+     "in a group on several hosts with several ranks on some, whether allreduce, broadcast, "
+     "reduce, allgather and reduce_scatter on the fast path go within each host, then among one "
+     "rank per host, then within each host: `1` (on every rank) always; `auto` when that crosses "
+     "hosts fewer times in turn "
      "than the flat algorithm; `0` (on any rank) never"},
     {"C10D_SHM",
      Type::Choice,
@@ -132,6 +133,17 @@ inline constexpr Variable kVariables[] = {
      "ranks can read each other's memory (process_vm_readv) also sends point-to-point there. "
      "RPC workers on one host that can read each other's memory copy tensors of 256 KiB or more "
      "from the sender's memory (RpcOptions::sharedMemory overrides it)"},
+    {"C10D_HOST_ID",
+     Type::Text,
+     Scope::Group,
+     {},
+     0,
+     0,
+     {},
+     "host name, boot id and namespaces",
+     "the host this rank counts as: ranks with the same value are one host to the Gloo backend "
+     "(shared memory between them where it works, one step of the hierarchical collectives), "
+     "ranks with different values are apart (TCP). For tests, and to split one machine's ranks"},
     {"C10D_MPI_ABORT_ON_TIMEOUT",
      Type::Choice,
      Scope::Group,

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -21,10 +22,13 @@
 namespace c10d::inline v0::test {
 
 // Runs body(rank, backend) on size threads, each with a Gloo backend of group name whose default
-// timeout is timeout, and shuts the backends down after. A rank that throws fails the test
+// timeout is timeout (and configOf(rank) as its ProcessGroupOptions::config when given), and
+// shuts the backends down after. A rank that throws fails the test
 // with its rank and message.
-inline void onGlooThreadRanks(int size, std::chrono::milliseconds timeout, const std::string& name,
-                              const std::function<void(int, std::shared_ptr<Backend>)>& body) {
+inline void onGlooThreadRanks(
+    int size, std::chrono::milliseconds timeout, const std::string& name,
+    const std::function<void(int, std::shared_ptr<Backend>)>& body,
+    const std::function<std::map<std::string, std::string>(int)>& configOf = nullptr) {
   auto store = std::make_shared<HashStore>();
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
@@ -33,6 +37,7 @@ inline void onGlooThreadRanks(int size, std::chrono::milliseconds timeout, const
       try {
         BackendContext context{
             std::make_shared<PrefixStore>(name, store), rank, size, timeout, name, nullptr};
+        if (configOf) context.settings = config::Settings(configOf(rank));
         std::shared_ptr<Backend> gloo = createBackend("gloo", context);
         body(rank, gloo);
         gloo->shutdown();
