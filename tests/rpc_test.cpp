@@ -429,9 +429,9 @@ TEST(RpcTest, GarbageOnTheListeningPortDropsOnlyThatConnection) {
 // A connection claiming a worker id outside the world is refused at its Hello (it used to be
 // accepted, and its loss then read past the agent's table of names).
 TEST(RpcTest, AHelloNamingAWorkerOutsideTheWorldIsRefused) {
+  ::testing::internal::CaptureStderr();  // before any socket, as in RpcLendingTest below
   auto [agents, address] = startPairWithAddress();
   agents[1]->registerFunction("ping", [] { return std::string("pong"); });
-  ::testing::internal::CaptureStderr();
   for (uint64_t claimed : {uint64_t{2}, uint64_t{7}, uint64_t{1} << 40}) {
     int fd = connectTo(address);
     ASSERT_GE(fd, 0);
@@ -503,6 +503,9 @@ class RawWorker {
 // and the agent serves its other peers throughout. The test plays worker 0 by hand (through the
 // store and RawWorker); agents "b" and "c" are workers 1 and 2.
 TEST(RpcLendingTest, OnlyAPeerThatProvedItsMemoryLendsAndALieEndsOnlyItsConnection) {
+  // Before any socket: the capture's own descriptors must not reuse a number the agents' loop
+  // threads closed, which ThreadSanitizer reports as a race on that descriptor.
+  ::testing::internal::CaptureStderr();
   auto store = std::make_shared<HashStore>();
   store->set("rpc/name/0", toBytes("raw"));
   std::vector<std::shared_ptr<RpcAgent>> agents(2);
@@ -548,7 +551,6 @@ TEST(RpcLendingTest, OnlyAPeerThatProvedItsMemoryLendsAndALieEndsOnlyItsConnecti
     proof.payload = u64Bytes(reinterpret_cast<uintptr_t>(word));
     return proof;
   };
-  ::testing::internal::CaptureStderr();
   {
     // Lends with no Proof at all.
     RawWorker raw(addressOfB, 0);
