@@ -1,6 +1,6 @@
-// reduce_scatter (list in) and reduce_scatter_tensor (flat in): a ring reduce-scatter on the
-// SyncMesh. Gloo 0.5 has none over unbound buffers, so with a per-op timeout we allreduce a copy
-// of the whole input there and keep our block (twice the bytes).
+// reduce_scatter (list in) and reduce_scatter_tensor (flat in): on the SyncMesh (a ring, or
+// layered across hosts). Gloo 0.5 has none over unbound buffers, so with a per-op timeout we
+// allreduce a copy of the whole input there and keep our block (twice the bytes).
 
 #include <cstring>
 

@@ -263,14 +263,14 @@ std::string SyncMesh::connectSharedMemory(Store& store,
   std::vector<int> host = local;
   host.push_back(rank_);
   allShared_ = static_cast<int>(host.size()) == size_;
-  pullsEverywhere_ = allShared_;
+  bool everyPairPulls = true;
   for (int a : host) {
     for (int b : host) {
       allShared_ = allShared_ && (a == b || mutual(a, b));
-      pullsEverywhere_ = pullsEverywhere_ && (a == b || has(pullsByRank[a], b));
+      everyPairPulls = everyPairPulls && (a == b || has(pullsByRank[a], b));
     }
   }
-  pullsEverywhere_ = pullsEverywhere_ && allShared_;
+  pullsEverywhere_ = allShared_ && everyPairPulls;
   std::string shared, tcp;
   for (int peer : local) {
     if (mutual(rank_, peer)) {
@@ -392,11 +392,9 @@ int SyncMesh::crossings(const std::vector<int>& hostOfRank, const std::vector<in
 std::string SyncMesh::setHosts(const std::vector<int>& hostOfRank, Hierarchy hierarchy) {
   hostOfRank_ = hostOfRank;
   hosts_ = 1 + *std::max_element(hostOfRank_.begin(), hostOfRank_.end());
-  std::vector<int> mine;
-  for (int r = 0; r < size_; ++r) {
-    if (hostOfRank_[r] == hostOfRank_[rank_]) mine.push_back(r);
-  }
-  host_ = teamOf(std::move(mine));
+  ranksOfHost_.assign(hosts_, {});
+  for (int r = 0; r < size_; ++r) ranksOfHost_[hostOfRank_[r]].push_back(r);
+  host_ = teamOf(ranksOfHost_[hostOfRank_[rank_]]);
   if (hosts_ == 1) return "";
   // With one rank per host there is nothing to do within hosts: flat is the same.
   leaders_ = representatives(-1);
@@ -538,29 +536,31 @@ void SyncMesh::exchangeAmongLeaders(uint8_t* base, size_t blockBytes, size_t ele
                                     ReduceFunction reduce) {
   const int me = leaders_.me;
   const size_t piece = pieceBytes(elementSize);
-  // (offset, bytes) of the pieces of host h's blocks, in rank order.
-  auto piecesOf = [&](int host) {
-    std::vector<std::pair<size_t, size_t>> pieces;
-    for (int r = 0; r < size_; ++r) {
-      if (hostOfRank_[r] != host) continue;
-      inPieces(blockBytes, piece,
-               [&](size_t offset, size_t n) { pieces.emplace_back(r * blockBytes + offset, n); });
-    }
-    return pieces;
+  const size_t perBlock = (blockBytes + piece - 1) / piece;
+  // Piece k of host h's blocks, in rank order: (offset in base, bytes).
+  auto pieceOf = [&](int host, size_t k) {
+    const size_t offset = k % perBlock * piece;
+    return std::pair<size_t, size_t>(ranksOfHost_[host][k / perBlock] * blockBytes + offset,
+                                     std::min(piece, blockBytes - offset));
   };
   for (int step = 1; step < hosts_; ++step) {
     const int to = (me + step) % hosts_;
     const int from = (me - step + hosts_) % hosts_;
-    const auto out = piecesOf(reduce ? to : me);
-    const auto in = piecesOf(reduce ? me : from);
-    for (size_t k = 0; k < std::max(out.size(), in.size()); ++k) {
-      if (k < out.size()) send(leaders_[to], base + out[k].first, out[k].second);
-      if (k >= in.size()) continue;
+    const int outHost = reduce ? to : me;
+    const int inHost = reduce ? me : from;
+    const size_t outCount = perBlock * ranksOfHost_[outHost].size();
+    const size_t inCount = perBlock * ranksOfHost_[inHost].size();
+    for (size_t k = 0; k < std::max(outCount, inCount); ++k) {
+      if (k < outCount) {
+        auto [offset, n] = pieceOf(outHost, k);
+        send(leaders_[to], base + offset, n);
+      }
+      if (k >= inCount) continue;
+      auto [offset, n] = pieceOf(inHost, k);
       if (reduce) {
-        recvReduce(leaders_[from], base + in[k].first, in[k].second / elementSize, elementSize,
-                   reduce, false);
+        recvReduce(leaders_[from], base + offset, n / elementSize, elementSize, reduce, false);
       } else {
-        recv(leaders_[from], base + in[k].first, in[k].second);
+        recv(leaders_[from], base + offset, n);
       }
     }
   }

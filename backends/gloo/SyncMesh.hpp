@@ -204,8 +204,9 @@ class SyncMesh {
   bool pullsEverywhere_ = false;
   Team all_;      // every rank
   Team host_;     // the ranks of this rank's host
-  Team leaders_;  // the lowest rank of each host: the hierarchical allreduce's middle step
+  Team leaders_;  // the lowest rank of each host: the layered ops' middle step
   std::vector<int> hostOfRank_;
+  std::vector<std::vector<int>> ranksOfHost_;  // in rank order
   int hosts_ = 1;
   bool hierarchical_ = false;
   // The segment of the channels toward this rank: a page with its doorbell and a probe word
