@@ -344,6 +344,28 @@ TEST(SharedMemoryGroupTest, ARankWithSharedMemoryOffKeepsTcpAtBothEndsAndOpsStay
 // sizes sent in the head and sizes read from the sender's memory. At 16 MiB an op takes longer
 // than the progress thread's claim delay, so it claims sends while the caller waits on its
 // receive. Every round's payload is checked.
+// A send nobody receives is kept for its verdict, and holds its group's runtime: shutting the
+// group down must let go of it, or the group's segments (and sockets) outlive it.
+TEST(SharedMemoryGroupTest, AGroupWithAnUnansweredSendIsFreedAtShutdown) {
+  auto outcomes = test::runRanks({.worldSize = 2}, [](test::RankEnv& env) {
+    const int before = mappedSegments();
+    auto group = env.pg.newGroup({0, 1});
+    test::checkEq(before + 2, mappedSegments(), "segments mapped for the new group");
+    if (env.rank == 0) {
+      Tensor t = Tensor::zeros({1 << 20}, ScalarType::Float32);  // read from this rank's memory
+      auto unanswered = group->send(t, 1, 5, std::chrono::milliseconds(300));
+      test::expectThrows<TimeoutError>([&] { unanswered->wait(); }, "a send nobody receives",
+                                       {"Timed out"});
+    }
+    env.store.setString("sent/" + std::to_string(env.rank), "1");
+    env.store.wait({"sent/0", "sent/1"}, 30s);
+    group->shutdown();
+    group.reset();
+    test::checkEq(before, mappedSegments(), "segments mapped once the group is gone");
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0})) << test::report(outcomes);
+}
+
 TEST(SharedMemoryGroupTest, PointToPointRoundsBothWaysNeverStall) {
   auto outcomes = test::runRanks({.worldSize = 2, .deadline = 100s}, [](test::RankEnv& env) {
     const int peer = 1 - env.rank;

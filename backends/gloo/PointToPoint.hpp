@@ -69,15 +69,21 @@ struct P2PFrame {
 
 // Receives posted and heads that came before their receive, matched as MPI matches them: by
 // source (any, for a receive's source < 0) and tag, receives in posting order and heads in
-// arrival order. Head has `int source` and `int64_t tag() const`. Not thread-safe: its engine
-// locks.
-template <typename Recv, typename Head>
+// arrival order. Header has `int64_t tag`. Not thread-safe: its engine locks.
+template <typename Recv, typename Header>
 class P2PMatcher {
  public:
+  // A head kept until a receive matches it, with its payload when that came with it.
+  struct Head {
+    int source;
+    Header header;
+    std::vector<uint8_t> eager;
+  };
+
   // The first kept head recv matches, taken out; else recv is kept for one (nullopt).
   std::optional<Head> post(std::shared_ptr<Recv> recv, int source, int tag) {
     auto it = std::find_if(kept_.begin(), kept_.end(), [&](const Head& h) {
-      return (source < 0 || h.source == source) && h.tag() == tag;
+      return (source < 0 || h.source == source) && h.header.tag == tag;
     });
     if (it == kept_.end()) {
       posted_.push_back({std::move(recv), source, tag});
@@ -218,12 +224,7 @@ class P2PEngine {
   bool withdraw(const P2PRecv* recv);
 
  private:
-  struct Head {
-    int source;
-    P2PFrame::Header header;
-    std::vector<uint8_t> eager;
-    int64_t tag() const { return header.tag; }
-  };
+  using Head = P2PMatcher<P2PRecv, P2PFrame::Header>::Head;
   void listen();
 
   GlooBackend::Runtime& runtime_;
@@ -238,7 +239,7 @@ class P2PEngine {
   std::atomic<bool> started_{false};  // read without the mutex on every operation
   std::atomic<uint64_t> nextId_{0};
   std::mutex mutex_;
-  P2PMatcher<P2PRecv, Head> matcher_;
+  P2PMatcher<P2PRecv, P2PFrame::Header> matcher_;
 };
 
 }  // namespace c10d::inline v0

@@ -52,9 +52,11 @@ SharedP2P::~SharedP2P() {
 }
 
 void SharedP2P::ensureStarted() {
+  if (started_.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> guard(mutex_);
   if (listener_.joinable() || stopping_) return;
   listener_ = std::thread([this] { listen(); });
+  started_.store(true, std::memory_order_release);
 }
 
 void SharedP2P::stop() {
@@ -65,6 +67,14 @@ void SharedP2P::stop() {
   listenerChanged_.notify_all();
   doorbell_.ring();
   if (listener_.joinable() && listener_.get_id() != std::this_thread::get_id()) listener_.join();
+  // Freed outside the lock.
+  decltype(unanswered_) unanswered;
+  decltype(matcher_) matcher;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    unanswered.swap(unanswered_);
+    std::swap(matcher, matcher_);
+  }
 }
 
 void SharedP2P::wakeWaiters() {
@@ -99,7 +109,7 @@ void SharedP2P::deliver(SharedRecv& recv, int source, const Message& head, Fill&
   const uint64_t taken = recv.tensor_.nbytes();
   const bool fits = head.bytes <= taken;
   recv.source_ = source;
-  recv.head_ = head;
+  recv.matchedHead_ = head;
   recv.matched_ = true;
   if (SharedFrame::eagerBytes(head.bytes) > 0 && fits)
     fill(static_cast<uint8_t*>(recv.tensor_.data()));
@@ -117,7 +127,7 @@ void SharedP2P::post(const std::shared_ptr<SharedRecv>& recv) {
   std::lock_guard<std::mutex> guard(mutex_);
   std::optional<Kept> kept = matcher_.post(recv, recv->peer_, recv->tag_);
   if (!kept) return;
-  deliver(*recv, kept->source, kept->head,
+  deliver(*recv, kept->source, kept->header,
           [&](uint8_t* into) { std::memcpy(into, kept->eager.data(), kept->eager.size()); });
 }
 
@@ -149,7 +159,7 @@ bool SharedP2P::poll() {
         link.channels.in->readPayload(0, kNoWait, [](const uint8_t*, size_t) {});
         auto it = unanswered_.find(message.id);
         if (it != unanswered_.end()) {
-          it->second->verdict_ = message;
+          it->second->answer_ = message;
           it->second->answered_ = true;
           unanswered_.erase(it);
         }
@@ -227,11 +237,14 @@ SharedP2P::Progress SharedP2P::progressUntil(Done&& done, Clock::time_point dead
   for (unsigned round = 1;; ++round) {
     if (done()) break;
     if (active) {
-      if (poll()) continue;
+      const bool moved = poll();
+      // Every 64th round goes on to the clock and the peer, even while others' messages flow.
       if (round % 64 != 0) {
-        lock.unlock();
-        shm::cpuRelax();
-        lock.lock();
+        if (!moved) {
+          lock.unlock();
+          shm::cpuRelax();
+          lock.lock();
+        }
         continue;
       }
     }
@@ -298,8 +311,8 @@ void SharedSend::run(Clock::time_point deadline) {
                                                  "ms for a matching recv"));
   }
   if (progress == SharedP2P::Progress::PeerLost) runtime_->fail(description(), lost);
-  C10D_CHECK(verdict_.matched == 1, InvalidArgument,
-             sizesDisagree(tensor_.nbytes(), verdict_.bytes, runtime_->rank, peer_));
+  C10D_CHECK(answer_.matched == 1, InvalidArgument,
+             sizesDisagree(tensor_.nbytes(), answer_.bytes, runtime_->rank, peer_));
 }
 
 // ---- SharedRecv ----
@@ -336,8 +349,8 @@ void SharedRecv::run(Clock::time_point deadline) {
                    detail::concat(engine.mesh().lossText(shm::Wait::Closed, source_, false), ": ",
                                   pullError_));
   }
-  C10D_CHECK(head_.bytes == taken, InvalidArgument,
-             sizesDisagree(head_.bytes, taken, source_, runtime_->rank));
+  C10D_CHECK(matchedHead_.bytes == taken, InvalidArgument,
+             sizesDisagree(matchedHead_.bytes, taken, source_, runtime_->rank));
 }
 
 }  // namespace c10d::inline v0

@@ -77,7 +77,7 @@ class SharedSend : public SharedWork {
   void run(Clock::time_point deadline) override;
   // Under the engine's mutex:
   bool answered_ = false;
-  SharedFrame::Message verdict_{};
+  SharedFrame::Message answer_{};  // the receiver's verdict
 };
 
 class SharedRecv : public SharedWork {
@@ -92,7 +92,7 @@ class SharedRecv : public SharedWork {
   bool matched_ = false;
   std::string pullError_;  // copying the payload from the sender failed: it is gone
   int source_ = -1;
-  SharedFrame::Message head_{};
+  SharedFrame::Message matchedHead_{};
 };
 
 class SharedP2P {
@@ -105,12 +105,13 @@ class SharedP2P {
   // Starts the listener, once: at the group's first send or receive, so a group that only runs
   // collectives has no thread for it.
   void ensureStarted();
-  // Stops the listener. Idempotent.
+  // Stops the listener and forgets the ops still waiting (they hold the runtime, which holds
+  // this). Idempotent.
   void stop();
-  // Posts send's head. Never waits.
+  // Posts send's head; never waits for the receiver (a full channel queues it).
   void send(const std::shared_ptr<SharedSend>& send);
-  // Matches recv with the first head kept for its source and tag, else keeps it for one. Never
-  // waits.
+  // Matches recv with the first head kept for its source and tag, else keeps it for one. A
+  // payload read from the sender's memory is copied here, under the engine's mutex.
   void post(const std::shared_ptr<SharedRecv>& recv);
   // Forgets recv if it still waits for a head; false when one was delivered.
   bool withdraw(const SharedRecv* recv);
@@ -119,8 +120,9 @@ class SharedP2P {
   const SyncMesh& mesh() const { return mesh_; }
 
   enum class Progress { Done, TimedOut, PeerLost };
-  // Makes progress until done() holds (looked at under the engine's mutex) or the deadline.
-  // Every 10 ms it looks at the op's peer (every peer when peer < 0): PeerLost when one closed
+  // Makes progress until done() holds (looked at under the engine's mutex) or the deadline,
+  // which it checks every 64 rounds however busy the channels are. Every 10 ms it looks at the
+  // op's peer (every peer when peer < 0): PeerLost when one closed
   // its channels or its process ended, with what happened in *lost.
   template <typename Done>
   Progress progressUntil(Done&& done, std::chrono::steady_clock::time_point deadline, int peer,
@@ -135,12 +137,7 @@ class SharedP2P {
     SyncMesh::P2PLink channels;
     std::deque<Queued> queued;  // written in order once the channel has room
   };
-  struct Kept {
-    int source;
-    SharedFrame::Message head;
-    std::vector<uint8_t> eager;
-    int64_t tag() const { return head.tag; }
-  };
+  using Kept = P2PMatcher<SharedRecv, SharedFrame::Message>::Head;
   // All under mutex_. poll: writes what was queued and drains every channel; whether anything
   // moved.
   bool poll();
@@ -165,10 +162,11 @@ class SharedP2P {
   int activeWaiters_ = 0;    // waiters polling: the listener leaves the channels to them
   int sleepingWaiters_ = 0;  // waiters that stopped polling: the listener works for them
   std::chrono::steady_clock::time_point lastWaiter_;  // when the last one left
-  P2PMatcher<SharedRecv, Kept> matcher_;
+  P2PMatcher<SharedRecv, SharedFrame::Message> matcher_;
   std::unordered_map<uint64_t, std::shared_ptr<SharedSend>> unanswered_;  // by message id
   uint64_t nextId_ = 0;
   std::thread listener_;
+  std::atomic<bool> started_{false};  // listener_ started: ops need not lock to know
   bool stopping_ = false;
 };
 
