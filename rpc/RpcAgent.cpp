@@ -271,7 +271,7 @@ std::shared_ptr<RpcAgent> RpcAgent::create(std::shared_ptr<Store> store, std::st
   Impl* raw = impl.get();
   impl->transport = std::make_unique<Transport>(
       rank, worldSize, auth::resolveToken(options.authToken),
-      options.sharedMemory.value_or(config::Settings().flag("C10D_SHM").value_or(true)),
+      options.sharedMemory ? *options.sharedMemory : *config::Settings().flag("C10D_SHM"),
       [raw](int peer, Frame frame) { raw->onFrame(peer, std::move(frame)); },
       [raw](int peer, const std::string& why) { raw->onPeerLost(peer, why); });
   impl->pool.start(options.threads, name);

@@ -10,10 +10,11 @@
 // Workers find each other through the Store (each publishes its name and address), then keep
 // one TCP connection per pair. Arguments and results are msgpack values (see Serialization.hpp);
 // tensors travel beside them without copies into the message, and between workers on one host
-// large ones are read straight from the sender's memory (RpcOptions::sharedMemory). Limit: everything that is not a
-// tensor (the function's name, msgpack'd values, tensor shapes) is at most 64 MiB per message
-// (kMaxMetaBytes, rpc/transport/Wire.hpp); a larger one fails on the sender with InvalidArgument
-// saying its size. Send bulk data as Tensors (up to 65536 per message, 64 GiB together).
+// large ones are read straight from the sender's memory (RpcOptions::sharedMemory). Limit:
+// everything that is not a tensor (the function's name, msgpack'd values, tensor shapes) is at most
+// 64 MiB per message (kMaxMetaBytes, rpc/transport/Wire.hpp); a larger one fails on the sender with
+// InvalidArgument saying its size. Send bulk data as Tensors (up to 65536 per message, 64 GiB
+// together).
 //
 // Errors: an unknown worker or function, arguments of the wrong types, a remote exception, a
 // lost connection and a timeout all fail the call's Future (rpcSync throws): RemoteError for
@@ -66,7 +67,7 @@ struct RpcOptions {
   // Whether a tensor of 256 KiB or more (kLendBytes) to a worker on this host is copied straight
   // from this worker's memory by the receiver (process_vm_readv) instead of streamed through TCP
   // loopback, where both workers allow it and the receiver proved it can read this process.
-  // Unset: C10D_SHM (default on). Either side off keeps TCP for that direction. Such a tensor is
+  // Unset: C10D_SHM (default on). Either side off keeps TCP both ways. Such a tensor is
   // read after the call returns: a caller must not change an argument before the call's Future
   // completes, nor a function change its result (which it owns until the caller has it).
   std::optional<bool> sharedMemory;

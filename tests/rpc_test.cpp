@@ -21,6 +21,7 @@
 #include "c10d/core/Exception.hpp"
 #include "c10d/net/Auth.hpp"
 #include "rpc/RpcAgent.hpp"
+#include "rpc/transport/Connection.hpp"
 #include "rpc/transport/Wire.hpp"
 #include "store/HashStore.hpp"
 #include "tests/RpcTestUtil.hpp"
@@ -468,14 +469,35 @@ class RawWorker {
   RawWorker(const RawWorker&) = delete;
   RawWorker& operator=(const RawWorker&) = delete;
 
-  // frame's head, then the bytes of the tensors it does not lend under loan.
-  void send(const Frame& frame, uint64_t loan = 0) {
-    std::string bytes = encodeHead(frame, loan);
+  // frame's head, then the bytes of the tensors it does not lend under loan, with a seal that
+  // holds the loan's id unless sealHolds is false.
+  void send(const Frame& frame, uint64_t loan = 0, bool sealHolds = true) {
+    seal_ = sealHolds ? loan : 0;
+    std::string bytes = encodeHead(frame, loan, reinterpret_cast<uintptr_t>(&seal_));
     for (const Tensor& t : frame.tensors) {
       if (loan == 0 || !lendable(t)) bytes.append(static_cast<const char*>(t.data()), t.nbytes());
     }
     ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(bytes.size()));
+  }
+
+  // What a Proof's address must hold for the agent that sent challenge on this connection: the
+  // challenge, then "agent's address|this end's address".
+  std::array<char, detail::kProofWordBytes> proofWordFor(const std::string& challenge) const {
+    std::array<char, detail::kProofWordBytes> word{};
+    std::memcpy(word.data(), challenge.data(), auth::kNonceBytes);
+    auto name = [&](bool peer) {
+      sockaddr_in address{};
+      socklen_t length = sizeof address;
+      peer ? ::getpeername(fd_, reinterpret_cast<sockaddr*>(&address), &length)
+           : ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
+      char host[INET_ADDRSTRLEN] = {};
+      ::inet_ntop(AF_INET, &address.sin_addr, host, sizeof host);
+      return std::string(host) + ":" + std::to_string(ntohs(address.sin_port));
+    };
+    const std::string names = name(true) + "|" + name(false);
+    std::memcpy(word.data() + auth::kNonceBytes, names.data(), names.size());
+    return word;
   }
 
   // The agent's next frame; nullopt once it closed the connection (or after 5 s of silence,
@@ -496,6 +518,7 @@ class RawWorker {
  private:
   int fd_;
   FrameReader reader_;
+  uint64_t seal_ = 0;  // read by the agent after it copies what was lent
 };
 
 // Lending from the wire's side: a peer may lend only after it proved, with the agent's challenge
@@ -571,15 +594,48 @@ TEST(RpcLendingTest, OnlyAPeerThatProvedItsMemoryLendsAndALieEndsOnlyItsConnecti
         << "the agent answered a false Proof with frame kind " << int(after->kind);
   }
   {
-    // Proves truly: the agent invites loans, copies the lent tensor, returns the loan, answers.
+    // Holds the challenge but names another connection, as a Proof relayed from one would.
     RawWorker raw(addressOfB, 0);
     std::optional<Frame> probe = raw.next();
     ASSERT_TRUE(probe && probe->kind == FrameKind::Probe);
-    auth::Nonce word{};
-    std::memcpy(word.data(), probe->payload.data(), word.size());
-    raw.send(proofOf(word.data()));
-    std::optional<Frame> lend = raw.next();
-    ASSERT_TRUE(lend && lend->kind == FrameKind::Lend);
+    auto relayed = raw.proofWordFor(probe->payload);
+    relayed[auth::kNonceBytes] ^= 1;  // another address in the connection's name
+    raw.send(proofOf(relayed.data()));
+    raw.send(sumOf(ones, 3), 3);
+    std::optional<Frame> after = raw.next();
+    EXPECT_FALSE(after.has_value())
+        << "the agent answered a relayed Proof with frame kind " << int(after->kind);
+  }
+  {
+    // Invites loans it never proved it could take: the connection ends.
+    RawWorker raw(addressOfB, 0);
+    ASSERT_TRUE(raw.next().has_value());  // the Probe
+    raw.send(detail::controlFrame(FrameKind::Lend, 0));
+    EXPECT_FALSE(raw.next().has_value()) << "the agent took an unasked-for Lend";
+  }
+  // A connection that proved itself truly: the agent invites its loans.
+  auto proven = [&]() -> std::unique_ptr<RawWorker> {
+    auto raw = std::make_unique<RawWorker>(addressOfB, 0);
+    std::optional<Frame> probe = raw->next();
+    if (!probe || probe->kind != FrameKind::Probe) return nullptr;
+    const auto word = raw->proofWordFor(probe->payload);
+    raw->send(proofOf(word.data()));
+    std::optional<Frame> lend = raw->next();
+    if (!lend || lend->kind != FrameKind::Lend) return nullptr;
+    return raw;
+  };
+  {
+    // A loan whose seal no longer holds its id (as after the lender let go): refused.
+    auto raw = proven();
+    ASSERT_TRUE(raw) << "no Lend for a true Proof";
+    raw->send(sumOf(ones, 40), 4, /*sealHolds=*/false);
+    EXPECT_FALSE(raw->next().has_value()) << "the agent used a loan that had ended";
+  }
+  {
+    // Copies the lent tensor, returns the loan, answers.
+    auto owned = proven();
+    ASSERT_TRUE(owned) << "no Lend for a true Proof";
+    RawWorker& raw = *owned;
     raw.send(sumOf(ones, 41), 5);
     std::optional<Frame> returned = raw.next();
     ASSERT_TRUE(returned && returned->kind == FrameKind::Returned);
@@ -597,14 +653,15 @@ TEST(RpcLendingTest, OnlyAPeerThatProvedItsMemoryLendsAndALieEndsOnlyItsConnecti
   }
   EXPECT_EQ(agents[1]->rpcSync<double>("b", "sum", ones), static_cast<double>(count));
   std::string log = ::testing::internal::GetCapturedStderr();
-  for (const std::string& expected :
-       std::vector<std::string>{"worker 0 lent tensors but was never invited to",
-                                "copying a lent tensor of " + std::to_string(count * 4) +
-                                    " bytes from worker 0's memory failed: process_vm_readv",
-                                std::string("Bad address")}) {
+  for (const std::string& expected : std::vector<std::string>{
+           "worker 0 lent tensors but was never invited to",
+           "copying a lent tensor of " + std::to_string(count * 4) +
+               " bytes from worker 0's memory failed: process_vm_readv",
+           std::string("Bad address"), "rpc: a Lend for a Proof this worker never sent",
+           "copying the tensors worker 0 lent failed: the loan had ended"}) {
     EXPECT_NE(log.find(expected), std::string::npos) << expected << " in:\n" << log;
   }
-  // Both the loan with no Proof and the one after a false Proof were refused.
+  // The loans with no Proof, after a false one and after a relayed one were refused.
   size_t refusals = 0;
   const std::string refused =
       "lost the connection to worker 'raw' (id 0): malformed frame: rpc: "
@@ -612,7 +669,7 @@ TEST(RpcLendingTest, OnlyAPeerThatProvedItsMemoryLendsAndALieEndsOnlyItsConnecti
   for (size_t at = log.find(refused); at != std::string::npos; at = log.find(refused, at + 1)) {
     ++refusals;
   }
-  EXPECT_EQ(refusals, 2u) << log;
+  EXPECT_EQ(refusals, 3u) << log;
   for (auto& agent : agents) agent->shutdown(false);
 }
 

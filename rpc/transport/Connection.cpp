@@ -104,16 +104,20 @@ void Transport::Impl::writeOrQueue(const std::shared_ptr<Connection>& c, int pee
   // A peer that reads our memory gets the large tensors lent: their addresses in the head, the
   // tensors held under the loan until it has copied them.
   uint64_t loan = 0;
+  detail::Loan lent;
   if (c->lendsToPeer.load(std::memory_order_acquire) &&
       std::any_of(frame.tensors.begin(), frame.tensors.end(), lendable)) {
-    loan = c->lastLoan.fetch_add(1, std::memory_order_relaxed) + 1;
+    do {
+      loan = (c->lastLoan.fetch_add(1, std::memory_order_relaxed) + 1) ^ c->loanKey;
+    } while (loan == 0);
+    lent.seal = std::make_unique<std::atomic<uint64_t>>(loan);
   }
-  std::string head = encodeHead(frame, loan);
-  std::vector<Tensor> lent;
+  std::string head = encodeHead(frame, loan, reinterpret_cast<uintptr_t>(lent.seal.get()));
   if (loan != 0) {
     auto firstLent = std::stable_partition(frame.tensors.begin(), frame.tensors.end(),
                                            [](const Tensor& t) { return !lendable(t); });
-    lent.assign(std::make_move_iterator(firstLent), std::make_move_iterator(frame.tensors.end()));
+    lent.tensors.assign(std::make_move_iterator(firstLent),
+                        std::make_move_iterator(frame.tensors.end()));
     frame.tensors.erase(firstLent, frame.tensors.end());
   }
   size_t frameBytes = head.size();

@@ -7,14 +7,17 @@
 
 #include <uv.h>
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "c10d/core/Exception.hpp"
@@ -40,6 +43,43 @@ struct ConnectResult {
   int rc = 0;           // a libuv error: retried until the deadline
   std::string refused;  // not empty: authentication failed, not retried
 };
+
+// A frame of the transport's own (Hello, and Lending.cpp's), which carries no tensors.
+inline Frame controlFrame(FrameKind kind, uint64_t id, std::string_view payload = {},
+                          std::string name = {}) {
+  Frame frame;
+  frame.kind = kind;
+  frame.id = id;
+  frame.name = std::move(name);
+  frame.payload = payload;
+  return frame;
+}
+
+// A nonce (or an auth::Proof, the same type) as frame payload bytes.
+inline std::string_view bytesOf(const auth::Nonce& bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+// Tensors lent to the peer under one loan, and the loan's seal: a word in this process that
+// holds the loan's id while the loan stands and is cleared before the tensors are let go. The
+// receiver reads it back after its copy, so a copy made after the loan ended (the connection
+// dropped with the frame in flight, and the memory reused) is refused instead of delivered.
+struct Loan {
+  std::vector<Tensor> tensors;
+  std::unique_ptr<std::atomic<uint64_t>> seal;
+  Loan() = default;
+  Loan(Loan&&) = default;
+  Loan& operator=(Loan&&) = delete;
+  ~Loan() {
+    if (seal) seal->store(0, std::memory_order_seq_cst);
+  }
+};
+
+// What a prover writes where the prober reads it: the prober's challenge, then the connection as
+// "prober's address|prover's address", so that a Proof relayed from another connection (of this
+// worker or another) does not match.
+inline constexpr size_t kProofWordBytes = auth::kNonceBytes + 128;
+using ProofWord = std::array<char, kProofWordBytes>;
 
 // A frame on its way out: its encoded head and tensors, of which skip bytes went out already.
 struct Outgoing {
@@ -79,18 +119,29 @@ struct Connection {
   // its own thread only when both are empty, so frames never overtake each other.
   std::vector<Outgoing> outbox;
   int queuedWrites = 0;
-  // Lending (rpc/transport/Lending.cpp). Under writeMutex: the tensors lent to the peer, by
-  // loan, until it says Returned; dropped with the connection.
-  std::map<uint64_t, std::vector<Tensor>> loans;
+  // Lending (rpc/transport/Lending.cpp). Under writeMutex: the loans to the peer, by id, until
+  // it says Returned; dropped with the connection.
+  std::map<uint64_t, Loan> loans;
+  // Loan ids are a count XORed with this connection's random key: unique, and not a value a
+  // reused seal word is likely to hold.
   std::atomic<uint64_t> lastLoan{0};
-  // Set when the peer has read our proof from our memory and invited loans.
+  const uint64_t loanKey = [] {
+    auth::Nonce random = auth::randomNonce();
+    uint64_t key;
+    std::memcpy(&key, random.data(), sizeof key);
+    return key;
+  }();
+  // Set when the peer has read our Proof from our memory and invited loans.
   std::atomic<bool> lendsToPeer{false};
   // Loop thread only: the challenge sent in our Probe; the peer's pid once its Proof showed the
-  // challenge at the address it named (0 until then: a frame that lends is refused).
+  // challenge and this connection at the address it named (0 until then: a frame that lends is
+  // refused); whether we sent a Proof (a Lend without one is refused).
   auth::Nonce challenge{};
   long peerPid = 0;
-  // The peer's challenge, written here for it to read; its address goes in our Proof.
-  auth::Nonce proofWord{};
+  bool provedOurselves = false;
+  // The peer's challenge and this connection, written here for it to read; its address goes in
+  // our Proof.
+  ProofWord proofWord{};
   bool isClosing() {
     std::lock_guard<std::mutex> guard(writeMutex);
     return closing;

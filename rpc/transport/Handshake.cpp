@@ -25,13 +25,11 @@ namespace {
 constexpr char kConnectorRole[] = "c10d rpc connector";
 constexpr char kAcceptorRole[] = "c10d rpc acceptor";
 
+using detail::bytesOf;
+using detail::controlFrame;
 using detail::Refused;
 
-// A nonce or a proof as frame payload bytes.
-static_assert(std::is_same_v<auth::Nonce, auth::Proof>);
-std::string_view bytesOf(const auth::Nonce& bytes) {
-  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
-}
+static_assert(std::is_same_v<auth::Nonce, auth::Proof>);  // bytesOf takes both
 
 }  // namespace
 
@@ -40,9 +38,7 @@ void Transport::Impl::introduce(Connection* c, int peer,
   c->peer = peer;
   c->stage = Connection::Stage::AwaitReply;
   c->pendingConnect = std::move(pending);
-  Frame hello;
-  hello.kind = FrameKind::Hello;
-  hello.id = static_cast<uint64_t>(self);
+  Frame hello = controlFrame(FrameKind::Hello, static_cast<uint64_t>(self));
   if (token) {
     c->ourNonce = auth::randomNonce();
     hello.payload.assign(bytesOf(c->ourNonce));
@@ -86,9 +82,7 @@ void Transport::Impl::acceptHello(Connection* c, const Frame& hello) {
     C10D_CHECK(peers.count(c->claimed) == 0, InvalidArgument,
                "rpc: a second connection claims to be worker ", c->claimed);
   }
-  Frame reply;
-  reply.kind = FrameKind::Hello;
-  reply.id = static_cast<uint64_t>(self);
+  Frame reply = controlFrame(FrameKind::Hello, static_cast<uint64_t>(self));
   if (token) {
     // Answered even without the connector's nonce, so that it learns a token is needed.
     if (hello.payload.size() == auth::kNonceBytes) {
@@ -132,11 +126,9 @@ void Transport::Impl::acceptReply(Connection* c, const Frame& hello) {
                c->peer, " sent a malformed authentication challenge");
     std::memcpy(c->theirNonce.data(), hello.payload.data(), auth::kNonceBytes);
     // Ours goes first, so that a wrong token is refused and logged on both sides.
-    Frame proof;
-    proof.kind = FrameKind::Hello;
-    proof.id = static_cast<uint64_t>(self);
-    proof.payload = bytesOf(auth::prove(*token, kConnectorRole, c->theirNonce, c->ourNonce));
-    sendOnLoop(c, proof);
+    sendOnLoop(
+        c, controlFrame(FrameKind::Hello, static_cast<uint64_t>(self),
+                        bytesOf(auth::prove(*token, kConnectorRole, c->theirNonce, c->ourNonce))));
     auth::Proof expected = auth::prove(*token, kAcceptorRole, c->ourNonce, c->theirNonce);
     C10D_CHECK(auth::matches(expected, reinterpret_cast<const uint8_t*>(hello.payload.data() +
                                                                         auth::kNonceBytes)),

@@ -4,23 +4,30 @@
 //
 // A worker reads a peer's memory only after the peer proved, on this connection, that the process
 // it names is its own: right after a connection opens, each side sends Probe (its host identity
-// and a fresh random challenge); a peer on the same host writes the challenge into its memory and
-// answers Proof (its pid and the challenge's address); the prober reads the challenge back from
-// that pid and, when it matches, answers Lend. Only a peer that got Lend lends, and a frame that
-// lends to a worker that never invited it is refused as malformed. A liar cannot name another
-// process, since it cannot write the challenge there, and with a token none of this starts before
-// the connection is authenticated.
+// and a fresh random challenge); a peer on the same host writes the challenge and the connection's
+// two addresses into its memory and answers Proof (its pid and where it wrote them); the prober
+// reads them back from that pid and, when they match (its challenge, this connection seen from
+// the other end), answers Lend. Only a peer that got Lend lends, only one that sent a Proof may
+// take Lend, and a frame that lends to a worker that never invited it is refused as malformed. A
+// liar cannot name another process, since it cannot write the challenge there, nor relay another
+// connection's Proof, whose addresses differ; with a token none of this starts before the
+// connection is authenticated.
 //
 // A loan is the sender's: it holds the tensors (Connection::loans) until the receiver, having
-// copied them, answers Returned(loan), or until the connection is dropped. A copy that fails (the
-// sender died, or named memory it does not have) drops the connection with the reason, so calls
-// to that worker fail as they do when TCP breaks.
+// copied them, answers Returned(loan), or until the connection is dropped. The loan's seal says
+// whether it still stood when the copy was made. A copy that fails (the sender died, named memory
+// it does not have, or ended the loan first) drops the connection with the reason, so calls to
+// that worker fail as they do when TCP breaks.
 
+#include <netinet/in.h>
 #include <unistd.h>
+#include <uv.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -36,17 +43,37 @@ namespace c10d::inline v0::rpc {
 
 namespace {
 
-Frame transportFrame(FrameKind kind, uint64_t id, std::string name = {}, std::string payload = {}) {
-  Frame frame;
-  frame.kind = kind;
-  frame.id = id;
-  frame.name = std::move(name);
-  frame.payload = std::move(payload);
-  return frame;
+using detail::bytesOf;
+using detail::controlFrame;
+using detail::ProofWord;
+
+// "host:port" of one end of a connection.
+std::string endpoint(const uv_tcp_t* handle, bool peer) {
+  sockaddr_storage address{};
+  int length = sizeof address;
+  auto* at = reinterpret_cast<sockaddr*>(&address);
+  const int rc =
+      peer ? uv_tcp_getpeername(handle, at, &length) : uv_tcp_getsockname(handle, at, &length);
+  if (rc != 0) return "?";
+  char host[INET6_ADDRSTRLEN] = {};
+  if (address.ss_family == AF_INET6) {
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(at);
+    uv_ip6_name(v6, host, sizeof host);
+    return c10d::detail::concat("[", host, "]:", ntohs(v6->sin6_port));
+  }
+  auto* v4 = reinterpret_cast<sockaddr_in*>(at);
+  uv_ip4_name(v4, host, sizeof host);
+  return c10d::detail::concat(host, ":", ntohs(v4->sin_port));
 }
 
-std::string_view bytesOf(const auth::Nonce& bytes) {
-  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+// The challenge, then "prober's address|prover's address" (proberIsPeer: we are the prover).
+ProofWord proofWord(const char* challenge, const uv_tcp_t* handle, bool proberIsPeer) {
+  ProofWord word{};
+  std::memcpy(word.data(), challenge, auth::kNonceBytes);
+  const std::string names = endpoint(handle, proberIsPeer) + "|" + endpoint(handle, !proberIsPeer);
+  std::memcpy(word.data() + auth::kNonceBytes, names.data(),
+              std::min(names.size(), word.size() - auth::kNonceBytes));
+  return word;
 }
 
 }  // namespace
@@ -54,8 +81,7 @@ std::string_view bytesOf(const auth::Nonce& bytes) {
 void Transport::Impl::probe(Connection* c) {
   if (host.empty()) return;
   c->challenge = auth::randomNonce();
-  writeOrQueue(c->self, c->peer,
-               transportFrame(FrameKind::Probe, 0, host, std::string(bytesOf(c->challenge))),
+  writeOrQueue(c->self, c->peer, controlFrame(FrameKind::Probe, 0, bytesOf(c->challenge), host),
                false);
 }
 
@@ -66,12 +92,13 @@ void Transport::Impl::onLendingFrame(Connection* c, const Frame& frame) {
                  frame.payload.size(), " bytes");
       // Another host, or lending off here: no Proof, so the peer streams what it sends.
       if (host.empty() || frame.name != host) return;
-      std::memcpy(c->proofWord.data(), frame.payload.data(), auth::kNonceBytes);
+      c->proofWord = proofWord(frame.payload.data(), &c->handle, true);
+      c->provedOurselves = true;
       const auto address = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(c->proofWord.data()));
-      writeOrQueue(c->self, c->peer,
-                   transportFrame(FrameKind::Proof, static_cast<uint64_t>(::getpid()), {},
-                                  u64Bytes(address)),
-                   false);
+      writeOrQueue(
+          c->self, c->peer,
+          controlFrame(FrameKind::Proof, static_cast<uint64_t>(::getpid()), u64Bytes(address)),
+          false);
       return;
     }
     case FrameKind::Proof: {
@@ -80,14 +107,15 @@ void Transport::Impl::onLendingFrame(Connection* c, const Frame& frame) {
       const auto pid = static_cast<long>(frame.id);
       C10D_CHECK(pid > 0 && frame.id < (uint64_t{1} << 31), InvalidArgument,
                  "rpc: a Proof names process ", frame.id);
-      // A peer in this very process (agents on threads) proves itself like any other; pointing
-      // at our own copy of the challenge does not count.
-      const uint64_t address = fromU64Bytes(frame.payload);
-      C10D_CHECK(address != reinterpret_cast<uintptr_t>(c->challenge.data()), InvalidArgument,
-                 "rpc: a Proof names the prober's own challenge");
-      auth::Nonce seen{};
-      std::string failed = shm::readProcessMemory(pid, address, seen.data(), seen.size());
-      if (failed.empty() && seen != c->challenge) failed = "it does not hold the challenge";
+      // A peer in this very process (agents on threads) proves itself like any other.
+      ProofWord seen{};
+      std::string failed =
+          shm::readProcessMemory(pid, fromU64Bytes(frame.payload), seen.data(), seen.size());
+      const ProofWord expected =
+          proofWord(reinterpret_cast<const char*>(c->challenge.data()), &c->handle, false);
+      if (failed.empty() && seen != expected) {
+        failed = "it does not hold the challenge and this connection";
+      }
       if (!failed.empty()) {
         C10D_LOG(Info, "rpc worker ", self, ": worker ", c->peer,
                  " is on this host but its memory cannot be read (", failed,
@@ -98,20 +126,22 @@ void Transport::Impl::onLendingFrame(Connection* c, const Frame& frame) {
       C10D_LOG(Info, "rpc worker ", self, ": worker ", c->peer, " (process ", pid,
                ") shares this host; its tensors of ", kLendBytes,
                " bytes or more are read from its memory");
-      writeOrQueue(c->self, c->peer, transportFrame(FrameKind::Lend, 0), false);
+      writeOrQueue(c->self, c->peer, controlFrame(FrameKind::Lend, 0), false);
       return;
     }
     case FrameKind::Lend:
+      C10D_CHECK(c->provedOurselves, InvalidArgument,
+                 "rpc: a Lend for a Proof this worker never sent");
       c->lendsToPeer.store(true, std::memory_order_release);
       return;
     case FrameKind::Returned: {
-      std::vector<Tensor> returned;  // freed outside the lock
+      std::optional<detail::Loan> returned;  // ended outside the lock
       {
         std::lock_guard<std::mutex> guard(c->writeMutex);
         auto loan = c->loans.find(frame.id);
         C10D_CHECK(loan != c->loans.end(), InvalidArgument, "rpc: Returned(", frame.id,
                    ") names no loan");
-        returned = std::move(loan->second);
+        returned.emplace(std::move(loan->second));
         c->loans.erase(loan);
       }
       return;
@@ -134,7 +164,20 @@ bool Transport::Impl::takeLoan(Connection* c, Frame& frame) {
       return false;
     }
   }
-  writeOrQueue(c->self, c->peer, transportFrame(FrameKind::Returned, frame.loan), false);
+  // Read after the tensors: the sender clears it before it lets them go, so a seal that still
+  // holds the loan's id means the copies were made while the loan stood.
+  uint64_t seal = 0;
+  std::string failed = shm::readProcessMemory(c->peerPid, frame.seal, &seal, sizeof seal);
+  if (failed.empty() && seal != frame.loan) {
+    failed =
+        "the loan had ended (the worker let go of the tensors, as when it drops the "
+        "connection)";
+  }
+  if (!failed.empty()) {
+    drop(c, c10d::detail::concat("copying the tensors worker ", c->peer, " lent failed: ", failed));
+    return false;
+  }
+  writeOrQueue(c->self, c->peer, controlFrame(FrameKind::Returned, frame.loan), false);
   return true;
 }
 

@@ -67,7 +67,7 @@ void Transport::Impl::registerPeer(Connection* c, int peer) {
 }
 
 void Transport::Impl::drop(Connection* c, const std::string& why) {
-  std::map<uint64_t, std::vector<Tensor>> loans;  // freed outside the lock
+  std::map<uint64_t, detail::Loan> loans;  // ended (sealed off) outside the lock
   {
     std::lock_guard<std::mutex> guard(c->writeMutex);
     if (c->closing) return;

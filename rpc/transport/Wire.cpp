@@ -44,7 +44,7 @@ uint64_t fromU64Bytes(std::string_view bytes) {
   return getU64(bytes.data());
 }
 
-std::string encodeHead(const Frame& frame, uint64_t loan) {
+std::string encodeHead(const Frame& frame, uint64_t loan, uint64_t seal) {
   C10D_CHECK(frame.tensors.size() <= kMaxTensors, InvalidArgument,
              "rpc: a message carries at most ", kMaxTensors, " tensors, got ",
              frame.tensors.size());
@@ -52,7 +52,7 @@ std::string encodeHead(const Frame& frame, uint64_t loan) {
   std::string head(kHeaderBytes, '\0');
   StringSink sink{head};
   msgpack::packer<StringSink> packer(sink);
-  packer.pack_array(5);
+  packer.pack_array(6);
   packer.pack(frame.name);
   packer.pack_bin(static_cast<uint32_t>(frame.payload.size()));
   packer.pack_bin_body(frame.payload.data(), frame.payload.size());
@@ -69,6 +69,7 @@ std::string encodeHead(const Frame& frame, uint64_t loan) {
     for (const Tensor& t : frame.tensors) lent += lendable(t) ? 1 : 0;
   }
   packer.pack(lent == 0 ? uint64_t{0} : loan);
+  packer.pack(lent == 0 ? uint64_t{0} : seal);
   packer.pack_array(static_cast<uint32_t>(lent));
   for (uint32_t i = 0; lent > 0 && i < frame.tensors.size(); ++i) {
     if (!lendable(frame.tensors[i])) continue;
@@ -131,7 +132,7 @@ std::optional<Frame> FrameReader::filled(size_t n) {
       try {
         msgpack::object_handle handle = unpackBounded(buffer_.data(), buffer_.size());
         const msgpack::object& meta = handle.get();
-        if (meta.type != msgpack::type::ARRAY || meta.via.array.size != 5) {
+        if (meta.type != msgpack::type::ARRAY || meta.via.array.size != 6) {
           throw msgpack::type_error();
         }
         frame_.name = meta.via.array.ptr[0].as<std::string>();
@@ -140,7 +141,8 @@ std::optional<Frame> FrameReader::filled(size_t n) {
         frame_.payload.assign(payload.via.bin.ptr, payload.via.bin.size);
         table = meta.via.array.ptr[2].as<decltype(table)>();
         frame_.loan = meta.via.array.ptr[3].as<uint64_t>();
-        lent = meta.via.array.ptr[4].as<decltype(lent)>();
+        frame_.seal = meta.via.array.ptr[4].as<uint64_t>();
+        lent = meta.via.array.ptr[5].as<decltype(lent)>();
       } catch (const std::exception& e) {
         C10D_THROW(InvalidArgument, "rpc: malformed frame metadata (", e.what(), ")");
       }
@@ -168,8 +170,9 @@ std::optional<Frame> FrameReader::filled(size_t n) {
         C10D_CHECK(totalBytes <= maxTensorBytes_, InvalidArgument,
                    "rpc: frame tensors over the limit of ", maxTensorBytes_, " bytes");
       }
-      C10D_CHECK((frame_.loan == 0) == lent.empty(), InvalidArgument, "rpc: frame has loan ",
-                 frame_.loan, " and ", lent.size(), " lent tensors");
+      C10D_CHECK((frame_.loan == 0) == lent.empty() && (frame_.loan == 0) == (frame_.seal == 0),
+                 InvalidArgument, "rpc: frame has loan ", frame_.loan, ", seal at ", frame_.seal,
+                 " and ", lent.size(), " lent tensors (all or none of them)");
       lentMask_.assign(table.size(), false);
       for (auto& [index, address] : lent) {
         C10D_CHECK(index < table.size() && !lentMask_[index] && address != 0, InvalidArgument,

@@ -5,7 +5,7 @@
 //   header (24 bytes, little-endian): magic "C10R", version, kind, 2 reserved bytes,
 //                                     id (u64), meta length (u32), tensor count (u32)
 //   meta   (msgpack array): [name (str), payload (bin), [[dtype (int), [sizes...]], ...],
-//                            loan (u64), [[tensor index, address (u64)], ...]]
+//                            loan (u64), seal address (u64), [[tensor index, address (u64)], ...]]
 //   tensor bytes, one tensor after the other, each exactly as its dtype and sizes say, except
 //   the lent ones
 //
@@ -15,7 +15,8 @@
 // Lent tensors: between workers on one host that have proved they can read each other's memory
 // (rpc/transport/Lending.cpp), a tensor of kLendBytes or more does not travel on the stream. The
 // meta gives its address in the sender, which holds it under the frame's loan id until the
-// receiver has copied it (process_vm_readv) and answered Returned(loan).
+// receiver has copied it (process_vm_readv) and answered Returned(loan). The seal is a word in the
+// sender that holds the loan id while the loan stands; the receiver reads it after its copy.
 
 #include <cstdint>
 #include <optional>
@@ -51,6 +52,7 @@ struct Frame {
   // the sender holds under loan until told Returned(loan). Empty when loan is 0.
   std::vector<std::pair<uint32_t, uint64_t>> lent;
   uint64_t loan = 0;
+  uint64_t seal = 0;  // the seal's address in the sender
 };
 
 // Tensors from this size up are lent to a peer that can read this process's memory. A loan costs
@@ -69,9 +71,9 @@ inline constexpr uint32_t kMaxTensors = 1u << 16;
 inline constexpr uint64_t kMaxTensorBytes = uint64_t{64} << 30;
 
 // Header and meta of frame; its tensors' bytes follow on the wire, but with loan not 0 those of
-// lendable tensors stay behind, their addresses in the meta. Throws InvalidArgument for a tensor
-// that is not a contiguous CPU tensor.
-std::string encodeHead(const Frame& frame, uint64_t loan = 0);
+// lendable tensors stay behind, their addresses (and the seal's) in the meta. Throws
+// InvalidArgument for a tensor that is not a contiguous CPU tensor.
+std::string encodeHead(const Frame& frame, uint64_t loan = 0, uint64_t seal = 0);
 
 // 8 bytes, little-endian: a Proof's address.
 std::string u64Bytes(uint64_t value);

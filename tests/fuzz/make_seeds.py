@@ -75,13 +75,13 @@ def mp_u64(v):
     return b"\xcf" + struct.pack(">Q", v)
 
 
-# Version 2: meta is [name, payload, tensor table, loan, [[tensor index, address], ...]], and
-# lent tensors' bytes are not in the stream.
-def rpc_frame(kind, ident, name, payload, tensors, loan=0, lent=()):
+# Version 2: meta is [name, payload, tensor table, loan, seal address, [[tensor index, address],
+# ...]], and lent tensors' bytes are not in the stream.
+def rpc_frame(kind, ident, name, payload, tensors, loan=0, seal=0, lent=()):
     table = mp_array([mp_array([mp_int(dtype), mp_array([mp_int(s) for s in sizes])])
                       for dtype, sizes, _ in tensors])
     lent_table = mp_array([mp_array([mp_int(i), mp_u64(address)]) for i, address in lent])
-    meta = mp_array([mp_str(name), mp_bin(payload), table, mp_u64(loan), lent_table])
+    meta = mp_array([mp_str(name), mp_bin(payload), table, mp_u64(loan), mp_u64(seal), lent_table])
     head = b"C10R" + bytes([2, kind, 0, 0]) + struct.pack("<QII", ident, len(meta), len(tensors))
     lent_indices = {i for i, _ in lent}
     return head + meta + b"".join(data for i, (_, _, data) in enumerate(tensors)
@@ -102,7 +102,7 @@ rpc = {
     + rpc_frame(6, 4242, "", struct.pack("<Q", 0x7F0000001000), [])
     + rpc_frame(7, 0, "", b"", [])
     + rpc_frame(2, 9, "add", arguments, [(0, [2, 2], floats), (0, [4], floats)], loan=3,
-                lent=[(0, 0x7F0000002000)])
+                seal=0x7F0000003000, lent=[(0, 0x7F0000002000)])
     + rpc_frame(8, 3, "", b"", []),
 }
 for i, (name, data) in enumerate(rpc.items()):
