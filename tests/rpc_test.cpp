@@ -582,30 +582,30 @@ TEST(RpcLendingTest, OnlyAPeerThatProvedItsMemoryLendsAndALieEndsOnlyItsConnecti
     raw.send(sumOf(ones, 1), 1);
     EXPECT_FALSE(raw.next().has_value()) << "the agent took a loan it never invited";
   }
-  {
-    // Proves with memory that does not hold the challenge: no Lend comes, and a loan is refused.
-    RawWorker raw(addressOfB, 0);
-    ASSERT_TRUE(raw.next().has_value());  // the Probe
-    auth::Nonce notTheChallenge{};
-    raw.send(proofOf(notTheChallenge.data()));
-    raw.send(sumOf(ones, 2), 2);
-    std::optional<Frame> after = raw.next();
-    EXPECT_FALSE(after.has_value())
-        << "the agent answered a false Proof with frame kind " << int(after->kind);
-  }
-  {
-    // Holds the challenge but names another connection, as a Proof relayed from one would.
+  // A Proof pointing at the word falseWord makes from the challenge: no Lend comes, and a loan
+  // after it is refused.
+  auto falseProofIsRefused = [&](const auto& falseWord, uint64_t loan, const char* what) {
     RawWorker raw(addressOfB, 0);
     std::optional<Frame> probe = raw.next();
     ASSERT_TRUE(probe && probe->kind == FrameKind::Probe);
-    auto relayed = raw.proofWordFor(probe->payload);
-    relayed[auth::kNonceBytes] ^= 1;  // another address in the connection's name
-    raw.send(proofOf(relayed.data()));
-    raw.send(sumOf(ones, 3), 3);
+    const auto word = falseWord(raw, probe->payload);
+    raw.send(proofOf(word.data()));
+    raw.send(sumOf(ones, loan), loan);
     std::optional<Frame> after = raw.next();
     EXPECT_FALSE(after.has_value())
-        << "the agent answered a relayed Proof with frame kind " << int(after->kind);
-  }
+        << "the agent answered " << what << " with frame kind " << int(after->kind);
+  };
+  // Memory that does not hold the challenge.
+  falseProofIsRefused([](RawWorker&, const std::string&) { return auth::Nonce{}; }, 2,
+                      "a false Proof");
+  // The challenge, but another connection's name, as a Proof relayed from one would hold.
+  falseProofIsRefused(
+      [](RawWorker& raw, const std::string& challenge) {
+        auto relayed = raw.proofWordFor(challenge);
+        relayed[auth::kNonceBytes] ^= 1;
+        return relayed;
+      },
+      3, "a relayed Proof");
   {
     // Invites loans it never proved it could take: the connection ends.
     RawWorker raw(addressOfB, 0);
