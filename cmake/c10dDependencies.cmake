@@ -7,6 +7,11 @@ pkg_check_modules(LIBUV REQUIRED IMPORTED_TARGET libuv>=1.40)
 find_package(dlpack REQUIRED)
 # libcrypto for the HMAC of C10D_AUTH_TOKEN authentication (apt-get install libssl-dev).
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+# Checkpoints: XXH3 checksums of every block written (apt-get install libxxhash-dev) and JSON for
+# their metadata and safetensors headers (apt-get install nlohmann-json3-dev, header-only, used
+# only inside the library).
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+find_package(nlohmann_json 3.9 REQUIRED)
 
 set(C10D_CUDA_ROOT "/usr/local/cuda" CACHE PATH "CUDA Toolkit (and NCCL) location")
 

@@ -12,6 +12,7 @@ layers=(
   "c10d/net"
   "store+store/tcp"
   "c10d"
+  "c10d/checkpoint"
   "c10d/training backends/common"
   "c10d/parallel"
   "backends/gloo backends/mpi backends/nccl"

@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git
   libuv1-dev libdlpack-dev libcli11-dev libmsgpack-cxx-dev
-  libgloo-dev libopenmpi-dev openmpi-bin
+  libgloo-dev libopenmpi-dev openmpi-bin libxxhash-dev nlohmann-json3-dev
   libgtest-dev python3 libssl-dev
   clang libclang-rt-14-dev iproute2
   libtorch-dev python3-torch python3-numpy python3-pytest

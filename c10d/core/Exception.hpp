@@ -90,6 +90,15 @@ class RemoteError : public Error {
   using Error::Error;
 };
 
+// A checkpoint that cannot be used as asked: incomplete (a save that did not finish), a missing
+// or truncated file, a checksum that does not match, a tensor or value the program expects that
+// it lacks (or holds one the program does not), a shape or dtype that differs. what() names the
+// checkpoint's folder, the tensor and, for data errors, the file and byte offset.
+class CheckpointError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 
 // A copy of error, of the same library type (a subclass of those below becomes that type),
@@ -111,6 +120,8 @@ inline std::exception_ptr copyError(const std::exception_ptr& error) {
     return std::make_exception_ptr(InvalidArgument(e));
   } catch (const RemoteError& e) {
     return std::make_exception_ptr(RemoteError(e));
+  } catch (const CheckpointError& e) {
+    return std::make_exception_ptr(CheckpointError(e));
   } catch (const Error& e) {
     return std::make_exception_ptr(Error(e));
   } catch (...) {

@@ -151,6 +151,24 @@ void FullyShardedLayers::step() {
   impl.notePeak();
 }
 
+void FullyShardedLayers::addToState(checkpoint::State& state, const std::string& prefix) {
+  Impl& impl = *impl_;
+  const int size = impl.group->size(), rank = impl.group->rank();
+  for (size_t i = 0; i < impl.layers.size(); ++i) {
+    const Layer& l = impl.layers[i];
+    const detail::Shard mine = detail::shardOf(l.elements, size, rank);
+    if (mine.count == 0) continue;  // all padding: the other ranks hold the whole layer
+    const std::string layer = "layer" + std::to_string(i);
+    const std::string name = prefix + layer;
+    const checkpoint::Slice where = checkpoint::Slice::flat(mine.begin, mine.count);
+    state.addSlice(name, Tensor::fromBlob(l.shard.data(), l.shard.dtype(), {mine.count},
+                                          Device::cpu(), {}, l.shard.holder()),
+                   {l.elements}, where);
+    addOptimizerState(state, *impl.optimizer, i, l.shard, prefix + "optim." + layer, {l.elements},
+                      where);
+  }
+}
+
 size_t FullyShardedLayers::residentBytes() const {
   return impl_->resident();
 }

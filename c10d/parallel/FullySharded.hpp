@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "c10d/ProcessGroup.hpp"
+#include "c10d/checkpoint/State.hpp"
 #include "c10d/training/Optimizers.hpp"
 
 namespace c10d::inline v0 {
@@ -43,6 +44,12 @@ class FullyShardedLayers {
   void reduceGradient(size_t layer, const Tensor& grad);
   // Waits for the reductions and steps every layer's shard.
   void step();
+
+  // Adds this rank's shards to a checkpoint: layer l's parameters as a flat range of
+  // "<prefix>layer<l>" (shaped [elements]) and its optimizer state as the same range of
+  // "<prefix>optim.layer<l>.<buffer>", plus "<prefix>optim.layer<l>.step". A checkpoint loads at
+  // any world size, and into a program that holds each layer whole.
+  void addToState(checkpoint::State& state, const std::string& prefix = "");
 
   // What this rank holds now, and the most it held since construction (or resetPeak): shards of
   // parameters and gradients, optimizer state, full layers gathered.

@@ -134,4 +134,8 @@ PipelineStepStats PipelineRunner::step(const std::function<Tensor(int micro)>& i
   return stats;
 }
 
+void PipelineRunner::addToState(checkpoint::State& state, const std::string& prefix) const {
+  for (const auto& [name, tensor] : stage_.parameters) state.add(prefix + name, tensor);
+}
+
 }  // namespace c10d::inline v0

@@ -2,9 +2,12 @@
 
 #include <chrono>
 #include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "c10d/ProcessGroup.hpp"
+#include "c10d/checkpoint/State.hpp"
 #include "c10d/core/Tensor.hpp"
 
 namespace c10d::inline v0 {
@@ -19,6 +22,9 @@ struct PipelineStage {
   // Gets the gradient of this stage's output (undefined on the last stage, which starts the
   // backward from its loss) and returns the gradient of its input (ignored on the first stage).
   std::function<Tensor(int micro, const Tensor& outputGrad)> backward;
+  // The parameters this stage holds, by their names in the whole model ("layers.5.weight"), for
+  // checkpoints (PipelineRunner::addToState). Optional.
+  std::vector<std::pair<std::string, Tensor>> parameters;
 };
 
 enum class PipelineSchedule {
@@ -56,6 +62,11 @@ class PipelineRunner {
   PipelineRunner(ProcessGroup& group, PipelineStage stage, PipelineOptions options);
 
   PipelineStepStats step(const std::function<Tensor(int micro)>& input = nullptr);
+
+  // Adds the stage's parameters, whole, to a checkpoint as "<prefix><name>". Names are the whole
+  // model's, so a checkpoint saved with one number of stages loads with another: each stage asks
+  // for the layers it holds then.
+  void addToState(checkpoint::State& state, const std::string& prefix = "") const;
 
   // The idle fraction of a perfectly balanced pipeline, (p - 1) / (m + p - 1): what the schedule
   // costs in theory, for comparison with the measured one.

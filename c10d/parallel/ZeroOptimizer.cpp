@@ -54,6 +54,7 @@ void copyRange(const std::vector<Tensor>& tensors, const BucketShards& bucket, i
 struct ZeroOptimizer::Impl {
   ProcessGroup* group = nullptr;
   int stage = 2;
+  std::vector<std::string> names;
   std::vector<Tensor> values;
   std::vector<Tensor> grads;
   std::vector<BucketShards> buckets;
@@ -73,6 +74,7 @@ ZeroOptimizer::ZeroOptimizer(ProcessGroup& group, std::vector<DataParallelParame
   for (const DataParallelParameter& p : parameters) {
     C10D_CHECK(p.grad.defined(), InvalidArgument, "ZeroOptimizer: parameter '", p.name,
                "' has no gradient tensor; the shards are read from the registered gradients");
+    impl.names.push_back(parameterName(p, impl.names.size()));
     impl.values.push_back(p.value);
     impl.grads.push_back(p.grad);
   }
@@ -154,6 +156,27 @@ bool ZeroOptimizer::step() {
 
 size_t ZeroOptimizer::optimizerStateBytes() const {
   return impl_->optimizer->stateBytes();
+}
+
+void ZeroOptimizer::addToState(checkpoint::State& state, const std::string& prefix) {
+  Impl& impl = *impl_;
+  for (size_t i = 0; i < impl.values.size(); ++i) state.add(prefix + impl.names[i], impl.values[i]);
+  const int size = impl.group->size(), rank = impl.group->rank();
+  for (size_t b = 0; b < impl.buckets.size(); ++b) {
+    const BucketShards& bucket = impl.buckets[b];
+    const detail::Shard mine = detail::shardOf(bucket.elements, size, rank);
+    // The part's state is one flat run of the bucket: each parameter it touches gets the piece
+    // that lies in it, as a flat range of that parameter.
+    for (const Segment& s : bucket.segments) {
+      const int64_t begin = std::max(mine.begin, s.inBucket);
+      const int64_t end = std::min(mine.begin + mine.count, s.inBucket + s.length);
+      if (begin >= end) continue;
+      addOptimizerState(state, *impl.optimizer, b, bucket.values,
+                        prefix + "optim." + impl.names[s.parameter], impl.values[s.parameter].sizes(),
+                        checkpoint::Slice::flat(s.inParameter + begin - s.inBucket, end - begin),
+                        begin - mine.begin);
+    }
+  }
 }
 
 int64_t ZeroOptimizer::shardElements() const {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "c10d/ProcessGroup.hpp"
+#include "c10d/checkpoint/State.hpp"
 #include "c10d/training/DistributedDataParallel.hpp"
 #include "c10d/training/Optimizers.hpp"
 
@@ -51,6 +52,14 @@ class ZeroOptimizer {
   size_t optimizerStateBytes() const;
   // Elements of the parameters this rank owns (its parts of the buckets).
   int64_t shardElements() const;
+
+  // Adds the training state to a checkpoint: every parameter whole as "<prefix><name>" (every
+  // rank holds them all, so a save writes each once) and this rank's part of the optimizer's
+  // state as slices of "<prefix>optim.<name>.<buffer>" and "<prefix>optim.<name>.step", the
+  // names DataParallelOptimizer::addToState uses: a checkpoint of either loads into the other,
+  // at any world size. <name> is the parameter's registered name, or "param<i>" without one.
+  // Before the first step the optimizer's state is zeros, which a load fills.
+  void addToState(checkpoint::State& state, const std::string& prefix = "");
 
   struct Impl;
 

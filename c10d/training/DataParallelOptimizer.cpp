@@ -20,4 +20,13 @@ bool DataParallelOptimizer::step() {
   return true;
 }
 
+void DataParallelOptimizer::addToState(checkpoint::State& state, const std::string& prefix) {
+  reducer_.addToState(state, prefix);
+  for (size_t i = 0; i < reducer_.parameterCount(); ++i) {
+    const Tensor value = reducer_.parameter(i);
+    addOptimizerState(state, *optimizer_, i, value, prefix + "optim." + reducer_.parameterName(i),
+                      value.sizes(), checkpoint::Slice::whole(value.sizes()));
+  }
+}
+
 }  // namespace c10d::inline v0

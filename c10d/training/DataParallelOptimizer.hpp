@@ -32,6 +32,13 @@ class DataParallelOptimizer {
   // and no step is taken (returns false); true when it stepped.
   bool step();
 
+  // Adds the training state to a checkpoint: the reducer's parameters whole as "<prefix><name>"
+  // and each one's optimizer state, whole, as "<prefix>optim.<name>.<buffer>" and
+  // "<prefix>optim.<name>.step": ZeroOptimizer::addToState's names, so a checkpoint of either
+  // loads into the other at any world size. Every rank holds all of it: a save writes each
+  // tensor once, spread over the ranks.
+  void addToState(checkpoint::State& state, const std::string& prefix = "");
+
  private:
   DistributedDataParallel& reducer_;
   std::unique_ptr<FunctionalOptimizer> optimizer_;

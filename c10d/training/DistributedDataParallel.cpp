@@ -406,6 +406,24 @@ size_t DistributedDataParallel::parameterCount() const {
   return impl_->parameters.size();
 }
 
+std::string parameterName(const DataParallelParameter& parameter, size_t index) {
+  return parameter.name.empty() ? "param" + std::to_string(index) : parameter.name;
+}
+
+std::string DistributedDataParallel::parameterName(size_t i) const {
+  C10D_CHECK(i < impl_->parameters.size(), InvalidArgument,
+             "DistributedDataParallel: parameterName(", i, ") of ", impl_->parameters.size(),
+             " parameters");
+  return c10d::parameterName(impl_->parameters[i], i);
+}
+
+void DistributedDataParallel::addToState(checkpoint::State& state,
+                                         const std::string& prefix) const {
+  for (size_t i = 0; i < impl_->parameters.size(); ++i) {
+    state.add(prefix + parameterName(i), impl_->parameters[i].value);
+  }
+}
+
 Tensor DistributedDataParallel::parameter(size_t i) const {
   C10D_CHECK(i < impl_->parameters.size(), InvalidArgument, "DistributedDataParallel: parameter(",
              i, ") of ", impl_->parameters.size(), " parameters");

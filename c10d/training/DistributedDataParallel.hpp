@@ -57,6 +57,7 @@
 
 #include "c10d/ProcessGroup.hpp"
 #include "c10d/Work.hpp"
+#include "c10d/checkpoint/State.hpp"
 #include "c10d/core/ReduceOp.hpp"
 #include "c10d/core/Tensor.hpp"
 
@@ -71,6 +72,9 @@ struct DataParallelParameter {
   Tensor grad;
   std::string name;  // for errors; optional
 };
+
+// The name a checkpoint gives parameter index: its registered name, or "param<index>".
+std::string parameterName(const DataParallelParameter& parameter, size_t index);
 
 // A bucket as a communication hook sees it.
 struct GradBucket {
@@ -134,6 +138,11 @@ class DistributedDataParallel {
   size_t parameterCount() const;
   // The value of parameter i, as registered.
   Tensor parameter(size_t i) const;
+  // Its name as a checkpoint knows it (parameterName).
+  std::string parameterName(size_t i) const;
+  // Adds every parameter, whole, to a checkpoint as "<prefix><name>" (replicated: a save writes
+  // each once). DataParallelOptimizer::addToState adds them with the optimizer's state instead.
+  void addToState(checkpoint::State& state, const std::string& prefix = "") const;
   // The gradient storage of parameter i: the registered grad, or with gradientAsBucketView the
   // reducer's view into its bucket. The view changes once, when the buckets are rebuilt after the
   // first backward: fetch it again after each finalizeBackward().

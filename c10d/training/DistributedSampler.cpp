@@ -1,5 +1,6 @@
 #include "c10d/training/DistributedSampler.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 #include <utility>
@@ -31,13 +32,42 @@ DistributedSampler::DistributedSampler(int64_t datasetSize, int numReplicas, int
              "DistributedSampler: numReplicas must be >= 1, got ", numReplicas);
   C10D_CHECK(rank >= 0 && rank < numReplicas, InvalidArgument, "DistributedSampler: rank ", rank,
              " is outside [0, ", numReplicas, ")");
-  if (options.dropLast) {
-    C10D_CHECK(datasetSize >= numReplicas, InvalidArgument, "DistributedSampler: dropLast with ",
-               datasetSize, " samples for ", numReplicas, " replicas would leave none");
-    numSamples_ = datasetSize / numReplicas;
-  } else {
-    numSamples_ = (datasetSize + numReplicas - 1) / numReplicas;
-  }
+  C10D_CHECK(!options.dropLast || datasetSize >= numReplicas, InvalidArgument,
+             "DistributedSampler: dropLast with ", datasetSize, " samples for ", numReplicas,
+             " replicas would leave none");
+  countSamples();
+}
+
+void DistributedSampler::countSamples() {
+  const int64_t rest = std::max<int64_t>(0, datasetSize_ - start_);
+  numSamples_ = options_.dropLast ? rest / numReplicas_ : (rest + numReplicas_ - 1) / numReplicas_;
+}
+
+void DistributedSampler::setEpoch(uint64_t epoch) {
+  epoch_ = epoch;
+  start_ = 0;
+  countSamples();
+}
+
+void DistributedSampler::setStartIndex(int64_t consumed) {
+  C10D_CHECK(consumed >= 0, InvalidArgument, "DistributedSampler: start index ", consumed,
+             " is negative");
+  start_ = consumed;
+  countSamples();
+}
+
+void DistributedSampler::addToState(checkpoint::State& state, const std::string& prefix,
+                                    int64_t takenOnThisRank) {
+  C10D_CHECK(takenOnThisRank >= 0, InvalidArgument, "DistributedSampler: ", takenOnThisRank,
+             " samples taken");
+  state.setInt(prefix + "epoch", static_cast<int64_t>(epoch_));
+  state.setInt(prefix + "seed", static_cast<int64_t>(options_.seed));
+  state.setInt(prefix + "consumed", start_ + takenOnThisRank * numReplicas_);
+  state.onLoad([this, &state, prefix] {
+    options_.seed = static_cast<uint64_t>(state.getInt(prefix + "seed"));
+    setEpoch(static_cast<uint64_t>(state.getInt(prefix + "epoch")));
+    setStartIndex(state.getInt(prefix + "consumed"));
+  });
 }
 
 std::vector<int64_t> DistributedSampler::indices() const {
@@ -49,7 +79,9 @@ std::vector<int64_t> DistributedSampler::indices() const {
       std::swap(order[i - 1], order[below(generator, i)]);
     }
   }
-  // Dropping the tail (total < size) or padding by repeating the order from its start.
+  // What a resumed epoch has left; then dropping its tail (total < rest) or padding by repeating
+  // it from its start.
+  order.erase(order.begin(), order.begin() + std::min<int64_t>(start_, datasetSize_));
   const auto total = static_cast<size_t>(totalSize());
   std::vector<int64_t> mine;
   mine.reserve(static_cast<size_t>(numSamples_));

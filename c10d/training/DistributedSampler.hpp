@@ -14,7 +14,10 @@
 // fewer samples than replicas. Threading: a plain value type.
 
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "c10d/checkpoint/State.hpp"
 
 namespace c10d::inline v0 {
 
@@ -30,8 +33,22 @@ class DistributedSampler {
   DistributedSampler(int64_t datasetSize, int numReplicas, int rank,
                      DistributedSamplerOptions options = {});
 
-  // The permutation of the next indices() call; the same epoch gives the same order.
-  void setEpoch(uint64_t epoch) { epoch_ = epoch; }
+  // The permutation of the next indices() call; the same epoch gives the same order. Starts the
+  // epoch from its first sample (setStartIndex(0)).
+  void setEpoch(uint64_t epoch);
+  uint64_t epoch() const { return epoch_; }
+  // Resumes the current epoch after its first consumed samples in the epoch's order (over all
+  // replicas: rank r took every numReplicas-th one): indices() then splits only the rest among
+  // the replicas, padded or trimmed as above, so a job resumed at another world size still sees
+  // every sample of the epoch once. Throws InvalidArgument for a negative count.
+  void setStartIndex(int64_t consumed);
+  int64_t startIndex() const { return start_; }
+
+  // Adds the sampler's place to a checkpoint as values "<prefix>epoch", "<prefix>seed" and
+  // "<prefix>consumed" (the epoch's samples taken by every replica: startIndex() plus
+  // takenOnThisRank per replica, the same on every rank of a job in step); a load sets them
+  // back (setEpoch, setStartIndex), at any number of replicas. The sampler must outlive the load.
+  void addToState(checkpoint::State& state, const std::string& prefix, int64_t takenOnThisRank);
   // This rank's indices for the current epoch, numSamples() of them.
   std::vector<int64_t> indices() const;
   int64_t numSamples() const { return numSamples_; }
@@ -43,8 +60,11 @@ class DistributedSampler {
   int numReplicas_;
   int rank_;
   DistributedSamplerOptions options_;
+  void countSamples();
+
   uint64_t epoch_ = 0;
-  int64_t numSamples_;
+  int64_t start_ = 0;
+  int64_t numSamples_ = 0;
 };
 
 }  // namespace c10d::inline v0

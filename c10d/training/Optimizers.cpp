@@ -4,7 +4,9 @@
 #include "c10d/training/Optimizers.hpp"
 
 #include <cmath>
+#include <deque>
 
+#include "c10d/checkpoint/State.hpp"
 #include "c10d/core/Exception.hpp"
 
 namespace c10d::inline v0 {
@@ -46,15 +48,13 @@ class Options {
 
 // Per-parameter state: the step count and the optimizer's buffers (same dtype and size as the
 // parameter, zero unless the optimizer fills them first).
-struct ParamState {
-  int64_t step = 0;
-  std::vector<Tensor> buffers;
-};
+using ParamState = OptimizerState;
 
 template <typename Derived>
 class Optimizer : public FunctionalOptimizer {
  public:
-  explicit Optimizer(std::string name, int buffers) : name_(std::move(name)), buffers_(buffers) {}
+  Optimizer(std::string name, std::vector<std::string> bufferNames)
+      : name_(std::move(name)), bufferNames_(std::move(bufferNames)) {}
 
   void step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override {
     C10D_CHECK(params.size() == grads.size(), InvalidArgument, "optimizer '", name_,
@@ -73,15 +73,7 @@ class Optimizer : public FunctionalOptimizer {
                      g.isContiguous(),
                  InvalidArgument, "optimizer '", name_, "': gradient ", g.describe(),
                  " does not match parameter ", i, " ", p.describe());
-      ParamState& state = states_[i];
-      if (state.buffers.empty()) {
-        for (int b = 0; b < buffers_; ++b)
-          state.buffers.push_back(Tensor::zeros(p.sizes(), p.dtype()));
-      } else {
-        C10D_CHECK(state.buffers[0].sizes() == p.sizes() && state.buffers[0].dtype() == p.dtype(),
-                   InvalidArgument, "optimizer '", name_, "': parameter ", i, " is now ",
-                   p.describe(), " but its state was made for ", state.buffers[0].describe());
-      }
+      ParamState& state = *stateOf(i, p);
       ++state.step;
       if (p.dtype() == ScalarType::Float32) {
         apply<float>(p, g, state);
@@ -89,6 +81,23 @@ class Optimizer : public FunctionalOptimizer {
         apply<double>(p, g, state);
       }
     }
+  }
+
+  std::vector<std::string> stateNames() const override { return bufferNames_; }
+
+  OptimizerState* stateOf(size_t index, const Tensor& p) override {
+    if (states_.size() <= index) states_.resize(index + 1);
+    ParamState& state = states_[index];
+    if (state.buffers.empty()) {
+      for (size_t b = 0; b < bufferNames_.size(); ++b) {
+        state.buffers.push_back(Tensor::zeros(p.sizes(), p.dtype()));
+      }
+    } else {
+      C10D_CHECK(state.buffers[0].sizes() == p.sizes() && state.buffers[0].dtype() == p.dtype(),
+                 InvalidArgument, "optimizer '", name_, "': parameter ", index, " is now ",
+                 p.describe(), " but its state was made for ", state.buffers[0].describe());
+    }
+    return &state;
   }
 
   size_t stateBytes() const override {
@@ -109,14 +118,15 @@ class Optimizer : public FunctionalOptimizer {
   }
 
   std::string name_;
-  int buffers_;
-  std::vector<ParamState> states_;
+  std::vector<std::string> bufferNames_;
+  std::deque<ParamState> states_;  // a deque: stateOf's pointers stay valid as it grows
 };
 
 class Sgd final : public Optimizer<Sgd> {
  public:
   explicit Sgd(const Options& o)
-      : Optimizer("sgd", o.get("momentum") != 0 ? 1 : 0),
+      : Optimizer("sgd", o.get("momentum") != 0 ? std::vector<std::string>{"momentum_buffer"}
+                                                 : std::vector<std::string>{}),
         lr_(o.get("lr")),
         momentum_(o.get("momentum")),
         dampening_(o.get("dampening")),
@@ -147,7 +157,7 @@ class Sgd final : public Optimizer<Sgd> {
 class Adam final : public Optimizer<Adam> {
  public:
   Adam(const Options& o, bool decoupled)
-      : Optimizer(decoupled ? "adamw" : "adam", 2),
+      : Optimizer(decoupled ? "adamw" : "adam", {"exp_avg", "exp_avg_sq"}),
         lr_(o.get("lr")),
         beta1_(o.get("beta1")),
         beta2_(o.get("beta2")),
@@ -183,7 +193,7 @@ class Adam final : public Optimizer<Adam> {
 class Adagrad final : public Optimizer<Adagrad> {
  public:
   explicit Adagrad(const Options& o)
-      : Optimizer("adagrad", 1),
+      : Optimizer("adagrad", {"sum"}),
         lr_(o.get("lr")),
         lrDecay_(o.get("lr_decay")),
         weightDecay_(o.get("weight_decay")),
@@ -208,7 +218,7 @@ class Adagrad final : public Optimizer<Adagrad> {
 class RmsProp final : public Optimizer<RmsProp> {
  public:
   explicit RmsProp(const Options& o)
-      : Optimizer("rmsprop", 3),
+      : Optimizer("rmsprop", {"square_avg", "grad_avg", "momentum_buffer"}),
         lr_(o.get("lr")),
         alpha_(o.get("alpha")),
         eps_(o.get("eps")),
@@ -292,6 +302,29 @@ OptimizerSpec OptimizerSpec::rmsprop(double lr, double alpha, double eps, double
            {"weight_decay", weightDecay},
            {"momentum", momentum},
            {"centered", centered ? 1.0 : 0.0}}};
+}
+
+void addOptimizerState(checkpoint::State& state, FunctionalOptimizer& optimizer, size_t index,
+                       const Tensor& param, const std::string& name,
+                       const std::vector<int64_t>& globalShape, const checkpoint::Slice& where,
+                       int64_t offset) {
+  OptimizerState* mine = optimizer.stateOf(index, param);
+  C10D_CHECK(mine != nullptr, InvalidArgument, "checkpoint: this optimizer does not expose its "
+             "state (FunctionalOptimizer::stateOf), so '", name, "' cannot be saved");
+  const std::vector<std::string> names = optimizer.stateNames();
+  const int64_t count = where.numel();
+  for (size_t b = 0; b < names.size(); ++b) {
+    const Tensor& buffer = mine->buffers.at(b);
+    Tensor view = Tensor::fromBlob(static_cast<char*>(buffer.data()) + offset * buffer.elementSize(),
+                                   buffer.dtype(), {count}, buffer.device(), {}, buffer.holder());
+    state.addSlice(name + "." + names[b], view, globalShape, where);
+  }
+  // The step travels as a tensor so that every holder of a slice of the parameter saves (and
+  // loads) it like the rest; the hook gives the loaded count back to the optimizer.
+  Tensor step = Tensor::zeros({}, ScalarType::Int64);
+  *step.data<int64_t>() = mine->step;
+  state.add(name + ".step", step);
+  state.onLoad([mine, step] { mine->step = *step.data<int64_t>(); });
 }
 
 std::unique_ptr<FunctionalOptimizer> makeOptimizer(const OptimizerSpec& spec) {

@@ -42,6 +42,13 @@ struct OptimizerSpec {
                                double weightDecay = 0, double momentum = 0, bool centered = false);
 };
 
+// One parameter's optimizer state, as torch.optim keeps it: the steps taken and the buffers
+// (momentum, moments...), each shaped like the parameter, named by stateNames().
+struct OptimizerState {
+  int64_t step = 0;
+  std::vector<Tensor> buffers;
+};
+
 class FunctionalOptimizer {
  public:
   virtual ~FunctionalOptimizer() = default;
@@ -51,7 +58,34 @@ class FunctionalOptimizer {
   virtual void step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) = 0;
   // Bytes of state (momentum, moments...) the optimizer holds now; 0 for one that does not say.
   virtual size_t stateBytes() const { return 0; }
+
+  // torch.optim's names of the buffers each parameter's state holds ("exp_avg", "exp_avg_sq"
+  // for Adam; "momentum_buffer" for SGD with momentum); empty for none.
+  virtual std::vector<std::string> stateNames() const { return {}; }
+  // Parameter index's state, made (zero steps, zero buffers shaped like param) if it has none
+  // yet, so that a checkpoint's load can fill it before the first step. The state lives as long
+  // as the optimizer. Null for an optimizer that does not expose its state (the default).
+  virtual OptimizerState* stateOf(size_t index, const Tensor& param) {
+    (void)index;
+    (void)param;
+    return nullptr;
+  }
 };
+
+namespace checkpoint {
+class State;
+struct Slice;
+}  // namespace checkpoint
+
+// Adds parameter index's optimizer state to state, as slice where of global tensors shaped
+// globalShape: each buffer as "<name>.<buffer name>" and the step count as "<name>.step" (an
+// int64 scalar), which the load turns back into the optimizer's count. param is this rank's part
+// of the parameter (what the optimizer steps). Throws InvalidArgument for an optimizer that does
+// not expose its state.
+void addOptimizerState(checkpoint::State& state, FunctionalOptimizer& optimizer, size_t index,
+                       const Tensor& param, const std::string& name,
+                       const std::vector<int64_t>& globalShape, const checkpoint::Slice& where,
+                       int64_t offset = 0);
 
 std::unique_ptr<FunctionalOptimizer> makeOptimizer(const OptimizerSpec& spec);
 

@@ -1,0 +1,111 @@
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "c10d/checkpoint/Checkpoint.hpp"
+#include "c10d/core/Cuda.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Logging.hpp"
+#include "c10d/core/ThreadName.hpp"
+
+namespace c10d::inline v0::checkpoint {
+
+struct AsyncSaver::Impl {
+  std::shared_ptr<ProcessGroup> group;  // the saver's own: only its thread runs collectives on it
+  bool refuseWhileBusy = false;
+  std::vector<Tensor> staging;  // reused while each slice keeps its size and dtype
+  std::thread thread;
+  std::shared_ptr<Future> pending;
+  std::exception_ptr unreported;  // the last save's error, until save() or wait() throws it
+
+  // Joins the save in flight; keeps its error for the caller.
+  void join() {
+    if (thread.joinable()) thread.join();
+    if (pending && pending->hasError()) unreported = pending->error();
+    pending.reset();
+  }
+
+  void throwUnreported() {
+    if (!unreported) return;
+    std::exception_ptr error = unreported;
+    unreported = nullptr;
+    std::rethrow_exception(error);
+  }
+};
+
+AsyncSaver::AsyncSaver(ProcessGroup& group, bool refuseWhileBusy)
+    : impl_(std::make_unique<Impl>()) {
+  std::vector<int> everyone(group.size());
+  for (int r = 0; r < group.size(); ++r) everyone[r] = r;
+  impl_->group = group.newGroup(everyone);
+  impl_->refuseWhileBusy = refuseWhileBusy;
+}
+
+AsyncSaver::~AsyncSaver() {
+  impl_->join();
+  if (impl_->unreported) {
+    try {
+      std::rethrow_exception(impl_->unreported);
+    } catch (const std::exception& e) {
+      C10D_LOG(Error, "checkpoint::AsyncSaver: the last save failed and nobody asked: ", e.what());
+    }
+  }
+}
+
+std::shared_ptr<Future> AsyncSaver::save(const State& state, const std::string& dir,
+                                         const SaveOptions& options) {
+  Impl& impl = *impl_;
+  if (impl.pending && impl.refuseWhileBusy && !impl.pending->completed()) {
+    C10D_THROW(StateError, "checkpoint::AsyncSaver: a save is still running; wait() for it "
+               "before saving '", dir, "'");
+  }
+  impl.join();
+  impl.throwUnreported();
+  // The blocking part: this rank's slices copied into staging.
+  State staged;
+  impl.staging.resize(std::max(impl.staging.size(), state.tensors().size()));
+  for (size_t i = 0; i < state.tensors().size(); ++i) {
+    const StateTensor& t = state.tensors()[i];
+    Tensor& copy = impl.staging[i];
+    if (!copy.defined() || copy.dtype() != t.local.dtype() || copy.numel() != t.local.numel()) {
+      copy = Tensor::empty({t.local.numel()}, t.local.dtype());
+    }
+    Tensor shaped = Tensor::fromBlob(copy.data(), copy.dtype(), t.local.sizes(), Device::cpu(), {},
+                                     copy.holder());
+    if (t.local.device().isCPU()) {
+      std::memcpy(shaped.data(), t.local.data(), t.local.nbytes());
+    } else {
+      copyTensor(shaped, t.local);
+    }
+    staged.addSlice(t.name, shaped, t.globalShape, t.slice);
+  }
+  impl.staging.resize(state.tensors().size());
+  for (const auto& [name, bytes] : state.values()) staged.setValue(name, bytes);
+
+  auto future = std::make_shared<Future>();
+  impl.pending = future;
+  impl.thread = std::thread([group = impl.group, staged = std::move(staged), dir, options,
+                             future] {
+    detail::nameThisThread("c10d-ckpt-save");
+    try {
+      checkpoint::save(staged, dir, group.get(), options);
+      future->markCompleted();
+    } catch (...) {
+      future->setError(std::current_exception());
+    }
+  });
+  return future;
+}
+
+void AsyncSaver::wait() {
+  impl_->join();
+  impl_->throwUnreported();
+}
+
+size_t AsyncSaver::stagingBytes() const {
+  size_t bytes = 0;
+  for (const Tensor& t : impl_->staging) bytes += t.defined() ? t.nbytes() : 0;
+  return bytes;
+}
+
+}  // namespace c10d::inline v0::checkpoint

@@ -1,0 +1,122 @@
+#pragma once
+
+// Saving a State (c10d/checkpoint/State.hpp) from every rank of a group into one checkpoint
+// folder, and loading it back at any world size and layout. The format is open
+// (docs/checkpoint.md): one safetensors file per rank that wrote, and metadata.json, which says
+// where every slice of every tensor lies and carries an xxHash (XXH3-64) of every block of it.
+//
+//   checkpoint::save(state, "ckpt/step-000100", &group);   // collective; visible when it returns
+//   checkpoint::load(state, *checkpoint::latest("ckpt"), &group);
+//
+// Save. Every rank writes the slices it is assigned into its own file in DIR.partial/: a slice
+// several ranks hold (replicated) is written by one of them, the writing spread over them by
+// bytes. Once every rank's file is durable (fsync), rank 0 writes metadata.json and renames
+// DIR.partial to DIR: that rename is the commit. A crash of any rank, or of all, at any moment
+// leaves DIR absent (or the earlier checkpoint of that name, when overwriting) and the partial
+// one named DIR.partial, which load refuses and latest() skips.
+//
+// Load. Every rank reads metadata.json, then only the blocks of the files its slices overlap,
+// checks each block's checksum, and copies the overlaps into its slices, whatever world size and
+// slicing the checkpoint was saved with. Nothing is written into the State's tensors until every
+// rank has read and checked all it needs: a load fails on every rank or on none.
+//
+// A group of nullptr means a job of one process. Folders are on a file system every rank sees
+// (one host, or a shared one).
+//
+// Errors: CheckpointError for an unusable checkpoint (what() names the folder, tensor, file and
+// offset: see c10d/core/Exception.hpp); InvalidArgument for a State the ranks disagree about
+// (a tensor of another shape or dtype on another rank, a slice partly overlapping another,
+// slices that leave part of a tensor uncovered, a value set differently), naming the tensor and
+// ranks; the group's errors (a rank lost during a save or load is named in the others' errors).
+// Every rank throws when any rank failed, naming that rank.
+// Threading: save and load are collectives over group, made by one thread of each rank.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "c10d/ProcessGroup.hpp"
+#include "c10d/Work.hpp"
+#include "c10d/checkpoint/State.hpp"
+
+namespace c10d::inline v0::checkpoint {
+
+struct SaveOptions {
+  // Replace a complete checkpoint already at DIR (the old one stays loadable until the new one
+  // is committed; between the two renames DIR is briefly absent, and DIR.old holds it). Off: a
+  // save to an existing checkpoint is refused.
+  bool overwrite = false;
+  // Bytes covered by each checksum: a load reads and checks whole blocks, so smaller blocks read
+  // less around a small overlap, larger ones store fewer checksums.
+  int64_t checksumBlockBytes = int64_t{1} << 20;
+  // How the job was laid out ("data=2 tensor=2 pipeline=1"), kept in the metadata for inspect.
+  std::string layout;
+};
+
+struct LoadOptions {
+  // Let the checkpoint hold tensors and values that no rank of the program asks for (a load of
+  // the model without its optimizer). Off: such a checkpoint is refused, naming them.
+  bool allowUnexpected = false;
+  // Let the program ask for tensors and values the checkpoint lacks; those are left as they are.
+  // Off: refused, naming them.
+  bool allowMissing = false;
+};
+
+// Collective over group (or this process alone): writes state to dir and returns once the
+// checkpoint is committed.
+void save(const State& state, const std::string& dir, ProcessGroup* group = nullptr,
+          const SaveOptions& options = {});
+
+// Collective over group (or this process alone): fills state's tensors and values from dir, then
+// runs its load hooks.
+void load(State& state, const std::string& dir, ProcessGroup* group = nullptr,
+          const LoadOptions& options = {});
+
+// Saves in the background: save() copies the rank's slices into host memory kept between saves
+// (the only part the caller waits for), then a thread of this rank ("c10d-ckpt-save") writes
+// and commits the checkpoint over a group of its own, so training's collectives and the save's
+// never interleave on one group. The returned Future completes when the checkpoint is committed,
+// or with the save's error.
+//
+// A save while the previous one runs waits for it (or, with refuseWhileBusy, throws StateError);
+// a previous save's error is thrown by the next save() or wait(), whether or not its Future was
+// waited on.
+//
+// Construction is collective over group (it creates the saver's own group); every rank saves in
+// the same order. Threading: one thread calls save() and wait(); the destructor waits for a save
+// in flight.
+class AsyncSaver {
+ public:
+  explicit AsyncSaver(ProcessGroup& group, bool refuseWhileBusy = false);
+  ~AsyncSaver();
+  AsyncSaver(const AsyncSaver&) = delete;
+  AsyncSaver& operator=(const AsyncSaver&) = delete;
+
+  std::shared_ptr<Future> save(const State& state, const std::string& dir,
+                               const SaveOptions& options = {});
+  // Waits for the save in flight, if any; throws its error (once).
+  void wait();
+  // Bytes of host memory held for staging.
+  size_t stagingBytes() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Folders holding checkpoints: the complete ones under root (folders whose metadata.json exists;
+// DIR.partial and DIR.old are never complete), newest last, ordered by the value "step" when
+// both have it as an integer, else by the time of their commit.
+std::vector<std::string> completeCheckpoints(const std::string& root);
+// The newest complete checkpoint under root, or nullopt.
+std::optional<std::string> latest(const std::string& root);
+// Removes all but the newest keep complete checkpoints under root and every partial folder there
+// (call it between saves: a save in flight under root is a partial folder). Returns the folders
+// removed.
+std::vector<std::string> keepLast(const std::string& root, size_t keep);
+
+}  // namespace c10d::inline v0::checkpoint

@@ -1,0 +1,370 @@
+// checkpoint::save: three phases, each ending in an exchange among the ranks (Exchange.hpp).
+//   plan:   rank 0 makes DIR.partial; every rank says what it holds; every rank then derives the
+//           same plan (who writes which slice) from the same list;
+//   write:  every rank writes its slices into its own file and syncs it;
+//   commit: rank 0 writes metadata.json from everyone's checksums and renames DIR.partial to DIR.
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "c10d/checkpoint/Checkpoint.hpp"
+#include "c10d/checkpoint/Exchange.hpp"
+#include "c10d/checkpoint/Files.hpp"
+#include "c10d/checkpoint/Geometry.hpp"
+#include "c10d/checkpoint/Metadata.hpp"
+#include "c10d/core/Cuda.hpp"
+#include "c10d/core/Exception.hpp"
+
+namespace c10d::inline v0::checkpoint {
+namespace {
+
+using Json = nlohmann::json;
+
+// One slice as some rank holds it.
+struct Held {
+  std::string name;
+  ScalarType dtype;
+  std::vector<int64_t> shape;
+  Slice slice;
+  int rank;
+  size_t index;  // in that rank's State::tensors()
+};
+
+// A slice held by one or more ranks: written once, by writer.
+struct UniqueSlice {
+  std::string name;
+  Slice slice;
+  int64_t bytes = 0;
+  std::vector<int> holders;         // ascending
+  std::vector<size_t> localIndex;   // each holder's index of it
+  int writer = -1;
+};
+
+struct Plan {
+  std::map<std::string, std::pair<ScalarType, std::vector<int64_t>>> tensors;
+  std::vector<UniqueSlice> slices;  // ordered by name, then canonical key
+  std::map<std::string, std::string> values;
+};
+
+std::string shapeText(ScalarType dtype, const std::vector<int64_t>& shape) {
+  std::string text = std::string(c10d::name(dtype)) + "[";
+  for (size_t d = 0; d < shape.size(); ++d) text += (d ? ", " : "") + std::to_string(shape[d]);
+  return text + "]";
+}
+
+std::string describeHolders(const UniqueSlice& s) {
+  std::string text = s.holders.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < s.holders.size(); ++i) {
+    text += (i ? ", " : "") + std::to_string(s.holders[i]);
+  }
+  return text;
+}
+
+Json describeLocal(const State& state) {
+  Json tensors = Json::array();
+  for (const StateTensor& t : state.tensors()) {
+    tensors.push_back({{"name", t.name},
+                       {"dtype", std::string(c10d::name(t.local.dtype()))},
+                       {"shape", t.globalShape},
+                       {"flat", t.slice.kind == Slice::Kind::Flat},
+                       {"offsets", t.slice.offsets},
+                       {"sizes", t.slice.sizes}});
+  }
+  Json values = Json::object();
+  for (const auto& [name, bytes] : state.values()) {
+    values[name] = Json::binary(std::vector<uint8_t>(bytes.begin(), bytes.end()));
+  }
+  return Json{{"tensors", std::move(tensors)}, {"values", std::move(values)}};
+}
+
+// The same on every rank: built from every rank's list in rank order. Throws InvalidArgument for
+// what the ranks disagree about.
+Plan makePlan(const std::vector<Json>& lists) {
+  Plan plan;
+  std::map<std::string, int> firstHolder;
+  std::map<std::string, int> valueSetter;
+  std::map<std::pair<std::string, std::string>, size_t> byKey;
+  for (size_t r = 0; r < lists.size(); ++r) {
+    const int rank = static_cast<int>(r);
+    const Json& list = lists[r];
+    for (size_t i = 0; i < list.at("tensors").size(); ++i) {
+      const Json& t = list.at("tensors")[i];
+      Held held{t.at("name").get<std::string>(),
+                scalarTypeFromName(t.at("dtype").get<std::string>()),
+                t.at("shape").get<std::vector<int64_t>>(),
+                Slice{t.at("flat").get<bool>() ? Slice::Kind::Flat : Slice::Kind::Box,
+                      t.at("offsets").get<std::vector<int64_t>>(),
+                      t.at("sizes").get<std::vector<int64_t>>()},
+                rank, i};
+      auto [known, added] = plan.tensors.try_emplace(held.name, held.dtype, held.shape);
+      if (added) {
+        firstHolder[held.name] = rank;
+      } else {
+        C10D_CHECK(known->second.first == held.dtype && known->second.second == held.shape,
+                   InvalidArgument, "checkpoint::save: tensor '", held.name, "' is ",
+                   shapeText(known->second.first, known->second.second), " on rank ",
+                   firstHolder[held.name], " but ", shapeText(held.dtype, held.shape),
+                   " on rank ", rank);
+      }
+      const std::string key = detail::canonicalKey(held.slice, held.shape);
+      auto [at, fresh] = byKey.try_emplace({held.name, key}, plan.slices.size());
+      if (fresh) {
+        UniqueSlice unique;
+        unique.name = held.name;
+        unique.slice = held.slice;
+        unique.bytes = held.slice.numel() * static_cast<int64_t>(elementSize(held.dtype));
+        plan.slices.push_back(std::move(unique));
+      }
+      UniqueSlice& unique = plan.slices[at->second];
+      C10D_CHECK(unique.holders.empty() || unique.holders.back() != rank, InvalidArgument,
+                 "checkpoint::save: rank ", rank, " holds slice ", held.slice.describe(),
+                 " of tensor '", held.name, "' twice");
+      unique.holders.push_back(rank);
+      unique.localIndex.push_back(held.index);
+    }
+    for (const auto& [name, bytes] : list.at("values").items()) {
+      const auto& binary = bytes.get_binary();
+      std::string value(binary.begin(), binary.end());
+      auto [known, added] = plan.values.try_emplace(name, value);
+      if (added) {
+        valueSetter[name] = rank;
+      } else {
+        C10D_CHECK(known->second == value, InvalidArgument, "checkpoint::save: value '", name,
+                   "' is set to other bytes on rank ", rank, " than on rank ", valueSetter[name],
+                   "; a value several ranks set must be equal (give per-rank values their own "
+                   "names)");
+      }
+    }
+  }
+  // Each tensor's slices must cover it once: sort their runs and look for overlaps and gaps.
+  std::map<std::string, std::vector<std::pair<detail::Run, size_t>>> runs;
+  for (size_t u = 0; u < plan.slices.size(); ++u) {
+    const UniqueSlice& s = plan.slices[u];
+    for (const detail::Run& run : detail::runsOf(s.slice, plan.tensors.at(s.name).second)) {
+      runs[s.name].push_back({run, u});
+    }
+  }
+  for (const auto& [name, typeAndShape] : plan.tensors) {
+    auto& list = runs[name];
+    std::sort(list.begin(), list.end(),
+              [](const auto& a, const auto& b) { return a.first.global < b.first.global; });
+    int64_t covered = 0;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const detail::Run& run = list[i].first;
+      if (run.global > covered) break;
+      if (run.global < covered) {
+        const UniqueSlice& a = plan.slices[list[i - 1].second];
+        const UniqueSlice& b = plan.slices[list[i].second];
+        C10D_THROW(InvalidArgument, "checkpoint::save: tensor '", name, "': slice ",
+                   a.slice.describe(), " (", describeHolders(a), ") and slice ",
+                   b.slice.describe(), " (", describeHolders(b),
+                   ") overlap without being equal");
+      }
+      covered = run.global + run.length;
+    }
+    int64_t numel = 1;
+    for (int64_t s : typeAndShape.second) numel *= s;
+    C10D_CHECK(covered >= numel, InvalidArgument, "checkpoint::save: tensor '", name,
+               "' of ", numel, " elements: no rank holds element ", covered,
+               " (the slices of all ranks together must cover the tensor)");
+  }
+  // Writers: the largest slices first, each to the holder with the fewest bytes so far, so the
+  // ranks holding replicas share the writing.
+  std::vector<size_t> order(plan.slices.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return plan.slices[a].bytes > plan.slices[b].bytes;
+  });
+  std::vector<int64_t> load(lists.size(), 0);
+  for (size_t u : order) {
+    UniqueSlice& s = plan.slices[u];
+    int best = s.holders[0];
+    for (int holder : s.holders) {
+      if (load[holder] < load[best]) best = holder;
+    }
+    s.writer = best;
+    load[best] += s.bytes;
+  }
+  return plan;
+}
+
+std::string fileName(int rank) {
+  char name[48];
+  std::snprintf(name, sizeof(name), "rank-%05d.safetensors", rank);
+  return name;
+}
+
+// The key of a slice in its file: the tensor's name when whole, else name@slice.
+std::string keyOf(const UniqueSlice& s, const std::vector<int64_t>& shape) {
+  return s.slice.numel() > 0 && s.slice.kind == Slice::Kind::Box && s.slice == Slice::whole(shape)
+             ? s.name
+             : s.name + "@" + s.slice.describe();
+}
+
+// Writes this rank's slices into path as a safetensors file, syncs it, and returns what the
+// metadata needs of each.
+Json writeFile(const State& state, const Plan& plan, int rank, const std::string& dir,
+               int64_t blockBytes) {
+  struct Item {
+    const UniqueSlice* slice;
+    const StateTensor* tensor;
+    std::string key;
+    int64_t offset = 0;
+  };
+  std::vector<Item> items;
+  for (const UniqueSlice& s : plan.slices) {
+    if (s.writer != rank) continue;
+    const size_t at = std::find(s.holders.begin(), s.holders.end(), rank) - s.holders.begin();
+    items.push_back({&s, &state.tensors().at(s.localIndex.at(at)),
+                     keyOf(s, plan.tensors.at(s.name).second)});
+  }
+  Json result{{"file", nullptr}, {"bytes", 0}, {"slices", Json::array()}};
+  if (items.empty()) return result;
+  Json header = Json::object();
+  header["__metadata__"] = {{"format", "c10d-checkpoint"}, {"rank", std::to_string(rank)}};
+  int64_t dataOffset = 0;
+  for (Item& item : items) {
+    const StateTensor& t = *item.tensor;
+    header[item.key] = {{"dtype", safetensorsDtype(t.local.dtype())},
+                        {"shape", t.slice.sizes},
+                        {"data_offsets", {dataOffset, dataOffset + item.slice->bytes}}};
+    item.offset = dataOffset;
+    dataOffset += item.slice->bytes;
+  }
+  std::string headerText = header.dump();
+  headerText.append((8 - headerText.size() % 8) % 8, ' ');  // data starts 8-byte aligned
+  const int64_t start = 8 + static_cast<int64_t>(headerText.size());
+  const std::string name = fileName(rank);
+  detail::File file = detail::File::create(dir + "/" + name);
+  uint8_t length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(headerText.size() >> (8 * i));
+  file.writeAt(length, 8, 0);
+  file.writeAt(headerText.data(), static_cast<int64_t>(headerText.size()), 8);
+  for (const Item& item : items) {
+    const Tensor& local = item.tensor->local;
+    Tensor host = local;
+    if (!local.device().isCPU()) {
+      host = Tensor::empty(local.sizes(), local.dtype());
+      copyTensor(host, local);
+    }
+    const char* bytes = static_cast<const char*>(host.data());
+    Json sums = Json::array();
+    for (int64_t at = 0; at < item.slice->bytes; at += blockBytes) {
+      const int64_t n = std::min(blockBytes, item.slice->bytes - at);
+      file.writeAt(bytes + at, n, start + item.offset + at);
+      sums.push_back(XXH3_64bits(bytes + at, static_cast<size_t>(n)));
+    }
+    result["slices"].push_back({{"name", item.slice->name},
+                                {"key", item.key},
+                                {"offset", start + item.offset},
+                                {"checksums", std::move(sums)}});
+  }
+  file.sync();
+  result["file"] = name;
+  result["bytes"] = start + dataOffset;
+  return result;
+}
+
+Metadata makeMetadata(const Plan& plan, const std::vector<Json>& written, int worldSize,
+                      const SaveOptions& options) {
+  Metadata m;
+  m.worldSize = worldSize;
+  m.layout = options.layout;
+  m.createdUnixNanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  m.checksumBlockBytes = options.checksumBlockBytes;
+  m.values = plan.values;
+  std::map<std::pair<int, std::string>, const Json*> byKey;  // (writer, key) -> its result
+  for (size_t r = 0; r < written.size(); ++r) {
+    if (written[r].at("file").is_null()) continue;
+    m.files.push_back({written[r].at("file").get<std::string>(), static_cast<int>(r),
+                       written[r].at("bytes").get<int64_t>()});
+    for (const Json& s : written[r].at("slices")) {
+      byKey[{static_cast<int>(r), s.at("key").get<std::string>()}] = &s;
+    }
+  }
+  std::map<int, size_t> fileOf;
+  for (size_t f = 0; f < m.files.size(); ++f) fileOf[m.files[f].rank] = f;
+  for (const auto& [name, typeAndShape] : plan.tensors) {
+    m.tensors[name] = SavedTensor{typeAndShape.first, typeAndShape.second, {}};
+  }
+  for (const UniqueSlice& s : plan.slices) {
+    const std::vector<int64_t>& shape = plan.tensors.at(s.name).second;
+    SavedSlice saved;
+    saved.slice = s.slice;
+    saved.key = keyOf(s, shape);
+    saved.bytes = s.bytes;
+    saved.holders.push_back(s.writer);
+    for (int h : s.holders) {
+      if (h != s.writer) saved.holders.push_back(h);
+    }
+    const Json& result = *byKey.at({s.writer, saved.key});
+    saved.file = fileOf.at(s.writer);
+    saved.offset = result.at("offset").get<int64_t>();
+    saved.checksums = result.at("checksums").get<std::vector<uint64_t>>();
+    m.tensors[s.name].slices.push_back(std::move(saved));
+  }
+  return m;
+}
+
+void commit(const Metadata& metadata, const std::string& dir, const std::string& partial,
+            bool overwrite) {
+  detail::writeTextFile(partial + "/" + kMetadataFile, metadataToJson(metadata));
+  detail::syncDirectory(partial);
+  if (overwrite && detail::pathExists(dir)) {
+    const std::string old = dir + ".old";
+    detail::removeTree(old);
+    detail::renamePath(dir, old);
+    detail::renamePath(partial, dir);
+    detail::syncDirectory(detail::parentOf(dir));
+    detail::removeTree(old);
+  } else {
+    detail::renamePath(partial, dir);
+  }
+  detail::syncDirectory(detail::parentOf(dir));
+}
+
+}  // namespace
+
+void save(const State& state, const std::string& dir, ProcessGroup* group,
+          const SaveOptions& options) {
+  const int rank = group ? group->rank() : 0;
+  const int size = group ? group->size() : 1;
+  const std::string partial = dir + ".partial";
+
+  Json mine;
+  detail::Outcome outcome = detail::capture([&] {
+    C10D_CHECK(!dir.empty(), InvalidArgument, "checkpoint::save: the folder's name is empty");
+    C10D_CHECK(options.checksumBlockBytes > 0, InvalidArgument,
+               "checkpoint::save: checksumBlockBytes is ", options.checksumBlockBytes,
+               "; it must be positive");
+    if (rank == 0) {
+      C10D_CHECK(options.overwrite || !detail::pathExists(dir), CheckpointError,
+                 "checkpoint::save: '", dir,
+                 "' exists already; save to a new folder or set SaveOptions::overwrite");
+      detail::removeTree(partial);  // a save to this folder that died
+      detail::makeDirectory(partial);
+    }
+    mine = describeLocal(state);
+  });
+  const std::vector<Json> lists = detail::exchange(group, rank, outcome, mine);
+  const Plan plan = makePlan(lists);
+
+  Json written;
+  outcome = detail::capture(
+      [&] { written = writeFile(state, plan, rank, partial, options.checksumBlockBytes); });
+  const std::vector<Json> results = detail::exchange(group, rank, outcome, written);
+
+  outcome = detail::capture([&] {
+    if (rank == 0) commit(makeMetadata(plan, results, size, options), dir, partial, options.overwrite);
+  });
+  detail::exchange(group, rank, outcome, Json::object());
+}
+
+}  // namespace c10d::inline v0::checkpoint
