@@ -62,6 +62,7 @@ std::shared_ptr<Future> AsyncSaver::save(const State& state, const std::string& 
   impl.join();
   impl.throwUnreported();
   // The blocking part: this rank's slices copied into staging.
+  for (const auto& hook : state.saveHooks()) hook();
   State staged;
   impl.staging.resize(std::max(impl.staging.size(), state.tensors().size()));
   for (size_t i = 0; i < state.tensors().size(); ++i) {

@@ -33,6 +33,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -107,6 +108,21 @@ class AsyncSaver {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// Progress of a long call: bytes done of total.
+using Progress = std::function<void(int64_t done, int64_t total)>;
+
+// Reads every block of every slice of dir and checks it against its checksum, and every file's
+// size. Returns what is wrong, one line each, naming the tensor, file and byte offset; empty
+// when the checkpoint is sound. Throws CheckpointError when dir is not a complete checkpoint.
+std::vector<std::string> verify(const std::string& dir, const Progress& progress = nullptr);
+
+// Writes every tensor of dir whole, in one safetensors file at out (written as out.partial, then
+// renamed), for inference or a program without c10d; the values go into its "__metadata__"
+// (integers as decimal text, other bytes as base64). Reads and checks as load does, one tensor
+// at a time. Throws CheckpointError as load does, and for an out that exists.
+void consolidate(const std::string& dir, const std::string& out,
+                 const Progress& progress = nullptr);
 
 // Folders holding checkpoints: the complete ones under root (folders whose metadata.json exists;
 // DIR.partial and DIR.old are never complete), newest last, ordered by the value "step" when

@@ -58,6 +58,16 @@ Json sliceJson(const Slice& slice) {
 
 }  // namespace
 
+std::string valueText(const std::string& bytes) {
+  State probe;
+  probe.setValue("v", bytes);
+  try {
+    return std::to_string(probe.getInt("v"));
+  } catch (const InvalidArgument&) {
+    return base64(bytes);
+  }
+}
+
 int64_t Metadata::dataBytes() const {
   int64_t bytes = 0;
   for (const auto& [name, tensor] : tensors) {

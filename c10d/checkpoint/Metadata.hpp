@@ -62,6 +62,9 @@ std::string metadataToJson(const Metadata& metadata);
 // json as read from dir's metadata.json (dir only names it in errors).
 Metadata metadataFromJson(const std::string& json, const std::string& dir);
 
+// A value as text: one set by State::setInt as its decimal digits, other bytes as base64.
+std::string valueText(const std::string& bytes);
+
 // safetensors' name for dtype ("F32", "BF16", "BOOL"), and back (CheckpointError for others).
 std::string safetensorsDtype(ScalarType dtype);
 ScalarType dtypeFromSafetensors(const std::string& name);

@@ -17,6 +17,7 @@
 #include "c10d/checkpoint/Files.hpp"
 #include "c10d/checkpoint/Geometry.hpp"
 #include "c10d/checkpoint/Metadata.hpp"
+#include "c10d/checkpoint/Safetensors.hpp"
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
 
@@ -225,26 +226,20 @@ Json writeFile(const State& state, const Plan& plan, int rank, const std::string
   }
   Json result{{"file", nullptr}, {"bytes", 0}, {"slices", Json::array()}};
   if (items.empty()) return result;
-  Json header = Json::object();
-  header["__metadata__"] = {{"format", "c10d-checkpoint"}, {"rank", std::to_string(rank)}};
+  std::vector<detail::SafetensorsEntry> entries;
   int64_t dataOffset = 0;
   for (Item& item : items) {
     const StateTensor& t = *item.tensor;
-    header[item.key] = {{"dtype", safetensorsDtype(t.local.dtype())},
-                        {"shape", t.slice.sizes},
-                        {"data_offsets", {dataOffset, dataOffset + item.slice->bytes}}};
+    entries.push_back({item.key, t.local.dtype(), t.slice.sizes, item.slice->bytes});
     item.offset = dataOffset;
     dataOffset += item.slice->bytes;
   }
-  std::string headerText = header.dump();
-  headerText.append((8 - headerText.size() % 8) % 8, ' ');  // data starts 8-byte aligned
-  const int64_t start = 8 + static_cast<int64_t>(headerText.size());
+  const std::string header = detail::safetensorsHeader(
+      entries, {{"format", "c10d-checkpoint"}, {"rank", std::to_string(rank)}});
+  const int64_t start = static_cast<int64_t>(header.size());
   const std::string name = fileName(rank);
   detail::File file = detail::File::create(dir + "/" + name);
-  uint8_t length[8];
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(headerText.size() >> (8 * i));
-  file.writeAt(length, 8, 0);
-  file.writeAt(headerText.data(), static_cast<int64_t>(headerText.size()), 8);
+  file.writeAt(header.data(), start, 0);
   for (const Item& item : items) {
     const Tensor& local = item.tensor->local;
     Tensor host = local;
@@ -340,6 +335,7 @@ void save(const State& state, const std::string& dir, ProcessGroup* group,
 
   Json mine;
   detail::Outcome outcome = detail::capture([&] {
+    for (const auto& hook : state.saveHooks()) hook();
     C10D_CHECK(!dir.empty(), InvalidArgument, "checkpoint::save: the folder's name is empty");
     C10D_CHECK(options.checksumBlockBytes > 0, InvalidArgument,
                "checkpoint::save: checksumBlockBytes is ", options.checksumBlockBytes,

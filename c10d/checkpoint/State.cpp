@@ -168,4 +168,8 @@ void State::onLoad(std::function<void()> hook) {
   hooks_.push_back(std::move(hook));
 }
 
+void State::beforeSave(std::function<void()> hook) {
+  saveHooks_.push_back(std::move(hook));
+}
+
 }  // namespace c10d::inline v0::checkpoint

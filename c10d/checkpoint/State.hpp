@@ -83,16 +83,22 @@ class State {
   // Runs after a load has filled every tensor and value of this State, in the order added: how
   // the library's pieces turn loaded values (an optimizer's step count) back into their state.
   void onLoad(std::function<void()> hook);
+  // Runs as a save (or AsyncSaver::save) begins, before anything is read: how the library's
+  // pieces copy counts they keep outside tensors (an optimizer's steps) into the tensors added
+  // for them, so that a State built once saves what is current at each save.
+  void beforeSave(std::function<void()> hook);
 
   const std::vector<StateTensor>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& values() const { return values_; }
   std::map<std::string, std::string>& mutableValues() { return values_; }
   const std::vector<std::function<void()>>& loadHooks() const { return hooks_; }
+  const std::vector<std::function<void()>>& saveHooks() const { return saveHooks_; }
 
  private:
   std::vector<StateTensor> tensors_;
   std::map<std::string, std::string> values_;
   std::vector<std::function<void()>> hooks_;
+  std::vector<std::function<void()>> saveHooks_;
 };
 
 }  // namespace c10d::inline v0::checkpoint

@@ -324,6 +324,7 @@ void addOptimizerState(checkpoint::State& state, FunctionalOptimizer& optimizer,
   Tensor step = Tensor::zeros({}, ScalarType::Int64);
   *step.data<int64_t>() = mine->step;
   state.add(name + ".step", step);
+  state.beforeSave([mine, step] { *step.data<int64_t>() = mine->step; });
   state.onLoad([mine, step] { mine->step = *step.data<int64_t>(); });
 }
 
