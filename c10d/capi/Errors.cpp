@@ -36,6 +36,9 @@ c10d_status statusWithoutRecording(const std::exception_ptr& error, std::string*
   } catch (const StateError& e) {
     *message = e.what();
     return C10D_ERR_STATE;
+  } catch (const CheckpointError& e) {
+    *message = e.what();
+    return C10D_ERR_CHECKPOINT;
   } catch (const std::bad_alloc&) {
     *message = "out of memory";
     return C10D_ERR_INTERNAL;
@@ -100,6 +103,8 @@ const char* c10d_status_name(c10d_status status) {
       return "C10D_ERR_STATE";
     case C10D_ERR_INTERNAL:
       return "C10D_ERR_INTERNAL";
+    case C10D_ERR_CHECKPOINT:
+      return "C10D_ERR_CHECKPOINT";
   }
   return "unknown status";
 }

@@ -19,13 +19,13 @@ from .distributed import (Backend, GroupMember, P2POp, ProcessGroup, ReduceOp, W
                           get_world_size, group, init_process_group, irecv, is_available,
                           is_initialized, isend, monitored_barrier, new_group, premul_sum, recv,
                           reduce, reduce_scatter, reduce_scatter_tensor, scatter, send)
-from .errors import (BackendError, DistBackendError, DistError, DistStoreError, Error,
+from .errors import (BackendError, CheckpointError, DistBackendError, DistError, DistStoreError, Error,
                      InvalidArgument, RemoteError, StateError, StoreError, TimeoutError)
 from .objects import (all_gather_object, broadcast_object_list, gather_object,
                       scatter_object_list)
 from .errorfile import record, write_error_file
 from .store import FileStore, HashStore, PrefixStore, Store, TCPStore
-from . import multiprocessing, parallel, rpc
+from . import checkpoint, multiprocessing, parallel, rpc
 from .parallel import Reducer
 
 __all__ = [
@@ -37,9 +37,9 @@ __all__ = [
     "group", "init_process_group", "irecv", "is_available", "is_initialized", "isend",
     "monitored_barrier", "new_group", "premul_sum", "recv", "reduce", "reduce_scatter",
     "reduce_scatter_tensor", "scatter", "scatter_object_list", "send",
-    "BackendError", "DistBackendError", "DistError", "DistStoreError", "Error", "InvalidArgument",
+    "BackendError", "CheckpointError", "DistBackendError", "DistError", "DistStoreError", "Error", "InvalidArgument",
     "RemoteError", "StateError", "StoreError", "TimeoutError",
     "FileStore", "HashStore", "PrefixStore", "Store", "TCPStore",
-    "Reducer", "multiprocessing", "parallel", "rpc", "record", "write_error_file",
+    "Reducer", "checkpoint", "multiprocessing", "parallel", "rpc", "record", "write_error_file",
     "_make_nccl_premul_sum",
 ]

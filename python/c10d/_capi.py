@@ -12,7 +12,7 @@ from ctypes import (POINTER, Structure, byref, c_char_p, c_double, c_int, c_int6
 
 from . import errors
 
-API_VERSION = 1
+API_VERSION = 2
 
 # c10d_status
 OK = 0
@@ -23,6 +23,7 @@ ERR_BACKEND = 4
 ERR_REMOTE = 5
 ERR_STATE = 6
 ERR_INTERNAL = 7
+ERR_CHECKPOINT = 8
 
 # c10d_dtype
 FLOAT32, FLOAT64, FLOAT16, BFLOAT16, INT8, INT16, INT32, INT64, UINT8, BOOL = range(10)
@@ -203,6 +204,17 @@ def rpc_options(timeout_ms=60000, init_timeout_ms=60000, threads=4):
     return RpcOptions(ctypes.sizeof(RpcOptions), timeout_ms, init_timeout_ms, threads)
 
 
+class CheckpointSaveOptions(Structure):
+    _fields_ = [("struct_size", c_size_t), ("overwrite", c_int),
+                ("checksum_block_bytes", c_int64), ("layout", c_char_p)]
+
+
+class CheckpointLoadOptions(Structure):
+    _fields_ = [("struct_size", c_size_t), ("allow_unexpected", c_int), ("allow_missing", c_int)]
+
+
+_checkpoint_state_p = c_void_p
+_checkpoint_saver_p = c_void_p
 _ddp_p = c_void_p
 _rpc_p = c_void_p
 _future_p = c_void_p
@@ -217,6 +229,30 @@ _PROTOTYPES = {
     "c10d_dtype_size": (c_size_t, [c_int]),
     "c10d_free": (None, [c_void_p]),
     "c10d_write_error_file": (_status, [c_char_p, POINTER(c_int)]),
+    # checkpoints
+    "c10d_checkpoint_state_new": (_status, [POINTER(_checkpoint_state_p)]),
+    "c10d_checkpoint_state_free": (None, [_checkpoint_state_p]),
+    "c10d_checkpoint_state_add": (_status, [_checkpoint_state_p, c_char_p, POINTER(Buffer),
+                                            POINTER(c_int64), c_size_t, c_int, POINTER(c_int64),
+                                            POINTER(c_int64)]),
+    "c10d_checkpoint_state_set_value": (_status, [_checkpoint_state_p, c_char_p, c_char_p,
+                                                  c_size_t]),
+    "c10d_checkpoint_state_get_value": (_status, [_checkpoint_state_p, c_char_p, POINTER(Bytes),
+                                                  POINTER(c_int)]),
+    "c10d_checkpoint_save": (_status, [_checkpoint_state_p, c_char_p, _group_p,
+                                       POINTER(CheckpointSaveOptions)]),
+    "c10d_checkpoint_load": (_status, [_checkpoint_state_p, c_char_p, _group_p,
+                                       POINTER(CheckpointLoadOptions)]),
+    "c10d_checkpoint_saver_new": (_status, [_group_p, c_int, POINTER(_checkpoint_saver_p)]),
+    "c10d_checkpoint_saver_save": (_status, [_checkpoint_saver_p, _checkpoint_state_p, c_char_p,
+                                             POINTER(CheckpointSaveOptions)]),
+    "c10d_checkpoint_saver_done": (_status, [_checkpoint_saver_p, POINTER(c_int)]),
+    "c10d_checkpoint_saver_wait": (_status, [_checkpoint_saver_p]),
+    "c10d_checkpoint_saver_free": (None, [_checkpoint_saver_p]),
+    "c10d_checkpoint_latest": (_status, [c_char_p, POINTER(Bytes), POINTER(c_int)]),
+    "c10d_checkpoint_keep_last": (_status, [c_char_p, c_size_t]),
+    "c10d_checkpoint_verify": (_status, [c_char_p, POINTER(Bytes), POINTER(c_int)]),
+    "c10d_checkpoint_consolidate": (_status, [c_char_p, c_char_p]),
     # stores
     "c10d_store_tcp": (_status, [POINTER(TCPStoreOptions), POINTER(_store_p)]),
     "c10d_store_file": (_status, [c_char_p, c_int, c_int64, POINTER(_store_p)]),
@@ -338,6 +374,7 @@ _ERRORS = {
     ERR_BACKEND: errors.BackendError,
     ERR_REMOTE: errors.RemoteError,
     ERR_STATE: errors.StateError,
+    ERR_CHECKPOINT: errors.CheckpointError,
 }
 
 

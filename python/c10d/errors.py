@@ -31,6 +31,10 @@ class StateError(Error):
     """The group or work was shut down, destroyed or released, or never initialized."""
 
 
+class CheckpointError(Error):
+    """A checkpoint that cannot be written or used: incomplete, damaged, or unlike the state."""
+
+
 # The names torch.distributed 2.x gives the same classes.
 DistError = Error
 DistBackendError = BackendError

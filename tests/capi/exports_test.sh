@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # libc10d_c exports the C API and nothing else: every defined dynamic symbol is c10d_* under the
 # version node C10D_C_1, every function c10d.h declares is there, and the soname carries the C
-# API's version. Usage: exports_test.sh LIBRARY HEADER
+# ABI's version (C10D_ABI_VERSION: additions raise only C10D_API_VERSION). Usage: exports_test.sh LIBRARY HEADER
 set -euo pipefail
 library=$1 header=$2
 exported=$(nm -D --defined-only "$library" | awk '{print $3}' | sort)
@@ -11,6 +11,6 @@ declared=$(grep -oE 'C10D_C_EXPORT [^(]*\bc10d_[a-z0-9_]+\(' "$header" | grep -o
 missing=$(comm -23 <(echo "$declared") <(echo "$exported" | sed 's/@@C10D_C_1$//' | sort -u))
 [ -z "$missing" ] || { echo "FAIL: declared in c10d.h but not exported:"; echo "$missing"; exit 1; }
 soname=$(readelf -d "$library" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
-version=$(sed -n 's/^#define C10D_API_VERSION \([0-9]*\)/\1/p' "$header")
-[ "$soname" = "libc10d_c.so.$version" ] || { echo "FAIL: soname $soname, C10D_API_VERSION $version"; exit 1; }
+version=$(sed -n 's/^#define C10D_ABI_VERSION \([0-9]*\)/\1/p' "$header")
+[ -n "$version" ] && [ "$soname" = "libc10d_c.so.$version" ] || { echo "FAIL: soname $soname, C10D_ABI_VERSION $version"; exit 1; }
 echo "PASS: $(echo "$declared" | wc -l) functions of c10d.h, nothing else, soname $soname"
