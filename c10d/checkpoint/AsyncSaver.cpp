@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "c10d/checkpoint/Checkpoint.hpp"
+#include "c10d/checkpoint/Staging.hpp"
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Logging.hpp"
@@ -13,7 +14,8 @@ namespace c10d::inline v0::checkpoint {
 struct AsyncSaver::Impl {
   std::shared_ptr<ProcessGroup> group;  // the saver's own: only its thread runs collectives on it
   bool refuseWhileBusy = false;
-  std::vector<Tensor> staging;  // reused while each slice keeps its size and dtype
+  std::shared_ptr<void> staging;  // one block for every slice, kept while large enough
+  size_t stagingBytes = 0;
   std::thread thread;
   std::shared_ptr<Future> pending;
   std::exception_ptr unreported;  // the last save's error, until save() or wait() throws it
@@ -64,30 +66,33 @@ std::shared_ptr<Future> AsyncSaver::save(const State& state, const std::string& 
   // The blocking part: this rank's slices copied into staging.
   for (const auto& hook : state.saveHooks()) hook();
   State staged;
-  impl.staging.resize(std::max(impl.staging.size(), state.tensors().size()));
+  std::vector<size_t> sizes, offsets;
+  for (const StateTensor& t : state.tensors()) sizes.push_back(t.local.nbytes());
+  const size_t bytes = detail::layOut(sizes, offsets);
+  if (!impl.staging || impl.stagingBytes < bytes) {
+    impl.staging.reset();
+    impl.staging = detail::allocateStaging(bytes);
+    impl.stagingBytes = bytes;
+  }
   for (size_t i = 0; i < state.tensors().size(); ++i) {
     const StateTensor& t = state.tensors()[i];
-    Tensor& copy = impl.staging[i];
-    if (!copy.defined() || copy.dtype() != t.local.dtype() || copy.numel() != t.local.numel()) {
-      copy = Tensor::empty({t.local.numel()}, t.local.dtype());
-    }
-    Tensor shaped = Tensor::fromBlob(copy.data(), copy.dtype(), t.local.sizes(), Device::cpu(), {},
-                                     copy.holder());
+    Tensor copy = Tensor::fromBlob(static_cast<char*>(impl.staging.get()) + offsets[i],
+                                   t.local.dtype(), t.local.sizes(), Device::cpu(), {},
+                                   impl.staging);
     if (t.local.device().isCPU()) {
-      std::memcpy(shaped.data(), t.local.data(), t.local.nbytes());
+      std::memcpy(copy.data(), t.local.data(), t.local.nbytes());
     } else {
-      copyTensor(shaped, t.local);
+      copyTensor(copy, t.local);
     }
-    staged.addSlice(t.name, shaped, t.globalShape, t.slice);
+    staged.addSlice(t.name, copy, t.globalShape, t.slice);
   }
-  impl.staging.resize(state.tensors().size());
   for (const auto& [name, bytes] : state.values()) staged.setValue(name, bytes);
 
   auto future = std::make_shared<Future>();
   impl.pending = future;
   impl.thread = std::thread([group = impl.group, staged = std::move(staged), dir, options,
                              future] {
-    detail::nameThisThread("c10d-ckpt-save");
+    c10d::detail::nameThisThread("c10d-ckpt-save");
     try {
       checkpoint::save(staged, dir, group.get(), options);
       future->markCompleted();
@@ -104,9 +109,7 @@ void AsyncSaver::wait() {
 }
 
 size_t AsyncSaver::stagingBytes() const {
-  size_t bytes = 0;
-  for (const Tensor& t : impl_->staging) bytes += t.defined() ? t.nbytes() : 0;
-  return bytes;
+  return impl_->stagingBytes;
 }
 
 }  // namespace c10d::inline v0::checkpoint

@@ -18,7 +18,9 @@
 // Load. Every rank reads metadata.json, then only the blocks of the files its slices overlap,
 // checks each block's checksum, and copies the overlaps into its slices, whatever world size and
 // slicing the checkpoint was saved with. Nothing is written into the State's tensors until every
-// rank has read and checked all it needs: a load fails on every rank or on none.
+// rank has read and checked all it needs: a load fails on every rank or on none, and a failed
+// one leaves the tensors as they were (unless a file changes while the load runs: the second
+// reading checks again and names it). It needs no memory of the state's size.
 //
 // A group of nullptr means a job of one process. Folders are on a file system every rank sees
 // (one host, or a shared one).

@@ -82,6 +82,10 @@ void File::sync() const {
   if (::fsync(fd_) != 0) fail("fsync of", path_, errno);
 }
 
+void File::willNeed(int64_t offset, int64_t bytes) const {
+  ::posix_fadvise(fd_, offset, bytes, POSIX_FADV_WILLNEED);  // a hint: its failure changes nothing
+}
+
 void syncDirectory(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) fail("opening folder", dir, errno);

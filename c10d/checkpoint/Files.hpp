@@ -24,6 +24,8 @@ class File {
   void readAt(void* data, int64_t bytes, int64_t offset) const;
   int64_t size() const;
   void sync() const;
+  // Tells the kernel these bytes will be read soon, so that it starts reading them ahead.
+  void willNeed(int64_t offset, int64_t bytes) const;
   const std::string& path() const { return path_; }
 
  private:
