@@ -24,7 +24,7 @@ struct PipelineStage {
   std::function<Tensor(int micro, const Tensor& outputGrad)> backward;
   // The parameters this stage holds, by their names in the whole model ("layers.5.weight"), for
   // checkpoints (PipelineRunner::addToState). Optional.
-  std::vector<std::pair<std::string, Tensor>> parameters;
+  std::vector<std::pair<std::string, Tensor>> parameters{};
 };
 
 enum class PipelineSchedule {
