@@ -17,8 +17,14 @@ cmake -S "$consumer_src" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/moved" \
 cmake --build "$work/build" -j 2 >/dev/null
 # The tools users are told to run come with the package.
 "$work/moved/bin/flight_report.py" --help >/dev/null
+"$work/moved/bin/c10d-checkpoint" --help >/dev/null
 if [ -n "$ranks" ]; then
   timeout 120 "$work/moved/bin/c10drun" --nproc-per-node "$ranks" "$work/build/consumer"
+  # Other consumer programs (the C checkpoint example) take a folder to write into.
+  for program in "$work"/build/consumer_*; do
+    [ -x "$program" ] || continue
+    timeout 120 "$work/moved/bin/c10drun" --nproc-per-node "$ranks" "$program" "$work"
+  done
 else
   "$work/build/consumer"
 fi

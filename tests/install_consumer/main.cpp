@@ -4,6 +4,8 @@
 #include <dlpack/dlpack.h>
 #include <c10d/Backend.hpp>
 #include <c10d/ProcessGroup.hpp>
+#include <c10d/checkpoint/Checkpoint.hpp>
+#include <c10d/checkpoint/Metadata.hpp>
 #include <c10d/core/Exception.hpp>
 #include <c10d/core/Tensor.hpp>
 #include <rpc/RRef.hpp>
@@ -12,8 +14,11 @@
 #include <store/PrefixStore.hpp>
 #include <store/TCPStore.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 namespace {
@@ -60,6 +65,22 @@ int main(int argc, char** argv) {
   gloo.allreduce(t)->wait();
   if (t.data<int32_t>()[3] != 7) return 6;
 
+  // A checkpoint saved and loaded by one process, and its metadata read back.
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("c10d-consumer-" + std::to_string(::getpid()));
+  c10d::checkpoint::State saved;
+  saved.add("t", t);
+  saved.setInt("step", 3);
+  c10d::checkpoint::save(saved, dir.string(), &gloo);
+  c10d::Tensor loaded = c10d::Tensor::zeros({4}, c10d::ScalarType::Int32);
+  c10d::checkpoint::State into;
+  into.add("t", loaded);
+  c10d::checkpoint::load(into, dir.string(), &gloo);
+  const bool checkpointOk = loaded.data<int32_t>()[3] == 7 && into.getInt("step") == 3 &&
+                            c10d::checkpoint::readMetadata(dir.string()).tensors.size() == 1;
+  std::filesystem::remove_all(dir);
+  if (!checkpointOk) return 8;
+
   int missing = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--missing") == 0) continue;
@@ -68,7 +89,8 @@ int main(int argc, char** argv) {
   }
 
   std::printf(
-      "consumer ok: stores, TCPStore on port %u, DLPack round trip, rpc remote, gloo allreduce; "
+      "consumer ok: stores, TCPStore on port %u, DLPack round trip, rpc remote, gloo allreduce, "
+      "checkpoint; "
       "%d backend(s) without their runtime refused clearly\n",
       tcp.port(), missing);
   return 0;
