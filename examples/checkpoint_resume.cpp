@@ -122,9 +122,10 @@ int main(int argc, char** argv) {
       zero.addToState(state, "model.");
       sampler.addToState(state, "sampler.", 0);
       state.setInt("step", 0);
-      // Every rank's generator: a rank the saving job did not have starts from its seed.
+      // Every rank's generator (a load sets every value the checkpoint has): a rank the saving
+      // job did not have starts from its seed.
       const std::string mine = "rng.rank" + std::to_string(rank);
-      c10d::checkpoint::load(state, *from, &pg, {.allowUnexpected = false, .allowMissing = true});
+      c10d::checkpoint::load(state, *from, &pg);
       step = static_cast<int>(state.getInt("step"));
       if (auto saved = state.value(mine)) std::istringstream(*saved) >> dropout;
       if (rank == 0) std::printf("resumed from %s at step %d on %d ranks\n", from->c_str(), step, ranks);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 
 #include "c10d/checkpoint/Checkpoint.hpp"
 #include "c10d/checkpoint/Geometry.hpp"
@@ -210,7 +211,7 @@ TEST(Checkpoint, EveryDtypeAndValueRoundTripsInOneProcess) {
   loaded.add("scalar", scalarInto);
   loaded.add("empty", Tensor::zeros({0, 4}, ScalarType::Float32));
   bool hookRan = false;
-  loaded.onLoad([&] { hookRan = loaded.getInt("step") == 7; });
+  loaded.onLoad([&](const State& s) { hookRan = s.getInt("step") == 7; });
   load(loaded, tmp / "ckpt");
   for (size_t i = 0; i < into.size(); ++i) {
     EXPECT_EQ(std::memcmp(into[i].data(), tensors[i].data(), tensors[i].nbytes()), 0)
@@ -600,6 +601,118 @@ TEST(CheckpointAsync, RefusesWhileBusyWhenAsked) {
     EXPECT_TRUE(fs::exists(tmp / "a/metadata.json"));
   });
   EXPECT_EQ(errors[0], "");
+}
+
+}  // namespace
+}  // namespace c10d::inline v0::checkpoint
+
+namespace c10d::inline v0::checkpoint {
+namespace {
+
+// Edits metadata.json of dir with edit, as a damaged or hostile file would be.
+void editMetadata(const std::string& dir, const std::function<void(nlohmann::json&)>& edit) {
+  std::ifstream in(dir + "/metadata.json");
+  nlohmann::json json = nlohmann::json::parse(in);
+  in.close();
+  edit(json);
+  std::ofstream(dir + "/metadata.json") << json.dump(1);
+}
+
+TEST(CheckpointMetadata, SlicesThatOverlapOrLeaveGapsAreRefusedWhenRead) {
+  TempDir tmp;
+  const std::string dir = saveTwoTensors(tmp);
+  // Both slices of 'a' said to be its first rows: the count of elements still adds up.
+  editMetadata(dir, [](nlohmann::json& j) {
+    j["tensors"]["a"]["slices"][1]["offsets"] = j["tensors"]["a"]["slices"][0]["offsets"];
+  });
+  expectContains(loadTwoTensors(dir), "the slices of tensor 'a' overlap at element 0");
+  EXPECT_FALSE(latest(tmp.path()).has_value());  // not a checkpoint latest() may offer
+}
+
+TEST(CheckpointMetadata, HostileNumbersAndUnknownDtypesAreRefusedNamingTheFolder) {
+  TempDir tmp;
+  const std::string dir = saveTwoTensors(tmp);
+  editMetadata(dir, [](nlohmann::json& j) { j["tensors"]["b"]["dtype"] = "float8_e4m3fn"; });
+  expectContains(loadTwoTensors(dir), "tensor 'b' has dtype 'float8_e4m3fn', which this build");
+  expectContains(loadTwoTensors(dir), dir);
+  editMetadata(dir, [](nlohmann::json& j) {
+    j["tensors"]["b"]["dtype"] = "float64";
+    j["tensors"]["b"]["slices"][0]["offset"] = INT64_MAX - 8;
+  });
+  expectContains(loadTwoTensors(dir), "lies outside its file");
+  editMetadata(dir, [](nlohmann::json& j) {
+    j["tensors"]["b"]["slices"][0]["offset"] = 0;
+    j["checksum"]["block_bytes"] = int64_t{1} << 40;
+  });
+  expectContains(loadTwoTensors(dir), "checksum block_bytes 1099511627776");
+}
+
+TEST(CheckpointAgreement, RanksWithAnotherFolderOrBlockSizeFailEveryRank) {
+  TempDir tmp;
+  auto errors = test::errorsOnThreadRanks(3, 30s, [&](ProcessGroup& group) {
+    State state;
+    state.add("w", Tensor::zeros({4}, ScalarType::Float32));
+    save(state, group.rank() == 2 ? tmp / "elsewhere" : tmp / "c", &group);
+  });
+  for (int r = 0; r < 3; ++r) {
+    expectContains(errors[r], "rank 2 saves with folder \"" + tmp / "elsewhere" +
+                                  "\" but rank 0 with \"" + tmp / "c\"");
+  }
+  errors = test::errorsOnThreadRanks(2, 30s, [&](ProcessGroup& group) {
+    State state;
+    state.add("w", Tensor::zeros({4}, ScalarType::Float32));
+    save(state, tmp / "d", &group, {.checksumBlockBytes = group.rank() == 1 ? 4096 : 1 << 20});
+  });
+  for (int r = 0; r < 2; ++r) expectContains(errors[r], "rank 1 saves with block 4096");
+  EXPECT_FALSE(fs::exists(tmp / "c"));
+  EXPECT_FALSE(fs::exists(tmp / "d"));
+}
+
+TEST(CheckpointAgreement, FolderNamesAndTensorNamesThatWouldBeAmbiguousAreRefused) {
+  TempDir tmp;
+  State state;
+  EXPECT_THROW(state.add("w@[0:2]", Tensor::zeros({2}, ScalarType::Float32)), InvalidArgument);
+  EXPECT_THROW(state.add("__metadata__", Tensor::zeros({2}, ScalarType::Float32)),
+               InvalidArgument);
+  state.add("w", Tensor::zeros({2}, ScalarType::Float32));
+  EXPECT_THROW(save(state, tmp / "x.partial"), InvalidArgument);
+  EXPECT_THROW(save(state, tmp / "x.old"), InvalidArgument);
+  save(state, tmp / "trailing/");  // the folder "trailing"
+  EXPECT_TRUE(fs::exists(tmp / "trailing/metadata.json"));
+  EXPECT_FALSE(fs::exists(tmp / "trailing/.partial"));
+}
+
+TEST(CheckpointAsync, OneRankFailingToStageFailsEveryRankAndNoSaveHangs) {
+  TempDir tmp;
+  auto errors = test::errorsOnThreadRanks(2, 30s, [&](ProcessGroup& group) {
+    AsyncSaver saver(group);
+    State state;
+    state.add("t", Tensor::zeros({4}, ScalarType::Float32));
+    state.beforeSave([&group] {
+      C10D_CHECK(group.rank() != 1, InvalidArgument, "staging refused on purpose");
+    });
+    saver.save(state, tmp / "never");
+  });
+  expectContains(errors[0], "rank 1: staging refused on purpose");
+  expectContains(errors[1], "staging refused on purpose");
+  EXPECT_FALSE(fs::exists(tmp / "never"));
+}
+
+TEST(Checkpoint, LatestOrdersByCommitTimeUnlessEveryCheckpointHasAStep) {
+  TempDir tmp;
+  State state;
+  state.add("t", Tensor::zeros({4}, ScalarType::Float32));
+  state.setInt("step", 20);
+  save(state, tmp / "a");
+  State noStep;
+  noStep.add("t", Tensor::zeros({4}, ScalarType::Float32));
+  save(noStep, tmp / "i");
+  state.setInt("step", 10);  // a job that resumed from an older checkpoint
+  save(state, tmp / "b");
+  EXPECT_EQ(completeCheckpoints(tmp.path()),
+            (std::vector<std::string>{tmp / "a", tmp / "i", tmp / "b"}));
+  fs::remove_all(tmp / "i");
+  EXPECT_EQ(latest(tmp.path()), tmp / "a");
 }
 
 }  // namespace

@@ -10,7 +10,11 @@ root=$(mktemp -d /tmp/c10d-ckpt-tool-XXXXXX)
 trap 'rm -rf "$root"' EXIT
 timeout 30 "$launcher" --nproc-per-node 2 "$program" save "$root/ckpt" >/dev/null 2>&1 &
 job=$!
-sleep 0.5
+# Until two checkpoints are complete (however slow the disk), then kill the job.
+for _ in $(seq 1 300); do
+  [ "$(ls "$root/ckpt" 2>/dev/null | grep -c '^step-[0-9]*$')" -ge 2 ] && break
+  sleep 0.1
+done
 pkill -9 -f "$program save $root" ; wait "$job"
 
 newest=$("$tool" latest "$root/ckpt") || fail "latest found no checkpoint"
@@ -45,7 +49,8 @@ PY
 # Damage: one flipped byte in rank 1's file, then rank 0's file gone.
 file1=$newest/rank-00001.safetensors
 size=$(stat -c %s "$file1")
-printf '\x55' | dd of="$file1" bs=1 seek=$((size - 100)) conv=notrunc 2>/dev/null
+byte=$(od -An -tu1 -j $((size - 100)) -N1 "$file1" | tr -d ' ')
+printf "\\$(printf '%03o' $((byte ^ 0x55)))" | dd of="$file1" bs=1 seek=$((size - 100)) conv=notrunc 2>/dev/null
 out=$("$tool" verify "$newest" 2>&1); code=$?
 echo "$out"
 [ "$code" -eq 1 ] || fail "verify of a flipped byte exited $code"

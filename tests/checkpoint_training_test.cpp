@@ -1,7 +1,7 @@
 // The library's pieces in checkpoints, on ranks as threads: ZeRO-2 with Adam saved at 4 ranks
 // continues at 1 to 5 ranks, and in an unsharded Adam, as the unsharded Adam does from the same
 // checkpoint; FullyShardedLayers loads at every world size and whole; a 4-stage pipeline's
-// parameters load into 2 stages; a sampler resumed at another world size sees every remaining
+// parameters load into 1 to 5 stages; a sampler resumed at another world size sees every remaining
 // sample of its epoch once.
 
 #include <gtest/gtest.h>
@@ -239,7 +239,7 @@ TEST(CheckpointTraining, FullyShardedLayersLoadAtEveryWorldSizeAndWhole) {
   }
 }
 
-TEST(CheckpointTraining, PipelineStagesLoadIntoAnotherNumberOfStages) {
+TEST(CheckpointTraining, FourPipelineStagesLoadIntoOneToFiveStages) {
   TempDir tmp;
   auto layer = [](int l, float fill) {
     Tensor t = Tensor::empty({3, 4}, ScalarType::Float32);
@@ -262,18 +262,23 @@ TEST(CheckpointTraining, PipelineStagesLoadIntoAnotherNumberOfStages) {
     checkpoint::save(state, tmp / "pipe", &group, {.layout = "pipeline=4"});
   });
   for (int r = 0; r < 4; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
-  errors = test::errorsOnThreadRanks(2, 60s, [&](ProcessGroup& group) {
-    PipelineStage stage = stageWith(2 * group.rank(), 2, 0);
-    PipelineRunner runner(group, stage, {});
-    checkpoint::State state;
-    runner.addToState(state);
-    checkpoint::load(state, tmp / "pipe", &group);
-    for (const auto& [name, tensor] : stage.parameters) {
-      const int l = std::stoi(name.substr(7));
-      for (int k = 0; k < 12; ++k) ASSERT_EQ(tensor.data<float>()[k], l * 12 + k) << name;
-    }
-  });
-  for (int r = 0; r < 2; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  // 4 layers over 1 to 5 stages: stage s holds layers [s * ceil(4 / S), ...), the fifth none.
+  for (int stages = 1; stages <= 5; ++stages) {
+    errors = test::errorsOnThreadRanks(stages, 60s, [&](ProcessGroup& group) {
+      const int part = (4 + stages - 1) / stages;
+      const int first = std::min(4, group.rank() * part);
+      PipelineStage stage = stageWith(first, std::min(4, first + part) - first, 0);
+      PipelineRunner runner(group, stage, {});
+      checkpoint::State state;
+      runner.addToState(state);
+      checkpoint::load(state, tmp / "pipe", &group);
+      for (const auto& [name, tensor] : stage.parameters) {
+        const int l = std::stoi(name.substr(7));
+        for (int k = 0; k < 12; ++k) ASSERT_EQ(tensor.data<float>()[k], l * 12 + k) << name;
+      }
+    });
+    for (int r = 0; r < stages; ++r) EXPECT_EQ(errors[r], "") << stages << " stages, rank " << r;
+  }
   EXPECT_EQ(checkpoint::readMetadata(tmp / "pipe").layout, "pipeline=4");
 }
 

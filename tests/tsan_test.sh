@@ -7,7 +7,7 @@ source_dir=$1
 build_dir=$2
 tests=(store_conformance_test tcpstore_test rpc_test rref_test rref_table_test flight_recorder_test
        process_group_test host_staging_test op_queue_test sync_mesh_test uv_loop_test
-       ddp_threads_test pipeline_test)
+       ddp_threads_test pipeline_test checkpoint_test)
 
 cmake -S "$source_dir" -B "$build_dir" -DC10D_SANITIZE=thread \
   -DC10D_USE_MPI=OFF -DC10D_USE_NCCL=OFF -DC10D_USE_CUDA=OFF >/dev/null

@@ -1,12 +1,17 @@
 // The C API's checkpoints: thin calls into c10d/checkpoint.
 
-#include <mutex>
+#include <algorithm>
+#include <utility>
 
 #include "c10d/capi/Handles.hpp"
 #include "c10d/checkpoint/Checkpoint.hpp"
+#include "c10d/core/Cuda.hpp"
 
 struct c10d_checkpoint_state {
   c10d::checkpoint::State state;
+  // The CUDA streams the buffers were given with: a save or load first waits for the work
+  // queued on them, so that it reads (or writes) what that work leaves.
+  std::vector<std::pair<c10d::Device, void*>> streams;
 };
 
 struct c10d_checkpoint_saver {
@@ -35,6 +40,20 @@ checkpoint::SaveOptions saveOptionsOf(const c10d_checkpoint_save_options* option
 
 ProcessGroup* groupOf(c10d_group* group) {
   return group == nullptr ? nullptr : group->group.get();
+}
+
+void waitForStreams(const c10d_checkpoint_state& state) {
+  void* previous = currentCudaStream();
+  try {
+    for (const auto& [device, stream] : state.streams) {
+      setCurrentCudaStream(stream);
+      synchronizeCurrentStream(device);
+    }
+  } catch (...) {
+    setCurrentCudaStream(previous);
+    throw;
+  }
+  setCurrentCudaStream(previous);
 }
 
 }  // namespace
@@ -81,6 +100,12 @@ c10d_status c10d_checkpoint_state_add(c10d_checkpoint_state* state, const char* 
     }
     // The buffer's elements, shaped as the slice's (or flat): contiguous either way.
     s.state.addSlice(tensorName, tensor, std::move(shape), std::move(slice));
+    if (!tensor.device().isCPU() && local->stream != nullptr) {
+      const std::pair<Device, void*> entry{tensor.device(), local->stream};
+      if (std::find(s.streams.begin(), s.streams.end(), entry) == s.streams.end()) {
+        s.streams.push_back(entry);
+      }
+    }
   });
 }
 
@@ -92,6 +117,21 @@ c10d_status c10d_checkpoint_state_set_value(c10d_checkpoint_state* state, const 
     deref(state, call, "state")
         .state.setValue(textOf(name, call, "name"),
                         std::string(static_cast<const char*>(data), size));
+  });
+}
+
+c10d_status c10d_checkpoint_state_set_int(c10d_checkpoint_state* state, const char* name,
+                                          int64_t value) {
+  const char* call = "c10d_checkpoint_state_set_int";
+  return guarded(
+      [&] { deref(state, call, "state").state.setInt(textOf(name, call, "name"), value); });
+}
+
+c10d_status c10d_checkpoint_state_get_int(const c10d_checkpoint_state* state, const char* name,
+                                          int64_t* value) {
+  const char* call = "c10d_checkpoint_state_get_int";
+  return guarded([&] {
+    outOf(value, call) = deref(state, call, "state").state.getInt(textOf(name, call, "name"));
   });
 }
 
@@ -110,7 +150,9 @@ c10d_status c10d_checkpoint_save(const c10d_checkpoint_state* state, const char*
                                  c10d_group* group, const c10d_checkpoint_save_options* options) {
   const char* call = "c10d_checkpoint_save";
   return guarded([&] {
-    checkpoint::save(deref(state, call, "state").state, textOf(dir, call, "dir"), groupOf(group),
+    const auto& s = deref(state, call, "state");
+    waitForStreams(s);
+    checkpoint::save(s.state, textOf(dir, call, "dir"), groupOf(group),
                      saveOptionsOf(options, call));
   });
 }
@@ -124,8 +166,9 @@ c10d_status c10d_checkpoint_load(c10d_checkpoint_state* state, const char* dir, 
       load.allowUnexpected = options->allow_unexpected != 0;
       load.allowMissing = options->allow_missing != 0;
     }
-    checkpoint::load(deref(state, call, "state").state, textOf(dir, call, "dir"), groupOf(group),
-                     load);
+    auto& s = deref(state, call, "state");
+    waitForStreams(s);
+    checkpoint::load(s.state, textOf(dir, call, "dir"), groupOf(group), load);
   });
 }
 
@@ -148,8 +191,9 @@ c10d_status c10d_checkpoint_saver_save(c10d_checkpoint_saver* saver,
   const char* call = "c10d_checkpoint_saver_save";
   return guarded([&] {
     auto& s = deref(saver, call, "saver");
-    s.last = s.saver->save(deref(state, call, "state").state, textOf(dir, call, "dir"),
-                           saveOptionsOf(options, call));
+    const auto& st = deref(state, call, "state");
+    waitForStreams(st);
+    s.last = s.saver->save(st.state, textOf(dir, call, "dir"), saveOptionsOf(options, call));
   });
 }
 

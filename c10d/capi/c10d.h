@@ -505,7 +505,8 @@ C10D_C_EXPORT void c10d_rpc_free(c10d_rpc* agent);
  * plus small named values. c10d_checkpoint_save writes it from every rank of a group (NULL: this
  * process alone) into one folder; c10d_checkpoint_load fills it back at any world size and
  * slicing. The buffers are read by save and written by load in place: they must stay valid until
- * the call returns (for c10d_checkpoint_saver_save, until it returns: it copies them). A
+ * the call returns (for c10d_checkpoint_saver_save, until it returns: it copies them). A save or
+ * load first waits for the work queued on the CUDA streams its buffers were added with. A
  * checkpoint that is incomplete, damaged, or does not match the state fails with
  * C10D_ERR_CHECKPOINT, naming the folder, tensor, file and byte offset. */
 typedef struct c10d_checkpoint_state c10d_checkpoint_state;
@@ -543,6 +544,13 @@ C10D_C_EXPORT c10d_status c10d_checkpoint_state_add(c10d_checkpoint_state* state
 C10D_C_EXPORT c10d_status c10d_checkpoint_state_set_value(c10d_checkpoint_state* state,
                                                           const char* name, const void* data,
                                                           size_t size);
+/* An integer value in the form C++'s State::setInt stores ("int64:<decimal>"), which
+ * c10d-checkpoint inspect prints and latest() orders "step" by; get_int fails with
+ * C10D_ERR_INVALID_ARGUMENT for a value that is absent or not such an integer. */
+C10D_C_EXPORT c10d_status c10d_checkpoint_state_set_int(c10d_checkpoint_state* state,
+                                                        const char* name, int64_t value);
+C10D_C_EXPORT c10d_status c10d_checkpoint_state_get_int(const c10d_checkpoint_state* state,
+                                                        const char* name, int64_t* value);
 /* The value as set or loaded into *value (release value->data with c10d_free); *found 0 and
  * value empty when absent. */
 C10D_C_EXPORT c10d_status c10d_checkpoint_state_get_value(const c10d_checkpoint_state* state,

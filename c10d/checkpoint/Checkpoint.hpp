@@ -52,8 +52,8 @@ struct SaveOptions {
   // is committed; between the two renames DIR is briefly absent, and DIR.old holds it). Off: a
   // save to an existing checkpoint is refused.
   bool overwrite = false;
-  // Bytes covered by each checksum: a load reads and checks whole blocks, so smaller blocks read
-  // less around a small overlap, larger ones store fewer checksums.
+  // Bytes covered by each checksum (1 to 256 MiB): a load reads and checks whole blocks, so
+  // smaller blocks read less around a small overlap, larger ones store fewer checksums.
   int64_t checksumBlockBytes = int64_t{1} << 20;
   // How the job was laid out ("data=2 tensor=2 pipeline=1"), kept in the metadata for inspect.
   std::string layout;
@@ -69,7 +69,8 @@ struct LoadOptions {
 };
 
 // Collective over group (or this process alone): writes state to dir and returns once the
-// checkpoint is committed.
+// checkpoint is committed. Every rank passes the same dir and options (checked). A dir ending in
+// ".partial" or ".old" is refused: those suffixes name checkpoints in the making or replaced.
 void save(const State& state, const std::string& dir, ProcessGroup* group = nullptr,
           const SaveOptions& options = {});
 
@@ -84,13 +85,14 @@ void load(State& state, const std::string& dir, ProcessGroup* group = nullptr,
 // never interleave on one group. The returned Future completes when the checkpoint is committed,
 // or with the save's error.
 //
-// A save while the previous one runs waits for it (or, with refuseWhileBusy, throws StateError);
-// a previous save's error is thrown by the next save() or wait(), whether or not its Future was
-// waited on.
+// A save while the previous one runs waits for it (or, with refuseWhileBusy, throws StateError
+// on every rank when it still runs on any); a previous save's error is thrown by the next save()
+// or wait(), whether or not its Future was waited on.
 //
-// Construction is collective over group (it creates the saver's own group); every rank saves in
-// the same order. Threading: one thread calls save() and wait(); the destructor waits for a save
-// in flight.
+// Construction is collective over group (it creates the saver's own group), and so is save():
+// before any rank starts writing, the ranks agree over group that every one staged its slices
+// (an error on one is thrown on all, naming it). group must outlive the saver. Threading: one
+// thread calls save() and wait(); the destructor waits for a save in flight.
 class AsyncSaver {
  public:
   explicit AsyncSaver(ProcessGroup& group, bool refuseWhileBusy = false);
@@ -126,9 +128,9 @@ std::vector<std::string> verify(const std::string& dir, const Progress& progress
 void consolidate(const std::string& dir, const std::string& out,
                  const Progress& progress = nullptr);
 
-// Folders holding checkpoints: the complete ones under root (folders whose metadata.json exists;
-// DIR.partial and DIR.old are never complete), newest last, ordered by the value "step" when
-// both have it as an integer, else by the time of their commit.
+// Folders holding checkpoints: the complete ones under root (folders whose metadata.json exists
+// and reads; a folder named *.partial never is), newest last: by the value "step" when every one
+// has it as an integer, else by the time of their commit.
 std::vector<std::string> completeCheckpoints(const std::string& root);
 // The newest complete checkpoint under root, or nullopt.
 std::optional<std::string> latest(const std::string& root);

@@ -28,6 +28,33 @@ std::vector<std::string> allgatherText(ProcessGroup* group, const std::string& m
   return texts;
 }
 
+std::vector<std::string> gatherText(ProcessGroup* group, const std::string& mine, int root) {
+  if (group == nullptr || group->size() == 1) return {mine};
+  const int size = group->size();
+  int64_t length = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> lengths(size);
+  group
+      ->allgatherIntoTensor(Tensor::fromBlob(lengths.data(), ScalarType::Int64, {size}),
+                            Tensor::fromBlob(&length, ScalarType::Int64, {1}))
+      ->wait();
+  const int64_t longest = std::max<int64_t>(1, *std::max_element(lengths.begin(), lengths.end()));
+  std::vector<char> padded(longest, 0);
+  std::memcpy(padded.data(), mine.data(), mine.size());
+  const bool isRoot = group->rank() == root;
+  std::vector<std::vector<char>> all(isRoot ? size : 0, std::vector<char>(longest));
+  std::vector<Tensor> outputs;
+  for (auto& buffer : all) {
+    outputs.push_back(Tensor::fromBlob(buffer.data(), ScalarType::UInt8, {longest}));
+  }
+  group
+      ->gather(outputs, Tensor::fromBlob(padded.data(), ScalarType::UInt8, {longest}),
+               {.rootRank = root})
+      ->wait();
+  std::vector<std::string> texts;
+  for (int r = 0; isRoot && r < size; ++r) texts.emplace_back(all[r].data(), lengths[r]);
+  return texts;
+}
+
 Outcome capture(const std::function<void()>& body) {
   try {
     body();
@@ -44,6 +71,8 @@ Outcome capture(const std::function<void()>& body) {
     return {"Error", e.what()};
   } catch (const std::exception& e) {
     return {"Error", e.what()};
+  } catch (...) {
+    return {"Error", "an exception that is not a std::exception"};
   }
 }
 

@@ -18,6 +18,9 @@ namespace c10d::inline v0::checkpoint::detail {
 // Every rank's text, in rank order; group null: {mine}. A CPU collective of the group.
 std::vector<std::string> allgatherText(ProcessGroup* group, const std::string& mine);
 
+// Every rank's text, in rank order, on root only (empty elsewhere); group null: {mine}.
+std::vector<std::string> gatherText(ProcessGroup* group, const std::string& mine, int root);
+
 // What a phase left on one rank: empty, or an error's type and message.
 struct Outcome {
   std::string type;  // "CheckpointError", "InvalidArgument", ... ; empty: it went well

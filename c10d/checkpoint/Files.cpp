@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -118,6 +119,16 @@ void removeTree(const std::string& path) {
   std::error_code error;
   std::filesystem::remove_all(path, error);
   if (error) fail("removing", path, error.value());
+}
+
+void retireFolder(const std::string& dir) {
+  std::string name = dir;
+  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  const std::string retired =
+      name + ".removing-" +
+      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + ".partial";
+  renamePath(name, retired);
+  removeTree(retired);
 }
 
 void renamePath(const std::string& from, const std::string& to) {

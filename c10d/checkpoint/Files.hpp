@@ -40,6 +40,9 @@ void writeTextFile(const std::string& path, const std::string& text);
 std::string readTextFile(const std::string& path);
 void makeDirectory(const std::string& dir);
 void removeTree(const std::string& path);  // nothing to remove is not an error
+// Removes a checkpoint folder so that a crash midway leaves a folder named *.partial, never one
+// that still looks complete with files missing: renamed first, then removed.
+void retireFolder(const std::string& dir);
 void renamePath(const std::string& from, const std::string& to);
 bool pathExists(const std::string& path);
 // dir's parent, "." for a bare name.

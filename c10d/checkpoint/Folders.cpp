@@ -34,7 +34,7 @@ std::vector<Found> scan(const std::string& root) {
     Metadata m;
     try {
       m = readMetadata(path);
-    } catch (const CheckpointError&) {
+    } catch (const Error&) {
       continue;  // not one this build can read: never the newest by mistake
     }
     Found f{path, false, 0, m.createdUnixNanos};
@@ -50,8 +50,12 @@ std::vector<Found> scan(const std::string& root) {
     }
     found.push_back(std::move(f));
   }
-  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
-    if (a.hasStep && b.hasStep && a.step != b.step) return a.step < b.step;
+  // One total order (a mixed comparison would not be one): by step when every checkpoint has
+  // one, else by the time of the commit.
+  const bool bySteps =
+      std::all_of(found.begin(), found.end(), [](const Found& f) { return f.hasStep; });
+  std::sort(found.begin(), found.end(), [bySteps](const Found& a, const Found& b) {
+    if (bySteps && a.step != b.step) return a.step < b.step;
     return a.created < b.created;
   });
   return found;
@@ -76,7 +80,7 @@ std::vector<std::string> keepLast(const std::string& root, size_t keep) {
   std::vector<std::string> removed;
   std::vector<std::string> complete = completeCheckpoints(root);
   for (size_t i = 0; i + keep < complete.size(); ++i) {
-    detail::removeTree(complete[i]);
+    detail::retireFolder(complete[i]);
     removed.push_back(complete[i]);
   }
   std::error_code error;

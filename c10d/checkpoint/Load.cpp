@@ -135,10 +135,22 @@ class BlockReader {
   template <typename Use>
   void readThrough(const Piece& p, int64_t lo, int64_t hi, bool again, Use&& use) {
     const detail::File& f = file(p.source->file);
+    // The blocks touching [lo, hi): from the one holding lo to the one holding hi - 1.
+    const int64_t stop = std::min(p.source->bytes, (hi - 1) / block_ * block_ + block_);
     for (int64_t begin = lo / block_ * block_; begin < hi; begin += chunk_) {
-      const int64_t end = std::min({p.source->bytes, begin + chunk_, (hi + block_ - 1) / block_ * block_});
-      if (buffer_.size() < static_cast<size_t>(chunk_)) buffer_.resize(static_cast<size_t>(chunk_));
-      f.readAt(buffer_.data(), end - begin, p.source->offset + begin);
+      const int64_t end = std::min(stop, begin + chunk_);
+      if (buffer_.size() < static_cast<size_t>(end - begin)) {
+        buffer_.resize(static_cast<size_t>(end - begin));
+      }
+      try {
+        f.readAt(buffer_.data(), end - begin, p.source->offset + begin);
+      } catch (const CheckpointError& e) {
+        C10D_THROW(CheckpointError, "checkpoint::load: tensor '", *p.name, "', slice ",
+                   p.source->slice.describe(), ": ", e.what(),
+                   again ? " (the file changed during the load, which left this rank's tensors "
+                           "partly loaded)"
+                         : "");
+      }
       check(p, f, begin, end, buffer_.data(), again);
       use(begin, end, buffer_.data());
     }
@@ -237,18 +249,6 @@ void load(State& state, const std::string& dir, ProcessGroup* group, const LoadO
     reads = match(state, m, dir, options);
   });
   const std::vector<Json> asked = detail::exchange(group, rank, outcome, reads.requested);
-  std::set<std::string> requested;
-  for (const Json& list : asked) {
-    for (const Json& name : list) requested.insert(name.get<std::string>());
-  }
-  std::vector<std::string> unexpected;
-  for (const auto& [name, saved] : m.tensors) {
-    if (requested.count(name) == 0) unexpected.push_back(name);
-  }
-  C10D_CHECK(unexpected.empty() || options.allowUnexpected, CheckpointError,
-             "checkpoint::load: checkpoint '", dir, "' holds tensor",
-             unexpected.size() > 1 ? "s " : " ", listNames(unexpected),
-             " that no rank asks for (LoadOptions::allowUnexpected loads the rest)");
 
   const double matched = since();
   // Every block this rank needs is read and checked first, on every rank; only then are they
@@ -256,13 +256,28 @@ void load(State& state, const std::string& dir, ProcessGroup* group, const LoadO
   // less than staging the whole state in memory first: no memory of the state's size, no
   // faults on it, and a read from the cache runs at memcpy's speed.
   BlockReader reader(m, dir);
-  outcome = detail::capture([&] { checkPieces(reads, m, reader); });
+  outcome = detail::capture([&] {
+    // Decided inside the phase, so that ranks loading with different options all fail.
+    std::set<std::string> requested;
+    for (const Json& list : asked) {
+      for (const Json& name : list) requested.insert(name.get<std::string>());
+    }
+    std::vector<std::string> unexpected;
+    for (const auto& [name, saved] : m.tensors) {
+      if (requested.count(name) == 0) unexpected.push_back(name);
+    }
+    C10D_CHECK(unexpected.empty() || options.allowUnexpected, CheckpointError,
+               "checkpoint::load: checkpoint '", dir, "' holds tensor",
+               unexpected.size() > 1 ? "s " : " ", listNames(unexpected),
+               " that no rank asks for (LoadOptions::allowUnexpected loads the rest)");
+    checkPieces(reads, m, reader);
+  });
   detail::exchange(group, rank, outcome, Json());
   const double read = since();
   outcome = detail::capture([&] { fillPieces(reads, m, state, reader); });
   detail::exchange(group, rank, outcome, Json());
   for (const auto& [name, bytes] : m.values) state.mutableValues()[name] = bytes;
-  for (const auto& hook : state.loadHooks()) hook();
+  for (const auto& hook : state.loadHooks()) hook(state);
   C10D_LOG(Debug, "checkpoint::load of '", dir, "' on rank ", rank, ": matched in ", matched,
            " s, checked by ", read, " s, filled by ", since(), " s");
 }

@@ -2,11 +2,13 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "c10d/checkpoint/Files.hpp"
+#include "c10d/checkpoint/Geometry.hpp"
 #include "c10d/core/Exception.hpp"
 
 namespace c10d::inline v0::checkpoint {
@@ -168,12 +170,15 @@ Metadata metadataFromJson(const std::string& text, const std::string& dir) {
                CheckpointError, "checkpoint: the ", where, " uses checksum ",
                root.at("checksum").at("algorithm").dump(), "; this build checks xxh3_64");
     m.checksumBlockBytes = root.at("checksum").at("block_bytes").get<int64_t>();
-    C10D_CHECK(m.checksumBlockBytes > 0, CheckpointError, "checkpoint: the ", where,
-               " has checksum block_bytes ", m.checksumBlockBytes);
+    C10D_CHECK(m.checksumBlockBytes > 0 && m.checksumBlockBytes <= (int64_t{256} << 20),
+               CheckpointError, "checkpoint: the ", where, " has checksum block_bytes ",
+               m.checksumBlockBytes, " (1 to 256 MiB are read)");
     field = "files";
     for (const Json& f : root.at("files")) {
       SavedFile file{f.at("name").get<std::string>(), f.at("rank").get<int>(),
                      f.at("bytes").get<int64_t>()};
+      C10D_CHECK(file.bytes >= 0, CheckpointError, "checkpoint: the ", where, " gives file '",
+                 file.name, "' ", file.bytes, " bytes");
       C10D_CHECK(!file.name.empty() && file.name.find('/') == std::string::npos &&
                      file.name != "." && file.name != "..",
                  CheckpointError, "checkpoint: the ", where, " names file '", file.name,
@@ -183,14 +188,24 @@ Metadata metadataFromJson(const std::string& text, const std::string& dir) {
     for (const auto& [name, t] : root.at("tensors").items()) {
       field = "tensors." + name;
       SavedTensor tensor;
-      tensor.dtype = scalarTypeFromName(t.at("dtype").get<std::string>());
+      const std::string dtype = t.at("dtype").get<std::string>();
+      try {
+        tensor.dtype = scalarTypeFromName(dtype);
+      } catch (const InvalidArgument&) {
+        C10D_THROW(CheckpointError, "checkpoint: the ", where, ": tensor '", name, "' has dtype '",
+                   dtype, "', which this build does not hold");
+      }
       tensor.shape = t.at("shape").get<std::vector<int64_t>>();
       int64_t numel = 1;
       for (int64_t s : tensor.shape) {
-        C10D_CHECK(s >= 0, CheckpointError, "checkpoint: the ", where, ": tensor '", name,
-                   "' has a negative size");
-        numel *= s;
+        C10D_CHECK(s >= 0 && !__builtin_mul_overflow(numel, s, &numel), CheckpointError,
+                   "checkpoint: the ", where, ": tensor '", name, "' has a shape of ",
+                   s < 0 ? "negative size" : "more elements than fit in 64 bits");
       }
+      const int64_t element = static_cast<int64_t>(elementSize(tensor.dtype));
+      int64_t tensorBytes = 0;
+      C10D_CHECK(!__builtin_mul_overflow(numel, element, &tensorBytes), CheckpointError,
+                 "checkpoint: the ", where, ": tensor '", name, "' is too large");
       for (const Json& j : t.at("slices")) {
         SavedSlice s;
         s.slice.kind = j.at("kind").get<std::string>() == "flat" ? Slice::Kind::Flat
@@ -206,44 +221,66 @@ Metadata metadataFromJson(const std::string& text, const std::string& dir) {
         }
         s.holders = j.value("holders", std::vector<int>{});
         // A slice must lie inside its tensor and its file, with a checksum per block: what a
-        // load trusts before it reads a byte.
+        // load trusts before it reads a byte. (Every sum is checked against overflow: hostile
+        // numbers must not wrap into plausible ones.)
         bool inside = s.slice.kind == Slice::Kind::Flat
                           ? s.slice.offsets.size() == 1 && s.slice.sizes.size() == 1 &&
                                 s.slice.offsets[0] >= 0 && s.slice.sizes[0] >= 0 &&
-                                s.slice.offsets[0] + s.slice.sizes[0] <= numel
+                                s.slice.offsets[0] <= numel - s.slice.sizes[0]
                           : s.slice.offsets.size() == tensor.shape.size() &&
                                 s.slice.sizes.size() == tensor.shape.size();
         for (size_t d = 0; inside && s.slice.kind == Slice::Kind::Box && d < tensor.shape.size();
              ++d) {
           inside = s.slice.offsets[d] >= 0 && s.slice.sizes[d] >= 0 &&
-                   s.slice.offsets[d] + s.slice.sizes[d] <= tensor.shape[d];
+                   s.slice.offsets[d] <= tensor.shape[d] - s.slice.sizes[d];
         }
         C10D_CHECK(inside, CheckpointError, "checkpoint: the ", where, ": slice ",
                    s.slice.describe(), " of tensor '", name, "' is outside its shape");
-        C10D_CHECK(s.bytes == s.slice.numel() * static_cast<int64_t>(elementSize(tensor.dtype)),
-                   CheckpointError, "checkpoint: the ", where, ": slice ", s.slice.describe(),
-                   " of tensor '", name, "' has ", s.bytes, " bytes for ", s.slice.numel(),
-                   " elements of ", tensor.dtype);
+        C10D_CHECK(s.bytes == s.slice.numel() * element, CheckpointError, "checkpoint: the ",
+                   where, ": slice ", s.slice.describe(), " of tensor '", name, "' has ", s.bytes,
+                   " bytes for ", s.slice.numel(), " elements of ", tensor.dtype);
         C10D_CHECK(s.file < m.files.size(), CheckpointError, "checkpoint: the ", where,
                    ": slice ", s.slice.describe(), " of tensor '", name, "' names file ", s.file,
                    " of ", m.files.size());
-        C10D_CHECK(s.offset >= 0 && s.offset + s.bytes <= m.files[s.file].bytes,
-                   CheckpointError, "checkpoint: the ", where, ": slice ", s.slice.describe(),
-                   " of tensor '", name, "' lies outside its file '", m.files[s.file].name, "'");
-        const int64_t blocks = (s.bytes + m.checksumBlockBytes - 1) / m.checksumBlockBytes;
+        C10D_CHECK(s.offset >= 0 && s.offset <= m.files[s.file].bytes - s.bytes, CheckpointError,
+                   "checkpoint: the ", where, ": slice ", s.slice.describe(), " of tensor '", name,
+                   "' lies outside its file '", m.files[s.file].name, "'");
+        const int64_t blocks =
+            s.bytes / m.checksumBlockBytes + (s.bytes % m.checksumBlockBytes != 0 ? 1 : 0);
         C10D_CHECK(static_cast<int64_t>(s.checksums.size()) == blocks, CheckpointError,
                    "checkpoint: the ", where, ": slice ", s.slice.describe(), " of tensor '",
                    name, "' has ", s.checksums.size(), " checksums for ", blocks, " blocks");
         tensor.slices.push_back(std::move(s));
       }
+      // The slices cover the tensor once: overlaps (which could hide a gap from a count) and
+      // gaps are refused here, before any load relies on them.
+      std::vector<detail::Run> runs;
+      for (const SavedSlice& s : tensor.slices) {
+        for (const detail::Run& run : detail::runsOf(s.slice, tensor.shape)) runs.push_back(run);
+      }
+      std::sort(runs.begin(), runs.end(),
+                [](const detail::Run& a, const detail::Run& b) { return a.global < b.global; });
+      int64_t covered = 0;
+      for (const detail::Run& run : runs) {
+        C10D_CHECK(run.global == covered, CheckpointError, "checkpoint: the ", where,
+                   ": the slices of tensor '", name, "' ",
+                   run.global < covered ? "overlap" : "leave a gap", " at element ",
+                   std::min(run.global, covered));
+        covered += run.length;
+      }
+      C10D_CHECK(covered == numel, CheckpointError, "checkpoint: the ", where,
+                 ": the slices of tensor '", name, "' cover ", covered, " of its ", numel,
+                 " elements");
       m.tensors.emplace(name, std::move(tensor));
     }
     field = "values";
     for (const auto& [name, v] : root.at("values").items()) {
       m.values[name] = unbase64(v.get<std::string>(), "value '" + name + "'");
     }
-  } catch (const Error&) {
-    throw;
+  } catch (const CheckpointError& e) {
+    // Name the folder in what the helpers say without it.
+    if (std::string(e.what()).find(dir) != std::string::npos) throw;
+    C10D_THROW(CheckpointError, e.what(), " (in the ", where, ", at '", field, "')");
   } catch (const std::exception& e) {
     C10D_THROW(CheckpointError, "checkpoint: the ", where, " is malformed at '", field,
                "': ", e.what());

@@ -26,6 +26,10 @@ namespace {
 
 using Json = nlohmann::json;
 
+// The largest checksum block: a load reads and checks whole blocks through a buffer of at least
+// one block, so a block must stay a modest allocation.
+constexpr int64_t kMaxChecksumBlock = int64_t{256} << 20;
+
 // One slice as some rank holds it.
 struct Held {
   std::string name;
@@ -87,6 +91,14 @@ Json describeLocal(const State& state) {
 // what the ranks disagree about.
 Plan makePlan(const std::vector<Json>& lists) {
   Plan plan;
+  for (size_t r = 1; r < lists.size(); ++r) {
+    for (const char* field : {"folder", "block", "overwrite"}) {
+      C10D_CHECK(lists[r].at(field) == lists[0].at(field), InvalidArgument,
+                 "checkpoint::save: rank ", r, " saves with ", field, " ", lists[r].at(field).dump(),
+                 " but rank 0 with ", lists[0].at(field).dump(),
+                 "; every rank must save to the same folder with the same options");
+    }
+  }
   std::map<std::string, int> firstHolder;
   std::map<std::string, int> valueSetter;
   std::map<std::pair<std::string, std::string>, size_t> byKey;
@@ -310,15 +322,26 @@ Metadata makeMetadata(const Plan& plan, const std::vector<Json>& written, int wo
 
 void commit(const Metadata& metadata, const std::string& dir, const std::string& partial,
             bool overwrite) {
+  // Every file the metadata lists is there, whole: a rank that wrote somewhere else (another
+  // file system at the same path) is caught before the checkpoint is committed.
+  for (const SavedFile& f : metadata.files) {
+    const std::string path = partial + "/" + f.name;
+    const int64_t bytes = detail::pathExists(path) ? detail::File::open(path).size() : -1;
+    C10D_CHECK(bytes == f.bytes, CheckpointError, "checkpoint::save: rank ", f.rank, " wrote ",
+               f.bytes, " bytes into '", path, "', but rank 0 finds ",
+               bytes < 0 ? std::string("no such file") : std::to_string(bytes) + " bytes",
+               " there: do the ranks see the same file system at this path?");
+  }
   detail::writeTextFile(partial + "/" + kMetadataFile, metadataToJson(metadata));
   detail::syncDirectory(partial);
   if (overwrite && detail::pathExists(dir)) {
+    // Between the two renames the old checkpoint is dir.old, complete, and latest() finds it.
     const std::string old = dir + ".old";
-    detail::removeTree(old);
+    if (detail::pathExists(old)) detail::retireFolder(old);
     detail::renamePath(dir, old);
     detail::renamePath(partial, dir);
     detail::syncDirectory(detail::parentOf(dir));
-    detail::removeTree(old);
+    detail::retireFolder(old);
   } else {
     detail::renamePath(partial, dir);
   }
@@ -327,19 +350,29 @@ void commit(const Metadata& metadata, const std::string& dir, const std::string&
 
 }  // namespace
 
-void save(const State& state, const std::string& dir, ProcessGroup* group,
+void save(const State& state, const std::string& folder, ProcessGroup* group,
           const SaveOptions& options) {
   const int rank = group ? group->rank() : 0;
   const int size = group ? group->size() : 1;
+  std::string dir = folder;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();  // "a/b/" is the folder a/b
   const std::string partial = dir + ".partial";
 
   Json mine;
   detail::Outcome outcome = detail::capture([&] {
     for (const auto& hook : state.saveHooks()) hook();
-    C10D_CHECK(!dir.empty(), InvalidArgument, "checkpoint::save: the folder's name is empty");
-    C10D_CHECK(options.checksumBlockBytes > 0, InvalidArgument,
-               "checkpoint::save: checksumBlockBytes is ", options.checksumBlockBytes,
-               "; it must be positive");
+    C10D_CHECK(!dir.empty() && dir != "/", InvalidArgument, "checkpoint::save: folder '", folder,
+               "' cannot hold a checkpoint");
+    for (const char* reserved : {".partial", ".old"}) {
+      const std::string suffix = reserved;
+      C10D_CHECK(dir.size() <= suffix.size() ||
+                     dir.compare(dir.size() - suffix.size(), suffix.size(), suffix) != 0,
+                 InvalidArgument, "checkpoint::save: folder '", folder, "' ends in '", suffix,
+                 "', which names checkpoints in the making or being replaced; choose another name");
+    }
+    C10D_CHECK(options.checksumBlockBytes > 0 && options.checksumBlockBytes <= kMaxChecksumBlock,
+               InvalidArgument, "checkpoint::save: checksumBlockBytes is ",
+               options.checksumBlockBytes, "; it must be 1 to ", kMaxChecksumBlock);
     if (rank == 0) {
       C10D_CHECK(options.overwrite || !detail::pathExists(dir), CheckpointError,
                  "checkpoint::save: '", dir,
@@ -348,6 +381,10 @@ void save(const State& state, const std::string& dir, ProcessGroup* group,
       detail::makeDirectory(partial);
     }
     mine = describeLocal(state);
+    // What every rank must agree on, checked in makePlan.
+    mine["folder"] = dir;
+    mine["block"] = options.checksumBlockBytes;
+    mine["overwrite"] = options.overwrite;
   });
   const std::vector<Json> lists = detail::exchange(group, rank, outcome, mine);
   const Plan plan = makePlan(lists);
@@ -355,12 +392,19 @@ void save(const State& state, const std::string& dir, ProcessGroup* group,
   Json written;
   outcome = detail::capture(
       [&] { written = writeFile(state, plan, rank, partial, options.checksumBlockBytes); });
-  const std::vector<Json> results = detail::exchange(group, rank, outcome, written);
+  detail::exchange(group, rank, outcome, Json());
+  // Only rank 0 needs what each rank wrote (its checksums are the larger part of it).
+  const std::vector<uint8_t> encoded = Json::to_msgpack(written);
+  const std::vector<std::string> texts =
+      detail::gatherText(group, std::string(encoded.begin(), encoded.end()), 0);
 
   outcome = detail::capture([&] {
-    if (rank == 0) commit(makeMetadata(plan, results, size, options), dir, partial, options.overwrite);
+    if (rank != 0) return;
+    std::vector<Json> results;
+    for (const std::string& text : texts) results.push_back(Json::from_msgpack(text));
+    commit(makeMetadata(plan, results, size, options), dir, partial, options.overwrite);
   });
-  detail::exchange(group, rank, outcome, Json::object());
+  detail::exchange(group, rank, outcome, Json());
 }
 
 }  // namespace c10d::inline v0::checkpoint

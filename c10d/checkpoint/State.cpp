@@ -113,6 +113,11 @@ void State::add(const std::string& name, const Tensor& tensor) {
 void State::addSlice(const std::string& name, const Tensor& local,
                      std::vector<int64_t> globalShape, Slice where) {
   C10D_CHECK(!name.empty(), InvalidArgument, "checkpoint::State: a tensor needs a name");
+  // '@' separates a tensor's name from its slice in the data files' keys, and "__metadata__" is
+  // the safetensors header's own entry.
+  C10D_CHECK(name.find('@') == std::string::npos && name != "__metadata__", InvalidArgument,
+             "checkpoint::State: tensor name '", name,
+             "' is reserved or holds '@' (which the data files use to name slices)");
   C10D_CHECK(local.defined(), InvalidArgument, "checkpoint::State: tensor '", name,
              "' is undefined");
   C10D_CHECK(local.isContiguous(), InvalidArgument, "checkpoint::State: tensor '", name, "' is ",
@@ -164,7 +169,7 @@ int64_t State::getInt(const std::string& name) const {
              "'");
 }
 
-void State::onLoad(std::function<void()> hook) {
+void State::onLoad(std::function<void(const State&)> hook) {
   hooks_.push_back(std::move(hook));
 }
 

@@ -15,7 +15,8 @@
 // A tensor added by several ranks with the same slice is replicated: a save writes it once. The
 // slices of one tensor, over all ranks, must cover it without partial overlaps.
 //
-// Errors: InvalidArgument, naming the tensor, for the same slice of a name given twice, an undefined or
+// Errors: InvalidArgument, naming the tensor, for a name holding '@' or "__metadata__", the same
+// slice of a name given twice, an undefined or
 // non-contiguous tensor, a slice outside the global shape or of another element count than the
 // local tensor. Threading: a plain value; not shared between threads while one changes it.
 
@@ -80,9 +81,10 @@ class State {
   // The value as an integer; throws InvalidArgument when absent or not set by setInt.
   int64_t getInt(const std::string& name) const;
 
-  // Runs after a load has filled every tensor and value of this State, in the order added: how
-  // the library's pieces turn loaded values (an optimizer's step count) back into their state.
-  void onLoad(std::function<void()> hook);
+  // Runs after a load has filled every tensor and value of this State, in the order added, with
+  // the State loaded (which may be a copy or a move of this one): how the library's pieces turn
+  // loaded values (an optimizer's step count, a sampler's place) back into their state.
+  void onLoad(std::function<void(const State&)> hook);
   // Runs as a save (or AsyncSaver::save) begins, before anything is read: how the library's
   // pieces copy counts they keep outside tensors (an optimizer's steps) into the tensors added
   // for them, so that a State built once saves what is current at each save.
@@ -91,13 +93,13 @@ class State {
   const std::vector<StateTensor>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& values() const { return values_; }
   std::map<std::string, std::string>& mutableValues() { return values_; }
-  const std::vector<std::function<void()>>& loadHooks() const { return hooks_; }
+  const std::vector<std::function<void(const State&)>>& loadHooks() const { return hooks_; }
   const std::vector<std::function<void()>>& saveHooks() const { return saveHooks_; }
 
  private:
   std::vector<StateTensor> tensors_;
   std::map<std::string, std::string> values_;
-  std::vector<std::function<void()>> hooks_;
+  std::vector<std::function<void(const State&)>> hooks_;
   std::vector<std::function<void()>> saveHooks_;
 };
 

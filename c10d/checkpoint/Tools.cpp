@@ -52,7 +52,7 @@ std::vector<std::string> verify(const std::string& dir, const Progress& progress
         const int64_t n = std::min(chunk, s.bytes - at);
         done += n;
         if (file == nullptr) continue;
-        buffer.resize(static_cast<size_t>(n));
+        if (buffer.size() < static_cast<size_t>(n)) buffer.resize(static_cast<size_t>(n));
         try {
           file->readAt(buffer.data(), n, s.offset + at);
         } catch (const CheckpointError& e) {
@@ -82,6 +82,14 @@ void consolidate(const std::string& dir, const std::string& out, const Progress&
   const Metadata m = readMetadata(dir);
   C10D_CHECK(!detail::pathExists(out), CheckpointError, "checkpoint::consolidate: '", out,
              "' exists already");
+  // The files hold what the metadata says (its slices cover each tensor, readMetadata checked),
+  // so the tensors' sizes below are backed by data, not just claimed.
+  for (const SavedFile& f : m.files) {
+    const std::string path = dir + "/" + f.name;
+    const int64_t bytes = detail::File::open(path).size();
+    C10D_CHECK(bytes == f.bytes, CheckpointError, "checkpoint::consolidate: file '", path,
+               "' is ", bytes, " bytes but the metadata says ", f.bytes);
+  }
   std::vector<detail::SafetensorsEntry> entries;
   for (const auto& [name, tensor] : m.tensors) {
     int64_t numel = 1;

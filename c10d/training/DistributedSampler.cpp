@@ -63,10 +63,10 @@ void DistributedSampler::addToState(checkpoint::State& state, const std::string&
   state.setInt(prefix + "epoch", static_cast<int64_t>(epoch_));
   state.setInt(prefix + "seed", static_cast<int64_t>(options_.seed));
   state.setInt(prefix + "consumed", start_ + takenOnThisRank * numReplicas_);
-  state.onLoad([this, &state, prefix] {
-    options_.seed = static_cast<uint64_t>(state.getInt(prefix + "seed"));
-    setEpoch(static_cast<uint64_t>(state.getInt(prefix + "epoch")));
-    setStartIndex(state.getInt(prefix + "consumed"));
+  state.onLoad([this, prefix](const checkpoint::State& loaded) {
+    options_.seed = static_cast<uint64_t>(loaded.getInt(prefix + "seed"));
+    setEpoch(static_cast<uint64_t>(loaded.getInt(prefix + "epoch")));
+    setStartIndex(loaded.getInt(prefix + "consumed"));
   });
 }
 

@@ -325,7 +325,7 @@ void addOptimizerState(checkpoint::State& state, FunctionalOptimizer& optimizer,
   *step.data<int64_t>() = mine->step;
   state.add(name + ".step", step);
   state.beforeSave([mine, step] { *step.data<int64_t>() = mine->step; });
-  state.onLoad([mine, step] { mine->step = *step.data<int64_t>(); });
+  state.onLoad([mine, step](const checkpoint::State&) { mine->step = *step.data<int64_t>(); });
 }
 
 std::unique_ptr<FunctionalOptimizer> makeOptimizer(const OptimizerSpec& spec) {

@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   c10d_checkpoint_state* state = NULL;
   float mine[ROWS * COLS], whole[ROWS * COLS];
   const int64_t shape[2] = {ROWS, COLS};
-  int64_t offsets[2], sizes[2], step = 7;
+  int64_t offsets[2], sizes[2], step = 7, loaded_step = 0;
   char dir[512];
   c10d_bytes value, report;
   int rank, size, part, first, count, i, found, problems;
@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
     if (c10d_checkpoint_state_add(state, "w", &local, shape, 2, C10D_SLICE_BOX, offsets, sizes) !=
         C10D_OK)
       return fail("add");
-    if (c10d_checkpoint_state_set_value(state, "step", &step, sizeof(step)) != C10D_OK)
+    if (c10d_checkpoint_state_set_int(state, "step", step) != C10D_OK) return fail("set_int");
+    if (c10d_checkpoint_state_set_value(state, "note", "from C", 6) != C10D_OK)
       return fail("set_value");
     save.layout = "data";
     if (c10d_checkpoint_save(state, dir, group, &save) != C10D_OK) return fail("save");
@@ -63,10 +64,12 @@ int main(int argc, char** argv) {
     if (c10d_checkpoint_state_add(state, "w", &all, shape, 2, C10D_SLICE_BOX, NULL, NULL) != C10D_OK)
       return fail("add whole");
     if (c10d_checkpoint_load(state, dir, group, NULL) != C10D_OK) return fail("load");
-    if (c10d_checkpoint_state_get_value(state, "step", &value, &found) != C10D_OK)
+    if (c10d_checkpoint_state_get_int(state, "step", &loaded_step) != C10D_OK)
+      return fail("get_int");
+    if (c10d_checkpoint_state_get_value(state, "note", &value, &found) != C10D_OK)
       return fail("get_value");
-    if (!found || value.size != sizeof(step) || memcmp(value.data, &step, sizeof(step)) != 0) {
-      fprintf(stderr, "checkpoint: rank %d: the step did not come back\n", rank);
+    if (loaded_step != step || !found || value.size != 6 || memcmp(value.data, "from C", 6) != 0) {
+      fprintf(stderr, "checkpoint: rank %d: the values did not come back\n", rank);
       return 1;
     }
     c10d_free(value.data);

@@ -62,7 +62,6 @@ def main():
                           "exp_avg_sq": dcp.Shard(exp_avg_sq[:count], (n,), flat_offset=begin),
                           "step": step},
                 "sampler": {"epoch": epoch, "consumed": consumed},
-                "rng": {f"rank{rank}": pickle.dumps(rng.bit_generator.state)},
                 "step": step}
 
     step, epoch, consumed = 0, 0, 0
@@ -71,7 +70,12 @@ def main():
         s = state(0, 0, 0)
         dcp.load(s, latest)
         step, epoch, consumed = s["step"], s["sampler"]["epoch"], s["sampler"]["consumed"]
-        rng.bit_generator.state = pickle.loads(s["rng"][f"rank{rank}"])
+        # This rank's generator, if the saving job had this rank (strict=False: else it starts
+        # from its seed); its state is bytes of our own pickle, so no allow_pickle is needed.
+        mine = {"rng": {f"rank{rank}": b""}}
+        dcp.load(mine, latest, strict=False)
+        if mine["rng"][f"rank{rank}"]:
+            rng.bit_generator.state = pickle.loads(mine["rng"][f"rank{rank}"])
         if rank == 0:
             print(f"resumed from {latest} at step {step} on {ranks} ranks", flush=True)
 
@@ -109,7 +113,9 @@ def main():
         if rank == 0:
             print(f"step {step} loss {loss:.6f}", flush=True)
         if step == args.save_at:
-            dcp.save(state(step, epoch, consumed), f"{args.root}/step-{step}", overwrite=True)
+            s = state(step, epoch, consumed)
+            s["rng"] = {f"rank{rank}": pickle.dumps(rng.bit_generator.state)}
+            dcp.save(s, f"{args.root}/step-{step}", overwrite=True)
             if rank == 0:
                 print(f"saved {args.root}/step-{step}", flush=True)
     digest = hashlib.sha256(params.tobytes()).hexdigest()[:16]

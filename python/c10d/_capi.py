@@ -237,6 +237,8 @@ _PROTOTYPES = {
                                             POINTER(c_int64)]),
     "c10d_checkpoint_state_set_value": (_status, [_checkpoint_state_p, c_char_p, c_char_p,
                                                   c_size_t]),
+    "c10d_checkpoint_state_set_int": (_status, [_checkpoint_state_p, c_char_p, c_int64]),
+    "c10d_checkpoint_state_get_int": (_status, [_checkpoint_state_p, c_char_p, POINTER(c_int64)]),
     "c10d_checkpoint_state_get_value": (_status, [_checkpoint_state_p, c_char_p, POINTER(Bytes),
                                                   POINTER(c_int)]),
     "c10d_checkpoint_save": (_status, [_checkpoint_state_p, c_char_p, _group_p,

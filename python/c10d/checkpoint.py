@@ -8,10 +8,12 @@
 
 A state dict is a dict, nested as deep as you like (keys joined with "." name the entries). Its
 leaves are tensors this rank holds whole (torch.Tensor, numpy.ndarray, anything with __dlpack__
-or the buffer protocol; replicated when several ranks hold one), Shard objects (a local tensor
-that is a slice of a larger global tensor), and other values: int (as the C++ State's setInt),
-bytes, and anything else pickle takes. load writes tensors in place and puts the checkpoint's
-values into the dict.
+or the buffer protocol; replicated when several ranks hold one; one without a `shape`
+attribute is saved flat), Shard objects (a local tensor that is a slice of a larger global
+tensor), and values: int (as the C++ State's setInt stores it), float, str, bytes (stored as
+they are), NumPy scalars (as the Python number), and anything else pickle takes. load writes
+tensors in place and puts the checkpoint's values into the dict; a pickled value is unpickled
+only with allow_pickle=True (unpickling runs code the checkpoint's author chose).
 
 The format and its guarantees are the C++ library's (c10d/checkpoint/Checkpoint.hpp,
 docs/checkpoint.md): one safetensors file per writing rank, metadata.json with a checksum per
@@ -21,7 +23,10 @@ state the ranks disagree about.
 """
 
 import pickle
-from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_void_p
+import sys
+import time
+import weakref
+from ctypes import byref, c_int, c_int64
 
 from . import _capi, _tensors, distributed
 from ._capi import Bytes, lib
@@ -30,6 +35,8 @@ __all__ = ["Shard", "save", "load", "async_save", "latest", "keep_last", "verify
            "consolidate"]
 
 _INT = b"int64:"
+_FLOAT = b"float64:"
+_STR = b"str:"
 _PICKLE = b"pickle:"
 
 
@@ -45,6 +52,10 @@ class Shard:
         if (offsets is None) == (flat_offset is None):
             raise _capi.errors.InvalidArgument(
                 "Shard: give offsets (a box) or flat_offset (a flat range), not both or neither")
+        if offsets is not None and len(offsets) != len(global_shape):
+            raise _capi.errors.InvalidArgument(
+                f"Shard: {len(offsets)} offsets for a global shape of {len(global_shape)} "
+                f"dimensions {tuple(global_shape)}")
         self.local = local
         self.global_shape = tuple(int(s) for s in global_shape)
         self.offsets = None if offsets is None else tuple(int(o) for o in offsets)
@@ -65,25 +76,51 @@ def _shape_of(obj, buf):
     return (buf.count,) if shape is None else tuple(int(s) for s in shape)
 
 
+def _is_numpy_scalar(value):
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.generic)
+
+
 def _is_tensor(value):
     if isinstance(value, (bytes, str, int, float, bool, type(None), list, tuple)):
         return False
+    if _is_numpy_scalar(value):
+        return False
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return True
     return hasattr(value, "__dlpack__") or hasattr(value, "__array_interface__") or \
-        type(value).__module__.startswith("torch") or isinstance(value, (bytearray, memoryview))
+        isinstance(value, (bytearray, memoryview))
 
 
 def _encode(value):
-    if isinstance(value, bool) or not isinstance(value, (int, bytes)):
+    if _is_numpy_scalar(value):
+        value = value.item()
+    if isinstance(value, bool):
         return _PICKLE + pickle.dumps(value)
     if isinstance(value, int):
         return _INT + str(value).encode()
-    return value
+    if isinstance(value, float):
+        return _FLOAT + repr(value).encode()
+    if isinstance(value, str):
+        return _STR + value.encode()
+    if isinstance(value, bytes):
+        return value
+    return _PICKLE + pickle.dumps(value)
 
 
-def _decode(data):
+def _decode(name, data, allow_pickle):
     if data.startswith(_INT):
         return int(data[len(_INT):])
+    if data.startswith(_FLOAT):
+        return float(data[len(_FLOAT):])
+    if data.startswith(_STR):
+        return data[len(_STR):].decode()
     if data.startswith(_PICKLE):
+        if not allow_pickle:
+            raise _capi.errors.CheckpointError(
+                f"checkpoint: value '{name}' is a pickle; load it with allow_pickle=True if you "
+                "trust the checkpoint (unpickling runs code its author chose)")
         return pickle.loads(data[len(_PICKLE):])
     return data
 
@@ -97,8 +134,11 @@ class _State:
         self.keep = []
         self.leaves = []
         flat = []
-        _flatten(state_dict, "", flat)
         try:
+            if not isinstance(state_dict, dict):
+                raise _capi.errors.InvalidArgument(
+                    f"checkpoint: the state dict is a {type(state_dict).__name__}, not a dict")
+            _flatten(state_dict, "", flat)
             for name, parent, key, value in flat:
                 self.leaves.append((name, parent, key, value))
                 if isinstance(value, Shard):
@@ -134,7 +174,7 @@ class _State:
         _capi.check(lib.c10d_checkpoint_state_add(self.handle, name.encode(), byref(buf), shape,
                                                   len(global_shape), kind, offsets, sizes))
 
-    def read_values(self):
+    def read_values(self, allow_pickle):
         """Puts the loaded values back into the state dict."""
         for name, parent, key, value in self.leaves:
             if isinstance(value, Shard) or _is_tensor(value):
@@ -144,7 +184,8 @@ class _State:
                                                             byref(out), byref(found)))
             try:
                 if found.value:
-                    parent[key] = _decode(_capi.ctypes.string_at(out.data, out.size))
+                    parent[key] = _decode(name, _capi.ctypes.string_at(out.data, out.size),
+                                          allow_pickle)
             finally:
                 lib.c10d_free(out.data)
 
@@ -154,10 +195,20 @@ class _State:
             self.handle = None
 
 
-def _group_handle(process_group):
+def _group(process_group):
+    """The ProcessGroup to run on, or None for this process alone (no group initialized)."""
     if process_group is None and not distributed.is_initialized():
-        return None  # one process, no group
+        return None
     pg = distributed._group(process_group)
+    if pg is None:
+        raise _capi.errors.InvalidArgument(
+            "checkpoint: this rank is not a member of process_group; only its members save and "
+            "load through it")
+    return pg
+
+
+def _group_handle(process_group):
+    pg = _group(process_group)
     return None if pg is None else pg.handle
 
 
@@ -181,17 +232,18 @@ def save(state_dict, checkpoint_id, process_group=None, *, overwrite=False, layo
         state.close()
 
 
-def load(state_dict, checkpoint_id, process_group=None, *, strict=True):
+def load(state_dict, checkpoint_id, process_group=None, *, strict=True, allow_pickle=False):
     """Fills state_dict in place from the folder checkpoint_id, at any world size and slicing.
     strict=False lets the checkpoint hold entries nobody asks for and lets state_dict ask for
-    entries the checkpoint lacks (those are left as they are)."""
+    entries the checkpoint lacks (those are left as they are). allow_pickle=True unpickles
+    values saved as pickles (anything but int, float, str and bytes)."""
     state = _State(state_dict, True)
     try:
         options = _capi.CheckpointLoadOptions(_capi.ctypes.sizeof(_capi.CheckpointLoadOptions),
                                               int(not strict), int(not strict))
         _capi.check(lib.c10d_checkpoint_load(state.handle, str(checkpoint_id).encode(),
                                              _group_handle(process_group), byref(options)))
-        state.read_values()
+        state.read_values(allow_pickle)
     finally:
         state.close()
 
@@ -201,6 +253,7 @@ class _Saver:
 
     def __init__(self, handle):
         self.handle = _capi.created(lib.c10d_checkpoint_saver_new, handle, 0)
+        self.saves = 0  # async_save calls made on it
 
     def __del__(self, _free=lib.c10d_checkpoint_saver_free):
         if getattr(self, "handle", None):
@@ -208,23 +261,39 @@ class _Saver:
             self.handle = None
 
 
-_savers = {}
+# Per ProcessGroup object (not its handle, which a later group may reuse); gone with the group.
+_savers = weakref.WeakKeyDictionary()
 
 
 class SaveFuture:
-    """What async_save returns: result() (or wait()) blocks until the checkpoint is committed
-    and raises the save's error; done() says whether it still runs."""
+    """What async_save returns. result() (or wait()) blocks until the checkpoint is committed and
+    raises the save's error; with a timeout in seconds, c10d.TimeoutError when it is not done by
+    then. done() says whether it has finished. Once a later async_save has started, this save is
+    over: its error, if any, was raised by that call, and result() returns at once."""
 
     def __init__(self, saver):
         self._saver = saver
+        self._number = saver.saves
 
     def done(self):
+        if self._number != self._saver.saves:
+            return True
         done = c_int()
         _capi.check(lib.c10d_checkpoint_saver_done(self._saver.handle, byref(done)))
         return bool(done.value)
 
     def result(self, timeout=None):
+        if self._number != self._saver.saves:
+            return None
+        if timeout is not None:
+            deadline = time.monotonic() + timeout
+            while not self.done():
+                if time.monotonic() >= deadline:
+                    raise _capi.errors.TimeoutError(
+                        f"checkpoint: the asynchronous save is still running after {timeout} s")
+                time.sleep(0.005)
         _capi.check(lib.c10d_checkpoint_saver_wait(self._saver.handle))
+        return None
 
     wait = result
 
@@ -233,13 +302,13 @@ def async_save(state_dict, checkpoint_id, process_group=None, *, overwrite=False
     """Copies this rank's tensors into host memory (reused between saves) and returns; a thread
     writes and commits the checkpoint. A second async_save waits for the first; the first's
     failure is raised by the next async_save or result(). Needs a process group."""
-    handle = _group_handle(process_group)
-    if handle is None:
+    pg = _group(process_group)
+    if pg is None:
         raise _capi.errors.StateError("async_save needs a process group: call "
                                       "c10d.init_process_group() first")
-    saver = _savers.get(handle)
+    saver = _savers.get(pg)
     if saver is None:
-        saver = _savers[handle] = _Saver(handle)
+        saver = _savers[pg] = _Saver(pg.handle)
     state = _State(state_dict, False)
     try:
         _capi.check(lib.c10d_checkpoint_saver_save(saver.handle, state.handle,
@@ -247,6 +316,7 @@ def async_save(state_dict, checkpoint_id, process_group=None, *, overwrite=False
                                                    byref(_save_options(overwrite, layout))))
     finally:
         state.close()
+    saver.saves += 1
     return SaveFuture(saver)
 
 

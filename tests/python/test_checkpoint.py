@@ -77,6 +77,48 @@ def test_saved_by_three_loads_at_two_and_one():
         assert sorted(os.listdir(root)) == ["step-11", "whole.safetensors"]
 
 
+class DLPackOnly:
+    """An array that offers only the DLPack protocol (as JAX's, CuPy's and others' do)."""
+
+    def __init__(self, array):
+        self._array = array
+
+    def __dlpack__(self, stream=None):
+        return self._array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+
+def test_dlpack_objects_save_and_load_in_place():
+    import c10d.checkpoint as dcp
+    with tempfile.TemporaryDirectory() as root:
+        source = np.arange(24, dtype=np.int32).reshape(4, 6)
+        dcp.save({"x": DLPackOnly(source)}, os.path.join(root, "c"))
+        target = np.zeros((4, 6), dtype=np.int32)
+        dcp.load({"x": DLPackOnly(target)}, os.path.join(root, "c"))
+        np.testing.assert_array_equal(target, source)
+
+
+def test_values_keep_their_types_and_pickles_need_consent():
+    import c10d
+    import c10d.checkpoint as dcp
+    with tempfile.TemporaryDirectory() as root:
+        path = os.path.join(root, "v")
+        dcp.save({"epoch": np.int64(3), "lr": 0.25, "name": "run-7", "raw": b"\x00\x01",
+                  "flags": {"warm": True}, "t": np.zeros(2)}, path)
+        back = {"epoch": 0, "lr": 0.0, "name": "", "raw": b"", "flags": {"warm": False},
+                "t": np.zeros(2)}
+        with pytest.raises(c10d.CheckpointError, match="value 'flags.warm' is a pickle"):
+            dcp.load(back, path)
+        dcp.load(back, path, allow_pickle=True)
+        assert back == {"epoch": 3, "lr": 0.25, "name": "run-7", "raw": b"\x00\x01",
+                        "flags": {"warm": True}, "t": back["t"]}
+        assert type(back["epoch"]) is int
+        with pytest.raises(c10d.InvalidArgument, match="1 offsets for a global shape of 2"):
+            dcp.Shard(np.zeros((2, 2)), (4, 2), (0,))
+
+
 def test_damage_and_mismatch_raise_checkpoint_errors():
     import c10d
     import c10d.checkpoint as dcp
