@@ -14,6 +14,7 @@
 #include "c10d/checkpoint/Checkpoint.hpp"
 #include "c10d/checkpoint/Geometry.hpp"
 #include "c10d/checkpoint/Metadata.hpp"
+#include "tests/support/TempDir.hpp"
 #include "tests/support/ThreadRanks.hpp"
 
 namespace c10d::inline v0::checkpoint {
@@ -22,19 +23,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/c10d-checkpoint-test-XXXXXX";
-    path_ = ::mkdtemp(pattern);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test::TempDir;
 
 // The elements a slice holds, as their global indices (what a tensor filled with its own global
 // indices holds there).

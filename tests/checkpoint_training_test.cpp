@@ -19,7 +19,9 @@
 #include "c10d/parallel/ZeroOptimizer.hpp"
 #include "c10d/training/DataParallelOptimizer.hpp"
 #include "c10d/training/DistributedSampler.hpp"
+#include "tests/support/TempDir.hpp"
 #include "tests/support/ThreadRanks.hpp"
+#include "tests/support/TrainingParameters.hpp"
 
 namespace c10d::inline v0 {
 namespace {
@@ -27,31 +29,14 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/c10d-checkpoint-training-XXXXXX";
-    path_ = ::mkdtemp(pattern);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using test::TempDir;
 
 // Sizes that split unevenly over 2, 3 and 5 ranks and, with small buckets, over several buckets.
 const std::vector<int64_t> kSizes = {5, 7, 300, 33, 64};
 
 std::vector<DataParallelParameter> makeParameters() {
-  std::vector<DataParallelParameter> params;
-  for (size_t i = 0; i < kSizes.size(); ++i) {
-    Tensor value = Tensor::empty({kSizes[i]}, ScalarType::Float32);
-    for (int64_t k = 0; k < kSizes[i]; ++k) value.data<float>()[k] = std::cos(0.1f * k + i);
-    params.push_back({value, Tensor::zeros({kSizes[i]}, ScalarType::Float32),
-                      "layer" + std::to_string(i) + ".weight"});
-  }
-  return params;
+  return test::cosineParameters(kSizes,
+                                [](size_t i) { return "layer" + std::to_string(i) + ".weight"; });
 }
 
 // The same on every rank, and a multiple of 1/64 below 2: averaging it over 1, 2 or 4 ranks is

@@ -9,6 +9,7 @@
 #include "c10d/parallel/ZeroOptimizer.hpp"
 #include "c10d/training/DataParallelOptimizer.hpp"
 #include "tests/support/ThreadRanks.hpp"
+#include "tests/support/TrainingParameters.hpp"
 
 namespace c10d::inline v0 {
 namespace {
@@ -19,14 +20,7 @@ using namespace std::chrono_literals;
 const std::vector<int64_t> kSizes = {5, 7, 300, 33, 64};
 
 std::vector<DataParallelParameter> makeParameters() {
-  std::vector<DataParallelParameter> params;
-  for (size_t i = 0; i < kSizes.size(); ++i) {
-    Tensor value = Tensor::empty({kSizes[i]}, ScalarType::Float32);
-    for (int64_t k = 0; k < kSizes[i]; ++k) value.data<float>()[k] = std::cos(0.1f * k + i);
-    params.push_back(
-        {value, Tensor::zeros({kSizes[i]}, ScalarType::Float32), "p" + std::to_string(i)});
-  }
-  return params;
+  return test::cosineParameters(kSizes, [](size_t i) { return "p" + std::to_string(i); });
 }
 
 // Rank- and step-dependent gradients, the same for both optimizers.

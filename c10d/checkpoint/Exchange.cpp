@@ -7,15 +7,26 @@
 
 namespace c10d::inline v0::checkpoint::detail {
 
+namespace {
+
+// Every rank's length of its text, in rank order.
+std::vector<int64_t> lengthsOf(ProcessGroup& group, const std::string& mine) {
+  int64_t length = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> lengths(group.size());
+  group
+      .allgatherIntoTensor(
+          Tensor::fromBlob(lengths.data(), ScalarType::Int64, {group.size()}),
+          Tensor::fromBlob(&length, ScalarType::Int64, {1}))
+      ->wait();
+  return lengths;
+}
+
+}  // namespace
+
 std::vector<std::string> allgatherText(ProcessGroup* group, const std::string& mine) {
   if (group == nullptr || group->size() == 1) return {mine};
   const int size = group->size();
-  int64_t length = static_cast<int64_t>(mine.size());
-  std::vector<int64_t> lengths(size);
-  group
-      ->allgatherIntoTensor(Tensor::fromBlob(lengths.data(), ScalarType::Int64, {size}),
-                            Tensor::fromBlob(&length, ScalarType::Int64, {1}))
-      ->wait();
+  const std::vector<int64_t> lengths = lengthsOf(*group, mine);
   const int64_t longest = std::max<int64_t>(1, *std::max_element(lengths.begin(), lengths.end()));
   std::vector<char> padded(longest, 0), all(longest * size);
   std::memcpy(padded.data(), mine.data(), mine.size());
@@ -31,12 +42,7 @@ std::vector<std::string> allgatherText(ProcessGroup* group, const std::string& m
 std::vector<std::string> gatherText(ProcessGroup* group, const std::string& mine, int root) {
   if (group == nullptr || group->size() == 1) return {mine};
   const int size = group->size();
-  int64_t length = static_cast<int64_t>(mine.size());
-  std::vector<int64_t> lengths(size);
-  group
-      ->allgatherIntoTensor(Tensor::fromBlob(lengths.data(), ScalarType::Int64, {size}),
-                            Tensor::fromBlob(&length, ScalarType::Int64, {1}))
-      ->wait();
+  const std::vector<int64_t> lengths = lengthsOf(*group, mine);
   const int64_t longest = std::max<int64_t>(1, *std::max_element(lengths.begin(), lengths.end()));
   std::vector<char> padded(longest, 0);
   std::memcpy(padded.data(), mine.data(), mine.size());

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import world
+from test_zero_copy import DLPackOnly
 
 
 def rows_of(rank, size, total):
@@ -75,19 +76,6 @@ def test_saved_by_three_loads_at_two_and_one():
         assert os.path.getsize(out) > 10 * 6 * 4
         assert dcp.keep_last(root, 1) is None
         assert sorted(os.listdir(root)) == ["step-11", "whole.safetensors"]
-
-
-class DLPackOnly:
-    """An array that offers only the DLPack protocol (as JAX's, CuPy's and others' do)."""
-
-    def __init__(self, array):
-        self._array = array
-
-    def __dlpack__(self, stream=None):
-        return self._array.__dlpack__()
-
-    def __dlpack_device__(self):
-        return self._array.__dlpack_device__()
 
 
 def test_dlpack_objects_save_and_load_in_place():
