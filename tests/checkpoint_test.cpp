@@ -706,3 +706,35 @@ TEST(Checkpoint, LatestOrdersByCommitTimeUnlessEveryCheckpointHasAStep) {
 
 }  // namespace
 }  // namespace c10d::inline v0::checkpoint
+
+namespace c10d::inline v0::checkpoint {
+namespace {
+
+// A tensor larger than a reading thread's task (32 MiB), with checksum blocks that split
+// elements, loaded as columns: tasks end mid-row and mid-element, threads copy next to each
+// other, every element checked (and the fast path, checkFirst off, alike).
+TEST(CheckpointLarge, ColumnsOfALargeTensorAcrossTasksAndOddBlocks) {
+  TempDir tmp;
+  const std::vector<int64_t> shape = {3000, 2100};  // 50.4 MB of float64
+  auto errors = test::errorsOnThreadRanks(2, 60s, [&](ProcessGroup& group) {
+    const Slice mine = Slice::rows(group.rank() * 1500, 1500, shape);
+    State state;
+    state.addSlice("big", filledSlice(mine, shape), shape, mine);
+    save(state, tmp / "big", &group, {.checksumBlockBytes = 4097});
+  });
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  for (bool checkFirst : {true, false}) {
+    errors = test::errorsOnThreadRanks(3, 60s, [&](ProcessGroup& group) {
+      const Slice mine = Slice::columns(group.rank() * 700, 700, shape);
+      Tensor local = Tensor::zeros({mine.numel()}, ScalarType::Float64);
+      State state;
+      state.addSlice("big", local, shape, mine);
+      load(state, tmp / "big", &group, {.checkFirst = checkFirst});
+      expectFilled(local, mine, shape, checkFirst ? "checked first" : "checked as copied");
+    });
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  }
+}
+
+}  // namespace
+}  // namespace c10d::inline v0::checkpoint

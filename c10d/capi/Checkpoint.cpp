@@ -165,6 +165,7 @@ c10d_status c10d_checkpoint_load(c10d_checkpoint_state* state, const char* dir, 
     if (checkOptions(options, call)) {
       load.allowUnexpected = options->allow_unexpected != 0;
       load.allowMissing = options->allow_missing != 0;
+      load.checkFirst = options->check_first != 0;
     }
     auto& s = deref(state, call, "state");
     waitForStreams(s);

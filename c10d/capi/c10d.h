@@ -529,8 +529,9 @@ typedef struct c10d_checkpoint_load_options {
   size_t struct_size;
   int allow_unexpected; /* the checkpoint may hold tensors no rank asks for */
   int allow_missing;    /* the state may ask for tensors and values the checkpoint lacks */
+  int check_first;      /* 1: check every block before writing any tensor (LoadOptions) */
 } c10d_checkpoint_load_options;
-#define C10D_CHECKPOINT_LOAD_OPTIONS_INIT {sizeof(c10d_checkpoint_load_options), 0, 0}
+#define C10D_CHECKPOINT_LOAD_OPTIONS_INIT {sizeof(c10d_checkpoint_load_options), 0, 0, 1}
 
 C10D_C_EXPORT c10d_status c10d_checkpoint_state_new(c10d_checkpoint_state** state);
 C10D_C_EXPORT void c10d_checkpoint_state_free(c10d_checkpoint_state* state);

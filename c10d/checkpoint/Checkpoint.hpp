@@ -66,6 +66,12 @@ struct LoadOptions {
   // Let the program ask for tensors and values the checkpoint lacks; those are left as they are.
   // Off: refused, naming them.
   bool allowMissing = false;
+  // Read and check every block before writing any tensor, then read (from the page cache) and
+  // copy: a damaged checkpoint leaves the tensors as they were. Off: one reading, each block
+  // checked as it is copied, about 1.4x as fast, and a damaged block fails the load (on every
+  // rank, naming it) with the tensors partly written: for programs that load into fresh
+  // tensors, or that start over when a load fails.
+  bool checkFirst = true;
 };
 
 // Collective over group (or this process alone): writes state to dir and returns once the

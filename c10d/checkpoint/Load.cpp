@@ -9,11 +9,13 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include "c10d/checkpoint/Checkpoint.hpp"
 #include "c10d/checkpoint/Exchange.hpp"
@@ -23,6 +25,7 @@
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Logging.hpp"
+#include "c10d/core/ThreadName.hpp"
 
 namespace c10d::inline v0::checkpoint {
 namespace {
@@ -117,6 +120,13 @@ Reads match(const State& state, const Metadata& m, const std::string& dir,
 // without a fault per page of a buffer as large as a slice.
 constexpr int64_t kReadBytes = int64_t{8} << 20;
 
+// Which reading of a load: what a bad block means for the tensors.
+enum class Pass {
+  Check,           // the first of two: nothing written yet
+  FillAfterCheck,  // the second: a difference now is a file changed during the load
+  FillOnly,        // LoadOptions::checkFirst off: tensors are written as blocks are checked
+};
+
 // Reads the blocks of stored slices, a chunk at a time, checking each block's checksum.
 class BlockReader {
  public:
@@ -133,7 +143,7 @@ class BlockReader {
   // Bytes [lo, hi) of p's stored slice: every block they touch read into a buffer and checked,
   // then handed to use(begin, end, data) a chunk at a time (begin and end block-aligned).
   template <typename Use>
-  void readThrough(const Piece& p, int64_t lo, int64_t hi, bool again, Use&& use) {
+  void readThrough(const Piece& p, int64_t lo, int64_t hi, Pass pass, Use&& use) {
     const detail::File& f = file(p.source->file);
     // The blocks touching [lo, hi): from the one holding lo to the one holding hi - 1.
     const int64_t stop = std::min(p.source->bytes, (hi - 1) / block_ * block_ + block_);
@@ -146,19 +156,28 @@ class BlockReader {
         f.readAt(buffer_.data(), end - begin, p.source->offset + begin);
       } catch (const CheckpointError& e) {
         C10D_THROW(CheckpointError, "checkpoint::load: tensor '", *p.name, "', slice ",
-                   p.source->slice.describe(), ": ", e.what(),
-                   again ? " (the file changed during the load, which left this rank's tensors "
-                           "partly loaded)"
-                         : "");
+                   p.source->slice.describe(), ": ", e.what(), partly(pass));
       }
-      check(p, f, begin, end, buffer_.data(), again);
+      check(p, f, begin, end, buffer_.data(), pass);
       use(begin, end, buffer_.data());
     }
   }
 
  private:
+  static const char* partly(Pass pass) {
+    switch (pass) {
+      case Pass::Check: return "";
+      case Pass::FillAfterCheck:
+        return " (the file changed during the load, which left this rank's tensors partly "
+               "loaded)";
+      case Pass::FillOnly:
+        return " (LoadOptions::checkFirst was off: this rank's tensors are partly loaded)";
+    }
+    return "";
+  }
+
   void check(const Piece& p, const detail::File& f, int64_t begin, int64_t end, const char* data,
-             bool again) const {
+             Pass pass) const {
     for (int64_t at = begin; at < end; at += block_) {
       const int64_t n = std::min(block_, end - at);
       const uint64_t found = XXH3_64bits(data + (at - begin), static_cast<size_t>(n));
@@ -166,9 +185,11 @@ class BlockReader {
                  CheckpointError, "checkpoint::load: tensor '", *p.name, "', slice ",
                  p.source->slice.describe(), ": bytes ", p.source->offset + at, " to ",
                  p.source->offset + at + n, " of file '", f.path(),
-                 again ? "' no longer match their checksum: the file was changed during the "
-                         "load, which left this rank's tensors partly loaded"
-                       : "' do not match their checksum (the file was changed or damaged)");
+                 pass == Pass::FillAfterCheck
+                     ? "' no longer match their checksum: the file was changed during the "
+                       "load, which left this rank's tensors partly loaded"
+                     : "' do not match their checksum (the file was changed or damaged)",
+                 pass == Pass::FillOnly ? partly(pass) : "");
     }
   }
 
@@ -180,24 +201,15 @@ class BlockReader {
   std::vector<char> buffer_;
 };
 
-// The check: reads every block the pieces' overlaps touch and checks its checksum.
-void checkPieces(const Reads& reads, const Metadata& m, BlockReader& reader) {
-  for (const Piece& p : reads.pieces) {
-    const int64_t element = static_cast<int64_t>(elementSize(m.tensors.at(*p.name).dtype));
-    // The overlaps are in increasing source order: bytes [first, last) of the stored slice.
-    const int64_t first = p.overlaps.front().source * element;
-    const int64_t last = (p.overlaps.back().source + p.overlaps.back().length) * element;
-    reader.file(p.source->file).willNeed(p.source->offset + first, last - first);
-    reader.readThrough(p, first, last, false, [](int64_t, int64_t, const char*) {});
-  }
-}
-
 // Copies bytes [begin, end) of a stored slice, at data, into the parts of the target that the
-// overlaps from index next on cover; advances next past the overlaps that end there.
+// overlaps from index next on cover, clipped to [lo, hi); advances next past the overlaps that
+// end there.
 void copyOverlaps(const Piece& p, int64_t element, const Tensor& local, size_t& next,
-                  int64_t begin, int64_t end, const char* data) {
+                  int64_t chunkBegin, int64_t chunkEnd, const char* data, int64_t lo, int64_t hi) {
   char* target = static_cast<char*>(local.data());
-  for (size_t o = next; o < p.overlaps.size(); ++o) {
+  const int64_t begin = std::max(chunkBegin, lo);
+  const int64_t end = std::min(chunkEnd, hi);
+  for (size_t o = next; o < p.overlaps.size() && begin < end; ++o) {
     const detail::Overlap& overlap = p.overlaps[o];
     const int64_t from = overlap.source * element;
     const int64_t to = from + overlap.length * element;
@@ -206,31 +218,95 @@ void copyOverlaps(const Piece& p, int64_t element, const Tensor& local, size_t& 
       next = o + 1;
       continue;
     }
-    const int64_t lo = std::max(from, begin), hi = std::min(to, end);
-    char* into = target + overlap.target * element + (lo - from);
+    const int64_t a = std::max(from, begin), b = std::min(to, end);
+    char* into = target + overlap.target * element + (a - from);
+    const char* source = data + (a - chunkBegin);
     if (local.device().isCPU()) {
-      std::memcpy(into, data + (lo - begin), static_cast<size_t>(hi - lo));
+      std::memcpy(into, source, static_cast<size_t>(b - a));
     } else {
-      copyTensor(Tensor::fromBlob(into, ScalarType::UInt8, {hi - lo}, local.device()),
-                 Tensor::fromBlob(const_cast<char*>(data + (lo - begin)), ScalarType::UInt8,
-                                  {hi - lo}));
+      copyTensor(Tensor::fromBlob(into, ScalarType::UInt8, {b - a}, local.device()),
+                 Tensor::fromBlob(const_cast<char*>(source), ScalarType::UInt8, {b - a}));
     }
   }
 }
 
-// The fill: reads the blocks again (from the page cache by now), checks them again, and copies
-// the overlaps into the State's tensors. (Reading whole blocks straight into the tensors, which
-// saves a pass over the memory, was no faster in alternating runs on the 2-vCPU host.)
-void fillPieces(const Reads& reads, const Metadata& m, const State& state, BlockReader& reader) {
-  for (const Piece& p : reads.pieces) {
-    const int64_t element = static_cast<int64_t>(elementSize(m.tensors.at(*p.name).dtype));
-    const Tensor& local = state.tensors()[p.target].local;
-    const int64_t first = p.overlaps.front().source * element;
-    const int64_t last = (p.overlaps.back().source + p.overlaps.back().length) * element;
-    size_t next = 0;
-    reader.readThrough(p, first, last, true, [&](int64_t begin, int64_t end, const char* data) {
-      copyOverlaps(p, element, local, next, begin, end, data);
+// Bytes [lo, hi) of one piece's stored slice: what one reading thread takes at a time.
+struct Task {
+  const Piece* piece;
+  int64_t element;
+  int64_t lo, hi;
+};
+
+// Tasks of this many bytes (rounded to whole blocks) keep every reading thread busy to the end
+// without a task per block.
+constexpr int64_t kTaskBytes = int64_t{32} << 20;
+// Reading threads per rank at most: reads from the page cache are copies, and a few threads
+// reach the memory's bandwidth.
+constexpr unsigned kMaxReadThreads = 4;
+
+// One pass over the bytes the pieces need, on up to kMaxReadThreads threads: every block read
+// and checked, and unless pass is Check, the overlaps copied into the State's tensors. Tasks
+// split at block boundaries, so no two threads read a block for the same target, nor write the
+// same bytes. Throws the error of the first task (in order) that failed.
+void readPass(const Reads& reads, const Metadata& m, const std::string& dir, const State& state,
+              Pass pass) {
+  const int64_t block = m.checksumBlockBytes;
+  const int64_t step = std::max(block, kTaskBytes / block * block);
+  std::vector<Task> tasks;
+  {
+    BlockReader hints(m, dir);
+    for (const Piece& p : reads.pieces) {
+      const int64_t element = static_cast<int64_t>(elementSize(m.tensors.at(*p.name).dtype));
+      // The overlaps are in increasing source order: bytes [first, last) of the stored slice.
+      const int64_t first = p.overlaps.front().source * element;
+      const int64_t last = (p.overlaps.back().source + p.overlaps.back().length) * element;
+      // Reads ahead, so that the disk reads on while blocks are checked (the second reading of
+      // a checked load finds them in the page cache).
+      if (pass != Pass::FillAfterCheck) {
+        hints.file(p.source->file).willNeed(p.source->offset + first, last - first);
+      }
+      for (int64_t lo = first; lo < last;) {
+        const int64_t hi = std::min(last, (lo / step + 1) * step);
+        tasks.push_back({&p, element, lo, hi});
+        lo = hi;
+      }
+    }
+  }
+  const unsigned threads = static_cast<unsigned>(std::min<size_t>(
+      {tasks.size(), kMaxReadThreads, std::max(1u, std::thread::hardware_concurrency())}));
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::exception_ptr> errors(tasks.size());
+  auto work = [&] {
+    BlockReader reader(m, dir);
+    for (size_t i = next++; i < tasks.size() && !failed; i = next++) {
+      const Task& t = tasks[i];
+      try {
+        const Tensor& local = state.tensors()[t.piece->target].local;
+        size_t overlap = 0;
+        reader.readThrough(*t.piece, t.lo, t.hi, pass,
+                           [&](int64_t begin, int64_t end, const char* data) {
+                             if (pass == Pass::Check) return;
+                             copyOverlaps(*t.piece, t.element, local, overlap, begin, end, data,
+                                          t.lo, t.hi);
+                           });
+      } catch (...) {
+        errors[i] = std::current_exception();
+        failed = true;
+      }
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (unsigned k = 1; k < threads; ++k) {
+    helpers.emplace_back([&work] {
+      c10d::detail::nameThisThread("c10d-ckpt-read");
+      work();
     });
+  }
+  work();
+  for (std::thread& helper : helpers) helper.join();
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
   }
 }
 
@@ -255,7 +331,6 @@ void load(State& state, const std::string& dir, ProcessGroup* group, const LoadO
   // read again (from the page cache, now) and copied into the tensors. Twice the reading costs
   // less than staging the whole state in memory first: no memory of the state's size, no
   // faults on it, and a read from the cache runs at memcpy's speed.
-  BlockReader reader(m, dir);
   outcome = detail::capture([&] {
     // Decided inside the phase, so that ranks loading with different options all fail.
     std::set<std::string> requested;
@@ -270,11 +345,13 @@ void load(State& state, const std::string& dir, ProcessGroup* group, const LoadO
                "checkpoint::load: checkpoint '", dir, "' holds tensor",
                unexpected.size() > 1 ? "s " : " ", listNames(unexpected),
                " that no rank asks for (LoadOptions::allowUnexpected loads the rest)");
-    checkPieces(reads, m, reader);
+    if (options.checkFirst) readPass(reads, m, dir, state, Pass::Check);
   });
   detail::exchange(group, rank, outcome, Json());
   const double read = since();
-  outcome = detail::capture([&] { fillPieces(reads, m, state, reader); });
+  outcome = detail::capture([&] {
+    readPass(reads, m, dir, state, options.checkFirst ? Pass::FillAfterCheck : Pass::FillOnly);
+  });
   detail::exchange(group, rank, outcome, Json());
   for (const auto& [name, bytes] : m.values) state.mutableValues()[name] = bytes;
   for (const auto& hook : state.loadHooks()) hook(state);

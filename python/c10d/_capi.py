@@ -210,7 +210,8 @@ class CheckpointSaveOptions(Structure):
 
 
 class CheckpointLoadOptions(Structure):
-    _fields_ = [("struct_size", c_size_t), ("allow_unexpected", c_int), ("allow_missing", c_int)]
+    _fields_ = [("struct_size", c_size_t), ("allow_unexpected", c_int), ("allow_missing", c_int),
+                ("check_first", c_int)]
 
 
 _checkpoint_state_p = c_void_p

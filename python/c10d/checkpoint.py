@@ -232,15 +232,19 @@ def save(state_dict, checkpoint_id, process_group=None, *, overwrite=False, layo
         state.close()
 
 
-def load(state_dict, checkpoint_id, process_group=None, *, strict=True, allow_pickle=False):
+def load(state_dict, checkpoint_id, process_group=None, *, strict=True, allow_pickle=False,
+         check_first=True):
     """Fills state_dict in place from the folder checkpoint_id, at any world size and slicing.
     strict=False lets the checkpoint hold entries nobody asks for and lets state_dict ask for
     entries the checkpoint lacks (those are left as they are). allow_pickle=True unpickles
-    values saved as pickles (anything but int, float, str and bytes)."""
+    values saved as pickles (anything but int, float, str and bytes). check_first=False reads
+    once, checking each block as it is copied: faster, but a damaged checkpoint leaves the
+    tensors partly written (the error is raised all the same)."""
     state = _State(state_dict, True)
     try:
         options = _capi.CheckpointLoadOptions(_capi.ctypes.sizeof(_capi.CheckpointLoadOptions),
-                                              int(not strict), int(not strict))
+                                              int(not strict), int(not strict),
+                                              int(bool(check_first)))
         _capi.check(lib.c10d_checkpoint_load(state.handle, str(checkpoint_id).encode(),
                                              _group_handle(process_group), byref(options)))
         state.read_values(allow_pickle)
