@@ -327,10 +327,10 @@ void load(State& state, const std::string& dir, ProcessGroup* group, const LoadO
   const std::vector<Json> asked = detail::exchange(group, rank, outcome, reads.requested);
 
   const double matched = since();
-  // Every block this rank needs is read and checked first, on every rank; only then are they
-  // read again (from the page cache, now) and copied into the tensors. Twice the reading costs
-  // less than staging the whole state in memory first: no memory of the state's size, no
-  // faults on it, and a read from the cache runs at memcpy's speed.
+  // With checkFirst, every block this rank needs is read and checked first, on every rank; only
+  // then are they read again (from the page cache, now) and copied into the tensors. Twice the
+  // reading costs less than staging the whole state in memory first: no memory of the state's
+  // size, no faults on it, and a read from the cache runs at memcpy's speed.
   outcome = detail::capture([&] {
     // Decided inside the phase, so that ranks loading with different options all fail.
     std::set<std::string> requested;
