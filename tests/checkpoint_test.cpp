@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "c10d/checkpoint/Checkpoint.hpp"
@@ -734,6 +735,30 @@ TEST(CheckpointLarge, ColumnsOfALargeTensorAcrossTasksAndOddBlocks) {
     });
     for (int r = 0; r < 3; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
   }
+}
+
+}  // namespace
+}  // namespace c10d::inline v0::checkpoint
+
+namespace c10d::inline v0::checkpoint {
+namespace {
+
+// A rank that never comes to the save: the others end in the group's timeout, naming it, and no
+// checkpoint appears.
+TEST(CheckpointAgreement, ARankThatNeverSavesIsNamedAtTheTimeout) {
+  TempDir tmp;
+  auto errors = test::errorsOnThreadRanks(2, 2s, [&](ProcessGroup& group) {
+    if (group.rank() == 1) {
+      std::this_thread::sleep_for(4s);
+      return;
+    }
+    State state;
+    state.add("w", Tensor::zeros({4}, ScalarType::Float32));
+    save(state, tmp / "c", &group);
+  });
+  EXPECT_EQ(errors[1], "");
+  expectContains(errors[0], "rank(s) 1 of group 'default' are behind: they never reached");
+  EXPECT_FALSE(fs::exists(tmp / "c"));
 }
 
 }  // namespace

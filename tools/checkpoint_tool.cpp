@@ -33,12 +33,6 @@ std::string humanBytes(int64_t bytes) {
   return text;
 }
 
-std::string shapeText(const std::vector<int64_t>& shape) {
-  std::string text = "[";
-  for (size_t d = 0; d < shape.size(); ++d) text += (d ? ", " : "") + std::to_string(shape[d]);
-  return text + "]";
-}
-
 // A bar on stderr when it is a terminal; nothing otherwise (logs stay clean).
 Progress progressBar(const char* what) {
   if (!::isatty(STDERR_FILENO)) return nullptr;
@@ -80,7 +74,7 @@ int inspect(const std::string& dir) {
   for (const auto& [name, t] : m.tensors) {
     int64_t bytes = 0;
     for (const SavedSlice& s : t.slices) bytes += s.bytes;
-    std::cout << "  " << name << "  " << c10d::name(t.dtype) << shapeText(t.shape) << "  "
+    std::cout << "  " << name << "  " << shapeText(t.dtype, t.shape) << "  "
               << humanBytes(bytes) << "  " << t.slices.size()
               << (t.slices.size() == 1 ? " slice" : " slices") << "\n";
     for (const SavedSlice& s : t.slices) {

@@ -121,9 +121,18 @@ void removeTree(const std::string& path) {
   if (error) fail("removing", path, error.value());
 }
 
+std::string withoutTrailingSlashes(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+bool isPartialName(const std::string& path) {
+  const std::string name = withoutTrailingSlashes(path);
+  return name.size() > 8 && name.compare(name.size() - 8, 8, ".partial") == 0;
+}
+
 void retireFolder(const std::string& dir) {
-  std::string name = dir;
-  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  const std::string name = withoutTrailingSlashes(dir);
   const std::string retired =
       name + ".removing-" +
       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + ".partial";

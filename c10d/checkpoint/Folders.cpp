@@ -10,10 +10,6 @@
 namespace c10d::inline v0::checkpoint {
 namespace {
 
-bool isPartial(const std::string& name) {
-  return name.size() > 8 && name.compare(name.size() - 8, 8, ".partial") == 0;
-}
-
 struct Found {
   std::string path;
   bool hasStep = false;
@@ -28,7 +24,7 @@ std::vector<Found> scan(const std::string& root) {
   C10D_CHECK(!error, CheckpointError, "checkpoint: cannot list '", root, "': ", error.message());
   for (const auto& entry : it) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || isPartial(name)) continue;
+    if (!entry.is_directory() || detail::isPartialName(name)) continue;
     const std::string path = entry.path().string();
     if (!detail::pathExists(path + "/" + kMetadataFile)) continue;
     Metadata m;
@@ -85,7 +81,7 @@ std::vector<std::string> keepLast(const std::string& root, size_t keep) {
   }
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
-    if (entry.is_directory() && isPartial(entry.path().filename().string())) {
+    if (entry.is_directory() && detail::isPartialName(entry.path().filename().string())) {
       detail::removeTree(entry.path().string());
       removed.push_back(entry.path().string());
     }

@@ -4,8 +4,11 @@
 // holds in its global tensor's row-major order, and what two slices share. Both save (coverage,
 // replicas) and load (which bytes of which stored slice land where) reduce to these.
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "c10d/checkpoint/State.hpp"
@@ -90,6 +93,31 @@ inline std::vector<Overlap> overlapsOf(const std::vector<Run>& target,
     }
   }
   return out;
+}
+
+// Where slices fail to cover a tensor of numel elements exactly once.
+struct CoverFault {
+  bool overlap = false;  // else a gap
+  int64_t element = 0;   // the first element overlapped, or the first held by none
+  size_t before = 0;     // the overlapping slices' tags (the earlier run's, then the later's)
+  size_t after = 0;
+};
+
+// The first fault of the slices whose runs are given, each with its slice's tag; nullopt when
+// they cover [0, numel) exactly once. Sorts runs.
+inline std::optional<CoverFault> coverFault(std::vector<std::pair<Run, size_t>>& runs,
+                                            int64_t numel) {
+  std::sort(runs.begin(), runs.end(),
+            [](const auto& a, const auto& b) { return a.first.global < b.first.global; });
+  int64_t covered = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Run& run = runs[i].first;
+    if (run.global > covered) return CoverFault{false, covered, 0, 0};
+    if (run.global < covered) return CoverFault{true, run.global, runs[i - 1].second, runs[i].second};
+    covered = run.global + run.length;
+  }
+  if (covered < numel) return CoverFault{false, covered, 0, 0};
+  return std::nullopt;
 }
 
 // Equal for two slices that hold the same elements in the same order (a flat range and the box

@@ -32,12 +32,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-std::string shapeText(ScalarType dtype, const std::vector<int64_t>& shape) {
-  std::string text = std::string(c10d::name(dtype)) + "[";
-  for (size_t d = 0; d < shape.size(); ++d) text += (d ? ", " : "") + std::to_string(shape[d]);
-  return text + "]";
-}
-
 // Up to ten names of a list, and how many more.
 std::string listNames(const std::vector<std::string>& names) {
   std::string text;
@@ -116,10 +110,6 @@ Reads match(const State& state, const Metadata& m, const std::string& dir,
   return reads;
 }
 
-// Bytes read at a time, into one buffer reused for the whole load: reads at the disk's speed
-// without a fault per page of a buffer as large as a slice.
-constexpr int64_t kReadBytes = int64_t{8} << 20;
-
 // Which reading of a load: what a bad block means for the tensors.
 enum class Pass {
   Check,           // the first of two: nothing written yet
@@ -132,7 +122,7 @@ class BlockReader {
  public:
   BlockReader(const Metadata& m, const std::string& dir)
       : m_(m), dir_(dir), block_(m.checksumBlockBytes),
-        chunk_(std::max(block_, kReadBytes / block_ * block_)) {}
+        chunk_(std::max(block_, detail::kReadChunkBytes / block_ * block_)) {}
 
   const detail::File& file(size_t index) {
     auto& file = open_[index];

@@ -170,7 +170,7 @@ Metadata metadataFromJson(const std::string& text, const std::string& dir) {
                CheckpointError, "checkpoint: the ", where, " uses checksum ",
                root.at("checksum").at("algorithm").dump(), "; this build checks xxh3_64");
     m.checksumBlockBytes = root.at("checksum").at("block_bytes").get<int64_t>();
-    C10D_CHECK(m.checksumBlockBytes > 0 && m.checksumBlockBytes <= (int64_t{256} << 20),
+    C10D_CHECK(m.checksumBlockBytes > 0 && m.checksumBlockBytes <= kMaxChecksumBlockBytes,
                CheckpointError, "checkpoint: the ", where, " has checksum block_bytes ",
                m.checksumBlockBytes, " (1 to 256 MiB are read)");
     field = "files";
@@ -254,23 +254,16 @@ Metadata metadataFromJson(const std::string& text, const std::string& dir) {
       }
       // The slices cover the tensor once: overlaps (which could hide a gap from a count) and
       // gaps are refused here, before any load relies on them.
-      std::vector<detail::Run> runs;
-      for (const SavedSlice& s : tensor.slices) {
-        for (const detail::Run& run : detail::runsOf(s.slice, tensor.shape)) runs.push_back(run);
+      std::vector<std::pair<detail::Run, size_t>> runs;
+      for (size_t i = 0; i < tensor.slices.size(); ++i) {
+        for (const detail::Run& run : detail::runsOf(tensor.slices[i].slice, tensor.shape)) {
+          runs.push_back({run, i});
+        }
       }
-      std::sort(runs.begin(), runs.end(),
-                [](const detail::Run& a, const detail::Run& b) { return a.global < b.global; });
-      int64_t covered = 0;
-      for (const detail::Run& run : runs) {
-        C10D_CHECK(run.global == covered, CheckpointError, "checkpoint: the ", where,
-                   ": the slices of tensor '", name, "' ",
-                   run.global < covered ? "overlap" : "leave a gap", " at element ",
-                   std::min(run.global, covered));
-        covered += run.length;
-      }
-      C10D_CHECK(covered == numel, CheckpointError, "checkpoint: the ", where,
-                 ": the slices of tensor '", name, "' cover ", covered, " of its ", numel,
-                 " elements");
+      const auto fault = detail::coverFault(runs, numel);
+      C10D_CHECK(!fault, CheckpointError, "checkpoint: the ", where, ": the slices of tensor '",
+                 name, "' ", fault && fault->overlap ? "overlap" : "leave a gap", " at element ",
+                 fault ? fault->element : 0);
       m.tensors.emplace(name, std::move(tensor));
     }
     field = "values";
@@ -290,11 +283,10 @@ Metadata metadataFromJson(const std::string& text, const std::string& dir) {
 
 Metadata readMetadata(const std::string& dir) {
   const std::string path = dir + "/" + kMetadataFile;
-  std::string name = dir;
-  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  const std::string name = detail::withoutTrailingSlashes(dir);
   // A partial folder may hold a metadata.json (rank 0 died between writing it and the rename),
   // so its name alone decides.
-  const bool partial = name.size() > 8 && name.compare(name.size() - 8, 8, ".partial") == 0;
+  const bool partial = detail::isPartialName(name);
   if (partial || !detail::pathExists(path)) {
     std::string why = "it has no metadata.json";
     if (partial) {

@@ -19,6 +19,9 @@ namespace c10d::inline v0::checkpoint {
 
 inline constexpr int kFormatVersion = 1;
 inline constexpr const char* kMetadataFile = "metadata.json";
+// The largest checksum block a save writes and a load reads: a load reads and checks whole
+// blocks through a buffer of at least one block, so a block must stay a modest allocation.
+inline constexpr int64_t kMaxChecksumBlockBytes = int64_t{256} << 20;
 
 // One stored slice: where its bytes are, and where they belong.
 struct SavedSlice {

@@ -26,9 +26,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// The largest checksum block: a load reads and checks whole blocks through a buffer of at least
-// one block, so a block must stay a modest allocation.
-constexpr int64_t kMaxChecksumBlock = int64_t{256} << 20;
 
 // One slice as some rank holds it.
 struct Held {
@@ -55,12 +52,6 @@ struct Plan {
   std::vector<UniqueSlice> slices;  // ordered by name, then canonical key
   std::map<std::string, std::string> values;
 };
-
-std::string shapeText(ScalarType dtype, const std::vector<int64_t>& shape) {
-  std::string text = std::string(c10d::name(dtype)) + "[";
-  for (size_t d = 0; d < shape.size(); ++d) text += (d ? ", " : "") + std::to_string(shape[d]);
-  return text + "]";
-}
 
 std::string describeHolders(const UniqueSlice& s) {
   std::string text = s.holders.size() == 1 ? "rank " : "ranks ";
@@ -163,27 +154,19 @@ Plan makePlan(const std::vector<Json>& lists) {
     }
   }
   for (const auto& [name, typeAndShape] : plan.tensors) {
-    auto& list = runs[name];
-    std::sort(list.begin(), list.end(),
-              [](const auto& a, const auto& b) { return a.first.global < b.first.global; });
-    int64_t covered = 0;
-    for (size_t i = 0; i < list.size(); ++i) {
-      const detail::Run& run = list[i].first;
-      if (run.global > covered) break;
-      if (run.global < covered) {
-        const UniqueSlice& a = plan.slices[list[i - 1].second];
-        const UniqueSlice& b = plan.slices[list[i].second];
-        C10D_THROW(InvalidArgument, "checkpoint::save: tensor '", name, "': slice ",
-                   a.slice.describe(), " (", describeHolders(a), ") and slice ",
-                   b.slice.describe(), " (", describeHolders(b),
-                   ") overlap without being equal");
-      }
-      covered = run.global + run.length;
-    }
     int64_t numel = 1;
     for (int64_t s : typeAndShape.second) numel *= s;
-    C10D_CHECK(covered >= numel, InvalidArgument, "checkpoint::save: tensor '", name,
-               "' of ", numel, " elements: no rank holds element ", covered,
+    const auto fault = detail::coverFault(runs[name], numel);
+    if (!fault) continue;
+    if (fault->overlap) {
+      const UniqueSlice& a = plan.slices[fault->before];
+      const UniqueSlice& b = plan.slices[fault->after];
+      C10D_THROW(InvalidArgument, "checkpoint::save: tensor '", name, "': slice ",
+                 a.slice.describe(), " (", describeHolders(a), ") and slice ", b.slice.describe(),
+                 " (", describeHolders(b), ") overlap without being equal");
+    }
+    C10D_THROW(InvalidArgument, "checkpoint::save: tensor '", name, "' of ", numel,
+               " elements: no rank holds element ", fault->element,
                " (the slices of all ranks together must cover the tensor)");
   }
   // Writers: the largest slices first, each to the holder with the fewest bytes so far, so the
@@ -354,8 +337,7 @@ void save(const State& state, const std::string& folder, ProcessGroup* group,
           const SaveOptions& options) {
   const int rank = group ? group->rank() : 0;
   const int size = group ? group->size() : 1;
-  std::string dir = folder;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();  // "a/b/" is the folder a/b
+  const std::string dir = detail::withoutTrailingSlashes(folder);
   const std::string partial = dir + ".partial";
 
   Json mine;
@@ -370,9 +352,9 @@ void save(const State& state, const std::string& folder, ProcessGroup* group,
                  InvalidArgument, "checkpoint::save: folder '", folder, "' ends in '", suffix,
                  "', which names checkpoints in the making or being replaced; choose another name");
     }
-    C10D_CHECK(options.checksumBlockBytes > 0 && options.checksumBlockBytes <= kMaxChecksumBlock,
+    C10D_CHECK(options.checksumBlockBytes > 0 && options.checksumBlockBytes <= kMaxChecksumBlockBytes,
                InvalidArgument, "checkpoint::save: checksumBlockBytes is ",
-               options.checksumBlockBytes, "; it must be 1 to ", kMaxChecksumBlock);
+               options.checksumBlockBytes, "; it must be 1 to ", kMaxChecksumBlockBytes);
     if (rank == 0) {
       C10D_CHECK(options.overwrite || !detail::pathExists(dir), CheckpointError,
                  "checkpoint::save: '", dir,

@@ -10,14 +10,6 @@ namespace {
 
 constexpr const char* kIntPrefix = "int64:";
 
-std::string shapeText(const std::vector<int64_t>& shape) {
-  std::ostringstream out;
-  out << '[';
-  for (size_t d = 0; d < shape.size(); ++d) out << (d ? ", " : "") << shape[d];
-  out << ']';
-  return out.str();
-}
-
 int64_t product(const std::vector<int64_t>& sizes) {
   int64_t n = 1;
   for (int64_t s : sizes) n *= s;
@@ -54,6 +46,18 @@ void checkInside(const std::string& name, const std::vector<int64_t>& globalShap
 }
 
 }  // namespace
+
+std::string shapeText(const std::vector<int64_t>& shape) {
+  std::ostringstream out;
+  out << '[';
+  for (size_t d = 0; d < shape.size(); ++d) out << (d ? ", " : "") << shape[d];
+  out << ']';
+  return out.str();
+}
+
+std::string shapeText(ScalarType dtype, const std::vector<int64_t>& shape) {
+  return std::string(c10d::name(dtype)) + shapeText(shape);
+}
 
 Slice Slice::whole(const std::vector<int64_t>& globalShape) {
   return box(std::vector<int64_t>(globalShape.size(), 0), globalShape);
@@ -129,8 +133,9 @@ void State::addSlice(const std::string& name, const Tensor& local,
   for (const StateTensor& t : tensors_) {
     if (t.name != name) continue;
     C10D_CHECK(t.local.dtype() == local.dtype() && t.globalShape == globalShape, InvalidArgument,
-               "checkpoint::State: tensor '", name, "' was added as ", t.local.dtype(),
-               shapeText(t.globalShape), " and now as ", local.dtype(), shapeText(globalShape));
+               "checkpoint::State: tensor '", name, "' was added as ",
+               shapeText(t.local.dtype(), t.globalShape), " and now as ",
+               shapeText(local.dtype(), globalShape));
     C10D_CHECK(!(t.slice == where), InvalidArgument, "checkpoint::State: slice ",
                where.describe(), " of tensor '", name, "' was added twice");
   }

@@ -56,6 +56,10 @@ struct Slice {
   bool operator==(const Slice&) const = default;
 };
 
+// "[2, 3]", and with a dtype "float32[2, 3]": how errors and the inspect tool write shapes.
+std::string shapeText(const std::vector<int64_t>& shape);
+std::string shapeText(ScalarType dtype, const std::vector<int64_t>& shape);
+
 // One slice of one tensor, as State holds it.
 struct StateTensor {
   std::string name;

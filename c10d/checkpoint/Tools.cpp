@@ -13,13 +13,6 @@
 #include "c10d/core/Exception.hpp"
 
 namespace c10d::inline v0::checkpoint {
-namespace {
-
-// Bytes read at a time: large enough that reads run at the disk's speed, small enough that
-// verifying a checkpoint of any size holds little memory.
-constexpr int64_t kReadBytes = int64_t{8} << 20;
-
-}  // namespace
 
 std::vector<std::string> verify(const std::string& dir, const Progress& progress) {
   const Metadata m = readMetadata(dir);
@@ -43,7 +36,7 @@ std::vector<std::string> verify(const std::string& dir, const Progress& progress
   const int64_t total = m.dataBytes();
   int64_t done = 0;
   const int64_t block = m.checksumBlockBytes;
-  const int64_t chunk = std::max(block, kReadBytes / block * block);
+  const int64_t chunk = std::max(block, detail::kReadChunkBytes / block * block);
   std::vector<char> buffer;
   for (const auto& [name, tensor] : m.tensors) {
     for (const SavedSlice& s : tensor.slices) {
