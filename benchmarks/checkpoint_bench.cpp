@@ -9,7 +9,8 @@
 // Per repeat, each timed from a barrier to the last rank's end:
 //   raw write: each rank pwrite()s its bytes into a file of its own and fsync()s it;
 //   save:      checkpoint::save of the state (files, checksums, fsyncs, metadata, rename);
-//   raw read:  each rank pread()s its raw file back;
+//   raw read:  each rank pread()s its raw file back into memory of its slices' size (touched
+//              before, as the load's tensors are);
 //   load:      checkpoint::load of the checkpoint into the same slicing (reads and checks, then
 //              reads, checks and copies);
 //   load1:     the same with LoadOptions::checkFirst off (one reading, checked as copied);
@@ -146,7 +147,7 @@ int main(int argc, char** argv) {
         check(fd >= 0, "open " + raw);
         int64_t offset = 0;
         for (const Tensor& t : mine) {
-          check(::pread(fd, staging.data(), t.nbytes(), offset) ==
+          check(::pread(fd, staging.data() + offset, t.nbytes(), offset) ==
                     static_cast<ssize_t>(t.nbytes()),
                 "read");
           offset += static_cast<int64_t>(t.nbytes());

@@ -53,7 +53,7 @@ std::string withoutTrailingSlashes(std::string path);
 // ".partial", which load refuses and latest() skips.
 bool isPartialName(const std::string& path);
 
-// Bytes read at a time into one reused buffer, by a load's threads and by verify: large enough
+// Bytes read at a time into one reused buffer by verify (a load reads less: Load.cpp): large enough
 // that reads run at the disk's speed, small enough that a reader of a checkpoint of any size
 // holds little memory (a load that staged whole slices spent 3.9 s of 4 in page faults here).
 inline constexpr int64_t kReadChunkBytes = int64_t{8} << 20;
