@@ -138,22 +138,29 @@ std::vector<std::string> registeredBackends() {
   return names;
 }
 
-std::shared_ptr<Backend> createBackend(const std::string& name, const BackendContext& context) {
-  BackendFactory factory;
-  {
-    Registry& r = registry();
-    std::lock_guard<std::mutex> guard(r.mutex);
-    auto it = r.factories.find(name);
-    if (it == r.factories.end()) {
-      std::string known;
-      for (const auto& [n, f] : r.factories) known += (known.empty() ? "" : ", ") + n;
-      C10D_THROW(InvalidArgument, "unknown backend '", name,
-                 "'; registered: ", known.empty() ? "none" : known,
-                 ". A program can add its own with c10d::registerBackend.");
-    }
-    factory = it->second;
+namespace {
+
+// The factory registered as name; throws InvalidArgument naming it and the registered ones.
+BackendFactory factoryOf(const std::string& name) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> guard(r.mutex);
+  auto it = r.factories.find(name);
+  if (it == r.factories.end()) {
+    std::string known;
+    for (const auto& [n, f] : r.factories) known += (known.empty() ? "" : ", ") + n;
+    C10D_THROW(InvalidArgument, "unknown backend '", name,
+               "'; registered: ", known.empty() ? "none" : known,
+               ". A program can add its own with c10d::registerBackend.");
   }
-  return factory(context);
+  return it->second;
+}
+
+}  // namespace
+
+void requireBackend(const std::string& name) { factoryOf(name); }
+
+std::shared_ptr<Backend> createBackend(const std::string& name, const BackendContext& context) {
+  return factoryOf(name)(context);
 }
 
 }  // namespace c10d::inline v0

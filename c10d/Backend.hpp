@@ -131,6 +131,8 @@ void registerBackend(const std::string& name, BackendFactory factory);
 bool isBackendRegistered(const std::string& name);
 std::vector<std::string> registeredBackends();
 // Throws InvalidArgument naming the unknown backend and the registered ones.
+void requireBackend(const std::string& name);
+// Throws InvalidArgument naming the unknown backend and the registered ones.
 std::shared_ptr<Backend> createBackend(const std::string& name, const BackendContext& context);
 
 }  // namespace c10d::inline v0

@@ -120,7 +120,7 @@ std::shared_ptr<Store> connectStore(const InitOptions& options, const WorldInfo&
   auto tcpStore = [&](const std::string& host, const std::string& portText) {
     auto port = static_cast<uint16_t>(config::requireInteger("port", portText, 1, 65535));
     TCPStoreOptions storeOptions;
-    storeOptions.isServer = world.rank == 0;
+    storeOptions.isServer = world.rank == 0 && config::value("C10D_STORE_HOST") == "rank0";
     storeOptions.numWorkers = world.worldSize;
     storeOptions.timeout = timeout;
     return std::make_shared<TCPStore>(host, port, storeOptions);
@@ -163,7 +163,13 @@ std::shared_ptr<ProcessGroup> initProcessGroup(InitOptions options) {
   ProcessGroupOptions groupOptions;
   // MPI finds its peers itself: under mpirun an MPI-only job needs no MASTER_ADDR and no store.
   bool mpiOnly = true;
-  for (const auto& [device, name] : parseBackendSpec(options.backend)) mpiOnly &= name == "mpi";
+  // Checked before the store: a name only one rank refused would leave the others to die of a
+  // reset connection when that rank (hosting the store) exits.
+  for (const auto& [device, name] : parseBackendSpec(options.backend)) {
+    requireBackend(name);
+    mpiOnly &= name == "mpi";
+  }
+  config::Settings().checkAll();  // a malformed C10D_* variable, named, on every rank
   std::shared_ptr<Store> store;
   if (mpiOnly && options.initMethod == "env://" && !env("MASTER_ADDR").has_value()) {
     store = std::make_shared<HashStore>();

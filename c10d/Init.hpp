@@ -37,7 +37,8 @@ struct WorldInfo {
 WorldInfo detectWorld(const InitOptions& options);
 
 // The store of options.initMethod for this process: env:// and tcp:// connect to a TCPStore that
-// rank 0 hosts and return once all world.worldSize ranks are there; file:// opens a FileStore.
+// rank 0 hosts (C10D_STORE_HOST=launcher, which c10drun sets: that the launcher hosts) and return
+// once all world.worldSize ranks are there; file:// opens a FileStore.
 // Under torchrun's static rendezvous (TORCHELASTIC_USE_AGENT_STORE=True), env:// instead joins
 // the PyTorch TCPStore torchrun's agent hosts at MASTER_ADDR:MASTER_PORT, under the key prefix
 // /worker/attempt_<TORCHELASTIC_RESTART_COUNT> (store/PyTorchTCPStore.hpp).

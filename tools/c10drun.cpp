@@ -2,7 +2,11 @@
 // torch.distributed, and stays in front of them until they are all gone.
 //
 //   c10drun --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P]
-//           [--kill-grace-seconds S] PROGRAM ARGS...
+//           [--kill-grace-seconds S] [--elastic] PROGRAM ARGS...
+//
+// The launcher of node 0 hosts the job's store (a TCPStoreServer at MASTER_PORT), as torchrun's
+// agent does, so that the store outlives every rank; each launcher writes there how each of its
+// ranks ended (c10d/elastic reads it to tell a dead rank from a slow one).
 //
 // Every rank gets its own process group so that stopping a rank also stops whatever it
 // spawned, and a parent-death signal so that no rank outlives a launcher killed with SIGKILL.
@@ -11,11 +15,9 @@
 // its exit code becomes the launcher's.
 
 #include <fcntl.h>
-#include <netdb.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,6 +44,8 @@
 #include "c10d/FlightRecorderSignal.hpp"
 #include "c10d/core/Config.hpp"
 #include "c10d/core/Json.hpp"
+#include "c10d/elastic/LauncherKeys.hpp"
+#include "store/TCPStore.hpp"
 
 extern char** environ;
 
@@ -66,6 +70,9 @@ constexpr size_t kMaxPendingLine = 4 * 1024 * 1024;
 // costs at most this much latency instead of a hang.
 constexpr int kMaxPollMs = 1000;
 
+// A launcher of another node waits this long for node 0's store (node 0 may start later).
+constexpr auto kStoreConnectTimeout = std::chrono::minutes(5);
+
 struct Options {
   int nproc_per_node = 0;
   int nnodes = 1;
@@ -73,6 +80,7 @@ struct Options {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: pick a free one (single node only).
   double kill_grace_seconds = 5.0;
+  bool elastic = false;
   std::vector<std::string> command;
 };
 
@@ -133,9 +141,10 @@ Options parseOptions(int argc, char** argv) {
       "environment torchrun gives its workers: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,\n"
       "GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_NAME, ROLE_WORLD_SIZE, MASTER_ADDR,\n"
       "MASTER_PORT, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID,\n"
-      "TORCHELASTIC_USE_AGENT_STORE=False (rank 0 hosts the store), TORCHELASTIC_ERROR_FILE\n"
-      "(shown when the rank fails) and, unless set, OMP_NUM_THREADS=1 with several ranks per\n"
-      "node. Each rank's output is printed with a '[rank R] ' prefix.");
+      "TORCHELASTIC_USE_AGENT_STORE=False, TORCHELASTIC_ERROR_FILE (shown when the rank fails),\n"
+      "C10D_STORE_HOST=launcher (node 0's launcher hosts the store; every rank is a client)\n"
+      "and, unless set, OMP_NUM_THREADS=1 with several ranks per node. Each rank's output is\n"
+      "printed with a '[rank R] ' prefix.");
   // Parsing stops at the first positional argument (PROGRAM), so options of the program such as
   // --foo or even --nnodes reach it instead of being taken by the launcher.
   app.prefix_command();
@@ -156,6 +165,10 @@ Options parseOptions(int argc, char** argv) {
   app.add_option("--kill-grace-seconds", options.kill_grace_seconds,
                  "How long stopped ranks get after SIGTERM before SIGKILL")
       ->capture_default_str();
+  app.add_flag("--elastic", options.elastic,
+               "A rank that fails does not stop the others (programs that recover with "
+               "c10d::elastic go on without it); the job succeeds when any rank exits with 0, "
+               "and a summary lists every loss");
 
   try {
     app.parse(argc, argv);
@@ -205,45 +218,6 @@ Options parseOptions(int argc, char** argv) {
     usageError(e.what());
   }
   return options;
-}
-
-// Binding port 0 lets the kernel choose a port that is free right now. Another process could
-// take it before rank 0 binds it, but that window is short and torchrun accepts the same race.
-int pickFreePort(const std::string& address) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* results = nullptr;
-  int rc = ::getaddrinfo(address.c_str(), "0", &hints, &results);
-  if (rc != 0) {
-    throw std::runtime_error("cannot resolve --master-addr '" + address +
-                             "': " + ::gai_strerror(rc));
-  }
-  std::string last_error = "no address";
-  int port = 0;
-  for (addrinfo* ai = results; ai != nullptr && port == 0; ai = ai->ai_next) {
-    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) {
-      last_error = std::strerror(errno);
-      continue;
-    }
-    sockaddr_storage bound{};
-    socklen_t length = sizeof(bound);
-    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) == 0) {
-      port = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-                                         : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-    } else {
-      last_error = std::strerror(errno);
-    }
-    ::close(fd);
-  }
-  ::freeaddrinfo(results);
-  if (port == 0) {
-    throw std::runtime_error("cannot pick a free port on '" + address + "': " + last_error);
-  }
-  return port;
 }
 
 // A rank's stdout and stderr are dup2'ed from pipe descriptors; if the launcher
@@ -392,14 +366,8 @@ class Launcher {
 
   int run() {
     ensureStandardDescriptors();
-    if (options_.master_port == 0) {
-      try {
-        options_.master_port = pickFreePort(options_.master_addr);
-      } catch (const std::exception& e) {
-        printMessage(std::string("error: ") + e.what());
-        return kRuntimeErrorExitCode;
-      }
-    }
+    started_ = Clock::now();
+    if (!hostStore()) return kRuntimeErrorExitCode;
     if (!installSignalHandlers()) return kRuntimeErrorExitCode;
     if (!makeErrorFileDirectory()) return kRuntimeErrorExitCode;
     // A rank sharing the terminal but not its foreground process group would be stopped by
@@ -420,6 +388,8 @@ class Launcher {
     loop();
     removeErrorFiles();
     if (stdin_fd_ >= 0) ::close(stdin_fd_);
+    if (options_.elastic) printSummary();
+    if (options_.elastic && any_exited_zero_ && forwarded_signal_ == 0) return 0;
     if (failure_code_) return *failure_code_;
     if (forwarded_signal_ != 0 && !all_exited_zero_) return 128 + forwarded_signal_;
     return 0;
@@ -522,6 +492,7 @@ class Launcher {
         // says the same).
         {"TORCHELASTIC_USE_AGENT_STORE", "False"},
         {"TORCHELASTIC_ERROR_FILE", errorFile(rank)},
+        {"C10D_STORE_HOST", "launcher"},
     };
     std::vector<std::string> env;
     for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -639,7 +610,14 @@ class Launcher {
 
   void onRankExit(Rank& rank, int status) {
     bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    if (!failed) return;
+    int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+    std::string how = WIFSIGNALED(status) ? "killed by signal " + signalName(WTERMSIG(status))
+                                          : "exited with code " + std::to_string(code);
+    recordExit(rank, how);
+    if (!failed) {
+      any_exited_zero_ = true;
+      return;
+    }
     // The rank's last words (often the reason it failed) are already in its pipes; printing
     // them first keeps the log in cause-then-effect order.
     rank.out.readAvailable();
@@ -647,16 +625,75 @@ class Launcher {
     all_exited_zero_ = false;
     // Ranks dying after the job was told to stop are a consequence, not news.
     if (stopping_) return;
-    int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-    std::string how = WIFSIGNALED(status) ? "killed by signal " + signalName(WTERMSIG(status))
-                                          : "exited with code " + std::to_string(code);
     std::string error = errorFileMessage(errorFile(rank));
+    if (!failure_code_) failure_code_ = code;
+    if (options_.elastic) {
+      losses_.push_back(
+          {rank.global_rank, secondsSinceStart(), how + (error.empty() ? "" : ": " + error)});
+      printMessage("rank " + std::to_string(rank.global_rank) + " " + how +
+                   (error.empty() ? "" : ": " + error) + "; " + std::to_string(running_count_) +
+                   " rank(s) go on (--elastic)");
+      return;
+    }
     printMessage("rank " + std::to_string(rank.global_rank) + " " + how +
                  (error.empty() ? "" : ": " + error));
-    failure_code_ = code;
     askForFlightRecorderDumps();
     // The other ranks would block forever in collectives waiting for the dead one.
     beginStopping(SIGTERM);
+  }
+
+  // Node 0 hosts the job's store at MASTER_PORT (any free port when none was given: bound here,
+  // so no other process can take it between a pick and a bind). Every launcher keeps a client
+  // of it for the ranks' exit records. False after printing why when it cannot.
+  bool hostStore() {
+    try {
+      if (options_.node_rank == 0) {
+        c10d::TCPStoreServerOptions server;
+        server.port = static_cast<uint16_t>(options_.master_port);
+        store_server_ = std::make_unique<c10d::TCPStoreServer>(server);
+        options_.master_port = store_server_->port();
+      }
+      c10d::TCPStoreOptions client;
+      client.timeout = kStoreConnectTimeout;
+      store_ = std::make_unique<c10d::TCPStore>(
+          options_.node_rank == 0 ? "127.0.0.1" : options_.master_addr,
+          static_cast<uint16_t>(options_.master_port), client);
+      return true;
+    } catch (const std::exception& e) {
+      printMessage(std::string("error: ") +
+                   (options_.node_rank == 0 ? "cannot host the job's store: "
+                                            : "cannot reach node 0's store: ") +
+                   e.what());
+      return false;
+    }
+  }
+
+  // How the rank ended, where survivors that re-form their group look (c10d/elastic).
+  void recordExit(const Rank& rank, const std::string& how) {
+    if (!store_) return;
+    try {
+      store_->set(c10d::elastic::launcherExitKey(rank.global_rank),
+                  c10d::toBytes(how + " at " + std::to_string(secondsSinceStart()) + " s"));
+    } catch (const std::exception& e) {
+      printMessage("cannot record the exit of rank " + std::to_string(rank.global_rank) +
+                   " in the store: " + e.what());
+      store_.reset();  // a broken connection stays broken; say it once
+    }
+  }
+
+  double secondsSinceStart() const {
+    return std::chrono::duration<double>(Clock::now() - started_).count();
+  }
+
+  void printSummary() const {
+    std::string text = "summary: " + std::to_string(ranks_.size()) + " rank(s) started, " +
+                       std::to_string(losses_.size()) + " lost";
+    for (const Loss& loss : losses_) {
+      char when[32];
+      std::snprintf(when, sizeof(when), "%.3f", loss.seconds);
+      text += "\n  rank " + std::to_string(loss.rank) + " lost at " + when + " s: " + loss.how;
+    }
+    printMessage(text);
   }
 
   void handleSignals() {
@@ -745,7 +782,18 @@ class Launcher {
     }
   }
 
+  struct Loss {
+    int rank;
+    double seconds;  // since the launcher started
+    std::string how;
+  };
+
   Options options_;
+  Clock::time_point started_;
+  std::unique_ptr<c10d::TCPStoreServer> store_server_;  // node 0 only
+  std::unique_ptr<c10d::TCPStore> store_;               // null once it failed
+  std::vector<Loss> losses_;
+  bool any_exited_zero_ = false;
   std::string error_dir_;
   std::vector<Rank> ranks_;
   int running_count_ = 0;

@@ -77,6 +77,17 @@ inline constexpr Variable kVariables[] = {
      "1800",
      {},
      "default timeout of every op, in seconds (`InitOptions::timeout` overrides)"},
+    {"C10D_STORE_HOST",
+     Type::Choice,
+     Scope::Process,
+     "rank0|launcher",
+     0,
+     0,
+     "rank0",
+     {},
+     "who hosts the job's store at `MASTER_ADDR:MASTER_PORT` for env:// and tcp://: `rank0` (as "
+     "torch.distributed) or `launcher` (c10drun says so: every rank is a client, and the store "
+     "outlives any rank, which recovery needs)"},
     {"C10D_SOCKET_IFNAME",
      Type::Text,
      Scope::Group,
