@@ -13,6 +13,7 @@ layers=(
   "store+store/tcp"
   "c10d"
   "c10d/checkpoint"
+  "c10d/elastic"
   "c10d/training backends/common"
   "c10d/parallel"
   "backends/gloo backends/mpi backends/nccl"

@@ -1,0 +1,136 @@
+#pragma once
+
+// A process group that survives the loss of ranks: the survivors agree through the job's store
+// on who is left, tear the broken group down and build a new one, without restarting.
+//
+//   auto elastic = c10d::elastic::ElasticGroup::fromEnvironment();   // under c10drun --elastic
+//   c10d::checkpoint::State state;                   // what the ranks replicate
+//   ddp.addToState(state, "model.");
+//   while (step < steps) {
+//     bool ok = true;
+//     try { ok = trainStep(elastic->group(), step); } catch (const c10d::Error&) { ok = false; }
+//     if (elastic->commit(ok)) { optimizer.step(); ++step; continue; }
+//     elastic->reform(&state);                        // shrink, then heal from a survivor
+//   }
+//
+// Identity: each process has an id, its rank in the first generation (RANK), kept for its life.
+// A generation is one membership: generation 0 is every id; each reform makes the next, whose
+// ranks are the survivors' ids in increasing order.
+//
+// Re-forming (reform), on every survivor:
+//  1. The old group is shut down: its Gloo pairs, shared-memory channels and queued ops go, and
+//     peers still blocked on this rank fail at once (and so re-form too).
+//  2. The survivor writes that it is here for the next generation, then waits until every member
+//     of the old one is here, known dead (c10drun records each rank's end in the store:
+//     c10d/elastic/LauncherKeys.hpp), or the wait (ElasticOptions::joinTimeout) is over.
+//  3. The first survivor done proposes the members it saw with one compare-and-set; everyone
+//     takes that proposal. A rank left out (stalled past the wait, or cut off) throws StateError
+//     when it comes back: the new group's keys are under the new generation, so it never meets
+//     the new group.
+//  4. Fewer members than ElasticOptions::minSize: every survivor throws StateError naming the
+//     lost ids. Otherwise the new group is built over the store under the new generation.
+//  5. With a State: the members agree on the highest committed step, and a member at it
+//     broadcasts every tensor and value of the State to those behind (see commit).
+//
+// Commit: commit(ok) is one 4-byte allreduce (MIN of every rank's ok). It returns true when every
+// rank's step succeeded; a failure of the allreduce itself returns false. A rank can see true
+// where another saw the allreduce fail (a rank died mid-way); the steps it then applied come to
+// the others through reform's healing (5), so that every member leaves reform at the same step.
+//
+// Needs a store that outlives the ranks: c10drun hosts it (C10D_STORE_HOST=launcher). Over a
+// store rank 0 hosts, losing rank 0 loses the store, and every survivor fails with StoreError.
+//
+// Threading: one thread drives an ElasticGroup; other threads may use group() between reforms.
+// Groups derived from an old group (newGroup, split, the reducer's) are not re-derived: build
+// them again from group() after a reform.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "c10d/ProcessGroup.hpp"
+
+namespace c10d::inline v0 {
+class Store;
+namespace checkpoint {
+class State;
+}
+}  // namespace c10d::inline v0
+
+namespace c10d::inline v0::elastic {
+
+struct ElasticOptions {
+  // Of every generation's group. The group name also names the store keys of this ElasticGroup.
+  // An empty backend: C10D_BACKEND, else gloo.
+  ProcessGroupOptions group = [] {
+    ProcessGroupOptions options;
+    options.backend.clear();
+    return options;
+  }();
+  // Fewer members than this after a loss: reform throws StateError on every survivor.
+  int minSize = 1;
+  // How long reform waits for a member that is neither here nor known dead (a stalled rank, or
+  // one without a launcher that records deaths).
+  std::chrono::milliseconds joinTimeout = std::chrono::seconds(10);
+};
+
+// What a reform changed.
+struct Reformation {
+  uint64_t generation = 0;
+  std::vector<int> lost;     // ids of the old generation not in the new one
+  std::vector<int> members;  // ids of the new generation, by new rank
+  int64_t step = 0;          // the committed step every member is at now
+  bool healed = false;       // this rank received state from a member ahead of it
+  double seconds = 0;        // reform's own time on this rank
+};
+
+class ElasticGroup {
+ public:
+  // Generation 0 over store: id is this process's rank among size. Throws as ProcessGroup's
+  // constructor does; InvalidArgument for minSize outside [1, size].
+  ElasticGroup(std::shared_ptr<Store> store, int id, int size, ElasticOptions options = {});
+  // Rank, size and store from the environment, as initProcessGroup (backend: C10D_BACKEND).
+  static std::unique_ptr<ElasticGroup> fromEnvironment(ElasticOptions options = {});
+  ~ElasticGroup();
+  ElasticGroup(const ElasticGroup&) = delete;
+  ElasticGroup& operator=(const ElasticGroup&) = delete;
+
+  // This generation's group. Throws StateError after a reform this rank was left out of.
+  ProcessGroup& group() const;
+  std::shared_ptr<ProcessGroup> sharedGroup() const;
+  int id() const { return id_; }
+  int rank() const;
+  int size() const;
+  uint64_t generation() const { return generation_; }
+  const std::vector<int>& members() const { return members_; }
+  // Steps this rank committed (commit returned true), or the step healing brought it to.
+  int64_t step() const { return step_; }
+
+  // The step agreement: true when every rank passed ok == true and the allreduce succeeded
+  // (then step() grows by one); false otherwise, and the program reforms before the next try.
+  bool commit(bool ok = true);
+
+  // Re-forms the group from the members still alive (see above); heals state when given. Throws
+  // StateError when this rank was left out or fewer than minSize remain (naming the lost ids),
+  // StoreError when the store is gone.
+  Reformation reform(checkpoint::State* state = nullptr);
+
+ private:
+  std::vector<int> agreeOnMembers(uint64_t next);
+  void build();
+  bool heal(checkpoint::State& state);
+
+  std::shared_ptr<Store> store_;
+  const int id_;
+  ElasticOptions options_;
+  std::string keys_;  // "c10d/elastic/<group name>/"
+  uint64_t generation_ = 0;
+  std::vector<int> members_;
+  std::shared_ptr<ProcessGroup> group_;
+  int64_t step_ = 0;
+  std::string leftOut_;  // why this rank is no member any more; empty while it is
+};
+
+}  // namespace c10d::inline v0::elastic

@@ -1,0 +1,155 @@
+// ElasticGroup across real processes: re-forming without loss leaks nothing, a SIGKILLed rank is
+// dropped and the survivors' new group works, too few survivors is an error naming the lost id,
+// and a rank that stalls past the join wait is left out and told so. (c10drun --elastic with
+// real kills of launched ranks: tests/elastic_train_test.sh.)
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "c10d/checkpoint/State.hpp"
+#include "c10d/elastic/ElasticGroup.hpp"
+#include "tests/support/MultiProcess.hpp"
+
+namespace c10d::inline v0 {
+namespace {
+
+using elastic::ElasticGroup;
+using elastic::ElasticOptions;
+using test::check;
+using test::checkEq;
+
+// Entries of a /proc/self folder: open descriptors, or threads.
+size_t entries(const char* folder) {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(folder)) ++n;
+  return n;
+}
+
+// Sum of every member's (rank + 1), through the group: checks that the group works and holds
+// the members it says.
+float sumOfRanks(ElasticGroup& elastic) {
+  float value = static_cast<float>(elastic.rank() + 1);
+  elastic.group().allreduce(Tensor::fromBlob(&value, ScalarType::Float32, {1}))->wait();
+  return value;
+}
+
+ElasticOptions quick(int minSize = 1) {
+  ElasticOptions options;
+  options.group.backend = "gloo";
+  options.group.timeout = std::chrono::seconds(20);
+  options.minSize = minSize;
+  // runRanks has no launcher to record deaths: the survivors wait this long for the dead.
+  options.joinTimeout = std::chrono::milliseconds(1500);
+  return options;
+}
+
+std::shared_ptr<Store> shared(Store& store) {
+  return std::shared_ptr<Store>(&store, [](Store*) {});
+}
+
+TEST(Elastic, TwentyReformationsWithoutLossLeakNoThreadsOrDescriptors) {
+  auto outcomes = test::runRanks({.worldSize = 3}, [](test::RankEnv& env) {
+    ElasticGroup elastic(shared(env.store), env.rank, env.size, quick());
+    checkEq(6.0f, sumOfRanks(elastic), "sum over members 0, 1, 2");
+    elastic.reform();  // the first builds what every later one reuses (the logger, pools)
+    const size_t fds = entries("/proc/self/fd"), threads = entries("/proc/self/task");
+    for (int i = 0; i < 20; ++i) {
+      const elastic::Reformation r = elastic.reform();
+      checkEq(size_t{0}, r.lost.size(), "ids lost");
+      checkEq(std::vector<int>{0, 1, 2}, r.members, "members");
+      checkEq(6.0f, sumOfRanks(elastic), "sum over members 0, 1, 2");
+    }
+    checkEq(uint64_t{21}, elastic.generation(), "generation");
+    checkEq(fds, entries("/proc/self/fd"), "open descriptors after 20 reformations");
+    checkEq(threads, entries("/proc/self/task"), "threads after 20 reformations");
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(3, 0)) << test::report(outcomes);
+}
+
+TEST(Elastic, SurvivorsOfASigkillReformAndCarryOnWithReplicatedState) {
+  auto outcomes = test::runRanks({.worldSize = 4, .killedRanks = {2}}, [](test::RankEnv& env) {
+    ElasticGroup elastic(shared(env.store), env.rank, env.size, quick());
+    float weight = 1.0f;
+    checkpoint::State state;
+    state.add("weight", Tensor::fromBlob(&weight, ScalarType::Float32, {1}));
+    check(elastic.commit(true), "the first step commits everywhere");
+    if (env.rank == 2) ::raise(SIGKILL);
+    int failures = 0;
+    while (elastic.step() < 5) {
+      bool ok = true;
+      float gradient = 1.0f;
+      try {
+        elastic.group().allreduce(Tensor::fromBlob(&gradient, ScalarType::Float32, {1}))->wait();
+      } catch (const Error&) {
+        ok = false;
+      }
+      if (elastic.commit(ok)) {
+        weight += gradient;
+        continue;
+      }
+      ++failures;
+      const elastic::Reformation r = elastic.reform(&state);
+      checkEq(std::vector<int>{2}, r.lost, "ids lost");
+      checkEq(std::vector<int>{0, 1, 3}, r.members, "members");
+    }
+    checkEq(1, failures, "failed commits");
+    checkEq(3, elastic.size(), "size");
+    checkEq(std::vector<int>{0, 1, 3}, elastic.members(), "members");
+    // Steps 2 to 5 ran on 3 members: 1 + 4 * 3.
+    checkEq(13.0f, weight, "weight after 1 + 4 steps of 3 members");
+    checkEq(6.0f, sumOfRanks(elastic), "sum over members 0, 1, 2");
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0, 128 + SIGKILL, 0}))
+      << test::report(outcomes);
+}
+
+TEST(Elastic, FewerSurvivorsThanMinSizeIsAnErrorNamingTheLost) {
+  auto outcomes = test::runRanks({.worldSize = 3, .killedRanks = {1}}, [](test::RankEnv& env) {
+    ElasticGroup elastic(shared(env.store), env.rank, env.size, quick(/*minSize=*/3));
+    if (env.rank == 1) ::raise(SIGKILL);
+    check(!elastic.commit(true), "a commit with a dead rank fails");
+    test::expectThrows<StateError>([&] { elastic.reform(); }, "reform below minSize",
+                                   {"2 member(s) left in generation 1 (ids 0, 2; lost 1), fewer "
+                                    "than ElasticOptions::minSize 3"});
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 128 + SIGKILL, 0}))
+      << test::report(outcomes);
+}
+
+TEST(Elastic, ARankThatStallsPastTheJoinWaitIsLeftOutAndToldSo) {
+  auto outcomes = test::runRanks({.worldSize = 3}, [](test::RankEnv& env) {
+    ElasticGroup elastic(shared(env.store), env.rank, env.size, quick());
+    if (env.rank == 2) {
+      // Stalled (a stopped process, a cut link): it comes to re-form after the others went on.
+      std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+      test::expectThrows<StateError>([&] { elastic.reform(); }, "late reform",
+                                     {"id 2 was left out of generation 1 (members 0, 1)"});
+      test::expectThrows<StateError>([&] { elastic.group(); }, "group after", {"left out"});
+      return;
+    }
+    const elastic::Reformation r = elastic.reform();
+    checkEq(std::vector<int>{2}, r.lost, "ids lost");
+    checkEq(3.0f, sumOfRanks(elastic), "sum over members 0, 1");
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(3, 0)) << test::report(outcomes);
+}
+
+TEST(Elastic, RefusesBadOptions) {
+  auto outcomes = test::runRanks({.worldSize = 1}, [](test::RankEnv& env) {
+    test::expectThrows<InvalidArgument>(
+        [&] { ElasticGroup(shared(env.store), 0, 1, quick(/*minSize=*/2)); }, "minSize",
+        {"ElasticOptions::minSize must be in [1, 1], got 2"});
+    test::expectThrows<InvalidArgument>(
+        [&] { ElasticGroup(shared(env.store), 3, 2, quick()); }, "id",
+        {"id 3 is out of range for size 2"});
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(1, 0)) << test::report(outcomes);
+}
+
+}  // namespace
+}  // namespace c10d::inline v0
