@@ -1,6 +1,7 @@
 // Data-parallel training that keeps going when ranks die, without restarting the survivors:
 //
 //   c10drun --elastic --nproc-per-node 4 elastic_train [--steps 300] [--step-ms 5] [--min-size 2]
+//   c10drun --max-restarts 3 --nproc-per-node 4 elastic_train      # dead ranks come back
 //
 // Linear regression on a synthetic dataset every rank generates from one seed. Step s trains on
 // the global batch s (kBatch samples, the same whatever the world size); the members split it by
@@ -8,7 +9,8 @@
 // agrees that its step succeeded (ElasticGroup::commit). When a rank dies, the step fails on
 // every survivor; they re-form the group without it (ElasticGroup::reform), heal the parameters
 // from a member that committed the most steps, and redo the step. So every sample of a committed
-// step was used exactly once, by exactly one member.
+// step was used exactly once, by exactly one member. A rank the launcher starts again asks to
+// join; the members admit it at their next step boundary and it receives the parameters.
 //
 // Each rank prints its pid when it starts and, at the end, the step reached and a hash of its
 // parameters: after a kill, the survivors print their first pids and one hash. Exits 0 when the
@@ -95,6 +97,13 @@ int main(int argc, char** argv) {
     c10d::checkpoint::State state;  // what a survivor behind receives from one ahead
     state.add("w", c10d::Tensor::fromBlob(w.data(), c10d::ScalarType::Float32, {kFeatures}));
     const float before = loss(w);
+    if (elastic->incarnation() > 0) {
+      const c10d::elastic::Reformation r = elastic->join(&state);
+      std::printf("id %d (restarted) joined generation %llu at step %lld in %.3f s\n",
+                  elastic->id(), static_cast<unsigned long long>(r.generation),
+                  static_cast<long long>(r.step), r.seconds);
+      std::fflush(stdout);
+    }
 
     while (elastic->step() < steps) {
       const int step = static_cast<int>(elastic->step());
@@ -119,17 +128,19 @@ int main(int argc, char** argv) {
       }
       if (elastic->commit(ok)) {
         for (int j = 0; j < kFeatures; ++j) w[j] -= kLearningRate * gradient[j] / kBatch;
-        continue;
+        if (!elastic->joinsPending()) continue;  // else: grow at this step boundary
       }
       const c10d::elastic::Reformation r = elastic->reform(&state);
-      std::string lost, members;
-      for (int id : r.lost) lost += (lost.empty() ? "" : ",") + std::to_string(id);
-      for (int id : r.members) members += (members.empty() ? "" : ",") + std::to_string(id);
-      std::printf("id %d: generation %llu without [%s]: members [%s] at step %lld%s, re-formed in "
-                  "%.3f s\n",
-                  elastic->id(), static_cast<unsigned long long>(r.generation), lost.c_str(),
-                  members.c_str(), static_cast<long long>(r.step), r.healed ? " (healed)" : "",
-                  r.seconds);
+      auto list = [](const std::vector<int>& ids) {
+        std::string text;
+        for (int id : ids) text += (text.empty() ? "" : ",") + std::to_string(id);
+        return text;
+      };
+      std::printf("id %d: generation %llu without [%s] with [%s]: members [%s] at step %lld%s, "
+                  "re-formed in %.3f s\n",
+                  elastic->id(), static_cast<unsigned long long>(r.generation),
+                  list(r.lost).c_str(), list(r.joined).c_str(), list(r.members).c_str(),
+                  static_cast<long long>(r.step), r.healed ? " (healed)" : "", r.seconds);
       std::fflush(stdout);
     }
     const float after = loss(w);

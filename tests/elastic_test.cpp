@@ -13,6 +13,7 @@
 
 #include "c10d/checkpoint/State.hpp"
 #include "c10d/elastic/ElasticGroup.hpp"
+#include "c10d/elastic/LauncherKeys.hpp"
 #include "tests/support/MultiProcess.hpp"
 
 namespace c10d::inline v0 {
@@ -135,6 +136,66 @@ TEST(Elastic, ARankThatStallsPastTheJoinWaitIsLeftOutAndToldSo) {
     const elastic::Reformation r = elastic.reform();
     checkEq(std::vector<int>{2}, r.lost, "ids lost");
     checkEq(3.0f, sumOfRanks(elastic), "sum over members 0, 1");
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(3, 0)) << test::report(outcomes);
+}
+
+TEST(Elastic, ARestartedProcessIsAdmittedAtAStepBoundaryAndHealed) {
+  auto outcomes = test::runRanks({.worldSize = 3}, [](test::RankEnv& env) {
+    float weight = 0.0f;
+    checkpoint::State state;
+    state.add("weight", Tensor::fromBlob(&weight, ScalarType::Float32, {1}));
+    auto elastic = std::make_unique<ElasticGroup>(shared(env.store), env.rank, env.size, quick());
+    checkEq(int64_t{0}, elastic->incarnation(), "a first process's incarnation");
+    auto train = [&](int64_t until) {
+      int reforms = 0;
+      while (elastic->step() < until || elastic->size() < 3) {
+        float gradient = 1.0f;
+        bool ok = true;
+        try {
+          elastic->group().allreduce(Tensor::fromBlob(&gradient, ScalarType::Float32, {1}))->wait();
+        } catch (const Error&) {
+          ok = false;
+        }
+        if (elastic->commit(ok)) {
+          weight += gradient;
+          if (!elastic->joinsPending()) continue;
+        }
+        elastic->reform(&state);
+        ++reforms;
+      }
+      return reforms;
+    };
+    train(3);
+    if (env.rank == 2) {
+      // Its process ends (the group goes with it), its launcher records the end and starts a
+      // new process, which knows nothing of the training.
+      elastic.reset();
+      env.store.add(elastic::launcherExitsKey(2), 1);
+      weight = -1.0f;
+      elastic = std::make_unique<ElasticGroup>(shared(env.store), env.rank, env.size, quick());
+      checkEq(int64_t{1}, elastic->incarnation(), "the restarted process's incarnation");
+      test::expectThrows<StateError>([&] { elastic->group(); }, "group before join",
+                                     {"call join() before using the group"});
+      const elastic::Reformation r = elastic->join(&state);
+      checkEq(std::vector<int>{2}, r.joined, "joined");
+      checkEq(std::vector<int>{0, 1, 2}, r.members, "members");
+      check(r.healed, "the newcomer received the state");
+      check(weight >= 9.0f, "the newcomer's weight is the members' (at least 3 steps of 3)");
+    } else {
+      // One reform when the newcomer asked in time to be admitted by the one for the loss.
+      check(train(10) >= 1, "a reform");
+    }
+    if (env.rank == 2) train(10);
+    checkEq(3, elastic->size(), "size after the rejoin");
+    check(elastic->generation() == 1 || elastic->generation() == 2,
+          "generation: a shrink, then a growth, or both at once");
+    float low = weight, high = weight;
+    elastic->group().allreduce(Tensor::fromBlob(&low, ScalarType::Float32, {1}),
+                               AllreduceOptions{.reduceOp = ReduceOp::MIN})->wait();
+    elastic->group().allreduce(Tensor::fromBlob(&high, ScalarType::Float32, {1}),
+                               AllreduceOptions{.reduceOp = ReduceOp::MAX})->wait();
+    checkEq(low, high, "weights equal on every member");
   });
   EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(3, 0)) << test::report(outcomes);
 }

@@ -5,7 +5,9 @@
 #      launcher's summary names the lost rank;
 #   2. rank 0 (which hosted the store before the launcher did) and rank 3 at once: 2 go on;
 #   3. a kill below --min-size: every survivor fails naming the lost id, the launcher fails;
-#   4. C10D_BACKEND=nosuchbackend: every rank names the backend (none dies of a reset store).
+#   4. --max-restarts: a killed rank is started again, joins, receives the parameters, and all 4
+#      reach the last step with one hash; the 3 others keep their pids; twice in one run;
+#   5. C10D_BACKEND=nosuchbackend: every rank names the backend (none dies of a reset store).
 # Usage: elastic_train_test.sh EXAMPLE C10DRUN
 set -uo pipefail
 example=$1 launcher=$2
@@ -16,7 +18,8 @@ trap 'rm -f "$out"; [ -n "${job:-}" ] && kill -9 "$job" 2>/dev/null' EXIT
 # Starts the job in the background; returns once every rank printed its pid.
 start() {
   : >"$out"
-  timeout 120 "$launcher" --elastic --nproc-per-node 4 "$example" --steps 1500 "$@" >"$out" 2>&1 &
+  timeout 120 "$launcher" --elastic ${restarts:+--max-restarts $restarts} --nproc-per-node 4 \
+    "$example" --steps 1500 "$@" >"$out" 2>&1 &
   job=$!
   for _ in $(seq 1 300); do
     [ "$(grep -c '\] start id' "$out")" -eq 4 ] && return
@@ -24,7 +27,8 @@ start() {
   done
   cat "$out"; fail "the ranks did not start"
 }
-pid_of() { grep "\] start id $1 pid" "$out" | awk '{print $NF}'; }
+pid_of() { grep "\] start id $1 pid" "$out" | tail -1 | awk '{print $NF}'; }
+first_pid_of() { grep "\] start id $1 pid" "$out" | head -1 | awk '{print $NF}'; }
 finish() { wait "$job"; code=$?; job=; }
 
 # Survivors: each printed "done id I pid P ... step 1500 ... hash H" with its start pid.
@@ -35,7 +39,8 @@ check_survivors() {
   [ "$hashes" -eq 1 ] || { cat "$out"; fail "the survivors' parameters differ"; }
   grep '\] done id' "$out" | grep -q -v 'step 1500 ' && { cat "$out"; fail "a survivor stopped early"; }
   while read -r id pid; do
-    [ "$(pid_of "$id")" = "$pid" ] || { cat "$out"; fail "id $id was restarted ($pid)"; }
+    [ "$id" = "${2:-none}" ] && continue  # the restarted one
+    [ "$(first_pid_of "$id")" = "$pid" ] || { cat "$out"; fail "id $id was restarted ($pid)"; }
   done < <(grep '\] done id' "$out" | awk '{print $5, $7}')
 }
 
@@ -47,7 +52,7 @@ kill -9 "$(pid_of $victim)"
 finish
 [ "$code" -eq 0 ] || { cat "$out"; fail "case 1: the launcher exited $code"; }
 check_survivors 3
-grep -q "rank $victim lost at .* killed by signal SIGKILL" "$out" || { cat "$out"; fail "case 1: no summary"; }
+grep -q "rank $victim lost: killed by signal SIGKILL" "$out" || { cat "$out"; fail "case 1: no summary"; }
 grep -q "without \[$victim\]" "$out" || { cat "$out"; fail "case 1: no re-formation without $victim"; }
 echo "case 1: rank $victim killed; $(grep -m1 're-formed in' "$out")"
 
@@ -71,9 +76,28 @@ finish
   { cat "$out"; fail "case 3: not every survivor named the lost id"; }
 echo "case 3: every survivor said: $(grep -m1 -o '3 member(s) left.*' "$out")"
 
-# 4. A backend no rank has: every rank says so before touching the store.
+# 4. Restarts: rank 2 killed twice; each time it comes back and joins.
+restarts=2 start
+for round in 1 2; do
+  sleep 0.5
+  kill -9 "$(pid_of 2)"
+  for _ in $(seq 1 200); do
+    [ "$(grep -c '\] id 2 (restarted) joined' "$out")" -ge "$round" ] && break
+    sleep 0.05
+  done
+  [ "$(grep -c '\] id 2 (restarted) joined' "$out")" -ge "$round" ] || { cat "$out"; fail "case 4: no rejoin $round"; }
+done
+finish
+[ "$code" -eq 0 ] || { cat "$out"; fail "case 4: the launcher exited $code"; }
+check_survivors 4 2
+grep '\] done id' "$out" | grep -q -v 'size 4 ' && { cat "$out"; fail "case 4: the group did not grow back to 4"; }
+[ "$(grep -c 's: rank 2 restarted (. of 2)' "$out")" -eq 2 ] || { cat "$out"; fail "case 4: no restarts in the summary"; }
+echo "case 4: rank 2 killed twice, restarted and rejoined: $(grep -m1 'joined generation' "$out")"
+unset restarts
+
+# 5. A backend no rank has: every rank says so before touching the store.
 # --elastic, so that the first rank to fail does not stop the others before they speak.
 C10D_BACKEND=nosuchbackend timeout 60 "$launcher" --elastic --nproc-per-node 3 "$example" >"$out" 2>&1
 [ "$(grep -c "unknown backend 'nosuchbackend'" "$out")" -ge 3 ] || { cat "$out"; fail "case 4"; }
 grep -qi "reset by peer\|closed the connection" "$out" && { cat "$out"; fail "case 4: a rank died of the store"; }
-echo "PASS: elastic_train survived kills of one rank and of two, failed below its minimum size, and every rank named an unknown backend"
+echo "PASS: elastic_train survived kills of one rank and of two, failed below its minimum size, took a twice-restarted rank back, and every rank named an unknown backend"

@@ -2,7 +2,7 @@
 // torch.distributed, and stays in front of them until they are all gone.
 //
 //   c10drun --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P]
-//           [--kill-grace-seconds S] [--elastic] PROGRAM ARGS...
+//           [--kill-grace-seconds S] [--elastic] [--max-restarts N] PROGRAM ARGS...
 //
 // The launcher of node 0 hosts the job's store (a TCPStoreServer at MASTER_PORT), as torchrun's
 // agent does, so that the store outlives every rank; each launcher writes there how each of its
@@ -81,6 +81,7 @@ struct Options {
   int master_port = 0;  // 0: pick a free one (single node only).
   double kill_grace_seconds = 5.0;
   bool elastic = false;
+  int max_restarts = 0;  // per rank; more than 0 implies elastic
   std::vector<std::string> command;
 };
 
@@ -169,6 +170,10 @@ Options parseOptions(int argc, char** argv) {
                "A rank that fails does not stop the others (programs that recover with "
                "c10d::elastic go on without it); the job succeeds when any rank exits with 0, "
                "and a summary lists every loss");
+  app.add_option("--max-restarts,--max_restarts", options.max_restarts,
+                 "Start a failed rank again, up to N times per rank, while the others keep "
+                 "running (implies --elastic); the new process joins at their next step")
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -210,6 +215,10 @@ Options parseOptions(int argc, char** argv) {
     usageError("--kill-grace-seconds must be a finite number >= 0");
   }
   if (options.master_addr.empty()) usageError("--master-addr must not be empty");
+  if (options.max_restarts < 0) {
+    usageError("--max-restarts must be >= 0, got " + std::to_string(options.max_restarts));
+  }
+  if (options.max_restarts > 0) options.elastic = true;
   // Every rank would refuse a bad C10D_* value at its first group; say it once, before starting
   // any of them.
   try {
@@ -339,6 +348,7 @@ struct Rank {
   int global_rank = 0;
   pid_t pid = -1;  // Also the id of the rank's process group.
   bool running = false;
+  int restarts = 0;  // processes started for this rank after the first
   PrefixedStream out{-1, STDOUT_FILENO, ""};
   PrefixedStream err{-1, STDERR_FILENO, ""};
 };
@@ -485,8 +495,8 @@ class Launcher {
         {"ROLE_WORLD_SIZE", std::to_string(options_.nnodes * options_.nproc_per_node)},
         {"MASTER_ADDR", options_.master_addr},
         {"MASTER_PORT", std::to_string(options_.master_port)},
-        {"TORCHELASTIC_RESTART_COUNT", "0"},
-        {"TORCHELASTIC_MAX_RESTARTS", "0"},
+        {"TORCHELASTIC_RESTART_COUNT", std::to_string(rank.restarts)},
+        {"TORCHELASTIC_MAX_RESTARTS", std::to_string(options_.max_restarts)},
         {"TORCHELASTIC_RUN_ID", "none"},
         // Rank 0 hosts our store at MASTER_PORT; no agent hosts one (torchrun --rdzv-backend=c10d
         // says the same).
@@ -628,11 +638,12 @@ class Launcher {
     std::string error = errorFileMessage(errorFile(rank));
     if (!failure_code_) failure_code_ = code;
     if (options_.elastic) {
-      losses_.push_back(
-          {rank.global_rank, secondsSinceStart(), how + (error.empty() ? "" : ": " + error)});
+      events_.push_back({rank.global_rank, secondsSinceStart(),
+                         "lost: " + how + (error.empty() ? "" : ": " + error)});
       printMessage("rank " + std::to_string(rank.global_rank) + " " + how +
                    (error.empty() ? "" : ": " + error) + "; " + std::to_string(running_count_) +
                    " rank(s) go on (--elastic)");
+      if (rank.restarts < options_.max_restarts) restart(rank);
       return;
     }
     printMessage("rank " + std::to_string(rank.global_rank) + " " + how +
@@ -668,11 +679,29 @@ class Launcher {
     }
   }
 
-  // How the rank ended, where survivors that re-form their group look (c10d/elastic).
+  // Starts the rank's process again; it joins the others at their next step (c10d/elastic).
+  void restart(Rank& rank) {
+    rank.out.drainAndClose();
+    rank.err.drainAndClose();
+    ++rank.restarts;
+    if (!spawn(rank)) return;  // spawn said why; the others go on
+    ++restarts_;
+    events_.push_back({rank.global_rank, secondsSinceStart(),
+                       "restarted (" + std::to_string(rank.restarts) + " of " +
+                           std::to_string(options_.max_restarts) + "), pid " +
+                           std::to_string(rank.pid)});
+    printMessage("rank " + std::to_string(rank.global_rank) + " restarted (" +
+                 std::to_string(rank.restarts) + " of " + std::to_string(options_.max_restarts) +
+                 ")");
+  }
+
+  // How the rank ended, where survivors that re-form their group look, before any restart of
+  // it reads its incarnation there (c10d/elastic/LauncherKeys.hpp).
   void recordExit(const Rank& rank, const std::string& how) {
     if (!store_) return;
     try {
-      store_->set(c10d::elastic::launcherExitKey(rank.global_rank),
+      const int64_t ended = store_->add(c10d::elastic::launcherExitsKey(rank.global_rank), 1) - 1;
+      store_->set(c10d::elastic::launcherExitKey(rank.global_rank, ended),
                   c10d::toBytes(how + " at " + std::to_string(secondsSinceStart()) + " s"));
     } catch (const std::exception& e) {
       printMessage("cannot record the exit of rank " + std::to_string(rank.global_rank) +
@@ -686,12 +715,16 @@ class Launcher {
   }
 
   void printSummary() const {
+    const size_t lost = std::count_if(events_.begin(), events_.end(),
+                                      [](const Event& e) { return e.what.rfind("lost", 0) == 0; });
     std::string text = "summary: " + std::to_string(ranks_.size()) + " rank(s) started, " +
-                       std::to_string(losses_.size()) + " lost";
-    for (const Loss& loss : losses_) {
+                       std::to_string(lost) + " lost, " + std::to_string(restarts_) +
+                       " restarted";
+    for (const Event& event : events_) {
       char when[32];
-      std::snprintf(when, sizeof(when), "%.3f", loss.seconds);
-      text += "\n  rank " + std::to_string(loss.rank) + " lost at " + when + " s: " + loss.how;
+      std::snprintf(when, sizeof(when), "%.3f", event.seconds);
+      text += "\n  " + std::string(when) + " s: rank " + std::to_string(event.rank) + " " +
+              event.what;
     }
     printMessage(text);
   }
@@ -782,17 +815,18 @@ class Launcher {
     }
   }
 
-  struct Loss {
+  struct Event {  // a loss or a restart, for the summary
     int rank;
     double seconds;  // since the launcher started
-    std::string how;
+    std::string what;
   };
 
   Options options_;
   Clock::time_point started_;
   std::unique_ptr<c10d::TCPStoreServer> store_server_;  // node 0 only
   std::unique_ptr<c10d::TCPStore> store_;               // null once it failed
-  std::vector<Loss> losses_;
+  std::vector<Event> events_;
+  int restarts_ = 0;
   bool any_exited_zero_ = false;
   std::string error_dir_;
   std::vector<Rank> ranks_;

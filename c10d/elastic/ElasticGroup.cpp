@@ -22,28 +22,27 @@ using Clock = std::chrono::steady_clock;
 // the launcher is seen within this; each look is one round trip per member not yet seen.
 constexpr auto kPollInterval = std::chrono::milliseconds(2);
 
+// How often rank 0's commit looks in the store for a restarted process asking to join: a store
+// round trip (about 50 us here) every step would cost more than the commit's allreduce itself;
+// once per this interval costs a clock read per step, and a newcomer waits at most this long
+// beyond the step boundary.
+constexpr auto kJoinCheckInterval = std::chrono::milliseconds(100);
+
 std::string idList(const std::vector<int>& ids) {
   std::string text;
   for (int id : ids) text += (text.empty() ? "" : ", ") + std::to_string(id);
   return text.empty() ? "none" : text;
 }
 
-std::vector<int> parseIds(const std::string& text) {
-  std::vector<int> ids;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t comma = text.find(',', at);
-    if (comma == std::string::npos) comma = text.size();
-    ids.push_back(std::stoi(text.substr(at, comma - at)));
-    at = comma + 1;
+int64_t toInt(const std::string& text, const std::string& key) {
+  try {
+    size_t used = 0;
+    const int64_t value = std::stoll(text, &used);
+    if (used == text.size()) return value;
+  } catch (const std::exception&) {
   }
-  return ids;
-}
-
-std::string encodeIds(const std::vector<int>& ids) {
-  std::string text;
-  for (int id : ids) text += (text.empty() ? "" : ",") + std::to_string(id);
-  return text;
+  C10D_THROW(StateError, "elastic: store key '", key, "' holds '", text,
+             "', not a number (is another program using the same keys?)");
 }
 
 // A State's values as one store value: per value, the name's and the bytes' lengths in decimal,
@@ -77,7 +76,7 @@ std::map<std::string, std::string> decodeValues(const std::string& text) {
 }  // namespace
 
 ElasticGroup::ElasticGroup(std::shared_ptr<Store> store, int id, int size, ElasticOptions options)
-    : store_(std::move(store)), id_(id), options_(std::move(options)) {
+    : store_(std::move(store)), id_(id), firstSize_(size), options_(std::move(options)) {
   C10D_CHECK(store_ != nullptr, InvalidArgument, "ElasticGroup: the store is null");
   C10D_CHECK(size >= 1 && id >= 0 && id < size, InvalidArgument, "ElasticGroup: id ", id,
              " is out of range for size ", size);
@@ -88,6 +87,12 @@ ElasticGroup::ElasticGroup(std::shared_ptr<Store> store, int id, int size, Elast
              " ms");
   if (options_.group.backend.empty()) options_.group.backend = config::value("C10D_BACKEND");
   keys_ = "c10d/elastic/" + options_.group.groupName + "/";
+  incarnation_ = store_->add(launcherExitsKey(id_), 0);
+  if (incarnation_ > 0) {
+    joining_ = true;  // a restart: the members admit it in join()
+    return;
+  }
+  for (int m = 0; m < size; ++m) memberships_.push_back({m, 0});
   for (int m = 0; m < size; ++m) members_.push_back(m);
   build();
 }
@@ -115,7 +120,48 @@ ProcessGroup& ElasticGroup::group() const { return *sharedGroup(); }
 
 std::shared_ptr<ProcessGroup> ElasticGroup::sharedGroup() const {
   C10D_CHECK(leftOut_.empty(), StateError, leftOut_);
+  C10D_CHECK(!joining_, StateError, "elastic: id ", id_, " (incarnation ", incarnation_,
+             ") is a restarted process: call join() before using the group");
   return group_;
+}
+
+Reformation ElasticGroup::join(checkpoint::State* state) {
+  Reformation result;
+  if (!joining_) {
+    result.generation = generation_;
+    result.members = members_;
+    result.step = step_;
+    return result;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::string incarnation = std::to_string(incarnation_);
+  store_->set(keys_ + "join/" + std::to_string(id_), toBytes(incarnation));
+  store_->add(keys_ + "joins", 1);
+  const std::string admitted = keys_ + "admitted/" + std::to_string(id_) + "/" + incarnation;
+  try {
+    store_->wait({admitted}, options_.group.timeout);
+  } catch (const TimeoutError&) {
+    C10D_THROW(TimeoutError, "elastic: id ", id_, " (incarnation ", incarnation_,
+               ") asked to join but no member admitted it within ", options_.group.timeout.count(),
+               " ms: are the members calling commit, and reform when joinsPending()?");
+  }
+  generation_ = static_cast<uint64_t>(toInt(toString(store_->get(admitted)), admitted));
+  const std::string membersKey = keys_ + "g" + std::to_string(generation_) + "/members";
+  memberships_ = parseMembers(toString(store_->get(membersKey)), membersKey, joinsAdmitted_);
+  members_.clear();
+  for (const Member& m : memberships_) members_.push_back(m.id);
+  joining_ = false;
+  build();
+  result.generation = generation_;
+  result.joined = {id_};
+  result.members = members_;
+  result.healed = heal(state);
+  result.step = step_;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  C10D_LOG(Info, "elastic: id ", id_, " (incarnation ", incarnation_, ") joined generation ",
+           generation_, " as rank ", rank(), " of ", size(), " at step ", step_, " in ",
+           result.seconds, " s");
+  return result;
 }
 
 int ElasticGroup::rank() const { return group().rank(); }
@@ -135,9 +181,21 @@ void ElasticGroup::build() {
 
 bool ElasticGroup::commit(bool ok) {
   ProcessGroup& pg = group();
-  int32_t vote = ok ? 1 : 0;
+  // {every rank ok, minus whether rank 0 saw a join request}: one MIN allreduce for both.
+  int32_t vote[2] = {ok ? 1 : 0, 0};
+  if (pg.rank() == 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - lastJoinCheck_ >= kJoinCheckInterval) {
+      lastJoinCheck_ = now;
+      try {
+        if (store_->add(keys_ + "joins", 0) > joinsAdmitted_) vote[1] = -1;
+      } catch (const Error& e) {
+        C10D_LOG(Warning, "elastic: rank 0 could not look for join requests: ", e.what());
+      }
+    }
+  }
   try {
-    pg.allreduce(Tensor::fromBlob(&vote, ScalarType::Int32, {1}),
+    pg.allreduce(Tensor::fromBlob(vote, ScalarType::Int32, {2}),
                  AllreduceOptions{.reduceOp = ReduceOp::MIN})
         ->wait();
   } catch (const Error& e) {
@@ -145,33 +203,85 @@ bool ElasticGroup::commit(bool ok) {
              generation_, ": ", e.what());
     return false;
   }
-  if (vote == 0) return false;
+  joinsPending_ = vote[1] < 0;
+  if (vote[0] == 0) return false;
   ++step_;
   return true;
 }
 
-std::vector<int> ElasticGroup::agreeOnMembers(uint64_t next) {
+std::vector<ElasticGroup::Member> ElasticGroup::parseMembers(const std::string& text,
+                                                            const std::string& key,
+                                                            int64_t& joins) {
+  const size_t bar = text.find('|');
+  C10D_CHECK(bar != std::string::npos, StateError, "elastic: store key '", key, "' holds '", text,
+             "', not a membership");
+  joins = toInt(text.substr(0, bar), key);
+  std::vector<Member> members;
+  for (size_t at = bar + 1; at < text.size();) {
+    size_t comma = text.find(',', at);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(at, comma - at);
+    const size_t colon = item.find(':');
+    C10D_CHECK(colon != std::string::npos, StateError, "elastic: store key '", key, "' holds '",
+               text, "', not a membership");
+    members.push_back(
+        {static_cast<int>(toInt(item.substr(0, colon), key)), toInt(item.substr(colon + 1), key)});
+    at = comma + 1;
+  }
+  return members;
+}
+
+bool ElasticGroup::isDead(const Member& m) {
+  return store_->add(launcherExitsKey(m.id), 0) > m.incarnation;
+}
+
+std::vector<ElasticGroup::Member> ElasticGroup::agreeOnMembers(uint64_t next) {
   const std::string here = keys_ + "g" + std::to_string(next) + "/";
   store_->set(here + "here/" + std::to_string(id_), toBytes("1"));
   const Clock::time_point deadline = Clock::now() + options_.joinTimeout;
-  std::vector<int> seen;
-  std::vector<int> pending = members_;
+  std::vector<Member> seen;
+  std::vector<Member> pending = memberships_;
   while (!pending.empty() && Clock::now() < deadline && !store_->check({here + "members"})) {
-    std::vector<int> still;
-    for (int m : pending) {
-      if (store_->check({here + "here/" + std::to_string(m)})) {
+    std::vector<Member> still;
+    for (const Member& m : pending) {
+      if (store_->check({here + "here/" + std::to_string(m.id)})) {
         seen.push_back(m);
-      } else if (!store_->check({launcherExitKey(m)})) {
+      } else if (!isDead(m)) {
         still.push_back(m);
       }
     }
     pending = std::move(still);
     if (!pending.empty()) std::this_thread::sleep_for(kPollInterval);
   }
-  std::sort(seen.begin(), seen.end());
-  const std::string decided =
-      toString(store_->compareSet(here + "members", {}, toBytes(encodeIds(seen))));
-  return parseIds(decided);
+  // Restarted processes that asked to join and are still alive. The count first: a request
+  // counted is then always found below (join() writes its key before it counts).
+  const int64_t joins = store_->add(keys_ + "joins", 0);
+  for (int id = 0; id < firstSize_; ++id) {
+    const bool member = std::any_of(seen.begin(), seen.end(),
+                                    [id](const Member& m) { return m.id == id; });
+    const std::string key = keys_ + "join/" + std::to_string(id);
+    if (member || !store_->check({key})) continue;
+    const Member asking{id, toInt(toString(store_->get(key)), key)};
+    if (!isDead(asking)) seen.push_back(asking);
+  }
+  std::sort(seen.begin(), seen.end(), [](const Member& a, const Member& b) { return a.id < b.id; });
+  std::string proposal = std::to_string(joins) + "|";
+  for (size_t i = 0; i < seen.size(); ++i) {
+    proposal += (i ? "," : "") + std::to_string(seen[i].id) + ":" +
+                std::to_string(seen[i].incarnation);
+  }
+  const std::string membersKey = here + "members";
+  const std::vector<Member> members = parseMembers(
+      toString(store_->compareSet(membersKey, {}, toBytes(proposal))), membersKey, joinsAdmitted_);
+  // Every member tells the newcomers (the same value each time), so that none waits on a
+  // proposer that died after proposing.
+  for (const Member& m : members) {
+    if (std::find(memberships_.begin(), memberships_.end(), m) == memberships_.end()) {
+      store_->set(keys_ + "admitted/" + std::to_string(m.id) + "/" + std::to_string(m.incarnation),
+                  toBytes(std::to_string(next)));
+    }
+  }
+  return members;
 }
 
 Reformation ElasticGroup::reform(checkpoint::State* state) {
@@ -180,12 +290,21 @@ Reformation ElasticGroup::reform(checkpoint::State* state) {
   // Peers still blocked on this rank fail now instead of at their timeout.
   group_->shutdown();
   const uint64_t next = generation_ + 1;
-  std::vector<int> members = agreeOnMembers(next);
-  std::vector<int> lost;
-  for (int m : members_) {
-    if (std::find(members.begin(), members.end(), m) == members.end()) lost.push_back(m);
+  const std::vector<Member> memberships = agreeOnMembers(next);
+  std::vector<int> members, lost, joined;
+  for (const Member& m : memberships) {
+    members.push_back(m.id);
+    if (std::find(memberships_.begin(), memberships_.end(), m) == memberships_.end()) {
+      joined.push_back(m.id);
+    }
   }
-  if (std::find(members.begin(), members.end(), id_) == members.end()) {
+  for (const Member& m : memberships_) {
+    if (std::find(memberships.begin(), memberships.end(), m) == memberships.end()) {
+      lost.push_back(m.id);
+    }
+  }
+  if (std::find(memberships.begin(), memberships.end(), Member{id_, incarnation_}) ==
+      memberships.end()) {
     leftOut_ = detail::concat(
         "elastic: id ", id_, " was left out of generation ", next, " (members ", idList(members),
         "): it did not come to re-form within ElasticOptions::joinTimeout (",
@@ -198,35 +317,28 @@ Reformation ElasticGroup::reform(checkpoint::State* state) {
              idList(members), "; lost ", idList(lost), "), fewer than ElasticOptions::minSize ",
              options_.minSize);
   generation_ = next;
+  memberships_ = memberships;
   members_ = std::move(members);
+  joinsPending_ = false;
   group_.reset();
   build();
 
   Reformation result;
   result.generation = generation_;
   result.lost = std::move(lost);
+  result.joined = std::move(joined);
   result.members = members_;
-  if (state != nullptr) {
-    result.healed = heal(*state);
-  } else {
-    int64_t steps[2] = {step_, -step_};
-    group_->allreduce(Tensor::fromBlob(steps, ScalarType::Int64, {2}),
-                      AllreduceOptions{.reduceOp = ReduceOp::MAX})
-        ->wait();
-    C10D_CHECK(steps[0] == -steps[1], StateError, "elastic: after re-forming generation ",
-               generation_, " the members are at steps ", -steps[1], " to ", steps[0],
-               " (a rank died while they agreed on a step); pass reform the State to heal from "
-               "a member that committed it");
-  }
+  result.healed = heal(state);
   result.step = step_;
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   C10D_LOG(Info, "elastic: id ", id_, " re-formed generation ", generation_, " in ",
            result.seconds, " s: members ", idList(members_), ", lost ", idList(result.lost),
-           ", at step ", step_, result.healed ? " (healed from a member ahead)" : "");
+           ", joined ", idList(result.joined), ", at step ", step_,
+           result.healed ? " (healed from a member ahead)" : "");
   return result;
 }
 
-bool ElasticGroup::heal(checkpoint::State& state) {
+bool ElasticGroup::heal(checkpoint::State* given) {
   ProcessGroup& pg = *group_;
   const int size = pg.size();
   Tensor mine = Tensor::fromBlob(&step_, ScalarType::Int64, {1});
@@ -235,6 +347,12 @@ bool ElasticGroup::heal(checkpoint::State& state) {
   const int64_t* steps = all.data<int64_t>();
   const int64_t top = *std::max_element(steps, steps + size);
   if (std::all_of(steps, steps + size, [top](int64_t s) { return s == top; })) return false;
+  // Every member sees the same steps, so all of them throw here, or none.
+  C10D_CHECK(given != nullptr, StateError, "elastic: in generation ", generation_,
+             " the members are at steps ", *std::min_element(steps, steps + size), " to ", top,
+             " (a newcomer, or a rank that died while they agreed on a step); pass reform and "
+             "join the State to heal from a member at the highest step");
+  checkpoint::State& state = *given;
   const int source = static_cast<int>(std::find(steps, steps + size, top) - steps);
   for (const checkpoint::StateTensor& t : state.tensors()) {
     C10D_CHECK(t.slice == checkpoint::Slice::whole(t.globalShape), StateError,

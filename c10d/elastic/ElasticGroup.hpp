@@ -6,16 +6,29 @@
 //   auto elastic = c10d::elastic::ElasticGroup::fromEnvironment();   // under c10drun --elastic
 //   c10d::checkpoint::State state;                   // what the ranks replicate
 //   ddp.addToState(state, "model.");
-//   while (step < steps) {
+//   elastic->join(&state);                           // a restarted process: admitted, healed
+//   while (elastic->step() < steps) {
 //     bool ok = true;
-//     try { ok = trainStep(elastic->group(), step); } catch (const c10d::Error&) { ok = false; }
-//     if (elastic->commit(ok)) { optimizer.step(); ++step; continue; }
+//     try { ok = trainStep(elastic->group()); } catch (const c10d::Error&) { ok = false; }
+//     if (elastic->commit(ok)) {
+//       optimizer.step();
+//       if (elastic->joinsPending()) elastic->reform(&state);   // grow at the step boundary
+//       continue;
+//     }
 //     elastic->reform(&state);                        // shrink, then heal from a survivor
 //   }
 //
-// Identity: each process has an id, its rank in the first generation (RANK), kept for its life.
-// A generation is one membership: generation 0 is every id; each reform makes the next, whose
-// ranks are the survivors' ids in increasing order.
+// Identity: each process has an id, its rank in the first generation (RANK), kept for its life,
+// and an incarnation: how many processes of that id ended before it (c10drun --max-restarts
+// starts a failed rank again; c10d/elastic/LauncherKeys.hpp). A generation is one membership:
+// generation 0 is every id; each reform makes the next, whose ranks are its members' ids in
+// increasing order.
+//
+// Rejoining: a process whose incarnation is above 0 is a restart. Its constructor builds no
+// group; join() asks to be admitted and waits. On the members, commit() notices the request
+// (rank 0 looks in the store at most every kJoinCheckInterval) and joinsPending() turns true
+// on every member at once; their next reform admits the newcomer, and healing (5) gives it the
+// state. A request that arrives during a reform for a loss is admitted by that reform.
 //
 // Re-forming (reform), on every survivor:
 //  1. The old group is shut down: its Gloo pairs, shared-memory channels and queued ops go, and
@@ -23,8 +36,8 @@
 //  2. The survivor writes that it is here for the next generation, then waits until every member
 //     of the old one is here, known dead (c10drun records each rank's end in the store:
 //     c10d/elastic/LauncherKeys.hpp), or the wait (ElasticOptions::joinTimeout) is over.
-//  3. The first survivor done proposes the members it saw with one compare-and-set; everyone
-//     takes that proposal. A rank left out (stalled past the wait, or cut off) throws StateError
+//  3. The first survivor done proposes the members it saw, and the live processes that asked to
+//     join, with one compare-and-set; everyone takes that proposal. A rank left out (stalled past the wait, or cut off) throws StateError
 //     when it comes back: the new group's keys are under the new generation, so it never meets
 //     the new group.
 //  4. Fewer members than ElasticOptions::minSize: every survivor throws StateError naming the
@@ -80,6 +93,7 @@ struct ElasticOptions {
 struct Reformation {
   uint64_t generation = 0;
   std::vector<int> lost;     // ids of the old generation not in the new one
+  std::vector<int> joined;   // ids of restarted processes admitted
   std::vector<int> members;  // ids of the new generation, by new rank
   int64_t step = 0;          // the committed step every member is at now
   bool healed = false;       // this rank received state from a member ahead of it
@@ -88,8 +102,9 @@ struct Reformation {
 
 class ElasticGroup {
  public:
-  // Generation 0 over store: id is this process's rank among size. Throws as ProcessGroup's
-  // constructor does; InvalidArgument for minSize outside [1, size].
+  // Generation 0 over store: id is this process's rank among size (a restarted process: no group
+  // until join). Throws as ProcessGroup's constructor does; InvalidArgument for minSize outside
+  // [1, size].
   ElasticGroup(std::shared_ptr<Store> store, int id, int size, ElasticOptions options = {});
   // Rank, size and store from the environment, as initProcessGroup (backend: C10D_BACKEND).
   static std::unique_ptr<ElasticGroup> fromEnvironment(ElasticOptions options = {});
@@ -107,9 +122,20 @@ class ElasticGroup {
   const std::vector<int>& members() const { return members_; }
   // Steps this rank committed (commit returned true), or the step healing brought it to.
   int64_t step() const { return step_; }
+  // This process's incarnation (0: one of the first; n: started again after n ends of its id).
+  int64_t incarnation() const { return incarnation_; }
+
+  // A restarted process: asks the members to admit it, waits until they do (at their next step
+  // boundary, up to the group's timeout: TimeoutError), builds the group and receives the state.
+  // Every other process: returns at once. Call it once, before the first step.
+  Reformation join(checkpoint::State* state = nullptr);
+  // True on every member, from the commit that saw it, when a restarted process asks to join:
+  // the program calls reform at that step boundary.
+  bool joinsPending() const { return joinsPending_; }
 
   // The step agreement: true when every rank passed ok == true and the allreduce succeeded
   // (then step() grows by one); false otherwise, and the program reforms before the next try.
+  // The same allreduce carries whether a restarted process asks to join (joinsPending).
   bool commit(bool ok = true);
 
   // Re-forms the group from the members still alive (see above); heals state when given. Throws
@@ -118,16 +144,35 @@ class ElasticGroup {
   Reformation reform(checkpoint::State* state = nullptr);
 
  private:
-  std::vector<int> agreeOnMembers(uint64_t next);
+  struct Member {
+    int id;
+    int64_t incarnation;
+    bool operator==(const Member&) const = default;
+  };
+  std::vector<Member> agreeOnMembers(uint64_t next);
+  bool isDead(const Member& m);
   void build();
-  bool heal(checkpoint::State& state);
+  // Brings every member to the highest committed step: the State from the first member at it.
+  // True when this rank was behind.
+  bool heal(checkpoint::State* state);
+  // A generation's membership as agreeOnMembers writes it: "J|id:incarnation,..." where J is
+  // the join requests counted when it was decided.
+  static std::vector<Member> parseMembers(const std::string& text, const std::string& key,
+                                          int64_t& joins);
 
   std::shared_ptr<Store> store_;
   const int id_;
+  const int firstSize_;  // ids are [0, firstSize_)
+  int64_t incarnation_ = 0;
   ElasticOptions options_;
   std::string keys_;  // "c10d/elastic/<group name>/"
   uint64_t generation_ = 0;
-  std::vector<int> members_;
+  std::vector<Member> memberships_;  // by rank
+  std::vector<int> members_;         // their ids
+  int64_t joinsAdmitted_ = 0;        // join requests counted when the last generation was decided
+  bool joinsPending_ = false;
+  bool joining_ = false;             // a restarted process before join()
+  std::chrono::steady_clock::time_point lastJoinCheck_{};
   std::shared_ptr<ProcessGroup> group_;
   int64_t step_ = 0;
   std::string leftOut_;  // why this rank is no member any more; empty while it is

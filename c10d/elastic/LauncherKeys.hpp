@@ -1,17 +1,26 @@
 #pragma once
 
-// Where c10drun tells the job's store how a rank ended: the launcher writes it as it reaps the
-// rank, and survivors re-forming their group (c10d/elastic/ElasticGroup.hpp) read it to tell a
-// dead rank, which they stop waiting for at once, from a slow one. Header-only: c10drun includes
-// it without the library's other headers.
+// Where c10drun tells the job's store how its ranks ended: the launcher writes it as it reaps a
+// rank, before it starts that rank again (--max-restarts). Survivors re-forming their group
+// (c10d/elastic/ElasticGroup.hpp) read it to tell a dead rank, which they stop waiting for at
+// once, from a slow one; a restarted process reads it to know it is one. Header-only: c10drun
+// includes it without the library's other headers.
 
+#include <cstdint>
 #include <string>
 
 namespace c10d::inline v0::elastic {
 
-// The value is the launcher's words: "killed by signal SIGKILL at 3.214 s" (since it started).
-inline std::string launcherExitKey(int globalRank) {
-  return "c10d/launcher/exit/" + std::to_string(globalRank);
+// A counter (Store::add): how many processes of this rank have ended so far. The process that
+// runs as the rank after n ends is its incarnation n; it is dead once the counter passes n.
+inline std::string launcherExitsKey(int globalRank) {
+  return "c10d/launcher/exits/" + std::to_string(globalRank);
+}
+
+// How incarnation n of the rank ended, in the launcher's words: "killed by signal SIGKILL at
+// 3.214 s" (since the launcher started).
+inline std::string launcherExitKey(int globalRank, int64_t incarnation) {
+  return "c10d/launcher/exit/" + std::to_string(globalRank) + "/" + std::to_string(incarnation);
 }
 
 }  // namespace c10d::inline v0::elastic
