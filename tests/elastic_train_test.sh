@@ -8,7 +8,8 @@
 #   4. --max-restarts: a killed rank is started again, joins, receives the parameters, and all 4
 #      reach the last step with one hash; the 3 others keep their pids; twice in one run;
 #   5. C10D_BACKEND=nosuchbackend: every rank names the backend (none dies of a reset store).
-# Usage: elastic_train_test.sh EXAMPLE C10DRUN
+# Usage: elastic_train_test.sh EXAMPLE C10DRUN (EXAMPLE may be a command of several words:
+# "python3 examples/python/elastic_train.py")
 set -uo pipefail
 example=$1 launcher=$2
 fail() { echo "FAIL: $*"; exit 1; }
@@ -19,7 +20,7 @@ trap 'rm -f "$out"; [ -n "${job:-}" ] && kill -9 "$job" 2>/dev/null' EXIT
 start() {
   : >"$out"
   timeout 120 "$launcher" --elastic ${restarts:+--max-restarts $restarts} --nproc-per-node 4 \
-    "$example" --steps 1500 "$@" >"$out" 2>&1 &
+    $example --steps 1500 "$@" >"$out" 2>&1 &
   job=$!
   for _ in $(seq 1 300); do
     [ "$(grep -c '\] start id' "$out")" -eq 4 ] && return
@@ -97,7 +98,7 @@ unset restarts
 
 # 5. A backend no rank has: every rank says so before touching the store.
 # --elastic, so that the first rank to fail does not stop the others before they speak.
-C10D_BACKEND=nosuchbackend timeout 60 "$launcher" --elastic --nproc-per-node 3 "$example" >"$out" 2>&1
+C10D_BACKEND=nosuchbackend timeout 60 "$launcher" --elastic --nproc-per-node 3 $example >"$out" 2>&1
 [ "$(grep -c "unknown backend 'nosuchbackend'" "$out")" -ge 3 ] || { cat "$out"; fail "case 4"; }
 grep -qi "reset by peer\|closed the connection" "$out" && { cat "$out"; fail "case 4: a rank died of the store"; }
 echo "PASS: elastic_train survived kills of one rank and of two, failed below its minimum size, took a twice-restarted rank back, and every rank named an unknown backend"

@@ -72,6 +72,10 @@ constexpr int kMaxPollMs = 1000;
 
 // A launcher of another node waits this long for node 0's store (node 0 may start later).
 constexpr auto kStoreConnectTimeout = std::chrono::minutes(5);
+// Each record of a rank's end may take this long: the supervision loop waits for it. Over a cut
+// link the first record fails after it (and the launcher records no more), so the launcher ends
+// this long after its last rank instead of hanging (tests/netns_multi_host.sh cuts a link).
+constexpr auto kStoreCallTimeout = std::chrono::seconds(5);
 
 struct Options {
   int nproc_per_node = 0;
@@ -669,6 +673,7 @@ class Launcher {
       store_ = std::make_unique<c10d::TCPStore>(
           options_.node_rank == 0 ? "127.0.0.1" : options_.master_addr,
           static_cast<uint16_t>(options_.master_port), client);
+      store_->setTimeout(kStoreCallTimeout);
       return true;
     } catch (const std::exception& e) {
       printMessage(std::string("error: ") +

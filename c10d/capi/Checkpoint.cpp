@@ -7,13 +7,6 @@
 #include "c10d/checkpoint/Checkpoint.hpp"
 #include "c10d/core/Cuda.hpp"
 
-struct c10d_checkpoint_state {
-  c10d::checkpoint::State state;
-  // The CUDA streams the buffers were given with: a save or load first waits for the work
-  // queued on them, so that it reads (or writes) what that work leaves.
-  std::vector<std::pair<c10d::Device, void*>> streams;
-};
-
 struct c10d_checkpoint_saver {
   std::shared_ptr<c10d::ProcessGroup> group;  // declared first: it outlives the saver
   std::unique_ptr<c10d::checkpoint::AsyncSaver> saver;
@@ -42,6 +35,8 @@ ProcessGroup* groupOf(c10d_group* group) {
   return group == nullptr ? nullptr : group->group.get();
 }
 
+}  // namespace
+
 void waitForStreams(const c10d_checkpoint_state& state) {
   void* previous = currentCudaStream();
   try {
@@ -56,7 +51,6 @@ void waitForStreams(const c10d_checkpoint_state& state) {
   setCurrentCudaStream(previous);
 }
 
-}  // namespace
 }  // namespace c10d::capi
 
 using namespace c10d;

@@ -12,6 +12,7 @@
 
 #include "c10d/ProcessGroup.hpp"
 #include "c10d/capi/c10d.h"
+#include "c10d/checkpoint/State.hpp"
 #include "c10d/core/Tensor.hpp"
 #include "store/Store.hpp"
 
@@ -22,6 +23,13 @@ struct c10d_store {
 
 struct c10d_group {
   std::shared_ptr<c10d::ProcessGroup> group;
+};
+
+struct c10d_checkpoint_state {
+  c10d::checkpoint::State state;
+  // The CUDA streams the buffers were given with: a save, load or heal first waits for the
+  // work queued on them, so that it reads (or writes) what that work leaves.
+  std::vector<std::pair<c10d::Device, void*>> streams;
 };
 
 struct c10d_work {
@@ -97,6 +105,9 @@ c10d_buffer bufferOf(const Tensor& tensor);
 
 // Milliseconds from C, where negative means "the default": kDefaultTimeout.
 std::chrono::milliseconds timeoutOf(int64_t timeoutMs);
+
+// Waits for the work queued on the CUDA streams state's buffers were added with (Checkpoint.cpp).
+void waitForStreams(const c10d_checkpoint_state& state);
 
 // Sets the calling thread's current CUDA stream to the one the op's CUDA buffers name (all must
 // name the same), and restores the previous one when it goes: the NCCL backend orders its work

@@ -25,7 +25,7 @@ from .objects import (all_gather_object, broadcast_object_list, gather_object,
                       scatter_object_list)
 from .errorfile import record, write_error_file
 from .store import FileStore, HashStore, PrefixStore, Store, TCPStore
-from . import checkpoint, multiprocessing, parallel, rpc
+from . import checkpoint, elastic, multiprocessing, parallel, rpc
 from .parallel import Reducer
 
 __all__ = [
@@ -40,6 +40,6 @@ __all__ = [
     "BackendError", "CheckpointError", "DistBackendError", "DistError", "DistStoreError", "Error", "InvalidArgument",
     "RemoteError", "StateError", "StoreError", "TimeoutError",
     "FileStore", "HashStore", "PrefixStore", "Store", "TCPStore",
-    "Reducer", "checkpoint", "multiprocessing", "parallel", "rpc", "record", "write_error_file",
+    "Reducer", "checkpoint", "elastic", "multiprocessing", "parallel", "rpc", "record", "write_error_file",
     "_make_nccl_premul_sum",
 ]

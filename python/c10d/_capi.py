@@ -8,11 +8,11 @@ threads run.
 import ctypes
 import os
 from ctypes import (POINTER, Structure, byref, c_char_p, c_double, c_int, c_int64, c_size_t,
-                    c_uint16, c_void_p)
+                    c_uint16, c_uint64, c_void_p)
 
 from . import errors
 
-API_VERSION = 2
+API_VERSION = 3
 
 # c10d_status
 OK = 0
@@ -216,6 +216,30 @@ class CheckpointLoadOptions(Structure):
 
 _checkpoint_state_p = c_void_p
 _checkpoint_saver_p = c_void_p
+_elastic_p = c_void_p
+
+
+class ElasticOptions(Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("backend", c_char_p),
+        ("timeout_ms", c_int64),
+        ("group_name", c_char_p),
+        ("min_size", c_int),
+        ("join_timeout_ms", c_int64),
+    ]
+
+
+class Reformation(Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("generation", c_uint64),
+        ("step", c_int64),
+        ("healed", c_int),
+        ("num_lost", c_size_t),
+        ("num_joined", c_size_t),
+        ("seconds", c_double),
+    ]
 _ddp_p = c_void_p
 _rpc_p = c_void_p
 _future_p = c_void_p
@@ -256,6 +280,19 @@ _PROTOTYPES = {
     "c10d_checkpoint_keep_last": (_status, [c_char_p, c_size_t]),
     "c10d_checkpoint_verify": (_status, [c_char_p, POINTER(Bytes), POINTER(c_int)]),
     "c10d_checkpoint_consolidate": (_status, [c_char_p, c_char_p]),
+    # recovery
+    "c10d_elastic_from_env": (_status, [POINTER(ElasticOptions), POINTER(_elastic_p)]),
+    "c10d_elastic_free": (None, [_elastic_p]),
+    "c10d_elastic_group": (_status, [_elastic_p, POINTER(_group_p)]),
+    "c10d_elastic_commit": (_status, [_elastic_p, c_int, POINTER(c_int)]),
+    "c10d_elastic_joins_pending": (c_int, [_elastic_p]),
+    "c10d_elastic_reform": (_status, [_elastic_p, _checkpoint_state_p, POINTER(Reformation)]),
+    "c10d_elastic_join": (_status, [_elastic_p, _checkpoint_state_p, POINTER(Reformation)]),
+    "c10d_elastic_members": (_status, [_elastic_p, POINTER(c_int), c_size_t, POINTER(c_size_t)]),
+    "c10d_elastic_id": (c_int, [_elastic_p]),
+    "c10d_elastic_step": (c_int64, [_elastic_p]),
+    "c10d_elastic_generation": (c_uint64, [_elastic_p]),
+    "c10d_elastic_incarnation": (c_int64, [_elastic_p]),
     # stores
     "c10d_store_tcp": (_status, [POINTER(TCPStoreOptions), POINTER(_store_p)]),
     "c10d_store_file": (_status, [c_char_p, c_int, c_int64, POINTER(_store_p)]),
