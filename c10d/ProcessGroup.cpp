@@ -168,6 +168,19 @@ ProcessGroup::~ProcessGroup() {
   shutdown();
 }
 
+void ProcessGroup::retire(const std::string& reason) {
+  std::vector<std::shared_ptr<ProcessGroup>> made;
+  {
+    std::lock_guard<std::mutex> guard(subgroupsMutex_);
+    for (const auto& weak : subgroups_) {
+      if (auto group = weak.lock()) made.push_back(std::move(group));
+    }
+  }
+  for (const auto& group : made) group->retire(reason);
+  if (!shutdown_.load()) retiredBecause_ = reason;
+  shutdown();
+}
+
 void ProcessGroup::shutdown() {
   if (shutdown_.exchange(true)) return;
   std::map<Backend*, std::shared_ptr<Backend>> distinct;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -186,8 +187,12 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::shared_ptr<ProcessGroup> split(int color, int key = 0,
                                       std::optional<ProcessGroupOptions> options = {});
 
-  // Shuts the backends down; later operations throw InvalidArgument. Idempotent.
+  // Shuts the backends down; later operations throw StateError. Idempotent.
   void shutdown();
+  // Shuts this group and every group made from it (newGroup, split, theirs in turn) down; their
+  // later operations throw StateError with reason ("re-formed into generation 2: ..."), so that
+  // a program holding one learns why. c10d::elastic retires a generation this way.
+  void retire(const std::string& reason);
 
  private:
   struct NonMember {};
@@ -243,6 +248,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   ProcessGroupOptions options_;
   bool member_ = true;
   std::atomic<bool> shutdown_{false};
+  std::string retiredBecause_;  // set before shutdown_ by retire; read after it
+  // The groups made from this one, for retire.
+  mutable std::mutex subgroupsMutex_;
+  std::vector<std::weak_ptr<ProcessGroup>> subgroups_;
   std::vector<int> globalRanks_;
   std::map<DeviceType, std::shared_ptr<Backend>> backends_;
   // What ops on each device type go to: the backend, or a HostStagingBackend over it.

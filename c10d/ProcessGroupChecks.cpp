@@ -122,7 +122,7 @@ void ProcessGroup::checkUsable(const char* op) const {
   C10D_CHECK(member_, InvalidArgument, op, ": this process is not a member of group '",
              options_.groupName, "'");
   C10D_CHECK(!shutdown_.load(), StateError, op, ": process group '", options_.groupName,
-             "' was shut down");
+             "' was shut down", retiredBecause_.empty() ? "" : ": ", retiredBecause_);
 }
 
 void ProcessGroup::checkRank(int rank, const char* what, const char* op) const {

@@ -155,6 +155,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::makeSubgroup(
   for (size_t i = 0; i < memberRanks.size(); ++i) {
     group->globalRanks_[i] = globalRanks_[memberRanks[i]];
   }
+  std::lock_guard<std::mutex> guard(subgroupsMutex_);
+  std::erase_if(subgroups_, [](const std::weak_ptr<ProcessGroup>& g) { return g.expired(); });
+  subgroups_.push_back(group);
   return group;
 }
 

@@ -200,6 +200,24 @@ TEST(Elastic, ARestartedProcessIsAdmittedAtAStepBoundaryAndHealed) {
   EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(3, 0)) << test::report(outcomes);
 }
 
+TEST(Elastic, GroupsOfAnOldGenerationSayTheyWereReformed) {
+  auto outcomes = test::runRanks({.worldSize = 2}, [](test::RankEnv& env) {
+    ElasticGroup elastic(shared(env.store), env.rank, env.size, quick());
+    std::shared_ptr<ProcessGroup> old = elastic.sharedGroup();
+    std::shared_ptr<ProcessGroup> sub = old->newGroup({0, 1});
+    std::shared_ptr<ProcessGroup> subsub = sub->split(0);
+    elastic.reform();
+    float value = 1.0f;
+    for (const auto& group : {old, sub, subsub}) {
+      test::expectThrows<StateError>(
+          [&] { group->allreduce(Tensor::fromBlob(&value, ScalarType::Float32, {1})); },
+          "an old generation's group", {"c10d::elastic re-formed it into generation 1"});
+    }
+    checkEq(3.0f, sumOfRanks(elastic), "the new generation works");
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(2, 0)) << test::report(outcomes);
+}
+
 TEST(Elastic, RefusesBadOptions) {
   auto outcomes = test::runRanks({.worldSize = 1}, [](test::RankEnv& env) {
     test::expectThrows<InvalidArgument>(

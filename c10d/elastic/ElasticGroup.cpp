@@ -287,9 +287,11 @@ std::vector<ElasticGroup::Member> ElasticGroup::agreeOnMembers(uint64_t next) {
 Reformation ElasticGroup::reform(checkpoint::State* state) {
   C10D_CHECK(leftOut_.empty(), StateError, leftOut_);
   const Clock::time_point start = Clock::now();
-  // Peers still blocked on this rank fail now instead of at their timeout.
-  group_->shutdown();
+  // Peers still blocked on this rank fail now instead of at their timeout; groups made from
+  // this one say why when used.
   const uint64_t next = generation_ + 1;
+  group_->retire(detail::concat("c10d::elastic re-formed it into generation ", next,
+                                "; use ElasticGroup::group() and make subgroups from it again"));
   const std::vector<Member> memberships = agreeOnMembers(next);
   std::vector<int> members, lost, joined;
   for (const Member& m : memberships) {
