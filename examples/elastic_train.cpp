@@ -4,9 +4,10 @@
 //   c10drun --max-restarts 3 --nproc-per-node 4 elastic_train      # dead ranks come back
 //
 // Linear regression on a synthetic dataset every rank generates from one seed. Step s trains on
-// the global batch s (kBatch samples, the same whatever the world size); the members split it by
-// rank, average their gradients with one allreduce, and apply the update only once every member
-// agrees that its step succeeded (ElasticGroup::commit). When a rank dies, the step fails on
+// window s of its epoch's shuffled order (kBatch samples, the same whatever the world size:
+// DistributedSampler::window); the members split it by rank, average their gradients with one
+// allreduce, and apply the update only once every member agrees that its step succeeded
+// (ElasticGroup::commit). When a rank dies, the step fails on
 // every survivor; they re-form the group without it (ElasticGroup::reform), heal the parameters
 // from a member that committed the most steps, and redo the step. So every sample of a committed
 // step was used exactly once, by exactly one member. A rank the launcher starts again asks to
@@ -14,7 +15,9 @@
 //
 // Each rank prints its pid when it starts and, at the end, the step reached and a hash of its
 // parameters: after a kill, the survivors print their first pids and one hash. Exits 0 when the
-// loss went down and the rank reached the last step.
+// loss went down and the rank reached the last step. With --count-samples, the allreduce also
+// counts each sample's uses, the counts are part of the replicated (healed) state, and at the end
+// every rank checks that each sample went into committed steps exactly once per epoch.
 
 #include <unistd.h>
 
@@ -31,12 +34,14 @@
 #include "c10d/checkpoint/State.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/elastic/ElasticGroup.hpp"
+#include "c10d/training/DistributedSampler.hpp"
 
 namespace {
 
 constexpr int kFeatures = 16;
-constexpr int kSamples = 8192;
+constexpr int kSamples = 960;
 constexpr int kBatch = 48;  // divisible by 1, 2, 3 and 4 members: no member idles
+constexpr int kStepsPerEpoch = (kSamples + kBatch - 1) / kBatch;
 constexpr float kLearningRate = 0.05f;
 
 // Sample i's features and target, the same on every rank: x from a hash of (i, j), y = <w*, x>.
@@ -81,11 +86,19 @@ int intOption(int argc, char** argv, const char* name, int fallback) {
   return fallback;
 }
 
+bool flag(int argc, char** argv, const char* name) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], name) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int steps = intOption(argc, argv, "--steps", 300);
   const int stepMs = intOption(argc, argv, "--step-ms", 5);
+  const bool countSamples = flag(argc, argv, "--count-samples");
   c10d::elastic::ElasticOptions options;
   options.minSize = intOption(argc, argv, "--min-size", 1);
   try {
@@ -94,8 +107,12 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
 
     std::vector<float> w(kFeatures, 0.0f);
+    std::vector<float> uses(kSamples, 0.0f);  // --count-samples: each sample's committed uses
     c10d::checkpoint::State state;  // what a survivor behind receives from one ahead
     state.add("w", c10d::Tensor::fromBlob(w.data(), c10d::ScalarType::Float32, {kFeatures}));
+    if (countSamples) {
+      state.add("uses", c10d::Tensor::fromBlob(uses.data(), c10d::ScalarType::Float32, {kSamples}));
+    }
     const float before = loss(w);
     if (elastic->incarnation() > 0) {
       const c10d::elastic::Reformation r = elastic->join(&state);
@@ -105,14 +122,20 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
 
+    c10d::DistributedSampler sampler(kSamples, elastic->size(), elastic->rank(),
+                                     {.shuffle = true, .seed = 17});
     while (elastic->step() < steps) {
       const int step = static_cast<int>(elastic->step());
-      std::vector<float> gradient(kFeatures, 0.0f);
+      // The gradient, then (--count-samples) how often this step used each sample.
+      std::vector<float> gradient(kFeatures + (countSamples ? kSamples : 0), 0.0f);
       bool ok = true;
       try {
-        const int rank = elastic->rank(), size = elastic->size();
-        for (int b = rank; b < kBatch; b += size) {
-          const int sample = (step * kBatch + b) % kSamples;
+        sampler.reshard(elastic->size(), elastic->rank());  // after a reform: the new split
+        if (sampler.epoch() != static_cast<uint64_t>(step / kStepsPerEpoch)) {
+          sampler.setEpoch(static_cast<uint64_t>(step / kStepsPerEpoch));
+        }
+        for (int64_t sample : sampler.window((step % kStepsPerEpoch) * kBatch, kBatch)) {
+          if (countSamples) gradient[kFeatures + sample] += 1.0f;
           float prediction = 0;
           for (int j = 0; j < kFeatures; ++j) prediction += w[j] * feature(sample, j);
           const float error = prediction - target(sample);
@@ -121,13 +144,14 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(stepMs));  // the model's compute
         elastic->group()
             .allreduce(c10d::Tensor::fromBlob(gradient.data(), c10d::ScalarType::Float32,
-                                              {kFeatures}))
+                                              {static_cast<int64_t>(gradient.size())}))
             ->wait();
       } catch (const c10d::Error&) {
         ok = false;  // a lost rank: every survivor fails this step and re-forms
       }
       if (elastic->commit(ok)) {
         for (int j = 0; j < kFeatures; ++j) w[j] -= kLearningRate * gradient[j] / kBatch;
+        for (int i = 0; countSamples && i < kSamples; ++i) uses[i] += gradient[kFeatures + i];
         if (!elastic->joinsPending()) continue;  // else: grow at this step boundary
       }
       const c10d::elastic::Reformation r = elastic->reform(&state);
@@ -144,6 +168,16 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     const float after = loss(w);
+    if (countSamples) {
+      // Whole epochs only: steps a multiple of kStepsPerEpoch.
+      const float epochs = static_cast<float>(steps / kStepsPerEpoch);
+      int wrong = 0;
+      for (int i = 0; i < kSamples; ++i) wrong += uses[i] != epochs;
+      std::printf("id %d: %s: %d of %d samples used other than %d times in committed steps\n",
+                  elastic->id(), wrong == 0 ? "exactly once per epoch" : "NOT exactly once", wrong,
+                  kSamples, static_cast<int>(epochs));
+      if (wrong != 0 || steps % kStepsPerEpoch != 0) return 1;
+    }
     std::printf("done id %d pid %d generation %llu size %d step %lld loss %.6f -> %.6f hash "
                 "%016llx\n",
                 elastic->id(), static_cast<int>(::getpid()),

@@ -7,7 +7,10 @@
 #   3. a kill below --min-size: every survivor fails naming the lost id, the launcher fails;
 #   4. --max-restarts: a killed rank is started again, joins, receives the parameters, and all 4
 #      reach the last step with one hash; the 3 others keep their pids; twice in one run;
-#   5. C10D_BACKEND=nosuchbackend: every rank names the backend (none dies of a reset store).
+#   5. --count-samples through three kills, each followed by the rank's restart and rejoin: every
+#      rank counts each sample's uses in committed steps (replicated, healed state) and finds
+#      every sample used exactly once per epoch;
+#   6. C10D_BACKEND=nosuchbackend: every rank names the backend (none dies of a reset store).
 # Usage: elastic_train_test.sh EXAMPLE C10DRUN (EXAMPLE may be a command of several words:
 # "python3 examples/python/elastic_train.py")
 set -uo pipefail
@@ -82,7 +85,7 @@ restarts=2 start
 for round in 1 2; do
   sleep 0.5
   kill -9 "$(pid_of 2)"
-  for _ in $(seq 1 200); do
+  for _ in $(seq 1 400); do
     [ "$(grep -c '\] id 2 (restarted) joined' "$out")" -ge "$round" ] && break
     sleep 0.05
   done
@@ -96,9 +99,31 @@ grep '\] done id' "$out" | grep -q -v 'size 4 ' && { cat "$out"; fail "case 4: t
 echo "case 4: rank 2 killed twice, restarted and rejoined: $(grep -m1 'joined generation' "$out")"
 unset restarts
 
-# 5. A backend no rank has: every rank says so before touching the store.
+# 5. Exactly once: three kills (ranks 1, 2, 3), each rank restarted once and rejoining.
+restarts=1 start --count-samples
+joins=0
+for victim in 1 2 3; do
+  sleep 0.4
+  kill -9 "$(pid_of $victim)"
+  joins=$((joins + 1))
+  for _ in $(seq 1 400); do
+    [ "$(grep -c 'restarted) joined' "$out")" -ge "$joins" ] && break
+    sleep 0.05
+  done
+  [ "$(grep -c 'restarted) joined' "$out")" -ge "$joins" ] || { cat "$out"; fail "case 5: rank $victim did not rejoin"; }
+done
+finish
+[ "$code" -eq 0 ] || { cat "$out"; fail "case 5: the launcher exited $code"; }
+[ "$(grep -c ': exactly once per epoch: 0 of' "$out")" -eq 4 ] ||
+  { cat "$out"; fail "case 5: samples not used exactly once per epoch on every rank"; }
+[ "$(grep '\] done id' "$out" | grep -o 'hash [0-9a-f]*' | sort -u | wc -l)" -eq 1 ] ||
+  { cat "$out"; fail "case 5: the ranks' parameters differ"; }
+echo "case 5: 3 kills and 3 rejoins; $(grep -m1 'exactly once per epoch' "$out")"
+unset restarts
+
+# 6. A backend no rank has: every rank says so before touching the store.
 # --elastic, so that the first rank to fail does not stop the others before they speak.
 C10D_BACKEND=nosuchbackend timeout 60 "$launcher" --elastic --nproc-per-node 3 $example >"$out" 2>&1
 [ "$(grep -c "unknown backend 'nosuchbackend'" "$out")" -ge 3 ] || { cat "$out"; fail "case 4"; }
 grep -qi "reset by peer\|closed the connection" "$out" && { cat "$out"; fail "case 4: a rank died of the store"; }
-echo "PASS: elastic_train survived kills of one rank and of two, failed below its minimum size, took a twice-restarted rank back, and every rank named an unknown backend"
+echo "PASS: elastic_train survived kills of one rank and of two, failed below its minimum size, took a twice-restarted rank back, used every sample exactly once per epoch through 3 kills and rejoins, and every rank named an unknown backend"

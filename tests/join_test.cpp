@@ -111,6 +111,30 @@ TEST(DistributedSamplerTest, OrderDependsOnSeedAndEpochOnly) {
   EXPECT_EQ(plain, (std::vector<int64_t>{1, 3, 5, 7, 9}));
 }
 
+TEST(DistributedSamplerTest, WindowsSplitEachSampleOnceAtAnyWorldSizeAcrossAReshard) {
+  // An epoch of 100 samples in windows of 7 (the last one short), the members changing from 4
+  // to 3 at window 5 and to 2 at window 11: each sample of the epoch is taken once.
+  std::vector<DistributedSampler> replicas;
+  for (int rank = 0; rank < 4; ++rank) replicas.emplace_back(100, 4, rank, DistributedSamplerOptions{});
+  std::multiset<int64_t> seen;
+  for (int64_t window = 0; window * 7 < 100; ++window) {
+    const int size = window < 5 ? 4 : window < 11 ? 3 : 2;
+    for (int rank = 0; rank < size; ++rank) {
+      replicas[rank].reshard(size, rank);
+      std::vector<int64_t> mine = replicas[rank].window(window * 7, 7);
+      seen.insert(mine.begin(), mine.end());
+    }
+  }
+  EXPECT_EQ(seen.size(), 100u);
+  EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), 100u);
+  // The window follows the epoch's order: rank r of 2 takes positions r, r + 2, ...
+  DistributedSampler plain(10, 2, 1, {.shuffle = false});
+  EXPECT_EQ(plain.window(2, 5), (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(plain.window(8, 5), (std::vector<int64_t>{9}));
+  EXPECT_THROW(plain.window(-1, 3), InvalidArgument);
+  EXPECT_THROW(plain.reshard(2, 2), InvalidArgument);
+}
+
 TEST(DistributedSamplerTest, BadArgumentsNameWhatIsWrong) {
   EXPECT_THROW(DistributedSampler(10, 0, 0), InvalidArgument);
   EXPECT_THROW(DistributedSampler(10, 2, 2), InvalidArgument);

@@ -70,7 +70,7 @@ void DistributedSampler::addToState(checkpoint::State& state, const std::string&
   });
 }
 
-std::vector<int64_t> DistributedSampler::indices() const {
+std::vector<int64_t> DistributedSampler::order() const {
   std::vector<int64_t> order(static_cast<size_t>(datasetSize_));
   std::iota(order.begin(), order.end(), int64_t{0});
   if (options_.shuffle) {
@@ -79,6 +79,33 @@ std::vector<int64_t> DistributedSampler::indices() const {
       std::swap(order[i - 1], order[below(generator, i)]);
     }
   }
+  return order;
+}
+
+std::vector<int64_t> DistributedSampler::window(int64_t first, int64_t count) const {
+  C10D_CHECK(first >= 0 && count >= 0, InvalidArgument, "DistributedSampler: window [", first,
+             ", ", first, " + ", count, ") of the epoch is negative");
+  const std::vector<int64_t> all = order();
+  std::vector<int64_t> mine;
+  const int64_t end = std::min(datasetSize_, first + count);
+  for (int64_t at = first + rank_; at < end; at += numReplicas_) {
+    mine.push_back(all[static_cast<size_t>(at)]);
+  }
+  return mine;
+}
+
+void DistributedSampler::reshard(int numReplicas, int rank) {
+  C10D_CHECK(numReplicas >= 1, InvalidArgument,
+             "DistributedSampler: numReplicas must be >= 1, got ", numReplicas);
+  C10D_CHECK(rank >= 0 && rank < numReplicas, InvalidArgument, "DistributedSampler: rank ", rank,
+             " is outside [0, ", numReplicas, ")");
+  numReplicas_ = numReplicas;
+  rank_ = rank;
+  countSamples();
+}
+
+std::vector<int64_t> DistributedSampler::indices() const {
+  std::vector<int64_t> order = this->order();
   // What a resumed epoch has left; then dropping its tail (total < rest) or padding by repeating
   // it from its start.
   order.erase(order.begin(), order.begin() + std::min<int64_t>(start_, datasetSize_));

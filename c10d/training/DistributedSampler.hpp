@@ -51,6 +51,16 @@ class DistributedSampler {
   void addToState(checkpoint::State& state, const std::string& prefix, int64_t takenOnThisRank);
   // This rank's indices for the current epoch, numSamples() of them.
   std::vector<int64_t> indices() const;
+  // This rank's share of positions [first, first + count) of the current epoch's order (whole,
+  // from position 0, startIndex() aside): positions first + rank, first + rank + numReplicas,
+  // ... below first + count and the dataset's size, with no padding and nothing dropped. So a
+  // step that takes a fixed window of the epoch uses each of its samples once, on one replica,
+  // whatever the number of replicas; after a membership change (c10d::elastic), reshard and go
+  // on from the committed step's window. Throws InvalidArgument for a negative first or count.
+  std::vector<int64_t> window(int64_t first, int64_t count) const;
+  // A new place for this replica among numReplicas (the epoch, its order and startIndex() kept);
+  // throws InvalidArgument as the constructor does.
+  void reshard(int numReplicas, int rank);
   int64_t numSamples() const { return numSamples_; }
   // numSamples() * numReplicas: the padded or trimmed length of the whole epoch.
   int64_t totalSize() const { return numSamples_ * numReplicas_; }
@@ -61,6 +71,8 @@ class DistributedSampler {
   int rank_;
   DistributedSamplerOptions options_;
   void countSamples();
+  // The current epoch's order of the whole dataset.
+  std::vector<int64_t> order() const;
 
   uint64_t epoch_ = 0;
   int64_t start_ = 0;

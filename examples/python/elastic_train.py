@@ -8,7 +8,9 @@ The same program as examples/elastic_train.cpp, with NumPy: linear regression, a
 batch per step split over the members, one allreduce of the gradients, the update applied only
 when every member's step committed; after a kill the survivors re-form and redo the step, and a
 restarted rank joins at a step boundary and receives the parameters. Each rank prints its pid at
-the start and, at the end, the step reached and a hash of its parameters.
+the start and, at the end, the step reached and a hash of its parameters. With --count-samples,
+each sample's uses in committed steps are counted in the replicated state and checked at the end
+(exactly once per epoch).
 """
 import argparse
 import os
@@ -19,7 +21,8 @@ import numpy as np
 
 import c10d
 
-FEATURES, SAMPLES, BATCH, LR = 16, 8192, 48, 0.05
+FEATURES, SAMPLES, BATCH, LR = 16, 960, 48, 0.05
+STEPS_PER_EPOCH = (SAMPLES + BATCH - 1) // BATCH
 TRUE_W = np.array([j % 5 - 2 for j in range(FEATURES)], dtype=np.float32)
 
 
@@ -51,11 +54,13 @@ def main():
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--step-ms", type=int, default=5)
     parser.add_argument("--min-size", type=int, default=1)
+    parser.add_argument("--count-samples", action="store_true")
     args = parser.parse_args()
     group = c10d.elastic.ElasticGroup(min_size=args.min_size)
     print(f"start id {group.id} pid {os.getpid()}", flush=True)
     w = np.zeros(FEATURES, dtype=np.float32)
-    state = {"w": w}
+    uses = np.zeros(SAMPLES, dtype=np.float32)  # --count-samples: committed uses of each sample
+    state = {"w": w, "uses": uses} if args.count_samples else {"w": w}
     before = loss(w)
     if group.incarnation > 0:
         r = group.join(state)
@@ -63,21 +68,27 @@ def main():
               f"{r.seconds:.3f} s", flush=True)
     while group.step < args.steps:
         step = group.step
-        gradient = np.zeros(FEATURES, dtype=np.float32)
+        # The gradient, then how often this step used each sample.
+        gradient = np.zeros(FEATURES + SAMPLES, dtype=np.float32)
         ok = True
         try:
             pg = group.process_group
             rank, size = pg.rank(), pg.size()
-            samples = [(step * BATCH + b) % SAMPLES for b in range(rank, BATCH, size)]
+            # Window step of the epoch's order, split by rank: each sample once, on one member.
+            order = np.random.default_rng(17 + step // STEPS_PER_EPOCH).permutation(SAMPLES)
+            first = (step % STEPS_PER_EPOCH) * BATCH
+            samples = order[first + rank:min(first + BATCH, SAMPLES):size]
             x = features(samples)
             error = x @ w - x @ TRUE_W
-            gradient[:] = 2 * (error[:, None] * x).sum(axis=0)
+            gradient[:FEATURES] = 2 * (error[:, None] * x).sum(axis=0)
+            np.add.at(gradient[FEATURES:], samples, 1.0)
             time.sleep(args.step_ms / 1000)  # the model's compute
             c10d.all_reduce(gradient, group=pg)
         except c10d.Error:
             ok = False  # a lost rank: every survivor fails this step and re-forms
         if group.commit(ok):
-            w -= LR * gradient / BATCH
+            w -= LR * gradient[:FEATURES] / BATCH
+            uses += gradient[FEATURES:]
             if not group.joins_pending:
                 continue
         r = group.reform(state)
@@ -86,6 +97,14 @@ def main():
               f"[{ids(r.joined)}]: members [{ids(r.members)}] at step {r.step}"
               f"{' (healed)' if r.healed else ''}, re-formed in {r.seconds:.3f} s", flush=True)
     after = loss(w)
+    if args.count_samples:
+        epochs = args.steps // STEPS_PER_EPOCH
+        wrong = int(np.count_nonzero(uses != epochs))
+        print(f"id {group.id}: {'exactly once per epoch' if wrong == 0 else 'NOT exactly once'}: "
+              f"{wrong} of {SAMPLES} samples used other than {epochs} times in committed steps",
+              flush=True)
+        if wrong or args.steps % STEPS_PER_EPOCH:
+            return 1
     print(f"done id {group.id} pid {os.getpid()} generation {group.generation} size "
           f"{group.size()} step {group.step} loss {before:.6f} -> {after:.6f} hash "
           f"{fnv(w.tobytes()):016x}", flush=True)
