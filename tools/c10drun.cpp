@@ -2,7 +2,8 @@
 // torch.distributed, and stays in front of them until they are all gone.
 //
 //   c10drun --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P]
-//           [--kill-grace-seconds S] [--elastic] [--max-restarts N] PROGRAM ARGS...
+//           [--kill-grace-seconds S] [--elastic] [--max-restarts N] [--chaos-kill-every S]
+//           PROGRAM ARGS...
 //
 // The launcher of node 0 hosts the job's store (a TCPStoreServer at MASTER_PORT), as torchrun's
 // agent does, so that the store outlives every rank; each launcher writes there how each of its
@@ -34,6 +35,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -86,6 +88,7 @@ struct Options {
   double kill_grace_seconds = 5.0;
   bool elastic = false;
   int max_restarts = 0;  // per rank; more than 0 implies elastic
+  double chaos_kill_every = 0;  // seconds; 0: no chaos
   std::vector<std::string> command;
 };
 
@@ -178,6 +181,9 @@ Options parseOptions(int argc, char** argv) {
                  "Start a failed rank again, up to N times per rank, while the others keep "
                  "running (implies --elastic); the new process joins at their next step")
       ->capture_default_str();
+  app.add_option("--chaos-kill-every", options.chaos_kill_every,
+                 "For tests and demos: SIGKILL a random running rank every S seconds (implies "
+                 "--elastic); the summary lists each kill");
 
   try {
     app.parse(argc, argv);
@@ -223,6 +229,10 @@ Options parseOptions(int argc, char** argv) {
     usageError("--max-restarts must be >= 0, got " + std::to_string(options.max_restarts));
   }
   if (options.max_restarts > 0) options.elastic = true;
+  if (!std::isfinite(options.chaos_kill_every) || options.chaos_kill_every < 0) {
+    usageError("--chaos-kill-every must be a finite number of seconds >= 0");
+  }
+  if (options.chaos_kill_every > 0) options.elastic = true;
   // Every rank would refuse a bad C10D_* value at its first group; say it once, before starting
   // any of them.
   try {
@@ -558,6 +568,7 @@ class Launcher {
       reapChildren();
       handleSignals();
       Clock::time_point now = Clock::now();
+      if (options_.chaos_kill_every > 0 && !stopping_) chaos(now);
       if (stopping_ && !killed_ && now >= kill_deadline_) killRemaining(/*after_grace=*/true);
 
       int open_streams = 0;
@@ -598,10 +609,33 @@ class Launcher {
     }
   }
 
+  // --chaos-kill-every: SIGKILLs a random running rank once per period (the rank alone: what it
+  // spawned is left, as when a rank's process dies by itself).
+  void chaos(Clock::time_point now) {
+    const auto period = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(options_.chaos_kill_every));
+    if (next_chaos_ == Clock::time_point{}) next_chaos_ = now + period;
+    if (now < next_chaos_) return;
+    next_chaos_ = now + period;
+    std::vector<Rank*> running;
+    for (Rank& rank : ranks_) {
+      if (rank.running) running.push_back(&rank);
+    }
+    if (running.size() < 2) return;  // the last rank standing is left to finish
+    Rank& victim = *running[chaos_random_() % running.size()];
+    if (::kill(victim.pid, SIGKILL) != 0) return;
+    events_.push_back({victim.global_rank, secondsSinceStart(), "chaos: sent SIGKILL"});
+    printMessage("chaos: SIGKILL to rank " + std::to_string(victim.global_rank));
+  }
+
   int pollTimeoutMs(Clock::time_point now) const {
     std::optional<Clock::time_point> deadline;
     if (stopping_ && !killed_) deadline = kill_deadline_;
     if (drain_deadline_ && (!deadline || *drain_deadline_ < *deadline)) deadline = drain_deadline_;
+    if (options_.chaos_kill_every > 0 && next_chaos_ != Clock::time_point{} &&
+        (!deadline || next_chaos_ < *deadline)) {
+      deadline = next_chaos_;
+    }
     if (!deadline) return kMaxPollMs;
     auto wait = std::chrono::ceil<std::chrono::milliseconds>(*deadline - now).count();
     return static_cast<int>(std::clamp<int64_t>(wait, 0, kMaxPollMs));
@@ -832,6 +866,8 @@ class Launcher {
   std::unique_ptr<c10d::TCPStore> store_;               // null once it failed
   std::vector<Event> events_;
   int restarts_ = 0;
+  Clock::time_point next_chaos_{};
+  std::minstd_rand chaos_random_{static_cast<unsigned>(::getpid())};
   bool any_exited_zero_ = false;
   std::string error_dir_;
   std::vector<Rank> ranks_;
