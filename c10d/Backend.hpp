@@ -82,6 +82,13 @@ class Backend {
   // Aborts pending operations (they fail) and releases the backend's resources. Called by
   // ProcessGroup::shutdown; later calls fail.
   virtual void shutdown() {}
+  // As shutdown, without waiting for anything a lost peer may hold up (ProcessGroup::retire:
+  // c10d::elastic leaving a generation whose members died). The default is shutdown(), for
+  // backends whose shutdown waits for nothing.
+  virtual void abort(const std::string& reason) {
+    (void)reason;
+    shutdown();
+  }
 
   // Called on every rank of this group, in the same order on all of them, when newGroup/split
   // makes a subgroup of ranksInParent (this group's ranks, in the subgroup's rank order); this

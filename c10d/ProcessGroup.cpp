@@ -178,16 +178,22 @@ void ProcessGroup::retire(const std::string& reason) {
   }
   for (const auto& group : made) group->retire(reason);
   if (!shutdown_.load()) retiredBecause_ = reason;
-  shutdown();
+  stopBackends(&reason);
 }
 
-void ProcessGroup::shutdown() {
+void ProcessGroup::shutdown() { stopBackends(nullptr); }
+
+void ProcessGroup::stopBackends(const std::string* abortBecause) {
   if (shutdown_.exchange(true)) return;
   std::map<Backend*, std::shared_ptr<Backend>> distinct;
   for (auto& [device, backend] : backends_) distinct[backend.get()] = backend;
   for (auto& [raw, backend] : distinct) {
     try {
-      backend->shutdown();
+      if (abortBecause != nullptr) {
+        backend->abort(*abortBecause);
+      } else {
+        backend->shutdown();
+      }
     } catch (const std::exception& e) {
       C10D_LOG(Warning, "process group '", options_.groupName, "': backend ", backend->name(),
                " shutdown failed: ", e.what());

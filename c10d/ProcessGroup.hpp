@@ -238,6 +238,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   Backend& route(const Tensor& tensor, const char* op) const;
   void checkUsable(const char* op) const;
   void checkRank(int rank, const char* what, const char* op) const;
+  // shutdown's work: each backend shut down, or with abortBecause, aborted (Backend::abort).
+  void stopBackends(const std::string* abortBecause);
   std::shared_ptr<ProcessGroup> makeSubgroup(const std::vector<int>& memberRanks,
                                              const std::string& name,
                                              std::optional<ProcessGroupOptions> options);

@@ -77,7 +77,12 @@ struct NcclBackend::Impl {
     return work;
   }
 
-  void shutdown() {
+  void shutdown() { stop(std::chrono::steady_clock::now() + timeout, "at shutdown, "); }
+
+  // Pending ops finish first, until deadline: one whose peer died would hold the stream (and a
+  // destroy) forever, so past it the communicator is aborted (ncclCommAbort), and the ops still
+  // pending fail as shut down.
+  void stop(std::chrono::steady_clock::time_point deadline, const std::string& why) {
     // Ends an op that waits, holding the mutex, for ranks to make the communicator.
     communicator.cancel();
     if (!watchdog.stop()) return;
@@ -86,11 +91,8 @@ struct NcclBackend::Impl {
       std::lock_guard<std::mutex> guard(mutex);
       if (communicator.comm() != nullptr) {
         CudaDeviceGuard deviceGuard(communicator.device());
-        // Pending ops finish first, within the group's timeout: one whose peer died would hold
-        // the stream (and a destroy) forever, so past it the communicator is aborted, and the
-        // ops still pending fail as shut down.
-        std::string stuck = communicator.awaitStream(std::chrono::steady_clock::now() + timeout);
-        if (!stuck.empty()) communicator.abort("at shutdown, " + stuck);
+        std::string stuck = communicator.awaitStream(deadline);
+        if (!stuck.empty()) communicator.abort(why + stuck);
         watchdog.drainLocked(finished);
       }
       communicator.destroy();
@@ -115,6 +117,11 @@ NcclBackend::~NcclBackend() {
 
 void NcclBackend::shutdown() {
   impl_->shutdown();
+}
+
+void NcclBackend::abort(const std::string& reason) {
+  // No wait: what is still on the stream is aborted at once.
+  impl_->stop(std::chrono::steady_clock::now(), reason + "; ");
 }
 
 std::shared_ptr<void> NcclBackend::splitForSubgroup(const std::vector<int>& ranksInParent) {

@@ -64,6 +64,7 @@ class NcclBackend : public Backend {
                                                      std::chrono::milliseconds timeout) override;
   bool handlesDevice(DeviceType type) const override { return type == DeviceType::CUDA; }
   void shutdown() override;
+  void abort(const std::string& reason) override;
   std::shared_ptr<void> splitForSubgroup(const std::vector<int>& ranksInParent) override;
 
   struct Impl;
