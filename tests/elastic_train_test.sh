@@ -33,6 +33,18 @@ start() {
   done
   cat "$out"; fail "the ranks did not start"
 }
+# SIGKILLs id's current process once the job ran SECONDS more, then waits (up to 20 s) until N
+# restarted processes in all have joined.
+kill_and_await_joins() {
+  local seconds=$1 id=$2 n=$3 what=$4
+  sleep "$seconds"
+  kill -9 "$(pid_of "$id")"
+  for _ in $(seq 1 400); do
+    [ "$(grep -c 'restarted) joined' "$out")" -ge "$n" ] && return
+    sleep 0.05
+  done
+  cat "$out"; fail "$what: id $id did not rejoin (join $n)"
+}
 pid_of() { grep "\] start id $1 pid" "$out" | tail -1 | awk '{print $NF}'; }
 first_pid_of() { grep "\] start id $1 pid" "$out" | head -1 | awk '{print $NF}'; }
 finish() { wait "$job"; code=$?; job=; }
@@ -85,15 +97,7 @@ echo "case 3: every survivor said: $(grep -m1 -o '3 member(s) left.*' "$out")"
 # 4. Restarts: rank 2 killed twice; each time it comes back and joins.
 steps=1500
 restarts=2 start
-for round in 1 2; do
-  sleep 0.5
-  kill -9 "$(pid_of 2)"
-  for _ in $(seq 1 400); do
-    [ "$(grep -c '\] id 2 (restarted) joined' "$out")" -ge "$round" ] && break
-    sleep 0.05
-  done
-  [ "$(grep -c '\] id 2 (restarted) joined' "$out")" -ge "$round" ] || { cat "$out"; fail "case 4: no rejoin $round"; }
-done
+for round in 1 2; do kill_and_await_joins 0.5 2 "$round" "case 4"; done
 finish
 [ "$code" -eq 0 ] || { cat "$out"; fail "case 4: the launcher exited $code"; }
 check_survivors 4 2
@@ -106,14 +110,8 @@ unset restarts
 restarts=1 start --count-samples
 joins=0
 for victim in 1 2 3; do
-  sleep 0.4
-  kill -9 "$(pid_of $victim)"
   joins=$((joins + 1))
-  for _ in $(seq 1 400); do
-    [ "$(grep -c 'restarted) joined' "$out")" -ge "$joins" ] && break
-    sleep 0.05
-  done
-  [ "$(grep -c 'restarted) joined' "$out")" -ge "$joins" ] || { cat "$out"; fail "case 5: rank $victim did not rejoin"; }
+  kill_and_await_joins 0.4 "$victim" "$joins" "case 5"
 done
 finish
 [ "$code" -eq 0 ] || { cat "$out"; fail "case 5: the launcher exited $code"; }
