@@ -138,14 +138,15 @@ Reformation ElasticGroup::join(checkpoint::State* state) {
   store_->set(keys_ + "join/" + std::to_string(id_), toBytes(incarnation));
   store_->add(keys_ + "joins", 1);
   const std::string admitted = keys_ + "admitted/" + std::to_string(id_) + "/" + incarnation;
+  std::string generation;
   try {
-    store_->wait({admitted}, options_.group.timeout);
+    generation = toString(store_->get(admitted, options_.group.timeout));
   } catch (const TimeoutError&) {
     C10D_THROW(TimeoutError, "elastic: id ", id_, " (incarnation ", incarnation_,
                ") asked to join but no member admitted it within ", options_.group.timeout.count(),
                " ms: are the members calling commit, and reform when joinsPending()?");
   }
-  generation_ = static_cast<uint64_t>(toInt(toString(store_->get(admitted)), admitted));
+  generation_ = static_cast<uint64_t>(toInt(generation, admitted));
   const std::string membersKey = keys_ + "g" + std::to_string(generation_) + "/members";
   memberships_ = parseMembers(toString(store_->get(membersKey)), membersKey, joinsAdmitted_);
   members_.clear();

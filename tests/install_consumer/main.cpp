@@ -8,6 +8,7 @@
 #include <c10d/checkpoint/Metadata.hpp>
 #include <c10d/core/Exception.hpp>
 #include <c10d/core/Tensor.hpp>
+#include <c10d/elastic/ElasticGroup.hpp>
 #include <rpc/RRef.hpp>
 #include <rpc/autograd/DistributedOptimizer.hpp>
 #include <store/HashStore.hpp>
@@ -81,6 +82,14 @@ int main(int argc, char** argv) {
   std::filesystem::remove_all(dir);
   if (!checkpointOk) return 8;
 
+  // A one-process elastic group: a committed step, then a re-formation into generation 1.
+  c10d::elastic::ElasticOptions elasticOptions;
+  elasticOptions.group.backend = "gloo";
+  c10d::elastic::ElasticGroup elastic(std::make_shared<c10d::HashStore>(), 0, 1, elasticOptions);
+  const bool committed = elastic.commit(true);
+  const c10d::elastic::Reformation reformed = elastic.reform(&into);
+  if (!committed || reformed.generation != 1 || reformed.step != 1 || elastic.size() != 1) return 9;
+
   int missing = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--missing") == 0) continue;
@@ -90,7 +99,7 @@ int main(int argc, char** argv) {
 
   std::printf(
       "consumer ok: stores, TCPStore on port %u, DLPack round trip, rpc remote, gloo allreduce, "
-      "checkpoint; "
+      "checkpoint, elastic group; "
       "%d backend(s) without their runtime refused clearly\n",
       tcp.port(), missing);
   return 0;
