@@ -15,6 +15,7 @@
 #include "c10d/checkpoint/Checkpoint.hpp"
 #include "c10d/checkpoint/Geometry.hpp"
 #include "c10d/checkpoint/Metadata.hpp"
+#include "c10d/core/Cuda.hpp"
 #include "tests/support/TempDir.hpp"
 #include "tests/support/ThreadRanks.hpp"
 
@@ -759,6 +760,66 @@ TEST(CheckpointAgreement, ARankThatNeverSavesIsNamedAtTheTimeout) {
   EXPECT_EQ(errors[1], "");
   expectContains(errors[0], "rank(s) 1 of group 'default' are behind: they never reached");
   EXPECT_FALSE(fs::exists(tmp / "c"));
+}
+
+}  // namespace
+}  // namespace c10d::inline v0::checkpoint
+
+namespace c10d::inline v0::checkpoint {
+namespace {
+
+Tensor onDevice(const Tensor& host) {
+  Tensor dev = Tensor::empty(host.sizes(), host.dtype(), Device::cuda(0));
+  copyTensor(dev, host);
+  return dev;
+}
+
+Tensor onHost(const Tensor& dev) {
+  Tensor host = Tensor::empty(dev.sizes(), dev.dtype());
+  copyTensor(host, dev);
+  return host;
+}
+
+// CUDA tensors are staged through host memory by save, load and the async saver. Two thread
+// ranks share the GPU, each holding half of the rows; the checkpoint is loaded back at world
+// size 1 into one CUDA tensor, and the async save must hold the values of save() time even though
+// the device tensor changes right after. Runs where the device tool lends a GPU.
+TEST(CheckpointOnDevice, CudaSlicesSaveLoadAndSaveInTheBackground) {
+  if (cudaDeviceCount() == 0) {
+    GTEST_SKIP() << "no CUDA device here: this test saves and loads CUDA tensors (run it on the "
+                    "device machine)";
+  }
+  TempDir tmp;
+  const std::vector<int64_t> shape = {96, 33};
+  auto errors = test::errorsOnThreadRanks(2, 60s, [&](ProcessGroup& group) {
+    const Slice mine = Slice::rows(group.rank() * 48, 48, shape);
+    Tensor w = onDevice(filledSlice(mine, shape));
+    State state;
+    state.addSlice("w", w, shape, mine);
+    state.setInt("step", 7);
+    save(state, tmp / "sync", &group);
+    AsyncSaver saver(group);
+    auto done = saver.save(state, tmp / "async");
+    copyTensor(w, filledSlice(mine, shape, 2));  // training moves on while the save writes
+    done->wait();
+    Tensor back = onDevice(Tensor::zeros({48 * 33}, ScalarType::Float64));
+    State check;
+    check.addSlice("w", back, shape, mine);
+    check.setInt("step", 0);
+    load(check, tmp / "async", &group);
+    expectFilled(onHost(back), mine, shape, "async save, loaded at 2 ranks");
+    EXPECT_EQ(check.getInt("step"), 7);
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  const Slice all = Slice::whole(shape);
+  Tensor whole = onDevice(Tensor::zeros({96 * 33}, ScalarType::Float64));
+  State check;
+  check.addSlice("w", whole, shape, all);
+  check.setInt("step", 0);
+  load(check, tmp / "sync");
+  expectFilled(onHost(whole), all, shape, "sync save, loaded at 1 rank");
+  EXPECT_EQ(check.getInt("step"), 7);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <iostream>
 #include <thread>
 #include <vector>
 
@@ -187,6 +188,56 @@ TEST_F(NcclOnDevice, AnOpPastItsTimeoutFailsAndBreaksTheGroup) {
   // The group is broken now, and says why.
   EXPECT_THROW(pg->allreduce(t)->wait(), Error);
   pg->shutdown();
+  cudaStreamSynchronize(stalled);
+  cudaStreamDestroy(stalled);
+}
+
+// Retiring a group (what ElasticGroup does to the old generation after a loss) aborts its
+// communicator without waiting: an op still queued fails with the reason instead of succeeding
+// or waiting for its 60 s timeout, and later ops say the group was retired. Here the op waits
+// behind a host function that holds the stream for 3 s; ncclCommAbort itself waited for it on
+// the H100 with NCCL 2.28.9, so this checks the outcome, not the speed (a kernel spinning on a
+// dead peer, which the abort flag is for, needs two GPUs). Before the fix the op was collected
+// after the abort and succeeded.
+TEST_F(NcclOnDevice, RetireFailsAQueuedOpWithTheReason) {
+  setenv("C10D_NCCL_BLOCKING_WAIT", "1", 1);
+  auto pg = group("nccl");
+  Tensor t = upload(std::vector<float>{1.0f, 2.0f}, ScalarType::Float32);
+  pg->allreduce(t)->wait();
+  cudaStream_t stalled = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stalled), cudaSuccess);
+  ASSERT_EQ(
+      cudaLaunchHostFunc(
+          stalled, [](void*) { std::this_thread::sleep_for(std::chrono::seconds(3)); }, nullptr),
+      cudaSuccess);
+  setCurrentCudaStream(stalled);
+  std::shared_ptr<Work> work = pg->allreduce(t, {.timeout = std::chrono::seconds(60)});
+  setCurrentCudaStream(nullptr);
+  auto retired = std::chrono::steady_clock::now();
+  pg->retire("re-formed into generation 2 by the test");
+  try {
+    work->wait();
+    ADD_FAILURE() << "the stuck allreduce succeeded after its group was retired";
+  } catch (const BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("allreduce"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("re-formed into generation 2 by the test"),
+              std::string::npos)
+        << e.what();
+    EXPECT_EQ(std::string(e.what()).find("timed out"), std::string::npos) << e.what();
+  }
+  std::cout << "retire to the stuck op's failure: "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - retired)
+                   .count()
+            << " ms\n";
+  try {
+    pg->allreduce(t)->wait();
+    ADD_FAILURE() << "a retired group ran an allreduce";
+  } catch (const StateError& e) {
+    EXPECT_NE(std::string(e.what()).find("re-formed into generation 2 by the test"),
+              std::string::npos)
+        << e.what();
+  }
   cudaStreamSynchronize(stalled);
   cudaStreamDestroy(stalled);
 }

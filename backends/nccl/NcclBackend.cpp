@@ -81,7 +81,7 @@ struct NcclBackend::Impl {
 
   // Pending ops finish first, until deadline: one whose peer died would hold the stream (and a
   // destroy) forever, so past it the communicator is aborted (ncclCommAbort), and the ops still
-  // pending fail as shut down.
+  // pending fail, naming why: an op the abort ended fires its event without having completed.
   void stop(std::chrono::steady_clock::time_point deadline, const std::string& why) {
     // Ends an op that waits, holding the mutex, for ranks to make the communicator.
     communicator.cancel();
@@ -92,8 +92,11 @@ struct NcclBackend::Impl {
       if (communicator.comm() != nullptr) {
         CudaDeviceGuard deviceGuard(communicator.device());
         std::string stuck = communicator.awaitStream(deadline);
-        if (!stuck.empty()) communicator.abort(why + stuck);
-        watchdog.drainLocked(finished);
+        if (stuck.empty()) {
+          watchdog.drainLocked(finished);
+        } else {
+          watchdog.abortPendingLocked(why + stuck, finished);
+        }
       }
       communicator.destroy();
     }

@@ -121,6 +121,11 @@ void Watchdog::drainLocked(Finished& finished) {
   inflight_.clear();
 }
 
+void Watchdog::abortPendingLocked(const std::string& reason, Finished& finished) {
+  collectReadyLocked(finished);
+  abortLocked(reason, nullptr, finished);
+}
+
 void Watchdog::completeAll(Finished& finished) {
   for (auto& [work, error] : finished) work->complete(error);
   finished.clear();

@@ -80,6 +80,11 @@ class Watchdog {
   // finished, and the others failed with StateError. With mutex held and the group's device
   // current.
   void drainLocked(Finished& finished);
+  // After stop(), when the stream's ops did not finish: moves the Works whose events already
+  // fired into finished, aborts the communicator, and fails the others with BackendError naming
+  // reason. Their events may fire once the abort ends their kernels, but those ops did not
+  // complete, so they must not be collected after it. Locking as drainLocked.
+  void abortPendingLocked(const std::string& reason, Finished& finished);
   // Completes the Works in finished and empties it. Without mutex held.
   static void completeAll(Finished& finished);
 
