@@ -200,6 +200,99 @@ TEST(Elastic, ARestartedProcessIsAdmittedAtAStepBoundaryAndHealed) {
   EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(3, 0)) << test::report(outcomes);
 }
 
+// A member that dies after the survivors counted it in (it wrote its "here" key) but before it
+// built the new group: the survivors' Gloo rendezvous waits for its address, sees the launcher's
+// record of the death in the generation's store, and they form the next generation without it,
+// long before the group's 60 s timeout would have ended the wait.
+TEST(Elastic, AMemberThatDiesWhileTheNextGenerationIsBuiltIsLeftOutOfTheOneAfter) {
+  auto outcomes = test::runRanks({.worldSize = 3, .killedRanks = {2}}, [](test::RankEnv& env) {
+    ElasticOptions options = quick();
+    options.group.timeout = std::chrono::seconds(60);
+    ElasticGroup elastic(shared(env.store), env.rank, env.size, options);
+    if (env.rank == 2) {
+      // What reform does up to the agreement on members (the keys of agreeOnMembers), then the
+      // end of the process as its launcher records it.
+      const std::string g1 = "c10d/elastic/default/g1/";
+      env.store.set(g1 + "here/2", toBytes("1"));
+      env.store.wait({g1 + "members"});
+      env.store.add(elastic::launcherExitsKey(2), 1);
+      ::raise(SIGKILL);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const elastic::Reformation r = elastic.reform();
+    check(std::chrono::steady_clock::now() - start < std::chrono::seconds(30),
+          "reform ended by the death, not by the group's 60 s timeout");
+    checkEq(uint64_t{2}, r.generation, "generation: 1 (with id 2) never formed, 2 did");
+    checkEq(std::vector<int>{2}, r.lost, "ids lost");
+    checkEq(std::vector<int>{0, 1}, r.members, "members");
+    checkEq(3.0f, sumOfRanks(elastic), "sum over members 0, 1");
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0, 128 + SIGKILL}))
+      << test::report(outcomes);
+}
+
+// A kill during a rejoin: the member that heals the restarted process dies as it starts to send
+// the state. The newcomer and the other member form the next generation without it, and the
+// newcomer is healed from the other member.
+TEST(Elastic, AHealerThatDiesDuringARejoinIsReplacedByAnotherMember) {
+  auto outcomes = test::runRanks({.worldSize = 3, .killedRanks = {1}}, [](test::RankEnv& env) {
+    float weight = 0.0f;
+    checkpoint::State state;
+    state.add("weight", Tensor::fromBlob(&weight, ScalarType::Float32, {1}));
+    // Runs on the member that heals others, before it sends: id 1 dies there.
+    state.beforeSave([&env] {
+      if (env.rank != 1) return;
+      env.store.add(elastic::launcherExitsKey(1), 1);
+      ::raise(SIGKILL);
+    });
+    auto elastic = std::make_unique<ElasticGroup>(shared(env.store), env.rank, env.size, quick());
+    const std::vector<int> survivors{0, 2};
+    auto train = [&](int64_t until) {
+      while (elastic->step() < until || elastic->members() != survivors) {
+        float gradient = 1.0f;
+        bool ok = true;
+        try {
+          elastic->group().allreduce(Tensor::fromBlob(&gradient, ScalarType::Float32, {1}))->wait();
+        } catch (const Error&) {
+          ok = false;
+        }
+        if (elastic->commit(ok)) {
+          weight += gradient;
+          if (!elastic->joinsPending()) continue;
+        }
+        elastic->reform(&state);
+      }
+    };
+    for (int i = 0; i < 3; ++i) {
+      float gradient = 1.0f;
+      elastic->group().allreduce(Tensor::fromBlob(&gradient, ScalarType::Float32, {1}))->wait();
+      check(elastic->commit(true), "a step of all three");
+      weight += gradient;
+    }
+    // The restarted process is id 0's, whose process hosts runRanks' store and so stays.
+    if (env.rank == 0) {
+      elastic.reset();
+      env.store.add(elastic::launcherExitsKey(0), 1);
+      weight = -1.0f;
+      elastic = std::make_unique<ElasticGroup>(shared(env.store), env.rank, env.size, quick());
+      const elastic::Reformation r = elastic->join(&state);
+      checkEq(survivors, r.members, "members after the healer died");
+      checkEq(std::vector<int>{0}, r.joined, "joined");
+      check(r.healed, "the newcomer received the state");
+      check(weight >= 9.0f, "the newcomer's weight is the members' (at least 3 steps of 3)");
+    }
+    train(6);
+    float low = weight, high = weight;
+    elastic->group().allreduce(Tensor::fromBlob(&low, ScalarType::Float32, {1}),
+                               AllreduceOptions{.reduceOp = ReduceOp::MIN})->wait();
+    elastic->group().allreduce(Tensor::fromBlob(&high, ScalarType::Float32, {1}),
+                               AllreduceOptions{.reduceOp = ReduceOp::MAX})->wait();
+    checkEq(low, high, "weights equal on both members");
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 128 + SIGKILL, 0}))
+      << test::report(outcomes);
+}
+
 TEST(Elastic, GroupsOfAnOldGenerationSayTheyWereReformed) {
   auto outcomes = test::runRanks({.worldSize = 2}, [](test::RankEnv& env) {
     ElasticGroup elastic(shared(env.store), env.rank, env.size, quick());

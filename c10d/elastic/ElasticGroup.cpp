@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "c10d/Init.hpp"
@@ -10,6 +11,7 @@
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Logging.hpp"
 #include "c10d/elastic/LauncherKeys.hpp"
+#include "c10d/elastic/WatchedStore.hpp"
 #include "store/PrefixStore.hpp"
 #include "store/Store.hpp"
 
@@ -27,6 +29,12 @@ constexpr auto kPollInterval = std::chrono::milliseconds(2);
 // once per this interval costs a clock read per step, and a newcomer waits at most this long
 // beyond the step boundary.
 constexpr auto kJoinCheckInterval = std::chrono::milliseconds(100);
+
+// How long a rank whose group failed while it was built or healed waits for the launcher to
+// record a member's death before it takes the failure for something else. c10drun records an
+// end within milliseconds (waitpid, then one store call), while the failure it caused can come
+// first: a dead peer's sockets close as it dies.
+constexpr auto kDeathRecordWait = std::chrono::seconds(2);
 
 std::string idList(const std::vector<int>& ids) {
   std::string text;
@@ -122,6 +130,8 @@ std::shared_ptr<ProcessGroup> ElasticGroup::sharedGroup() const {
   C10D_CHECK(leftOut_.empty(), StateError, leftOut_);
   C10D_CHECK(!joining_, StateError, "elastic: id ", id_, " (incarnation ", incarnation_,
              ") is a restarted process: call join() before using the group");
+  C10D_CHECK(group_ != nullptr, StateError, "elastic: id ", id_, " has no group: the reform into "
+             "generation ", generation_, " failed (its error said why)");
   return group_;
 }
 
@@ -152,11 +162,16 @@ Reformation ElasticGroup::join(checkpoint::State* state) {
   members_.clear();
   for (const Member& m : memberships_) members_.push_back(m.id);
   joining_ = false;
-  build();
+  std::optional<bool> healed = buildAndHeal(state);
+  if (!healed) {
+    // A member died while this generation formed: re-form with the others, as a member.
+    result = reform(state);
+    healed = result.healed;
+  }
   result.generation = generation_;
   result.joined = {id_};
   result.members = members_;
-  result.healed = heal(state);
+  result.healed = *healed;
   result.step = step_;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   C10D_LOG(Info, "elastic: id ", id_, " (incarnation ", incarnation_, ") joined generation ",
@@ -175,9 +190,42 @@ void ElasticGroup::build() {
   ProcessGroupOptions options = options_.group;
   // A name per generation: shared-memory channels and the flight recorder are per name.
   options.groupName = options_.group.groupName + "." + generation;
+  // Waits on the store end when a member dies instead of at the group's timeout.
+  auto lost = [store = store_, memberships = memberships_, generation = generation_] {
+    std::string who = lostAmong(*store, memberships);
+    return who.empty() ? who : detail::concat(who, " in generation ", generation);
+  };
   group_ = std::make_shared<ProcessGroup>(
-      std::make_shared<PrefixStore>(keys_ + generation + "/group", store_), rank,
+      std::make_shared<WatchedStore>(keys_ + generation + "/group", store_, lost), rank,
       static_cast<int>(members_.size()), options);
+}
+
+std::optional<bool> ElasticGroup::buildAndHeal(checkpoint::State* state) {
+  try {
+    build();
+    return heal(state);
+  } catch (const Error& e) {
+    std::string who = lostAmong(*store_, memberships_);
+    for (auto until = Clock::now() + kDeathRecordWait; who.empty() && Clock::now() < until;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      who = lostAmong(*store_, memberships_);
+    }
+    if (who.empty()) throw;
+    C10D_LOG(Warning, "elastic: id ", id_, " could not form generation ", generation_, " (", who,
+             "): ", e.what(), "; re-forming without it");
+    return std::nullopt;
+  }
+}
+
+std::string ElasticGroup::lostAmong(Store& store, const std::vector<Member>& memberships) {
+  std::string who;
+  for (const Member& m : memberships) {
+    if (store.add(launcherExitsKey(m.id), 0) > m.incarnation) {
+      who += detail::concat(who.empty() ? "" : ", ", "id ", m.id, " (incarnation ", m.incarnation,
+                            ")");
+    }
+  }
+  return who.empty() ? who : who + " ended (its launcher recorded the end)";
 }
 
 bool ElasticGroup::commit(bool ok) {
@@ -233,7 +281,7 @@ std::vector<ElasticGroup::Member> ElasticGroup::parseMembers(const std::string& 
 }
 
 bool ElasticGroup::isDead(const Member& m) {
-  return store_->add(launcherExitsKey(m.id), 0) > m.incarnation;
+  return !lostAmong(*store_, {m}).empty();
 }
 
 std::vector<ElasticGroup::Member> ElasticGroup::agreeOnMembers(uint64_t next) {
@@ -288,50 +336,50 @@ std::vector<ElasticGroup::Member> ElasticGroup::agreeOnMembers(uint64_t next) {
 Reformation ElasticGroup::reform(checkpoint::State* state) {
   C10D_CHECK(leftOut_.empty(), StateError, leftOut_);
   const Clock::time_point start = Clock::now();
-  // Peers still blocked on this rank fail now instead of at their timeout; groups made from
-  // this one say why when used.
-  const uint64_t next = generation_ + 1;
-  group_->retire(detail::concat("c10d::elastic re-formed it into generation ", next,
-                                "; use ElasticGroup::group() and make subgroups from it again"));
-  const std::vector<Member> memberships = agreeOnMembers(next);
-  std::vector<int> members, lost, joined;
-  for (const Member& m : memberships) {
-    members.push_back(m.id);
-    if (std::find(memberships_.begin(), memberships_.end(), m) == memberships_.end()) {
-      joined.push_back(m.id);
+  const std::vector<Member> before = memberships_;
+  std::optional<bool> healed;
+  // Again when a member dies while a generation is built or healed: the next one goes on
+  // without it.
+  while (!healed) {
+    // Peers still blocked on this rank fail now instead of at their timeout; groups made from
+    // this one say why when used.
+    const uint64_t next = generation_ + 1;
+    if (group_) {
+      group_->retire(detail::concat("c10d::elastic re-formed it into generation ", next,
+                                    "; use ElasticGroup::group() and make subgroups from it "
+                                    "again"));
     }
-  }
-  for (const Member& m : memberships_) {
-    if (std::find(memberships.begin(), memberships.end(), m) == memberships.end()) {
-      lost.push_back(m.id);
+    const std::vector<Member> memberships = agreeOnMembers(next);
+    std::vector<int> members;
+    for (const Member& m : memberships) members.push_back(m.id);
+    if (std::find(memberships.begin(), memberships.end(), Member{id_, incarnation_}) ==
+        memberships.end()) {
+      leftOut_ = detail::concat(
+          "elastic: id ", id_, " was left out of generation ", next, " (members ",
+          idList(members), "): it did not come to re-form within ElasticOptions::joinTimeout (",
+          options_.joinTimeout.count(), " ms), so the others went on without it");
+      group_.reset();
+      C10D_THROW(StateError, leftOut_);
     }
-  }
-  if (std::find(memberships.begin(), memberships.end(), Member{id_, incarnation_}) ==
-      memberships.end()) {
-    leftOut_ = detail::concat(
-        "elastic: id ", id_, " was left out of generation ", next, " (members ", idList(members),
-        "): it did not come to re-form within ElasticOptions::joinTimeout (",
-        options_.joinTimeout.count(), " ms), so the others went on without it");
+    if (static_cast<int>(members.size()) < options_.minSize) {
+      C10D_THROW(StateError, "elastic: ", members.size(), " member(s) left in generation ", next,
+                 " (ids ", idList(members), "; lost ", idList(idsNotIn(before, memberships)),
+                 "), fewer than ElasticOptions::minSize ", options_.minSize);
+    }
+    generation_ = next;
+    memberships_ = memberships;
+    members_ = std::move(members);
+    joinsPending_ = false;
     group_.reset();
-    C10D_THROW(StateError, leftOut_);
+    healed = buildAndHeal(state);
   }
-  C10D_CHECK(static_cast<int>(members.size()) >= options_.minSize, StateError,
-             "elastic: ", members.size(), " member(s) left in generation ", next, " (ids ",
-             idList(members), "; lost ", idList(lost), "), fewer than ElasticOptions::minSize ",
-             options_.minSize);
-  generation_ = next;
-  memberships_ = memberships;
-  members_ = std::move(members);
-  joinsPending_ = false;
-  group_.reset();
-  build();
 
   Reformation result;
   result.generation = generation_;
-  result.lost = std::move(lost);
-  result.joined = std::move(joined);
+  result.lost = idsNotIn(before, memberships_);
+  result.joined = idsNotIn(memberships_, before);
   result.members = members_;
-  result.healed = heal(state);
+  result.healed = *healed;
   result.step = step_;
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   C10D_LOG(Info, "elastic: id ", id_, " re-formed generation ", generation_, " in ",
@@ -339,6 +387,15 @@ Reformation ElasticGroup::reform(checkpoint::State* state) {
            ", joined ", idList(result.joined), ", at step ", step_,
            result.healed ? " (healed from a member ahead)" : "");
   return result;
+}
+
+std::vector<int> ElasticGroup::idsNotIn(const std::vector<Member>& these,
+                                        const std::vector<Member>& those) {
+  std::vector<int> ids;
+  for (const Member& m : these) {
+    if (std::find(those.begin(), those.end(), m) == those.end()) ids.push_back(m.id);
+  }
+  return ids;
 }
 
 bool ElasticGroup::heal(checkpoint::State* given) {

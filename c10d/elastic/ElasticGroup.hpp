@@ -60,6 +60,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -151,7 +152,15 @@ class ElasticGroup {
   };
   std::vector<Member> agreeOnMembers(uint64_t next);
   bool isDead(const Member& m);
+  // "id 2 (incarnation 0), ... ended (...)" for the members whose launcher recorded their end;
+  // empty when none did.
+  static std::string lostAmong(Store& store, const std::vector<Member>& memberships);
+  static std::vector<int> idsNotIn(const std::vector<Member>& these,
+                                   const std::vector<Member>& those);
   void build();
+  // build() and heal(); nullopt when either failed because a member of the generation died
+  // (the caller re-forms without it), else heal's answer. Other failures are thrown.
+  std::optional<bool> buildAndHeal(checkpoint::State* state);
   // Brings every member to the highest committed step: the State from the first member at it.
   // True when this rank was behind.
   bool heal(checkpoint::State* state);
