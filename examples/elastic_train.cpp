@@ -2,6 +2,8 @@
 //
 //   c10drun --elastic --nproc-per-node 4 elastic_train [--steps 300] [--step-ms 5] [--min-size 2]
 //   c10drun --max-restarts 3 --nproc-per-node 4 elastic_train      # dead ranks come back
+//   ... elastic_train --checkpoint-dir /tmp/ckpt --checkpoint-every 50  # saves as it trains
+//   ... elastic_train --die-at 2:optimizer:120   # id 2 SIGKILLs itself there (fault tests)
 //
 // Linear regression on a synthetic dataset every rank generates from one seed. Step s trains on
 // window s of its epoch's shuffled order (kBatch samples, the same whatever the world size:
@@ -18,7 +20,15 @@
 // loss went down and the rank reached the last step. With --count-samples, the allreduce also
 // counts each sample's uses, the counts are part of the replicated (healed) state, and at the end
 // every rank checks that each sample went into committed steps exactly once per epoch.
+//
+// With --checkpoint-dir, the members save the state every --checkpoint-every committed steps
+// (c10d/checkpoint: any world size); a save that fails because a rank died is left incomplete,
+// the members re-form, and at the end each rank loads the newest complete checkpoint. --die-at
+// ID:PHASE:STEP makes the first process of id ID SIGKILL itself at step STEP, in PHASE: reduce
+// (as the others reduce the gradients), optimizer (after the step committed, before the update)
+// or checkpoint (as the others start saving), so tests can kill at those points exactly.
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -27,10 +37,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "c10d/checkpoint/Checkpoint.hpp"
 #include "c10d/checkpoint/State.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/elastic/ElasticGroup.hpp"
@@ -86,6 +99,46 @@ int intOption(int argc, char** argv, const char* name, int fallback) {
   return fallback;
 }
 
+std::string textOption(int argc, char** argv, const char* name) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  }
+  return {};
+}
+
+// --die-at ID:PHASE:STEP.
+struct DieAt {
+  int id = -1;
+  std::string phase;
+  int64_t step = -1;
+
+  static DieAt parse(const std::string& text) {
+    DieAt at;
+    if (text.empty()) return at;
+    const size_t a = text.find(':'), b = text.rfind(':');
+    if (a == std::string::npos || a == b) {
+      throw std::invalid_argument("--die-at takes ID:PHASE:STEP, got '" + text + "'");
+    }
+    at.id = std::stoi(text.substr(0, a));
+    at.phase = text.substr(a + 1, b - a - 1);
+    at.step = std::stoll(text.substr(b + 1));
+    if (at.phase != "reduce" && at.phase != "optimizer" && at.phase != "checkpoint") {
+      throw std::invalid_argument("--die-at: phase '" + at.phase +
+                                  "': expected reduce, optimizer or checkpoint");
+    }
+    return at;
+  }
+  // A restarted process of that id does not die again.
+  void here(const c10d::elastic::ElasticGroup& elastic, const char* now, int64_t step) const {
+    if (elastic.id() != id || elastic.incarnation() != 0 || phase != now || step != this->step) {
+      return;
+    }
+    std::printf("id %d: dying in %s at step %lld\n", id, now, static_cast<long long>(step));
+    std::fflush(stdout);
+    ::raise(SIGKILL);
+  }
+};
+
 bool flag(int argc, char** argv, const char* name) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], name) == 0) return true;
@@ -101,18 +154,25 @@ int main(int argc, char** argv) {
   const bool countSamples = flag(argc, argv, "--count-samples");
   c10d::elastic::ElasticOptions options;
   options.minSize = intOption(argc, argv, "--min-size", 1);
+  const std::string checkpointDir = textOption(argc, argv, "--checkpoint-dir");
+  const int checkpointEvery = intOption(argc, argv, "--checkpoint-every", 50);
   try {
+    const DieAt dieAt = DieAt::parse(textOption(argc, argv, "--die-at"));
     auto elastic = c10d::elastic::ElasticGroup::fromEnvironment(options);
     std::printf("start id %d pid %d\n", elastic->id(), static_cast<int>(::getpid()));
     std::fflush(stdout);
 
     std::vector<float> w(kFeatures, 0.0f);
     std::vector<float> uses(kSamples, 0.0f);  // --count-samples: each sample's committed uses
-    c10d::checkpoint::State state;  // what a survivor behind receives from one ahead
+    c10d::checkpoint::State state;            // what a survivor behind receives from one ahead
     state.add("w", c10d::Tensor::fromBlob(w.data(), c10d::ScalarType::Float32, {kFeatures}));
     if (countSamples) {
       state.add("uses", c10d::Tensor::fromBlob(uses.data(), c10d::ScalarType::Float32, {kSamples}));
     }
+    bool saving = false;  // the save hook also runs on a member that heals others
+    state.beforeSave([&] {
+      if (saving) dieAt.here(*elastic, "checkpoint", elastic->step());
+    });
     const float before = loss(w);
     if (elastic->incarnation() > 0) {
       const c10d::elastic::Reformation r = elastic->join(&state);
@@ -142,6 +202,7 @@ int main(int argc, char** argv) {
           for (int j = 0; j < kFeatures; ++j) gradient[j] += 2 * error * feature(sample, j);
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(stepMs));  // the model's compute
+        dieAt.here(*elastic, "reduce", step);
         elastic->group()
             .allreduce(c10d::Tensor::fromBlob(gradient.data(), c10d::ScalarType::Float32,
                                               {static_cast<int64_t>(gradient.size())}))
@@ -150,9 +211,25 @@ int main(int argc, char** argv) {
         ok = false;  // a lost rank: every survivor fails this step and re-forms
       }
       if (elastic->commit(ok)) {
+        dieAt.here(*elastic, "optimizer", step);
         for (int j = 0; j < kFeatures; ++j) w[j] -= kLearningRate * gradient[j] / kBatch;
         for (int i = 0; countSamples && i < kSamples; ++i) uses[i] += gradient[kFeatures + i];
-        if (!elastic->joinsPending()) continue;  // else: grow at this step boundary
+        bool saved = true;
+        if (!checkpointDir.empty() && elastic->step() % checkpointEvery == 0) {
+          state.setInt("step", elastic->step());
+          saving = true;
+          try {
+            c10d::checkpoint::save(state,
+                                   checkpointDir + "/step-" + std::to_string(elastic->step()),
+                                   &elastic->group());
+          } catch (const c10d::Error& e) {
+            saved = false;  // a rank died while saving: no checkpoint of this step
+            std::printf("id %d: the checkpoint of step %lld failed: %s\n", elastic->id(),
+                        static_cast<long long>(elastic->step()), e.what());
+          }
+          saving = false;
+        }
+        if (saved && !elastic->joinsPending()) continue;  // else: grow at this step boundary
       }
       const c10d::elastic::Reformation r = elastic->reform(&state);
       auto list = [](const std::vector<int>& ids) {
@@ -160,14 +237,27 @@ int main(int argc, char** argv) {
         for (int id : ids) text += (text.empty() ? "" : ",") + std::to_string(id);
         return text;
       };
-      std::printf("id %d: generation %llu without [%s] with [%s]: members [%s] at step %lld%s, "
-                  "re-formed in %.3f s\n",
-                  elastic->id(), static_cast<unsigned long long>(r.generation),
-                  list(r.lost).c_str(), list(r.joined).c_str(), list(r.members).c_str(),
-                  static_cast<long long>(r.step), r.healed ? " (healed)" : "", r.seconds);
+      std::printf(
+          "id %d: generation %llu without [%s] with [%s]: members [%s] at step %lld%s, "
+          "re-formed in %.3f s\n",
+          elastic->id(), static_cast<unsigned long long>(r.generation), list(r.lost).c_str(),
+          list(r.joined).c_str(), list(r.members).c_str(), static_cast<long long>(r.step),
+          r.healed ? " (healed)" : "", r.seconds);
       std::fflush(stdout);
     }
     const float after = loss(w);
+    if (!checkpointDir.empty()) {
+      // The newest complete checkpoint loads, whatever world size saved it.
+      const std::optional<std::string> newest = c10d::checkpoint::latest(checkpointDir);
+      if (!newest) throw std::runtime_error("no complete checkpoint in " + checkpointDir);
+      std::vector<float> loaded(kFeatures, 0.0f);
+      c10d::checkpoint::State check;
+      check.add("w", c10d::Tensor::fromBlob(loaded.data(), c10d::ScalarType::Float32, {kFeatures}));
+      check.setInt("step", 0);
+      c10d::checkpoint::load(check, *newest, &elastic->group(), {.allowUnexpected = true});
+      std::printf("id %d: loaded the newest complete checkpoint %s (step %lld)\n", elastic->id(),
+                  newest->c_str(), static_cast<long long>(check.getInt("step")));
+    }
     if (countSamples) {
       // Whole epochs only: steps a multiple of kStepsPerEpoch.
       const float epochs = static_cast<float>(steps / kStepsPerEpoch);
@@ -178,12 +268,13 @@ int main(int argc, char** argv) {
                   kSamples, static_cast<int>(epochs));
       if (wrong != 0 || steps % kStepsPerEpoch != 0) return 1;
     }
-    std::printf("done id %d pid %d generation %llu size %d step %lld loss %.6f -> %.6f hash "
-                "%016llx\n",
-                elastic->id(), static_cast<int>(::getpid()),
-                static_cast<unsigned long long>(elastic->generation()), elastic->size(),
-                static_cast<long long>(elastic->step()), before, after,
-                static_cast<unsigned long long>(hashOf(w)));
+    std::printf(
+        "done id %d pid %d generation %llu size %d step %lld loss %.6f -> %.6f hash "
+        "%016llx\n",
+        elastic->id(), static_cast<int>(::getpid()),
+        static_cast<unsigned long long>(elastic->generation()), elastic->size(),
+        static_cast<long long>(elastic->step()), before, after,
+        static_cast<unsigned long long>(hashOf(w)));
     return after < before ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "elastic_train: %s\n", e.what());

@@ -191,10 +191,14 @@ TEST(Elastic, ARestartedProcessIsAdmittedAtAStepBoundaryAndHealed) {
     check(elastic->generation() == 1 || elastic->generation() == 2,
           "generation: a shrink, then a growth, or both at once");
     float low = weight, high = weight;
-    elastic->group().allreduce(Tensor::fromBlob(&low, ScalarType::Float32, {1}),
-                               AllreduceOptions{.reduceOp = ReduceOp::MIN})->wait();
-    elastic->group().allreduce(Tensor::fromBlob(&high, ScalarType::Float32, {1}),
-                               AllreduceOptions{.reduceOp = ReduceOp::MAX})->wait();
+    elastic->group()
+        .allreduce(Tensor::fromBlob(&low, ScalarType::Float32, {1}),
+                   AllreduceOptions{.reduceOp = ReduceOp::MIN})
+        ->wait();
+    elastic->group()
+        .allreduce(Tensor::fromBlob(&high, ScalarType::Float32, {1}),
+                   AllreduceOptions{.reduceOp = ReduceOp::MAX})
+        ->wait();
     checkEq(low, high, "weights equal on every member");
   });
   EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(3, 0)) << test::report(outcomes);
@@ -283,10 +287,14 @@ TEST(Elastic, AHealerThatDiesDuringARejoinIsReplacedByAnotherMember) {
     }
     train(6);
     float low = weight, high = weight;
-    elastic->group().allreduce(Tensor::fromBlob(&low, ScalarType::Float32, {1}),
-                               AllreduceOptions{.reduceOp = ReduceOp::MIN})->wait();
-    elastic->group().allreduce(Tensor::fromBlob(&high, ScalarType::Float32, {1}),
-                               AllreduceOptions{.reduceOp = ReduceOp::MAX})->wait();
+    elastic->group()
+        .allreduce(Tensor::fromBlob(&low, ScalarType::Float32, {1}),
+                   AllreduceOptions{.reduceOp = ReduceOp::MIN})
+        ->wait();
+    elastic->group()
+        .allreduce(Tensor::fromBlob(&high, ScalarType::Float32, {1}),
+                   AllreduceOptions{.reduceOp = ReduceOp::MAX})
+        ->wait();
     checkEq(low, high, "weights equal on both members");
   });
   EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 128 + SIGKILL, 0}))
@@ -316,9 +324,8 @@ TEST(Elastic, RefusesBadOptions) {
     test::expectThrows<InvalidArgument>(
         [&] { ElasticGroup(shared(env.store), 0, 1, quick(/*minSize=*/2)); }, "minSize",
         {"ElasticOptions::minSize must be in [1, 1], got 2"});
-    test::expectThrows<InvalidArgument>(
-        [&] { ElasticGroup(shared(env.store), 3, 2, quick()); }, "id",
-        {"id 3 is out of range for size 2"});
+    test::expectThrows<InvalidArgument>([&] { ElasticGroup(shared(env.store), 3, 2, quick()); },
+                                        "id", {"id 3 is out of range for size 2"});
   });
   EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(1, 0)) << test::report(outcomes);
 }

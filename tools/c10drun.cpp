@@ -87,7 +87,7 @@ struct Options {
   int master_port = 0;  // 0: pick a free one (single node only).
   double kill_grace_seconds = 5.0;
   bool elastic = false;
-  int max_restarts = 0;  // per rank; more than 0 implies elastic
+  int max_restarts = 0;         // per rank; more than 0 implies elastic
   double chaos_kill_every = 0;  // seconds; 0: no chaos
   std::vector<std::string> command;
 };
@@ -681,7 +681,10 @@ class Launcher {
       printMessage("rank " + std::to_string(rank.global_rank) + " " + how +
                    (error.empty() ? "" : ": " + error) + "; " + std::to_string(running_count_) +
                    " rank(s) go on (--elastic)");
-      if (rank.restarts < options_.max_restarts) restart(rank);
+      // Once none of this node's other ranks runs and one finished, the job is over here: a
+      // restart would find no member to join and fail again, until the restarts ran out.
+      const bool jobOver = running_count_ == 0 && any_exited_zero_;
+      if (rank.restarts < options_.max_restarts && !jobOver) restart(rank);
       return;
     }
     printMessage("rank " + std::to_string(rank.global_rank) + " " + how +
@@ -757,13 +760,12 @@ class Launcher {
     const size_t lost = std::count_if(events_.begin(), events_.end(),
                                       [](const Event& e) { return e.what.rfind("lost", 0) == 0; });
     std::string text = "summary: " + std::to_string(ranks_.size()) + " rank(s) started, " +
-                       std::to_string(lost) + " lost, " + std::to_string(restarts_) +
-                       " restarted";
+                       std::to_string(lost) + " lost, " + std::to_string(restarts_) + " restarted";
     for (const Event& event : events_) {
       char when[32];
       std::snprintf(when, sizeof(when), "%.3f", event.seconds);
-      text += "\n  " + std::string(when) + " s: rank " + std::to_string(event.rank) + " " +
-              event.what;
+      text +=
+          "\n  " + std::string(when) + " s: rank " + std::to_string(event.rank) + " " + event.what;
     }
     printMessage(text);
   }

@@ -112,8 +112,9 @@ std::unique_ptr<ElasticGroup> ElasticGroup::fromEnvironment(ElasticOptions optio
   InitOptions init;
   const WorldInfo world = detectWorld(init);
   if (config::value("C10D_STORE_HOST") != "launcher") {
-    C10D_LOG(Warning, "elastic: rank 0 hosts the job's store (C10D_STORE_HOST=rank0), so losing "
-                      "rank 0 ends the job; start it with c10drun --elastic to survive any loss");
+    C10D_LOG(Warning,
+             "elastic: rank 0 hosts the job's store (C10D_STORE_HOST=rank0), so losing "
+             "rank 0 ends the job; start it with c10drun --elastic to survive any loss");
   }
   if (options.group.localRank < 0) options.group.localRank = world.localRank;
   return std::make_unique<ElasticGroup>(connectStore(init, world), world.rank, world.worldSize,
@@ -124,14 +125,18 @@ ElasticGroup::~ElasticGroup() {
   if (group_) group_->shutdown();
 }
 
-ProcessGroup& ElasticGroup::group() const { return *sharedGroup(); }
+ProcessGroup& ElasticGroup::group() const {
+  return *sharedGroup();
+}
 
 std::shared_ptr<ProcessGroup> ElasticGroup::sharedGroup() const {
   C10D_CHECK(leftOut_.empty(), StateError, leftOut_);
   C10D_CHECK(!joining_, StateError, "elastic: id ", id_, " (incarnation ", incarnation_,
              ") is a restarted process: call join() before using the group");
-  C10D_CHECK(group_ != nullptr, StateError, "elastic: id ", id_, " has no group: the reform into "
-             "generation ", generation_, " failed (its error said why)");
+  C10D_CHECK(group_ != nullptr, StateError, "elastic: id ", id_,
+             " has no group: the reform into "
+             "generation ",
+             generation_, " failed (its error said why)");
   return group_;
 }
 
@@ -149,11 +154,35 @@ Reformation ElasticGroup::join(checkpoint::State* state) {
   store_->add(keys_ + "joins", 1);
   const std::string admitted = keys_ + "admitted/" + std::to_string(id_) + "/" + incarnation;
   std::string generation;
-  try {
-    generation = toString(store_->get(admitted, options_.group.timeout));
-  } catch (const TimeoutError&) {
-    C10D_THROW(TimeoutError, "elastic: id ", id_, " (incarnation ", incarnation_,
-               ") asked to join but no member admitted it within ", options_.group.timeout.count(),
+  // Waits in slices: when every member of the newest generation has ended, nobody is left to
+  // admit this process or to give it the state, and waiting longer would be a hang.
+  const Clock::time_point deadline = Clock::now() + options_.group.timeout;
+  uint64_t newest = 0;
+  while (generation.empty()) {
+    try {
+      generation = toString(store_->get(admitted, kJoinCheckInterval));
+      break;
+    } catch (const TimeoutError&) {
+    }
+    while (store_->check({keys_ + "g" + std::to_string(newest + 1) + "/members"})) ++newest;
+    std::vector<Member> members;
+    if (newest == 0) {
+      for (int m = 0; m < firstSize_; ++m) members.push_back({m, 0});
+    } else {
+      const std::string key = keys_ + "g" + std::to_string(newest) + "/members";
+      int64_t joins = 0;
+      members = parseMembers(toString(store_->get(key)), key, joins);
+    }
+    const bool anyAlive = std::any_of(members.begin(), members.end(),
+                                      [&](const Member& m) { return !(m.id == id_ || isDead(m)); });
+    C10D_CHECK(anyAlive, StateError, "elastic: id ", id_, " (incarnation ", incarnation_,
+               ") asked to join, but every member of generation ", newest,
+               " has ended (finished or died), so nobody "
+               "is left to admit it or to give it the state: start the job again (from a "
+               "checkpoint)");
+    C10D_CHECK(Clock::now() < deadline, TimeoutError, "elastic: id ", id_, " (incarnation ",
+               incarnation_, ") asked to join but no member admitted it within ",
+               options_.group.timeout.count(),
                " ms: are the members calling commit, and reform when joinsPending()?");
   }
   generation_ = static_cast<uint64_t>(toInt(generation, admitted));
@@ -180,13 +209,17 @@ Reformation ElasticGroup::join(checkpoint::State* state) {
   return result;
 }
 
-int ElasticGroup::rank() const { return group().rank(); }
-int ElasticGroup::size() const { return group().size(); }
+int ElasticGroup::rank() const {
+  return group().rank();
+}
+int ElasticGroup::size() const {
+  return group().size();
+}
 
 void ElasticGroup::build() {
   const std::string generation = "g" + std::to_string(generation_);
-  const int rank = static_cast<int>(std::find(members_.begin(), members_.end(), id_) -
-                                    members_.begin());
+  const int rank =
+      static_cast<int>(std::find(members_.begin(), members_.end(), id_) - members_.begin());
   ProcessGroupOptions options = options_.group;
   // A name per generation: shared-memory channels and the flight recorder are per name.
   options.groupName = options_.group.groupName + "." + generation;
@@ -259,8 +292,8 @@ bool ElasticGroup::commit(bool ok) {
 }
 
 std::vector<ElasticGroup::Member> ElasticGroup::parseMembers(const std::string& text,
-                                                            const std::string& key,
-                                                            int64_t& joins) {
+                                                             const std::string& key,
+                                                             int64_t& joins) {
   const size_t bar = text.find('|');
   C10D_CHECK(bar != std::string::npos, StateError, "elastic: store key '", key, "' holds '", text,
              "', not a membership");
@@ -306,8 +339,8 @@ std::vector<ElasticGroup::Member> ElasticGroup::agreeOnMembers(uint64_t next) {
   // counted is then always found below (join() writes its key before it counts).
   const int64_t joins = store_->add(keys_ + "joins", 0);
   for (int id = 0; id < firstSize_; ++id) {
-    const bool member = std::any_of(seen.begin(), seen.end(),
-                                    [id](const Member& m) { return m.id == id; });
+    const bool member =
+        std::any_of(seen.begin(), seen.end(), [id](const Member& m) { return m.id == id; });
     const std::string key = keys_ + "join/" + std::to_string(id);
     if (member || !store_->check({key})) continue;
     const Member asking{id, toInt(toString(store_->get(key)), key)};
@@ -316,8 +349,8 @@ std::vector<ElasticGroup::Member> ElasticGroup::agreeOnMembers(uint64_t next) {
   std::sort(seen.begin(), seen.end(), [](const Member& a, const Member& b) { return a.id < b.id; });
   std::string proposal = std::to_string(joins) + "|";
   for (size_t i = 0; i < seen.size(); ++i) {
-    proposal += (i ? "," : "") + std::to_string(seen[i].id) + ":" +
-                std::to_string(seen[i].incarnation);
+    proposal +=
+        (i ? "," : "") + std::to_string(seen[i].id) + ":" + std::to_string(seen[i].incarnation);
   }
   const std::string membersKey = here + "members";
   const std::vector<Member> members = parseMembers(
@@ -355,8 +388,8 @@ Reformation ElasticGroup::reform(checkpoint::State* state) {
     if (std::find(memberships.begin(), memberships.end(), Member{id_, incarnation_}) ==
         memberships.end()) {
       leftOut_ = detail::concat(
-          "elastic: id ", id_, " was left out of generation ", next, " (members ",
-          idList(members), "): it did not come to re-form within ElasticOptions::joinTimeout (",
+          "elastic: id ", id_, " was left out of generation ", next, " (members ", idList(members),
+          "): it did not come to re-form within ElasticOptions::joinTimeout (",
           options_.joinTimeout.count(), " ms), so the others went on without it");
       group_.reset();
       C10D_THROW(StateError, leftOut_);
@@ -382,9 +415,9 @@ Reformation ElasticGroup::reform(checkpoint::State* state) {
   result.healed = *healed;
   result.step = step_;
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  C10D_LOG(Info, "elastic: id ", id_, " re-formed generation ", generation_, " in ",
-           result.seconds, " s: members ", idList(members_), ", lost ", idList(result.lost),
-           ", joined ", idList(result.joined), ", at step ", step_,
+  C10D_LOG(Info, "elastic: id ", id_, " re-formed generation ", generation_, " in ", result.seconds,
+           " s: members ", idList(members_), ", lost ", idList(result.lost), ", joined ",
+           idList(result.joined), ", at step ", step_,
            result.healed ? " (healed from a member ahead)" : "");
   return result;
 }
@@ -415,9 +448,9 @@ bool ElasticGroup::heal(checkpoint::State* given) {
   checkpoint::State& state = *given;
   const int source = static_cast<int>(std::find(steps, steps + size, top) - steps);
   for (const checkpoint::StateTensor& t : state.tensors()) {
-    C10D_CHECK(t.slice == checkpoint::Slice::whole(t.globalShape), StateError,
-               "elastic: tensor '", t.name, "' of the State is a slice (",
-               t.slice.describe(), "); reform heals replicated tensors only: load sharded state "
+    C10D_CHECK(t.slice == checkpoint::Slice::whole(t.globalShape), StateError, "elastic: tensor '",
+               t.name, "' of the State is a slice (", t.slice.describe(),
+               "); reform heals replicated tensors only: load sharded state "
                "from a checkpoint (c10d/checkpoint/Checkpoint.hpp)");
   }
   if (pg.rank() == source) {

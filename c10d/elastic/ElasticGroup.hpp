@@ -37,9 +37,9 @@
 //     of the old one is here, known dead (c10drun records each rank's end in the store:
 //     c10d/elastic/LauncherKeys.hpp), or the wait (ElasticOptions::joinTimeout) is over.
 //  3. The first survivor done proposes the members it saw, and the live processes that asked to
-//     join, with one compare-and-set; everyone takes that proposal. A rank left out (stalled past the wait, or cut off) throws StateError
-//     when it comes back: the new group's keys are under the new generation, so it never meets
-//     the new group.
+//     join, with one compare-and-set; everyone takes that proposal. A rank left out (stalled past
+//     the wait, or cut off) throws StateError when it comes back: the new group's keys are under
+//     the new generation, so it never meets the new group.
 //  4. Fewer members than ElasticOptions::minSize: every survivor throws StateError naming the
 //     lost ids. Otherwise the new group is built over the store under the new generation.
 //  5. With a State: the members agree on the highest committed step, and a member at it
@@ -180,7 +180,7 @@ class ElasticGroup {
   std::vector<int> members_;         // their ids
   int64_t joinsAdmitted_ = 0;        // join requests counted when the last generation was decided
   bool joinsPending_ = false;
-  bool joining_ = false;             // a restarted process before join()
+  bool joining_ = false;  // a restarted process before join()
   std::chrono::steady_clock::time_point lastJoinCheck_{};
   std::shared_ptr<ProcessGroup> group_;
   int64_t step_ = 0;

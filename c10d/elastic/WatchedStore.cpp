@@ -25,8 +25,8 @@ WatchedStore::WatchedStore(std::string prefix, std::shared_ptr<Store> store,
     : PrefixStore(std::move(prefix), std::move(store)), lost_(std::move(lost)) {}
 
 template <typename Wait>
-auto WatchedStore::watched(const std::vector<std::string>& keys,
-                           std::chrono::milliseconds timeout, Wait wait) {
+auto WatchedStore::watched(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
+                           Wait wait) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point deadline = Clock::now() + timeout;
   while (true) {
@@ -41,8 +41,8 @@ auto WatchedStore::watched(const std::vector<std::string>& keys,
       }
     }
     if (std::string who = lost_(); !who.empty()) {
-      C10D_THROW(StateError, "elastic: ", who, " while this rank waited for key(s) ",
-                 keyList(keys), " under store prefix '", prefix(), "'");
+      C10D_THROW(StateError, "elastic: ", who, " while this rank waited for key(s) ", keyList(keys),
+                 " under store prefix '", prefix(), "'");
     }
   }
 }
@@ -53,8 +53,7 @@ WatchedStore::Bytes WatchedStore::get(const std::string& key, std::chrono::milli
 }
 
 void WatchedStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  watched(keys, timeout,
-          [&](std::chrono::milliseconds slice) { PrefixStore::wait(keys, slice); });
+  watched(keys, timeout, [&](std::chrono::milliseconds slice) { PrefixStore::wait(keys, slice); });
 }
 
 std::vector<WatchedStore::Bytes> WatchedStore::multiGet(const std::vector<std::string>& keys,

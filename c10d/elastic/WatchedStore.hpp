@@ -21,8 +21,7 @@ namespace c10d::inline v0::elastic {
 class WatchedStore : public PrefixStore {
  public:
   // lost: empty while every member lives, else who died (for the error).
-  WatchedStore(std::string prefix, std::shared_ptr<Store> store,
-               std::function<std::string()> lost);
+  WatchedStore(std::string prefix, std::shared_ptr<Store> store, std::function<std::string()> lost);
 
   using Store::get;
   using Store::multiGet;
@@ -35,8 +34,7 @@ class WatchedStore : public PrefixStore {
  private:
   // Runs wait(slice) until it returns or timeout has passed, looking for a death between slices.
   template <typename Wait>
-  auto watched(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
-               Wait wait);
+  auto watched(const std::vector<std::string>& keys, std::chrono::milliseconds timeout, Wait wait);
 
   std::function<std::string()> lost_;
 };
