@@ -14,6 +14,7 @@
 #include "c10d/checkpoint/State.hpp"
 #include "c10d/elastic/ElasticGroup.hpp"
 #include "c10d/elastic/LauncherKeys.hpp"
+#include "c10d/elastic/ShardCopies.hpp"
 #include "tests/support/MultiProcess.hpp"
 
 namespace c10d::inline v0 {
@@ -298,6 +299,109 @@ TEST(Elastic, AHealerThatDiesDuringARejoinIsReplacedByAnotherMember) {
     checkEq(low, high, "weights equal on both members");
   });
   EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 128 + SIGKILL, 0}))
+      << test::report(outcomes);
+}
+
+// A tensor of 10 elements cut as ZeroOptimizer cuts (ceil(10 / size) each, from the front):
+// this member's slice. After step s, element i holds i + s.
+struct ShardedTensor {
+  std::vector<float> values;
+  checkpoint::State state;
+  ShardedTensor(int rank, int size, int64_t step) {
+    const int64_t part = (10 + size - 1) / size;
+    const int64_t begin = std::min<int64_t>(10, rank * part);
+    const int64_t count = std::min<int64_t>(10, begin + part) - begin;
+    values.resize(static_cast<size_t>(count));
+    for (int64_t k = 0; k < count; ++k) values[k] = static_cast<float>(begin + k + step);
+    state.addSlice("w", Tensor::fromBlob(values.data(), ScalarType::Float32, {count}), {10},
+                   checkpoint::Slice::flat(begin, count));
+  }
+  void zero() { std::fill(values.begin(), values.end(), 0.0f); }
+  void step() {
+    for (float& v : values) v += 1.0f;
+  }
+  bool holds(int64_t step) const {
+    const int64_t begin = state.tensors()[0].slice.offsets[0];
+    for (size_t k = 0; k < values.size(); ++k) {
+      if (values[k] != static_cast<float>(begin + static_cast<int64_t>(k) + step)) return false;
+    }
+    return true;
+  }
+};
+
+// Sharded state survives a loss without disk: each member keeps its neighbour's slice, and after
+// the reform the survivors' new slices (a 3-way cut instead of 4) are filled from their own old
+// slices and the copy of the lost one.
+TEST(Elastic, ShardedStateSurvivesALossThroughNeighbourCopies) {
+  auto outcomes = test::runRanks({.worldSize = 4, .killedRanks = {2}}, [](test::RankEnv& env) {
+    auto elastic = std::make_unique<ElasticGroup>(shared(env.store), env.rank, env.size, quick());
+    elastic::ShardCopies copies(*elastic);
+    auto shard = std::make_unique<ShardedTensor>(elastic->rank(), elastic->size(), 0);
+    int reforms = 0;
+    while (elastic->step() < 6) {
+      if (env.rank == 2 && elastic->step() == 3) {
+        env.store.add(elastic::launcherExitsKey(2), 1);  // as c10drun records it
+        ::raise(SIGKILL);
+      }
+      float one = 1.0f;
+      bool ok = true;
+      try {
+        elastic->group().allreduce(Tensor::fromBlob(&one, ScalarType::Float32, {1}))->wait();
+      } catch (const Error&) {
+        ok = false;
+      }
+      if (elastic->commit(ok)) {
+        shard->step();
+        copies.refresh(shard->state);
+        // Every copy of this step arrived before anyone goes on: the kill below comes after.
+        check(copies.wait(), "the exchange of copies");
+        continue;
+      }
+      const elastic::Reformation r = elastic->reform();
+      auto next = std::make_unique<ShardedTensor>(elastic->rank(), elastic->size(), 0);
+      next->zero();
+      copies.restore(shard->state, next->state, r);
+      shard = std::move(next);
+      check(shard->holds(elastic->step()), "the new slice holds the committed step's values");
+      ++reforms;
+    }
+    checkEq(1, reforms, "reforms");
+    checkEq(std::vector<int>{0, 1, 3}, elastic->members(), "members");
+    check(shard->holds(6), "the slice after 6 steps");
+    check(copies.bytes() > 0, "the copies take memory");
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0, 128 + SIGKILL, 0}))
+      << test::report(outcomes);
+}
+
+// Two neighbours lost at once: the slices of the second were held only by the first, so restore
+// says so on every survivor, naming both, instead of filling in zeros.
+TEST(Elastic, ShardCopiesOfTwoLostNeighboursAreAnErrorNamingThem) {
+  auto outcomes = test::runRanks({.worldSize = 4, .killedRanks = {1, 2}}, [](test::RankEnv& env) {
+    ElasticGroup elastic(shared(env.store), env.rank, env.size, quick());
+    elastic::ShardCopies copies(elastic);
+    ShardedTensor shard(elastic.rank(), elastic.size(), 0);
+    check(elastic.commit(true), "a step of all four");
+    shard.step();
+    copies.refresh(shard.state);
+    check(copies.wait(), "the exchange of copies");
+    if (env.rank == 1 || env.rank == 2) {
+      // Past the exchange of step 1's copies, then gone.
+      float one = 1.0f;
+      elastic.group().allreduce(Tensor::fromBlob(&one, ScalarType::Float32, {1}))->wait();
+      env.store.add(elastic::launcherExitsKey(env.rank), 1);
+      ::raise(SIGKILL);
+    }
+    float one = 1.0f;
+    elastic.group().allreduce(Tensor::fromBlob(&one, ScalarType::Float32, {1}))->wait();
+    check(!elastic.commit(true), "a commit with two dead ranks fails");
+    const elastic::Reformation r = elastic.reform();
+    ShardedTensor next(elastic.rank(), elastic.size(), 0);
+    test::expectThrows<StateError>(
+        [&] { copies.restore(shard.state, next.state, r); }, "restore",
+        {"the slices of lost id(s) 2 were held only by id(s) 1, lost too"});
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 128 + SIGKILL, 128 + SIGKILL, 0}))
       << test::report(outcomes);
 }
 

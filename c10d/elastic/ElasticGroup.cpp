@@ -450,8 +450,9 @@ bool ElasticGroup::heal(checkpoint::State* given) {
   for (const checkpoint::StateTensor& t : state.tensors()) {
     C10D_CHECK(t.slice == checkpoint::Slice::whole(t.globalShape), StateError, "elastic: tensor '",
                t.name, "' of the State is a slice (", t.slice.describe(),
-               "); reform heals replicated tensors only: load sharded state "
-               "from a checkpoint (c10d/checkpoint/Checkpoint.hpp)");
+               "); reform heals replicated tensors only: pass sharded ones to "
+               "elastic::ShardCopies (c10d/elastic/ShardCopies.hpp) or load them from a "
+               "checkpoint");
   }
   if (pg.rank() == source) {
     for (const auto& hook : state.saveHooks()) hook();

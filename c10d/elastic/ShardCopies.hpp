@@ -1,0 +1,95 @@
+#pragma once
+
+// Redundancy for sharded state (ZeroOptimizer's and FullyShardedLayers' slices, any sliced
+// tensor of a checkpoint::State): each member keeps a copy of the next member's slices, so that
+// the slices of a lost rank survive on the rank before it in the ring, and a re-formed group
+// reshards them onto its members without disk.
+//
+//   elastic::ShardCopies copies(*elastic);
+//   checkpoint::State sharded;  zero->addToState(sharded);     // this generation's slices
+//   ... each committed step:   optimizer step, then copies.refresh(sharded);
+//   ... after reform (r):      auto newZero = <ZeroOptimizer over elastic->group()>;
+//                              checkpoint::State next;  newZero->addToState(next);
+//                              copies.restore(sharded, next, r);   // then use newZero
+//
+// refresh snapshots this rank's slices and starts sending them to the previous member while the
+// next step computes (the exchange completes at the next refresh or at restore). Memory: three
+// times this rank's slices (the snapshot being sent, the neighbour's copy, and the one arriving).
+//
+// restore fills the new slices from the old generation's: every survivor gives its own, and the
+// holder of each lost member's copy gives that one; each tensor then travels as one allreduce of
+// its whole size. It throws StateError, on every member alike, when a lost member's copy is gone
+// too (two neighbours lost at once, or the holder was restarted) or when the copies are not from
+// the members' committed step (a rank died between the step's commit and its refresh): load the
+// sharded state from a checkpoint then (c10d/checkpoint/Checkpoint.hpp, any world size).
+//
+// Threading: the thread that drives the ElasticGroup.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "c10d/checkpoint/State.hpp"
+#include "c10d/core/Tensor.hpp"
+
+namespace c10d::inline v0 {
+class Work;
+}
+
+namespace c10d::inline v0::elastic {
+
+class ElasticGroup;
+struct Reformation;
+
+class ShardCopies {
+ public:
+  // elastic must outlive this.
+  explicit ShardCopies(ElasticGroup& elastic);
+  ~ShardCopies();
+  ShardCopies(const ShardCopies&) = delete;
+  ShardCopies& operator=(const ShardCopies&) = delete;
+
+  // After the step's update: snapshots state's sliced tensors and starts the ring exchange.
+  // Collective over the group. The first call of each generation exchanges the slices' shapes
+  // (blocking); the tensors and slices must stay the same until the next reform.
+  void refresh(const checkpoint::State& state);
+
+  // After a reform: fills now's sliced tensors (the new group's slices) from old (this rank's
+  // slices in the generation of the last refresh; empty on a newcomer) and the copies. Collective
+  // over the new group; throws StateError as said above.
+  void restore(const checkpoint::State& old, checkpoint::State& now, const Reformation& r);
+
+  // Completes the exchange in flight (refresh and restore do it first anyway): for a program
+  // that wants its copies current before it goes on. Returns whether it succeeded; on failure
+  // (a neighbour died) the copies of the refresh before stay.
+  bool wait();
+
+  // Host bytes held for the copies and snapshots.
+  size_t bytes() const;
+
+ private:
+  struct Copy {  // a neighbour's slice of one tensor
+    std::string name;
+    std::vector<int64_t> globalShape;
+    checkpoint::Slice slice;
+    Tensor held;      // as of heldStep_
+    Tensor arriving;  // of the exchange in flight
+  };
+  void exchangeShapes(const checkpoint::State& state);
+  // Waits for the exchange in flight; on success its copies become the held ones.
+  bool finishExchange();
+
+  ElasticGroup& elastic_;
+  uint64_t generation_ = UINT64_MAX;  // of the shapes exchanged
+  std::vector<int> ring_;             // ids of that generation, by rank
+  int neighbourId_ = -1;              // whose slices this rank holds
+  std::vector<Copy> copies_;
+  std::vector<Tensor> snapshots_;  // this rank's slices, being sent
+  std::vector<std::shared_ptr<Work>> inflight_;
+  int64_t inflightStep_ = -1;
+  int64_t heldStep_ = -1;  // the committed step the held copies are from
+};
+
+}  // namespace c10d::inline v0::elastic
