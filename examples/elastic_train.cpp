@@ -1,6 +1,7 @@
 // Data-parallel training that keeps going when ranks die, without restarting the survivors:
 //
 //   c10drun --elastic --nproc-per-node 4 elastic_train [--steps 300] [--step-ms 5] [--min-size 2]
+//                                                      [--join-timeout-ms 10000]
 //   c10drun --max-restarts 3 --nproc-per-node 4 elastic_train      # dead ranks come back
 //   ... elastic_train --checkpoint-dir /tmp/ckpt --checkpoint-every 50  # saves as it trains
 //   ... elastic_train --die-at 2:optimizer:120   # id 2 SIGKILLs itself there (fault tests)
@@ -154,6 +155,8 @@ int main(int argc, char** argv) {
   const bool countSamples = flag(argc, argv, "--count-samples");
   c10d::elastic::ElasticOptions options;
   options.minSize = intOption(argc, argv, "--min-size", 1);
+  options.joinTimeout =
+      std::chrono::milliseconds(intOption(argc, argv, "--join-timeout-ms", 10000));
   const std::string checkpointDir = textOption(argc, argv, "--checkpoint-dir");
   const int checkpointEvery = intOption(argc, argv, "--checkpoint-every", 50);
   try {

@@ -7,7 +7,9 @@
 #      each loads the newest complete checkpoint at the end;
 #   4. chaos: a random rank SIGKILLed every 0.7 s and restarted: the ranks that finish agree on
 #      the parameters and on every sample used exactly once per epoch;
-#   5. the launcher SIGKILLed: no rank outlives it (they must not train on as orphans).
+#   5. the launcher SIGKILLed: no rank outlives it (they must not train on as orphans);
+#   6. a rank stopped (SIGSTOP) past the group's timeout: the others go on without it; resumed,
+#      it learns it was left out and ends, and its restart rejoins.
 # Usage: elastic_faults_test.sh ELASTIC_TRAIN C10DRUN
 set -uo pipefail
 example=$1 launcher=$2
@@ -82,4 +84,25 @@ for _ in $(seq 1 100); do
 done
 [ "$alive" -eq 0 ] || { kill -9 $pids 2>/dev/null; fail "launcher: $alive rank(s) outlived the launcher by 5 s"; }
 echo "case launcher: every rank ended with the SIGKILLed launcher"
-echo "PASS: elastic_train survived kills during a reduction, an optimizer step and a checkpoint save, and chaos, with every sample used exactly once; no rank outlived its launcher"
+# 6. A stalled rank.
+: >"$out"
+C10D_TIMEOUT=2 timeout 120 "$launcher" --max-restarts 1 --nproc-per-node 4 "$example" \
+  --steps 3000 --count-samples --join-timeout-ms 1000 >"$out" 2>&1 &
+job=$!
+for _ in $(seq 1 300); do
+  [ "$(grep -c '\] start id' "$out")" -eq 4 ] && break
+  sleep 0.05
+done
+sleep 0.5
+stalled=$(grep '\] start id 2 pid' "$out" | awk '{print $NF}')
+kill -STOP "$stalled"
+sleep 4
+kill -CONT "$stalled"
+wait "$job"
+code=$?
+job=
+expect_agreement stall
+grep -q "id 2 was left out of generation" "$out" || { cat "$out"; fail "stall: id 2 was not told it was left out"; }
+grep -q "id 2 (restarted) joined" "$out" || { cat "$out"; fail "stall: id 2 did not rejoin"; }
+echo "case stall: $(grep -m1 -o 'id 2 was left out of generation [0-9]* ([^)]*)' "$out"); $(grep -m1 'id 2 (restarted) joined' "$out" | sed 's/^\[rank [0-9]\] //')"
+echo "PASS: elastic_train survived kills during a reduction, an optimizer step and a checkpoint save, and chaos, with every sample used exactly once; no rank outlived its launcher; a stalled rank was left out and rejoined"

@@ -3,6 +3,7 @@
 //
 //   c10drun --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P]
 //           [--kill-grace-seconds S] [--elastic] [--max-restarts N] [--chaos-kill-every S]
+//           [--chaos-stop-every S] [--chaos-stop-seconds D]
 //           PROGRAM ARGS...
 //
 // The launcher of node 0 hosts the job's store (a TCPStoreServer at MASTER_PORT), as torchrun's
@@ -89,6 +90,8 @@ struct Options {
   bool elastic = false;
   int max_restarts = 0;         // per rank; more than 0 implies elastic
   double chaos_kill_every = 0;  // seconds; 0: no chaos
+  double chaos_stop_every = 0;  // seconds; 0: no stops
+  double chaos_stop_seconds = 5;
   std::vector<std::string> command;
 };
 
@@ -184,6 +187,13 @@ Options parseOptions(int argc, char** argv) {
   app.add_option("--chaos-kill-every", options.chaos_kill_every,
                  "For tests and demos: SIGKILL a random running rank every S seconds (implies "
                  "--elastic); the summary lists each kill");
+  app.add_option("--chaos-stop-every", options.chaos_stop_every,
+                 "For tests and demos: SIGSTOP a random running rank every S seconds and resume "
+                 "it --chaos-stop-seconds later (implies --elastic): a rank that stalls without "
+                 "dying");
+  app.add_option("--chaos-stop-seconds", options.chaos_stop_seconds,
+                 "How long --chaos-stop-every keeps a rank stopped")
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -233,6 +243,12 @@ Options parseOptions(int argc, char** argv) {
     usageError("--chaos-kill-every must be a finite number of seconds >= 0");
   }
   if (options.chaos_kill_every > 0) options.elastic = true;
+  for (double seconds : {options.chaos_stop_every, options.chaos_stop_seconds}) {
+    if (!std::isfinite(seconds) || seconds < 0) {
+      usageError("--chaos-stop-every and --chaos-stop-seconds must be finite numbers >= 0");
+    }
+  }
+  if (options.chaos_stop_every > 0) options.elastic = true;
   // Every rank would refuse a bad C10D_* value at its first group; say it once, before starting
   // any of them.
   try {
@@ -363,6 +379,7 @@ struct Rank {
   pid_t pid = -1;  // Also the id of the rank's process group.
   bool running = false;
   int restarts = 0;  // processes started for this rank after the first
+  std::chrono::steady_clock::time_point resume_at{};  // --chaos-stop-every: stopped until then
   PrefixedStream out{-1, STDOUT_FILENO, ""};
   PrefixedStream err{-1, STDERR_FILENO, ""};
 };
@@ -569,6 +586,7 @@ class Launcher {
       handleSignals();
       Clock::time_point now = Clock::now();
       if (options_.chaos_kill_every > 0 && !stopping_) chaos(now);
+      if (options_.chaos_stop_every > 0) chaosStop(now);
       if (stopping_ && !killed_ && now >= kill_deadline_) killRemaining(/*after_grace=*/true);
 
       int open_streams = 0;
@@ -628,6 +646,35 @@ class Launcher {
     printMessage("chaos: SIGKILL to rank " + std::to_string(victim.global_rank));
   }
 
+  // --chaos-stop-every: SIGSTOPs a random running rank once per period, and SIGCONTs it
+  // --chaos-stop-seconds later (at once when the job stops, so that it can end).
+  void chaosStop(Clock::time_point now) {
+    for (Rank& rank : ranks_) {
+      if (rank.resume_at == Clock::time_point{} || (now < rank.resume_at && !stopping_)) continue;
+      rank.resume_at = {};
+      if (!rank.running || ::kill(rank.pid, SIGCONT) != 0) continue;
+      events_.push_back({rank.global_rank, secondsSinceStart(), "chaos: sent SIGCONT"});
+      printMessage("chaos: SIGCONT to rank " + std::to_string(rank.global_rank));
+    }
+    if (stopping_) return;
+    const auto period = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(options_.chaos_stop_every));
+    if (next_stop_ == Clock::time_point{}) next_stop_ = now + period;
+    if (now < next_stop_) return;
+    next_stop_ = now + period;
+    std::vector<Rank*> candidates;
+    for (Rank& rank : ranks_) {
+      if (rank.running && rank.resume_at == Clock::time_point{}) candidates.push_back(&rank);
+    }
+    if (candidates.size() < 2) return;  // leave one rank that runs
+    Rank& victim = *candidates[chaos_random_() % candidates.size()];
+    if (::kill(victim.pid, SIGSTOP) != 0) return;
+    victim.resume_at = now + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(options_.chaos_stop_seconds));
+    events_.push_back({victim.global_rank, secondsSinceStart(), "chaos: sent SIGSTOP"});
+    printMessage("chaos: SIGSTOP to rank " + std::to_string(victim.global_rank));
+  }
+
   int pollTimeoutMs(Clock::time_point now) const {
     std::optional<Clock::time_point> deadline;
     if (stopping_ && !killed_) deadline = kill_deadline_;
@@ -635,6 +682,13 @@ class Launcher {
     if (options_.chaos_kill_every > 0 && next_chaos_ != Clock::time_point{} &&
         (!deadline || next_chaos_ < *deadline)) {
       deadline = next_chaos_;
+    }
+    auto earliest = [&](Clock::time_point at) {
+      if (at != Clock::time_point{} && (!deadline || at < *deadline)) deadline = at;
+    };
+    if (options_.chaos_stop_every > 0) {
+      earliest(next_stop_);
+      for (const Rank& rank : ranks_) earliest(rank.resume_at);
     }
     if (!deadline) return kMaxPollMs;
     auto wait = std::chrono::ceil<std::chrono::milliseconds>(*deadline - now).count();
@@ -726,6 +780,7 @@ class Launcher {
     rank.out.drainAndClose();
     rank.err.drainAndClose();
     ++rank.restarts;
+    rank.resume_at = {};       // a stopped process that was killed: its successor runs
     if (!spawn(rank)) return;  // spawn said why; the others go on
     ++restarts_;
     events_.push_back({rank.global_rank, secondsSinceStart(),
@@ -869,6 +924,7 @@ class Launcher {
   std::vector<Event> events_;
   int restarts_ = 0;
   Clock::time_point next_chaos_{};
+  Clock::time_point next_stop_{};
   std::minstd_rand chaos_random_{static_cast<unsigned>(::getpid())};
   bool any_exited_zero_ = false;
   std::string error_dir_;

@@ -599,7 +599,7 @@ typedef struct c10d_elastic c10d_elastic;
 typedef struct c10d_elastic_options {
   size_t struct_size;
   const char* backend;     /* NULL: C10D_BACKEND, else "gloo" */
-  int64_t timeout_ms;      /* each generation's op timeout; 0: 30 minutes */
+  int64_t timeout_ms;      /* each generation's op timeout; 0: C10D_TIMEOUT (30 minutes) */
   const char* group_name;  /* NULL: "default"; also names the store keys */
   int min_size;            /* fewer members after a loss fail reform; 0: 1 */
   int64_t join_timeout_ms; /* how long reform waits for a member neither here nor dead; 0: 10 s */

@@ -30,12 +30,6 @@ constexpr auto kPollInterval = std::chrono::milliseconds(2);
 // beyond the step boundary.
 constexpr auto kJoinCheckInterval = std::chrono::milliseconds(100);
 
-// How long a rank whose group failed while it was built or healed waits for the launcher to
-// record a member's death before it takes the failure for something else. c10drun records an
-// end within milliseconds (waitpid, then one store call), while the failure it caused can come
-// first: a dead peer's sockets close as it dies.
-constexpr auto kDeathRecordWait = std::chrono::seconds(2);
-
 std::string idList(const std::vector<int>& ids) {
   std::string text;
   for (int id : ids) text += (text.empty() ? "" : ", ") + std::to_string(id);
@@ -94,6 +88,9 @@ ElasticGroup::ElasticGroup(std::shared_ptr<Store> store, int id, int size, Elast
              "ElasticOptions::joinTimeout must be positive, got ", options_.joinTimeout.count(),
              " ms");
   if (options_.group.backend.empty()) options_.group.backend = config::value("C10D_BACKEND");
+  if (options_.group.timeout.count() == 0) {
+    options_.group.timeout = std::chrono::seconds(config::Settings().integer("C10D_TIMEOUT"));
+  }
   keys_ = "c10d/elastic/" + options_.group.groupName + "/";
   incarnation_ = store_->add(launcherExitsKey(id_), 0);
   if (incarnation_ > 0) {
@@ -156,7 +153,11 @@ Reformation ElasticGroup::join(checkpoint::State* state) {
   std::string generation;
   // Waits in slices: when every member of the newest generation has ended, nobody is left to
   // admit this process or to give it the state, and waiting longer would be a hang.
-  const Clock::time_point deadline = Clock::now() + options_.group.timeout;
+  // The deadline moves with the members' progress: each new generation gives them another
+  // while to admit it. A while: a stalled member holds them up to the group's timeout in a step
+  // and again in its commit, and reform waits joinTimeout for it.
+  const auto patience = 2 * options_.group.timeout + options_.joinTimeout;
+  Clock::time_point deadline = Clock::now() + patience;
   uint64_t newest = 0;
   while (generation.empty()) {
     try {
@@ -164,7 +165,9 @@ Reformation ElasticGroup::join(checkpoint::State* state) {
       break;
     } catch (const TimeoutError&) {
     }
+    const uint64_t seen = newest;
     while (store_->check({keys_ + "g" + std::to_string(newest + 1) + "/members"})) ++newest;
+    if (newest != seen) deadline = Clock::now() + patience;
     std::vector<Member> members;
     if (newest == 0) {
       for (int m = 0; m < firstSize_; ++m) members.push_back({m, 0});
@@ -181,9 +184,9 @@ Reformation ElasticGroup::join(checkpoint::State* state) {
                "is left to admit it or to give it the state: start the job again (from a "
                "checkpoint)");
     C10D_CHECK(Clock::now() < deadline, TimeoutError, "elastic: id ", id_, " (incarnation ",
-               incarnation_, ") asked to join but no member admitted it within ",
-               options_.group.timeout.count(),
-               " ms: are the members calling commit, and reform when joinsPending()?");
+               incarnation_, ") asked to join but no member admitted it within ", patience.count(),
+               " ms of their last new generation: are the "
+               "members calling commit, and reform when joinsPending()?");
   }
   generation_ = static_cast<uint64_t>(toInt(generation, admitted));
   const std::string membersKey = keys_ + "g" + std::to_string(generation_) + "/members";
@@ -236,20 +239,23 @@ void ElasticGroup::build() {
 std::optional<bool> ElasticGroup::buildAndHeal(checkpoint::State* state) {
   try {
     build();
-    return heal(state);
+    const bool healed = heal(state);
+    formFailure_ = nullptr;
+    sameMembersFailures_ = 0;
+    return healed;
+  } catch (const InvalidArgument&) {
+    throw;  // the program's or the configuration's mistake: no reform mends it
   } catch (const Error& e) {
-    std::string who = lostAmong(*store_, memberships_);
-    for (auto until = Clock::now() + kDeathRecordWait; who.empty() && Clock::now() < until;) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      who = lostAmong(*store_, memberships_);
-    }
-    if (who.empty()) throw;
-    C10D_LOG(Warning, "elastic: id ", id_, " could not form generation ", generation_, " (", who,
-             "): ", e.what(), "; re-forming without it");
+    // Most often a member died or stalled while the generation formed: the next reform goes on
+    // without it. When every member comes to that reform, the failure was something else, and
+    // reform throws it.
+    formFailure_ = std::current_exception();
+    failedMemberships_ = memberships_;
+    C10D_LOG(Warning, "elastic: id ", id_, " could not form generation ", generation_, ": ",
+             e.what(), "; re-forming");
     return std::nullopt;
   }
 }
-
 std::string ElasticGroup::lostAmong(Store& store, const std::vector<Member>& memberships) {
   std::string who;
   for (const Member& m : memberships) {
@@ -383,6 +389,15 @@ Reformation ElasticGroup::reform(checkpoint::State* state) {
                                     "again"));
     }
     const std::vector<Member> memberships = agreeOnMembers(next);
+    // The same members failed to form a generation three times in a row: no loss explains it
+    // (a member that stalled and came back in time explains one failure; under chaos, two).
+    if (formFailure_ && memberships == failedMemberships_ && ++sameMembersFailures_ >= 3) {
+      std::exception_ptr failure = formFailure_;
+      formFailure_ = nullptr;
+      sameMembersFailures_ = 0;
+      std::rethrow_exception(failure);
+    }
+    if (memberships != failedMemberships_) sameMembersFailures_ = 0;
     std::vector<int> members;
     for (const Member& m : memberships) members.push_back(m.id);
     if (std::find(memberships.begin(), memberships.end(), Member{id_, incarnation_}) ==

@@ -59,6 +59,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -77,10 +78,13 @@ namespace c10d::inline v0::elastic {
 
 struct ElasticOptions {
   // Of every generation's group. The group name also names the store keys of this ElasticGroup.
-  // An empty backend: C10D_BACKEND, else gloo.
+  // An empty backend: C10D_BACKEND, else gloo. A zero timeout: C10D_TIMEOUT, as
+  // initProcessGroup. The timeout is also how long a stalled rank (stopped, or cut off) holds the
+  // others before they re-form without it.
   ProcessGroupOptions group = [] {
     ProcessGroupOptions options;
     options.backend.clear();
+    options.timeout = std::chrono::milliseconds(0);
     return options;
   }();
   // Fewer members than this after a loss: reform throws StateError on every survivor.
@@ -158,8 +162,8 @@ class ElasticGroup {
   static std::vector<int> idsNotIn(const std::vector<Member>& these,
                                    const std::vector<Member>& those);
   void build();
-  // build() and heal(); nullopt when either failed because a member of the generation died
-  // (the caller re-forms without it), else heal's answer. Other failures are thrown.
+  // build() and heal(); heal's answer, or nullopt when either failed (the caller re-forms,
+  // which throws the failure if every member comes again: then it was no loss).
   std::optional<bool> buildAndHeal(checkpoint::State* state);
   // Brings every member to the highest committed step: the State from the first member at it.
   // True when this rank was behind.
@@ -184,7 +188,10 @@ class ElasticGroup {
   std::chrono::steady_clock::time_point lastJoinCheck_{};
   std::shared_ptr<ProcessGroup> group_;
   int64_t step_ = 0;
-  std::string leftOut_;  // why this rank is no member any more; empty while it is
+  std::string leftOut_;                    // why this rank is no member any more; empty while it is
+  std::exception_ptr formFailure_;         // why the last generation did not form, if it did not
+  std::vector<Member> failedMemberships_;  // of that generation
+  int sameMembersFailures_ = 0;            // generations of those members that failed in a row
 };
 
 }  // namespace c10d::inline v0::elastic
