@@ -169,7 +169,10 @@ void ShardCopies::refresh(const checkpoint::State& state) {
   finishExchange();
   ProcessGroup& pg = elastic_.group();
   const int n = pg.size();
-  if (n == 1) return;
+  if (n == 1) {
+    heldStep_ = elastic_.step();  // alone, its own slices are all there is
+    return;
+  }
   const std::vector<const StateTensor*> mine = slicedOf(state);
   C10D_CHECK(mine.size() == snapshots_.size(), InvalidArgument,
              "ShardCopies::refresh: the State "

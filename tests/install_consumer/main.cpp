@@ -9,6 +9,7 @@
 #include <c10d/core/Exception.hpp>
 #include <c10d/core/Tensor.hpp>
 #include <c10d/elastic/ElasticGroup.hpp>
+#include <c10d/elastic/ShardCopies.hpp>
 #include <rpc/RRef.hpp>
 #include <rpc/autograd/DistributedOptimizer.hpp>
 #include <store/HashStore.hpp>
@@ -89,6 +90,18 @@ int main(int argc, char** argv) {
   const bool committed = elastic.commit(true);
   const c10d::elastic::Reformation reformed = elastic.reform(&into);
   if (!committed || reformed.generation != 1 || reformed.step != 1 || elastic.size() != 1) return 9;
+  // Its shard copies: a slice refreshed, then restored onto a fresh tensor after a reform.
+  int32_t half[2] = {5, 6}, restored[2] = {0, 0};
+  c10d::checkpoint::State sharded, resharded;
+  sharded.addSlice("s", c10d::Tensor::fromBlob(half, c10d::ScalarType::Int32, {2}), {4},
+                   c10d::checkpoint::Slice::flat(0, 2));
+  resharded.addSlice("s", c10d::Tensor::fromBlob(restored, c10d::ScalarType::Int32, {2}), {4},
+                     c10d::checkpoint::Slice::flat(0, 2));
+  c10d::elastic::ShardCopies copies(elastic);
+  elastic.commit(true);
+  copies.refresh(sharded);
+  copies.restore(sharded, resharded, elastic.reform());
+  if (restored[0] != 5 || restored[1] != 6) return 10;
 
   int missing = 0;
   for (int i = 1; i < argc; ++i) {
@@ -99,7 +112,7 @@ int main(int argc, char** argv) {
 
   std::printf(
       "consumer ok: stores, TCPStore on port %u, DLPack round trip, rpc remote, gloo allreduce, "
-      "checkpoint, elastic group; "
+      "checkpoint, elastic group and shard copies; "
       "%d backend(s) without their runtime refused clearly\n",
       tcp.port(), missing);
   return 0;
