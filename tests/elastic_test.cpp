@@ -302,36 +302,51 @@ TEST(Elastic, AHealerThatDiesDuringARejoinIsReplacedByAnotherMember) {
       << test::report(outcomes);
 }
 
-// A tensor of 10 elements cut as ZeroOptimizer cuts (ceil(10 / size) each, from the front):
-// this member's slice. After step s, element i holds i + s.
+// Two tensors cut as ZeroOptimizer cuts its flat parameters (ceil(n / size) each, from the
+// front): "w" of 10 elements and "small" of 4, which a rank whose cut is empty does not hold at
+// all (as ZeroOptimizer adds no state for a parameter its shard misses: at 3 ranks, rank 2).
+// After step s, element i holds i + s.
 struct ShardedTensor {
-  std::vector<float> values;
+  std::vector<float> w, small;
   checkpoint::State state;
   ShardedTensor(int rank, int size, int64_t step) {
-    const int64_t part = (10 + size - 1) / size;
-    const int64_t begin = std::min<int64_t>(10, rank * part);
-    const int64_t count = std::min<int64_t>(10, begin + part) - begin;
+    add("w", w, 10, rank, size, step);
+    add("small", small, 4, rank, size, step);
+  }
+  void add(const std::string& name, std::vector<float>& values, int64_t n, int rank, int size,
+           int64_t step) {
+    const int64_t part = (n + size - 1) / size;
+    const int64_t begin = std::min<int64_t>(n, rank * part);
+    const int64_t count = std::min<int64_t>(n, begin + part) - begin;
+    if (count == 0) return;
     values.resize(static_cast<size_t>(count));
     for (int64_t k = 0; k < count; ++k) values[k] = static_cast<float>(begin + k + step);
-    state.addSlice("w", Tensor::fromBlob(values.data(), ScalarType::Float32, {count}), {10},
+    state.addSlice(name, Tensor::fromBlob(values.data(), ScalarType::Float32, {count}), {n},
                    checkpoint::Slice::flat(begin, count));
   }
-  void zero() { std::fill(values.begin(), values.end(), 0.0f); }
+  void zero() {
+    std::fill(w.begin(), w.end(), 0.0f);
+    std::fill(small.begin(), small.end(), 0.0f);
+  }
   void step() {
-    for (float& v : values) v += 1.0f;
+    for (float& v : w) v += 1.0f;
+    for (float& v : small) v += 1.0f;
   }
   bool holds(int64_t step) const {
-    const int64_t begin = state.tensors()[0].slice.offsets[0];
-    for (size_t k = 0; k < values.size(); ++k) {
-      if (values[k] != static_cast<float>(begin + static_cast<int64_t>(k) + step)) return false;
+    for (const checkpoint::StateTensor& t : state.tensors()) {
+      const int64_t begin = t.slice.offsets[0];
+      const float* values = t.local.data<float>();
+      for (int64_t k = 0; k < t.local.numel(); ++k) {
+        if (values[k] != static_cast<float>(begin + k + step)) return false;
+      }
     }
     return true;
   }
 };
 
-// Sharded state survives a loss without disk: each member keeps its neighbour's slice, and after
-// the reform the survivors' new slices (a 3-way cut instead of 4) are filled from their own old
-// slices and the copy of the lost one.
+// Sharded state survives a loss without disk: each member keeps its neighbour's slices, and after
+// the reform the survivors' new slices (a 3-way cut instead of 4, where rank 2 holds no "small")
+// are filled from their own old slices and the copy of the lost one's.
 TEST(Elastic, ShardedStateSurvivesALossThroughNeighbourCopies) {
   auto outcomes = test::runRanks({.worldSize = 4, .killedRanks = {2}}, [](test::RankEnv& env) {
     auto elastic = std::make_unique<ElasticGroup>(shared(env.store), env.rank, env.size, quick());

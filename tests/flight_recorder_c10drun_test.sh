@@ -17,6 +17,8 @@ fail() { echo "FAIL: $*"; exit 1; }
   fail "ranks 0 and 1 left no dump"
 [ $status -eq 1 ] || fail "flight_report.py exited $status, expected 1 (a rank is missing)"
 grep -q "no dump from rank 2" <<<"$report" || fail "the report does not name rank 2 as missing"
-grep -q "furthest: ranks 0, 1 at #20 allreduce float32\[1024\] sum" <<<"$report" ||
-  fail "the report does not place ranks 0 and 1 at collective #20"
+# Rank 2 starts allreduce #20, then kills itself: whether its part of #20 reached the others
+# first is a race, so they fail in #20 or, having finished it, in #21.
+grep -qE "furthest: ranks 0, 1 at #2[01] allreduce float32\[1024\] sum" <<<"$report" ||
+  fail "the report does not place ranks 0 and 1 at collective #20 or #21"
 echo PASS

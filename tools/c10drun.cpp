@@ -420,6 +420,7 @@ class Launcher {
       Rank& rank = ranks_[static_cast<size_t>(r)];
       rank.local_rank = r;
       rank.global_rank = options_.node_rank * options_.nproc_per_node + r;
+      if (options_.elastic) recordLostWithLauncher(rank);
       if (!spawn(rank)) {
         failure_code_ = kRuntimeErrorExitCode;
         beginStopping(SIGTERM);
@@ -463,6 +464,15 @@ class Launcher {
   // Everything the child needs is prepared here, before fork, so that the child neither
   // allocates nor touches shared state between fork and exec.
   bool spawn(Rank& rank) {
+    if (options_.elastic && store_) {
+      try {
+        store_->add(c10d::elastic::launcherStartsKey(rank.global_rank), 1);
+      } catch (const std::exception& e) {
+        printMessage("cannot count the start of rank " + std::to_string(rank.global_rank) +
+                     " in the store: " + e.what());
+        store_.reset();
+      }
+    }
     std::vector<std::string> env_strings = rankEnvironment(rank);
     std::vector<char*> envp;
     for (std::string& entry : env_strings) envp.push_back(entry.data());
@@ -790,6 +800,32 @@ class Launcher {
     printMessage("rank " + std::to_string(rank.global_rank) + " restarted (" +
                  std::to_string(rank.restarts) + " of " + std::to_string(options_.max_restarts) +
                  ")");
+  }
+
+  // A launcher started again on a node whose last launcher was lost: the processes that one
+  // started died with it (PR_SET_PDEATHSIG) and nobody recorded their ends. Recording them now
+  // makes this launcher's ranks restarts, which join the members instead of claiming to be
+  // the first generation.
+  void recordLostWithLauncher(const Rank& rank) {
+    if (!store_) return;
+    try {
+      const int64_t startedBefore =
+          store_->add(c10d::elastic::launcherStartsKey(rank.global_rank), 0);
+      int64_t ended = store_->add(c10d::elastic::launcherExitsKey(rank.global_rank), 0);
+      if (ended >= startedBefore) return;
+      for (; ended < startedBefore; ++ended) {
+        store_->add(c10d::elastic::launcherExitsKey(rank.global_rank), 1);
+        store_->set(c10d::elastic::launcherExitKey(rank.global_rank, ended),
+                    c10d::toBytes("lost with its node's previous launcher"));
+      }
+      events_.push_back({rank.global_rank, secondsSinceStart(),
+                         "started as a rejoin: its previous process was lost with this node's "
+                         "previous launcher"});
+    } catch (const std::exception& e) {
+      printMessage("cannot read rank " + std::to_string(rank.global_rank) +
+                   "'s records in the store: " + e.what());
+      store_.reset();
+    }
   }
 
   // How the rank ended, where survivors that re-form their group look, before any restart of

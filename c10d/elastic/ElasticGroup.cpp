@@ -95,6 +95,7 @@ ElasticGroup::ElasticGroup(std::shared_ptr<Store> store, int id, int size, Elast
   incarnation_ = store_->add(launcherExitsKey(id_), 0);
   if (incarnation_ > 0) {
     joining_ = true;  // a restart: the members admit it in join()
+    holdsState_ = false;
     return;
   }
   for (int m = 0; m < size; ++m) memberships_.push_back({m, 0});
@@ -449,19 +450,36 @@ std::vector<int> ElasticGroup::idsNotIn(const std::vector<Member>& these,
 bool ElasticGroup::heal(checkpoint::State* given) {
   ProcessGroup& pg = *group_;
   const int size = pg.size();
-  Tensor mine = Tensor::fromBlob(&step_, ScalarType::Int64, {1});
-  Tensor all = Tensor::empty({size}, ScalarType::Int64);
-  pg.allgatherIntoTensor(all, mine)->wait();
-  const int64_t* steps = all.data<int64_t>();
-  const int64_t top = *std::max_element(steps, steps + size);
-  if (std::all_of(steps, steps + size, [top](int64_t s) { return s == top; })) return false;
-  // Every member sees the same steps, so all of them throw here, or none.
+  // {committed step, whether this process holds the state} of every member. A newcomer holds
+  // none until it is healed.
+  int64_t mine[2] = {step_, holdsState_ ? 1 : 0};
+  Tensor all = Tensor::empty({2 * size}, ScalarType::Int64);
+  pg.allgatherIntoTensor(all, Tensor::fromBlob(mine, ScalarType::Int64, {2}))->wait();
+  const int64_t* at = all.data<int64_t>();
+  int source = -1;
+  int64_t top = 0, low = INT64_MAX;
+  bool anyBehind = false;
+  for (int r = 0; r < size; ++r) {
+    if (at[2 * r + 1] != 0 && (source < 0 || at[2 * r] > top)) {
+      source = r;
+      top = at[2 * r];
+    }
+  }
+  // Every member sees the same, so all of them throw here, or none.
+  C10D_CHECK(source >= 0, StateError, "elastic: no member of generation ", generation_, " (ids ",
+             idList(members_),
+             ") holds the state: every process that had it ended "
+             "while the newcomers joined; start the job again from a checkpoint");
+  for (int r = 0; r < size; ++r) {
+    low = std::min(low, at[2 * r]);
+    anyBehind = anyBehind || at[2 * r] != top || at[2 * r + 1] == 0;
+  }
+  if (!anyBehind) return false;
   C10D_CHECK(given != nullptr, StateError, "elastic: in generation ", generation_,
-             " the members are at steps ", *std::min_element(steps, steps + size), " to ", top,
+             " the members are at steps ", low, " to ", top,
              " (a newcomer, or a rank that died while they agreed on a step); pass reform and "
              "join the State to heal from a member at the highest step");
   checkpoint::State& state = *given;
-  const int source = static_cast<int>(std::find(steps, steps + size, top) - steps);
   for (const checkpoint::StateTensor& t : state.tensors()) {
     C10D_CHECK(t.slice == checkpoint::Slice::whole(t.globalShape), StateError, "elastic: tensor '",
                t.name, "' of the State is a slice (", t.slice.describe(),
@@ -475,17 +493,19 @@ bool ElasticGroup::heal(checkpoint::State* given) {
   for (const checkpoint::StateTensor& t : state.tensors()) {
     pg.broadcast(t.local, BroadcastOptions{.rootRank = source})->wait();
   }
-  const std::string valuesKey = keys_ + "g" + std::to_string(generation_) + "/heal/values";
+  // Through the generation's store, whose waits end if the source dies before it writes.
+  const std::string valuesKey = "heal/values";
   if (pg.rank() == source) {
-    store_->set(valuesKey, toBytes(encodeValues(state.values())));
+    pg.store()->set(valuesKey, toBytes(encodeValues(state.values())));
   } else {
-    state.mutableValues() = decodeValues(toString(store_->get(valuesKey, pg.timeout())));
+    state.mutableValues() = decodeValues(toString(pg.store()->get(valuesKey, pg.timeout())));
   }
-  const bool behind = step_ < top;
+  const bool behind = step_ < top || !holdsState_;
   if (pg.rank() != source) {
     for (const auto& hook : state.loadHooks()) hook(state);
   }
   step_ = top;
+  holdsState_ = true;
   return behind;
 }
 

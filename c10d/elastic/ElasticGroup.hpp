@@ -188,8 +188,9 @@ class ElasticGroup {
   std::chrono::steady_clock::time_point lastJoinCheck_{};
   std::shared_ptr<ProcessGroup> group_;
   int64_t step_ = 0;
-  std::string leftOut_;                    // why this rank is no member any more; empty while it is
-  std::exception_ptr formFailure_;         // why the last generation did not form, if it did not
+  bool holdsState_ = true;          // false on a restarted process until healing gave it the state
+  std::string leftOut_;             // why this rank is no member any more; empty while it is
+  std::exception_ptr formFailure_;  // why the last generation did not form, if it did not
   std::vector<Member> failedMemberships_;  // of that generation
   int sameMembersFailures_ = 0;            // generations of those members that failed in a row
 };

@@ -17,6 +17,14 @@ inline std::string launcherExitsKey(int globalRank) {
   return "c10d/launcher/exits/" + std::to_string(globalRank);
 }
 
+// A counter: how many processes of this rank launchers have started. A launcher that finds it
+// above the exits counter (a node's launcher started again after the last one was lost, and its
+// ranks with it, unrecorded) records those ends first, so that its ranks start as restarts,
+// which join the members.
+inline std::string launcherStartsKey(int globalRank) {
+  return "c10d/launcher/starts/" + std::to_string(globalRank);
+}
+
 // How incarnation n of the rank ended, in the launcher's words: "killed by signal SIGKILL at
 // 3.214 s" (since the launcher started).
 inline std::string launcherExitKey(int globalRank, int64_t incarnation) {

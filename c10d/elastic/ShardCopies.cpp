@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <map>
+#include <sstream>
 
 #include "c10d/ProcessGroup.hpp"
 #include "c10d/Work.hpp"
@@ -10,6 +12,7 @@
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/elastic/ElasticGroup.hpp"
+#include "store/Store.hpp"
 
 namespace c10d::inline v0::elastic {
 namespace {
@@ -17,20 +20,11 @@ namespace {
 using checkpoint::Slice;
 using checkpoint::StateTensor;
 
-// Tags of ShardCopies' point-to-point traffic, apart from a program's own small tags.
-constexpr int kShapesTag = 0x5c0b1;
+// Tag of ShardCopies' point-to-point traffic, apart from a program's own small tags.
 constexpr int kCopyTag = 0x5c0b2;
 
 bool isSliced(const StateTensor& t) {
   return !(t.slice == Slice::whole(t.globalShape));
-}
-
-std::vector<const StateTensor*> slicedOf(const checkpoint::State& state) {
-  std::vector<const StateTensor*> out;
-  for (const StateTensor& t : state.tensors()) {
-    if (isSliced(t)) out.push_back(&t);
-  }
-  return out;
 }
 
 const StateTensor* named(const checkpoint::State& state, const std::string& name) {
@@ -47,25 +41,10 @@ Tensor onHost(const Tensor& t) {
   return host;
 }
 
-// A slice as int64s: kind, dimensions, offsets, sizes.
-void encode(const Slice& slice, std::vector<int64_t>& out) {
-  out.push_back(slice.kind == Slice::Kind::Flat ? 1 : 0);
-  out.push_back(static_cast<int64_t>(slice.offsets.size()));
-  out.insert(out.end(), slice.offsets.begin(), slice.offsets.end());
-  out.insert(out.end(), slice.sizes.begin(), slice.sizes.end());
-}
-
-Slice decode(const std::vector<int64_t>& words, size_t& at) {
-  C10D_CHECK(at + 2 <= words.size(), StateError, "ShardCopies: malformed slice shapes");
-  Slice slice;
-  slice.kind = words[at] == 1 ? Slice::Kind::Flat : Slice::Kind::Box;
-  const auto dims = static_cast<size_t>(words[at + 1]);
-  at += 2;
-  C10D_CHECK(at + 2 * dims <= words.size(), StateError, "ShardCopies: malformed slice shapes");
-  slice.offsets.assign(words.begin() + at, words.begin() + at + dims);
-  slice.sizes.assign(words.begin() + at + dims, words.begin() + at + 2 * dims);
-  at += 2 * dims;
-  return slice;
+int64_t numelOf(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
 }
 
 // Copies a slice's elements between its local tensor (host memory) and the whole tensor.
@@ -96,51 +75,89 @@ std::string idList(const std::vector<int>& ids) {
 ShardCopies::ShardCopies(ElasticGroup& elastic) : elastic_(elastic) {}
 
 ShardCopies::~ShardCopies() {
-  for (auto& work : inflight_) {
-    try {
-      work->wait();
-    } catch (const Error&) {  // the group broke; nothing is held from it
-    }
+  finishExchange();  // the Works' tensors are this object's
+}
+
+std::vector<ShardCopies::Entry> ShardCopies::entriesOf(const checkpoint::State& state) {
+  std::vector<Entry> entries;
+  for (const StateTensor& t : state.tensors()) {
+    if (isSliced(t)) entries.push_back({t.name, t.local.dtype(), t.globalShape, t.slice});
   }
+  return entries;
+}
+
+// One line per entry: "<name length>:<name> <dtype> <dims> <shape...> <kind> <dims> <offsets...>
+// <sizes...>".
+std::string ShardCopies::encode(const std::vector<Entry>& entries) {
+  std::ostringstream out;
+  for (const Entry& e : entries) {
+    out << e.name.size() << ':' << e.name << ' ' << static_cast<int>(e.dtype) << ' '
+        << e.globalShape.size();
+    for (int64_t d : e.globalShape) out << ' ' << d;
+    out << ' ' << (e.slice.kind == Slice::Kind::Flat ? 1 : 0) << ' ' << e.slice.offsets.size();
+    for (int64_t o : e.slice.offsets) out << ' ' << o;
+    for (int64_t z : e.slice.sizes) out << ' ' << z;
+    out << '\n';
+  }
+  return out.str();
+}
+
+std::vector<ShardCopies::Entry> ShardCopies::decode(const std::string& text) {
+  std::vector<Entry> entries;
+  std::istringstream in(text);
+  size_t length = 0;
+  char colon = 0;
+  while (in >> length >> colon) {
+    Entry e;
+    e.name.resize(length);
+    in.read(e.name.data(), static_cast<std::streamsize>(length));
+    int dtype = 0, kind = 0;
+    size_t dims = 0, sliceDims = 0;
+    in >> dtype >> dims;
+    e.dtype = static_cast<ScalarType>(dtype);
+    e.globalShape.resize(dims);
+    for (int64_t& d : e.globalShape) in >> d;
+    in >> kind >> sliceDims;
+    e.slice.kind = kind == 1 ? Slice::Kind::Flat : Slice::Kind::Box;
+    e.slice.offsets.resize(sliceDims);
+    e.slice.sizes.resize(sliceDims);
+    for (int64_t& o : e.slice.offsets) in >> o;
+    for (int64_t& z : e.slice.sizes) in >> z;
+    C10D_CHECK(in && colon == ':', StateError, "ShardCopies: malformed slice shapes in the store");
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
+void ShardCopies::forgetCopies(int64_t ownStep) {
+  copies_.clear();
+  snapshots_.clear();
+  haveCopies_ = false;
+  heldStep_ = -1;
+  ownStep_ = ownStep;
+  generation_ = UINT64_MAX;
+  ring_ = elastic_.members();
 }
 
 void ShardCopies::exchangeShapes(const checkpoint::State& state) {
   ProcessGroup& pg = elastic_.group();
   finishExchange();
+  forgetCopies(-1);
   generation_ = elastic_.generation();
-  ring_ = elastic_.members();
-  copies_.clear();
-  snapshots_.clear();
-  heldStep_ = -1;
-  neighbourId_ = -1;
   const int n = pg.size();
   if (n == 1) return;
-  const int previous = (pg.rank() + n - 1) % n, next = (pg.rank() + 1) % n;
-  const std::vector<const StateTensor*> mine = slicedOf(state);
-  std::vector<int64_t> words;
-  for (const StateTensor* t : mine) encode(t->slice, words);
-  int64_t count = static_cast<int64_t>(words.size()), theirCount = 0;
-  auto sent = pg.send(Tensor::fromBlob(&count, ScalarType::Int64, {1}), previous, kShapesTag);
-  pg.recv(Tensor::fromBlob(&theirCount, ScalarType::Int64, {1}), next, kShapesTag)->wait();
-  sent->wait();
-  std::vector<int64_t> theirs(static_cast<size_t>(theirCount));
-  sent = pg.send(Tensor::fromBlob(words.data(), ScalarType::Int64, {count}), previous, kShapesTag);
-  pg.recv(Tensor::fromBlob(theirs.data(), ScalarType::Int64, {theirCount}), next, kShapesTag)
-      ->wait();
-  sent->wait();
-  size_t at = 0;
-  for (const StateTensor* t : mine) {
-    Copy copy{t->name, t->globalShape, decode(theirs, at), {}, {}};
-    copy.held = Tensor::empty({copy.slice.numel()}, t->local.dtype());
-    copy.arriving = Tensor::empty({copy.slice.numel()}, t->local.dtype());
+  // The generation's store: its keys are this generation's alone, and its waits end when a
+  // member dies.
+  const std::vector<Entry> mine = entriesOf(state);
+  pg.store()->set("shard-copies/" + std::to_string(pg.rank()), toBytes(encode(mine)));
+  const std::vector<Entry> theirs =
+      decode(toString(pg.store()->get("shard-copies/" + std::to_string((pg.rank() + 1) % n))));
+  for (const Entry& e : theirs) {
+    Copy copy{e, Tensor::empty({e.slice.numel()}, e.dtype),
+              Tensor::empty({e.slice.numel()}, e.dtype)};
     copies_.push_back(std::move(copy));
-    snapshots_.push_back(Tensor::empty({t->slice.numel()}, t->local.dtype()));
   }
-  C10D_CHECK(at == theirs.size(), StateError, "ShardCopies: rank ", next,
-             " has other sliced "
-             "tensors than rank ",
-             pg.rank(), " (every member must refresh the same State layout)");
-  neighbourId_ = ring_[static_cast<size_t>(next)];
+  for (const Entry& e : mine) snapshots_.push_back(Tensor::empty({e.slice.numel()}, e.dtype));
 }
 
 bool ShardCopies::wait() {
@@ -148,19 +165,27 @@ bool ShardCopies::wait() {
 }
 
 bool ShardCopies::finishExchange() {
-  if (inflight_.empty()) return true;
-  bool ok = true;
-  for (auto& work : inflight_) {
+  if (sends_.empty() && receives_.empty()) return true;
+  bool received = true;
+  for (auto& work : receives_) {
     try {
       work->wait();
     } catch (const Error&) {
-      ok = false;  // the neighbour died: the copies held stay those of the step before
+      received = false;  // the next member died: the copies held stay those of before
     }
   }
-  inflight_.clear();
-  if (!ok) return false;
+  for (auto& work : sends_) {
+    try {
+      work->wait();
+    } catch (const Error&) {  // the previous member died: it needs no copy any more
+    }
+  }
+  sends_.clear();
+  receives_.clear();
+  if (!received) return false;
   for (Copy& copy : copies_) std::swap(copy.held, copy.arriving);
   heldStep_ = inflightStep_;
+  haveCopies_ = true;
   return true;
 }
 
@@ -169,11 +194,12 @@ void ShardCopies::refresh(const checkpoint::State& state) {
   finishExchange();
   ProcessGroup& pg = elastic_.group();
   const int n = pg.size();
-  if (n == 1) {
-    heldStep_ = elastic_.step();  // alone, its own slices are all there is
-    return;
+  ownStep_ = elastic_.step();
+  if (n == 1) return;  // alone, its own slices are all there is
+  std::vector<const StateTensor*> mine;
+  for (const StateTensor& t : state.tensors()) {
+    if (isSliced(t)) mine.push_back(&t);
   }
-  const std::vector<const StateTensor*> mine = slicedOf(state);
   C10D_CHECK(mine.size() == snapshots_.size(), InvalidArgument,
              "ShardCopies::refresh: the State "
              "has ",
@@ -183,9 +209,9 @@ void ShardCopies::refresh(const checkpoint::State& state) {
   const int previous = (pg.rank() + n - 1) % n, next = (pg.rank() + 1) % n;
   for (size_t k = 0; k < mine.size(); ++k) {
     copyTensor(snapshots_[k], mine[k]->local);  // the next step may change the slice
-    inflight_.push_back(pg.send(snapshots_[k], previous, kCopyTag));
-    inflight_.push_back(pg.recv(copies_[k].arriving, next, kCopyTag));
+    sends_.push_back(pg.send(snapshots_[k], previous, kCopyTag));
   }
+  for (Copy& copy : copies_) receives_.push_back(pg.recv(copy.arriving, next, kCopyTag));
   inflightStep_ = elastic_.step();
 }
 
@@ -194,7 +220,9 @@ void ShardCopies::restore(const checkpoint::State& old, checkpoint::State& now,
   finishExchange();
   ProcessGroup& pg = elastic_.group();
   const std::vector<int>& members = elastic_.members();
-  // The ids of the copies' generation whose slices are gone with their process.
+  const int64_t step = elastic_.step();
+  // The ids of the last ring whose slices are gone with their process (none known on a
+  // newcomer, whose ring is empty).
   std::vector<int> gone;
   for (int id : ring_) {
     const bool member = std::find(members.begin(), members.end(), id) != members.end();
@@ -202,6 +230,10 @@ void ShardCopies::restore(const checkpoint::State& old, checkpoint::State& now,
     if (!member || restarted) gone.push_back(id);
   }
   auto isGone = [&](int id) { return std::find(gone.begin(), gone.end(), id) != gone.end(); };
+  const auto self = std::find(ring_.begin(), ring_.end(), elastic_.id());
+  const bool contributes = self != ring_.end() && !isGone(elastic_.id());
+  // This rank's own problem, if any; every member learns below whether any has one.
+  std::string problem;
   std::vector<int> unheld, holders;
   for (size_t k = 0; k < ring_.size(); ++k) {
     const int holder = ring_[(k + ring_.size() - 1) % ring_.size()];
@@ -210,50 +242,76 @@ void ShardCopies::restore(const checkpoint::State& old, checkpoint::State& now,
       holders.push_back(holder);
     }
   }
-  C10D_CHECK(unheld.empty(), StateError, "elastic: the slices of lost id(s) ", idList(unheld),
-             " were held only by id(s) ", idList(holders),
-             ", lost too: no member has them; load "
-             "the sharded state from a checkpoint");
-  const bool contributes =
-      std::find(ring_.begin(), ring_.end(), elastic_.id()) != ring_.end() && !isGone(elastic_.id());
-  // {min copies' step, -max copies' step, min step, -max step} over the members.
-  int64_t steps[4] = {contributes ? heldStep_ : INT64_MAX, contributes ? -heldStep_ : INT64_MAX,
-                      elastic_.step(), -elastic_.step()};
-  pg.allreduce(Tensor::fromBlob(steps, ScalarType::Int64, {4}),
-               AllreduceOptions{.reduceOp = ReduceOp::MIN})
+  if (!unheld.empty()) {
+    problem =
+        detail::concat("the slices of lost id(s) ", idList(unheld), " were held only by id(s) ",
+                       idList(holders), ", lost too: no member has them");
+  }
+  bool holdsGone = false;
+  if (contributes && ring_.size() > 1) {
+    const size_t at = static_cast<size_t>(self - ring_.begin());
+    const int next = ring_[(at + 1) % ring_.size()];
+    holdsGone = isGone(next);
+    if (ownStep_ != step && problem.empty()) {
+      problem = detail::concat("id ", elastic_.id(), "'s slices are from step ", ownStep_,
+                               ", the members are at step ", step,
+                               " (a rank died between a step's commit and its refresh)");
+    }
+    if (holdsGone && problem.empty() && (!haveCopies_ || heldStep_ != step)) {
+      problem = detail::concat("id ", elastic_.id(), " holds ", haveCopies_ ? "" : "no ",
+                               "copy of lost id ", next, "'s slices",
+                               haveCopies_ ? detail::concat(" from step ", heldStep_) : "",
+                               ", the members are at step ", step);
+    }
+  }
+  // Every member's tensors of the new slicing, so that all run the same allreduces even where
+  // they hold different tensors (ZeroOptimizer's optimizer state).
+  pg.store()->set("shard-copies/restore/" + std::to_string(pg.rank()),
+                  toBytes(encode(entriesOf(now))));
+  std::map<std::string, Entry> all;
+  for (int rank = 0; rank < pg.size(); ++rank) {
+    for (Entry& e :
+         decode(toString(pg.store()->get("shard-copies/restore/" + std::to_string(rank))))) {
+      auto [it, added] = all.emplace(e.name, e);
+      if (!added && (it->second.dtype != e.dtype || it->second.globalShape != e.globalShape) &&
+          problem.empty()) {
+        problem = detail::concat("tensor '", e.name, "' has other shapes or dtypes on other ranks");
+      }
+    }
+  }
+  int32_t failed = problem.empty() ? 0 : 1;
+  pg.allreduce(Tensor::fromBlob(&failed, ScalarType::Int32, {1}),
+               AllreduceOptions{.reduceOp = ReduceOp::MAX})
       ->wait();
-  C10D_CHECK(steps[0] == -steps[1] && steps[2] == -steps[3] && steps[0] == steps[2], StateError,
-             "elastic: the shard copies are from steps ", steps[0], " to ", -steps[1],
-             ", the members are at steps ", steps[2], " to ", -steps[3],
-             " (a rank died between "
-             "a step's commit and its refresh); load the sharded state from a checkpoint");
-  const bool holdsGone = contributes && neighbourId_ >= 0 && isGone(neighbourId_);
-  for (const StateTensor* t : slicedOf(now)) {
-    int64_t numel = 1;
-    for (int64_t s : t->globalShape) numel *= s;
-    Tensor whole = Tensor::zeros({numel}, t->local.dtype());
+  if (failed != 0) {
+    C10D_THROW(StateError, "elastic: ShardCopies::restore: ",
+               problem.empty() ? "another member could not restore (its error says why)" : problem,
+               "; load the sharded state from a checkpoint");
+  }
+  for (const auto& [name, entry] : all) {
+    Tensor whole = Tensor::zeros({numelOf(entry.globalShape)}, entry.dtype);
     if (contributes) {
-      const StateTensor* mine = named(old, t->name);
-      C10D_CHECK(mine != nullptr && mine->globalShape == t->globalShape, StateError,
-                 "ShardCopies::restore: tensor '", t->name,
-                 "' of the new State is not in the "
-                 "old one with the same shape on id ",
-                 elastic_.id());
-      copyRuns(mine->slice, mine->globalShape, onHost(mine->local), whole, true);
+      const StateTensor* mine = named(old, name);
+      if (mine != nullptr && isSliced(*mine) && mine->globalShape == entry.globalShape) {
+        copyRuns(mine->slice, mine->globalShape, onHost(mine->local), whole, true);
+      }
     }
     if (holdsGone) {
-      auto copy = std::find_if(copies_.begin(), copies_.end(),
-                               [&](const Copy& c) { return c.name == t->name; });
-      C10D_CHECK(copy != copies_.end(), StateError, "ShardCopies::restore: no copy of tensor '",
-                 t->name, "' (refresh the same State layout that restore fills)");
-      copyRuns(copy->slice, copy->globalShape, copy->held, whole, true);
+      for (const Copy& copy : copies_) {
+        if (copy.entry.name == name && copy.entry.globalShape == entry.globalShape) {
+          copyRuns(copy.entry.slice, copy.entry.globalShape, copy.held, whole, true);
+        }
+      }
     }
     // Every element comes from one member and is zero on the others: the sum is exact.
     pg.allreduce(whole)->wait();
-    Tensor target = onHost(t->local);
-    copyRuns(t->slice, t->globalShape, target, whole, false);
-    if (target.data() != t->local.data()) copyTensor(t->local, target);
+    if (const StateTensor* target = named(now, name); target != nullptr && isSliced(*target)) {
+      Tensor host = onHost(target->local);
+      copyRuns(target->slice, target->globalShape, host, whole, false);
+      if (host.data() != target->local.data()) copyTensor(target->local, host);
+    }
   }
+  forgetCopies(step);
 }
 
 size_t ShardCopies::bytes() const {

@@ -4,7 +4,11 @@
 # (c10drun --nnodes 3 in each namespace, MASTER_ADDR on h0) runs the tutorial examples over
 # real routed TCP (ranks of one host on shared memory), and every collective with and without
 # the hierarchical path; then a looping allreduce job has h2's switch port cut mid-run
-# (ip link set ... down), and every host's launcher must end with an error, not hang.
+# (ip link set ... down), and every host's launcher must end with an error, not hang; last, an
+# elastic job (examples/elastic_train under c10drun --elastic) has h2's link cut, and h0's and
+# h1's ranks re-form without h2's and finish, with one hash and every sample used once; then h2's
+# launcher is SIGKILLed and started again: its ranks die with it, the others go on, and the new
+# launcher's ranks rejoin and finish with them.
 # Exits 77 (ctest: skipped) with the reason where namespaces cannot be made (not root, no ip).
 # Usage: multi_host_test.sh BUILD_DIR
 set -uo pipefail
@@ -83,7 +87,8 @@ wait_job() {
   done
 }
 
-# Each wait is bounded so that the worst case (5 x 60 + 4 + 60 s) stays under ctest's 400 s.
+# Each wait is bounded so that the worst case (5 x 60 + 4 + 60 + 4 + 90 + 8 + 90 s) stays under
+# ctest's 600 s.
 export C10D_TIMEOUT=20
 for example in p2p_send_recv p2p_isend_irecv allreduce_subgroup collectives_tour sync_sgd; do
   start_job "$example" "$build/examples/$example"
@@ -158,6 +163,58 @@ for i in 0 1 2; do
   fi
 done
 [ $failures -eq 0 ] || { echo "linkcut logs:"; cat "$logs"/linkcut.h* | grep -v " W " | tail -40 | sed 's/^/    /'; }
+
+# The elastic link cut: h2's ranks (ids 4 and 5) are cut off mid-run. The others time out
+# (C10D_TIMEOUT=3), wait --join-timeout-ms for them (their launcher cannot record anything), form
+# a generation of 4 and finish; h2's ranks fail on the unreachable store, and its launcher ends.
+export C10D_TIMEOUT=3
+ip -n "$switch" link set "${tag}b2" up  # cut by the case before
+start_job elastic --elastic "$build/examples/elastic_train" --steps 1500 --count-samples \
+  --join-timeout-ms 2000
+sleep 4
+ip -n "$switch" link set "${tag}b2" down
+cut_at=$SECONDS
+wait_job 90
+echo "elastic launchers ended ${codes[*]} within $((SECONDS - cut_at)) s of the cut"
+done_lines=$(cat "$logs/elastic.h0" "$logs/elastic.h1" | grep -c '\] done id')
+once=$(cat "$logs/elastic.h0" "$logs/elastic.h1" | grep -c ': exactly once per epoch: 0 of')
+hashes=$(cat "$logs/elastic.h0" "$logs/elastic.h1" | grep '\] done id' | grep -o 'hash [0-9a-f]*' | sort -u | wc -l)
+if [ "${codes[0]}" -eq 0 ] && [ "${codes[1]}" -eq 0 ] && [ "${codes[2]}" -ne 124 ] &&
+   [ "$done_lines" -eq 4 ] && [ "$once" -eq 4 ] && [ "$hashes" -eq 1 ] &&
+   grep -q "without \[4,5\]" "$logs/elastic.h0"; then
+  echo "PASS elastic linkcut: $(grep -m1 'without \[4,5\]' "$logs/elastic.h0"); 4 ranks done with one hash, every sample once; h2's launcher exited ${codes[2]}"
+else
+  echo "FAIL elastic linkcut: launchers ${codes[*]}, $done_lines done, $once exactly once, $hashes hash(es)"
+  cat "$logs"/elastic.h* | grep -v " W " | tail -60 | sed 's/^/    /'
+  failures=$((failures + 1))
+fi
+
+# A node's launcher leaves and joins: h2's launcher is SIGKILLed (its ranks die with it,
+# unrecorded), the others re-form after --join-timeout-ms; a new launcher on h2 records the lost
+# processes' ends, so its ranks start as restarts and join at a step boundary.
+ip -n "$switch" link set "${tag}b2" up
+start_job rejoin --elastic "$build/examples/elastic_train" --steps 3000 --count-samples \
+  --join-timeout-ms 2000
+sleep 4
+kill -9 "${job_pids[2]}"
+wait "${job_pids[2]}" 2>/dev/null
+sleep 4
+ip netns exec "${hosts[2]}" "$c10drun" --nnodes 3 --node-rank 2 --nproc-per-node 2 --elastic \
+  --master-addr "$subnet.1" --master-port "$((port - 1))" "$build/examples/elastic_train" \
+  --steps 3000 --count-samples --join-timeout-ms 2000 >"$logs/rejoin.h2b" 2>&1 &
+job_pids[2]=$!
+wait_job 90
+all=$(cat "$logs/rejoin.h0" "$logs/rejoin.h1" "$logs/rejoin.h2b")
+if [ "${codes[*]}" = "0 0 0" ] && [ "$(grep -c '\] done id' <<<"$all")" -eq 6 ] &&
+   [ "$(grep -c ': exactly once per epoch: 0 of' <<<"$all")" -eq 6 ] &&
+   [ "$(grep '\] done id' <<<"$all" | grep -o 'hash [0-9a-f]*' | sort -u | wc -l)" -eq 1 ] &&
+   [ "$(grep -c '(restarted) joined' "$logs/rejoin.h2b")" -eq 2 ]; then
+  echo "PASS node leave and join: $(grep -m1 'without \[4,5\]' "$logs/rejoin.h0"); $(grep -m1 '(restarted) joined' "$logs/rejoin.h2b"); 6 ranks done with one hash, every sample once"
+else
+  echo "FAIL node leave and join: launchers ${codes[*]}"
+  cat "$logs"/rejoin.h* | grep -v " W " | tail -60 | sed 's/^/    /'
+  failures=$((failures + 1))
+fi
 
 if [ $failures -eq 0 ]; then
   echo "ALL PASS"
