@@ -40,6 +40,35 @@ float sumOfRanks(ElasticGroup& elastic) {
   return value;
 }
 
+// One step of 1-float gradients (every member adds 1 per member to weight when it commits).
+// False when the program must reform: the step failed, or a restarted process asks to join.
+bool trainStep(ElasticGroup& elastic, float& weight) {
+  float gradient = 1.0f;
+  bool ok = true;
+  try {
+    elastic.group().allreduce(Tensor::fromBlob(&gradient, ScalarType::Float32, {1}))->wait();
+  } catch (const Error&) {
+    ok = false;
+  }
+  if (!elastic.commit(ok)) return false;
+  weight += gradient;
+  return !elastic.joinsPending();
+}
+
+// Whether every member holds the same weight.
+bool weightsAgree(ElasticGroup& elastic, float weight) {
+  float low = weight, high = weight;
+  elastic.group()
+      .allreduce(Tensor::fromBlob(&low, ScalarType::Float32, {1}),
+                 AllreduceOptions{.reduceOp = ReduceOp::MIN})
+      ->wait();
+  elastic.group()
+      .allreduce(Tensor::fromBlob(&high, ScalarType::Float32, {1}),
+                 AllreduceOptions{.reduceOp = ReduceOp::MAX})
+      ->wait();
+  return low == high;
+}
+
 ElasticOptions quick(int minSize = 1) {
   ElasticOptions options;
   options.group.backend = "gloo";
@@ -151,17 +180,7 @@ TEST(Elastic, ARestartedProcessIsAdmittedAtAStepBoundaryAndHealed) {
     auto train = [&](int64_t until) {
       int reforms = 0;
       while (elastic->step() < until || elastic->size() < 3) {
-        float gradient = 1.0f;
-        bool ok = true;
-        try {
-          elastic->group().allreduce(Tensor::fromBlob(&gradient, ScalarType::Float32, {1}))->wait();
-        } catch (const Error&) {
-          ok = false;
-        }
-        if (elastic->commit(ok)) {
-          weight += gradient;
-          if (!elastic->joinsPending()) continue;
-        }
+        if (trainStep(*elastic, weight)) continue;
         elastic->reform(&state);
         ++reforms;
       }
@@ -191,16 +210,7 @@ TEST(Elastic, ARestartedProcessIsAdmittedAtAStepBoundaryAndHealed) {
     checkEq(3, elastic->size(), "size after the rejoin");
     check(elastic->generation() == 1 || elastic->generation() == 2,
           "generation: a shrink, then a growth, or both at once");
-    float low = weight, high = weight;
-    elastic->group()
-        .allreduce(Tensor::fromBlob(&low, ScalarType::Float32, {1}),
-                   AllreduceOptions{.reduceOp = ReduceOp::MIN})
-        ->wait();
-    elastic->group()
-        .allreduce(Tensor::fromBlob(&high, ScalarType::Float32, {1}),
-                   AllreduceOptions{.reduceOp = ReduceOp::MAX})
-        ->wait();
-    checkEq(low, high, "weights equal on every member");
+    check(weightsAgree(*elastic, weight), "weights equal on every member");
   });
   EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(3, 0)) << test::report(outcomes);
 }
@@ -254,18 +264,7 @@ TEST(Elastic, AHealerThatDiesDuringARejoinIsReplacedByAnotherMember) {
     const std::vector<int> survivors{0, 2};
     auto train = [&](int64_t until) {
       while (elastic->step() < until || elastic->members() != survivors) {
-        float gradient = 1.0f;
-        bool ok = true;
-        try {
-          elastic->group().allreduce(Tensor::fromBlob(&gradient, ScalarType::Float32, {1}))->wait();
-        } catch (const Error&) {
-          ok = false;
-        }
-        if (elastic->commit(ok)) {
-          weight += gradient;
-          if (!elastic->joinsPending()) continue;
-        }
-        elastic->reform(&state);
+        if (!trainStep(*elastic, weight)) elastic->reform(&state);
       }
     };
     for (int i = 0; i < 3; ++i) {
@@ -287,16 +286,7 @@ TEST(Elastic, AHealerThatDiesDuringARejoinIsReplacedByAnotherMember) {
       check(weight >= 9.0f, "the newcomer's weight is the members' (at least 3 steps of 3)");
     }
     train(6);
-    float low = weight, high = weight;
-    elastic->group()
-        .allreduce(Tensor::fromBlob(&low, ScalarType::Float32, {1}),
-                   AllreduceOptions{.reduceOp = ReduceOp::MIN})
-        ->wait();
-    elastic->group()
-        .allreduce(Tensor::fromBlob(&high, ScalarType::Float32, {1}),
-                   AllreduceOptions{.reduceOp = ReduceOp::MAX})
-        ->wait();
-    checkEq(low, high, "weights equal on both members");
+    check(weightsAgree(*elastic, weight), "weights equal on both members");
   });
   EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 128 + SIGKILL, 0}))
       << test::report(outcomes);

@@ -62,6 +62,14 @@ class NcclOnDevice : public ::testing::Test {
     EXPECT_EQ(cudaMemcpy(t.data(), values.data(), t.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
     return t;
   }
+  // A stream that a host function holds for 3 s: ops ordered after it wait that long.
+  static cudaStream_t stalledStream() {
+    cudaStream_t stream = nullptr;
+    if (cudaStreamCreate(&stream) != cudaSuccess) return nullptr;
+    auto sleep3s = [](void*) { std::this_thread::sleep_for(std::chrono::seconds(3)); };
+    if (cudaLaunchHostFunc(stream, sleep3s, nullptr) != cudaSuccess) return nullptr;
+    return stream;
+  }
   template <typename T>
   std::vector<T> download(const Tensor& t) {
     std::vector<T> values(t.numel());
@@ -169,12 +177,8 @@ TEST_F(NcclOnDevice, AnOpPastItsTimeoutFailsAndBreaksTheGroup) {
   auto pg = group("nccl");
   Tensor t = upload(std::vector<float>{1.0f, 2.0f}, ScalarType::Float32);
   pg->allreduce(t)->wait();  // the communicator exists before the stall
-  cudaStream_t stalled = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stalled), cudaSuccess);
-  ASSERT_EQ(
-      cudaLaunchHostFunc(
-          stalled, [](void*) { std::this_thread::sleep_for(std::chrono::seconds(3)); }, nullptr),
-      cudaSuccess);
+  cudaStream_t stalled = stalledStream();
+  ASSERT_NE(stalled, nullptr);
   setCurrentCudaStream(stalled);
   std::shared_ptr<Work> work = pg->allreduce(t, {.timeout = std::chrono::milliseconds(300)});
   setCurrentCudaStream(nullptr);
@@ -204,12 +208,8 @@ TEST_F(NcclOnDevice, RetireFailsAQueuedOpWithTheReason) {
   auto pg = group("nccl");
   Tensor t = upload(std::vector<float>{1.0f, 2.0f}, ScalarType::Float32);
   pg->allreduce(t)->wait();
-  cudaStream_t stalled = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stalled), cudaSuccess);
-  ASSERT_EQ(
-      cudaLaunchHostFunc(
-          stalled, [](void*) { std::this_thread::sleep_for(std::chrono::seconds(3)); }, nullptr),
-      cudaSuccess);
+  cudaStream_t stalled = stalledStream();
+  ASSERT_NE(stalled, nullptr);
   setCurrentCudaStream(stalled);
   std::shared_ptr<Work> work = pg->allreduce(t, {.timeout = std::chrono::seconds(60)});
   setCurrentCudaStream(nullptr);
