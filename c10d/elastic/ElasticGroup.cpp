@@ -152,11 +152,11 @@ Reformation ElasticGroup::join(checkpoint::State* state) {
   store_->add(keys_ + "joins", 1);
   const std::string admitted = keys_ + "admitted/" + std::to_string(id_) + "/" + incarnation;
   std::string generation;
-  // Waits in slices: when every member of the newest generation has ended, nobody is left to
-  // admit this process or to give it the state, and waiting longer would be a hang.
-  // The deadline moves with the members' progress: each new generation gives them another
-  // while to admit it. A while: a stalled member holds them up to the group's timeout in a step
-  // and again in its commit, and reform waits joinTimeout for it.
+  // Waits in slices, and ends at once when every member of the newest generation has ended:
+  // nobody is left to admit this process or to give it the state. The deadline moves with the
+  // members' progress, each new generation giving them another while (a stalled member holds
+  // them up to the group's timeout in a step and again in its commit, and reform waits
+  // joinTimeout for it).
   const auto patience = 2 * options_.group.timeout + options_.joinTimeout;
   Clock::time_point deadline = Clock::now() + patience;
   uint64_t newest = 0;
