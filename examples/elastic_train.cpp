@@ -93,18 +93,16 @@ uint64_t hashOf(const std::vector<float>& w) {
   return h;
 }
 
-int intOption(int argc, char** argv, const char* name, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
-  }
-  return fallback;
-}
-
 std::string textOption(int argc, char** argv, const char* name) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
   }
   return {};
+}
+
+int intOption(int argc, char** argv, const char* name, int fallback) {
+  const std::string text = textOption(argc, argv, name);
+  return text.empty() ? fallback : std::atoi(text.c_str());
 }
 
 // --die-at ID:PHASE:STEP.

@@ -640,20 +640,8 @@ class Launcher {
   // --chaos-kill-every: SIGKILLs a random running rank once per period (the rank alone: what it
   // spawned is left, as when a rank's process dies by itself).
   void chaos(Clock::time_point now) {
-    const auto period = std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(options_.chaos_kill_every));
-    if (next_chaos_ == Clock::time_point{}) next_chaos_ = now + period;
-    if (now < next_chaos_) return;
-    next_chaos_ = now + period;
-    std::vector<Rank*> running;
-    for (Rank& rank : ranks_) {
-      if (rank.running) running.push_back(&rank);
-    }
-    if (running.size() < 2) return;  // the last rank standing is left to finish
-    Rank& victim = *running[chaos_random_() % running.size()];
-    if (::kill(victim.pid, SIGKILL) != 0) return;
-    events_.push_back({victim.global_rank, secondsSinceStart(), "chaos: sent SIGKILL"});
-    printMessage("chaos: SIGKILL to rank " + std::to_string(victim.global_rank));
+    Rank* victim = chaosVictim(now, options_.chaos_kill_every, next_chaos_, /*skipStopped=*/false);
+    if (victim != nullptr) chaosSignal(*victim, SIGKILL, "SIGKILL");
   }
 
   // --chaos-stop-every: SIGSTOPs a random running rank once per period, and SIGCONTs it
@@ -662,27 +650,40 @@ class Launcher {
     for (Rank& rank : ranks_) {
       if (rank.resume_at == Clock::time_point{} || (now < rank.resume_at && !stopping_)) continue;
       rank.resume_at = {};
-      if (!rank.running || ::kill(rank.pid, SIGCONT) != 0) continue;
-      events_.push_back({rank.global_rank, secondsSinceStart(), "chaos: sent SIGCONT"});
-      printMessage("chaos: SIGCONT to rank " + std::to_string(rank.global_rank));
+      if (rank.running) chaosSignal(rank, SIGCONT, "SIGCONT");
     }
     if (stopping_) return;
-    const auto period = std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(options_.chaos_stop_every));
-    if (next_stop_ == Clock::time_point{}) next_stop_ = now + period;
-    if (now < next_stop_) return;
-    next_stop_ = now + period;
+    Rank* victim = chaosVictim(now, options_.chaos_stop_every, next_stop_, /*skipStopped=*/true);
+    if (victim == nullptr || !chaosSignal(*victim, SIGSTOP, "SIGSTOP")) return;
+    victim->resume_at = now + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(options_.chaos_stop_seconds));
+  }
+
+  // Once per period of `seconds` (next: when the next one is due), a random running rank (not a
+  // stopped one, with skipStopped); none before then, or when fewer than 2 qualify: the last
+  // rank is left to go on.
+  Rank* chaosVictim(Clock::time_point now, double seconds, Clock::time_point& next,
+                    bool skipStopped) {
+    const auto period =
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    if (next == Clock::time_point{}) next = now + period;
+    if (now < next) return nullptr;
+    next = now + period;
     std::vector<Rank*> candidates;
     for (Rank& rank : ranks_) {
-      if (rank.running && rank.resume_at == Clock::time_point{}) candidates.push_back(&rank);
+      if (rank.running && (!skipStopped || rank.resume_at == Clock::time_point{})) {
+        candidates.push_back(&rank);
+      }
     }
-    if (candidates.size() < 2) return;  // leave one rank that runs
-    Rank& victim = *candidates[chaos_random_() % candidates.size()];
-    if (::kill(victim.pid, SIGSTOP) != 0) return;
-    victim.resume_at = now + std::chrono::duration_cast<Clock::duration>(
-                                 std::chrono::duration<double>(options_.chaos_stop_seconds));
-    events_.push_back({victim.global_rank, secondsSinceStart(), "chaos: sent SIGSTOP"});
-    printMessage("chaos: SIGSTOP to rank " + std::to_string(victim.global_rank));
+    if (candidates.size() < 2) return nullptr;
+    return candidates[chaos_random_() % candidates.size()];
+  }
+
+  bool chaosSignal(Rank& rank, int sig, const char* name) {
+    if (::kill(rank.pid, sig) != 0) return false;
+    events_.push_back({rank.global_rank, secondsSinceStart(), std::string("chaos: sent ") + name});
+    printMessage(std::string("chaos: ") + name + " to rank " + std::to_string(rank.global_rank));
+    return true;
   }
 
   int pollTimeoutMs(Clock::time_point now) const {

@@ -10,6 +10,7 @@
 #include "c10d/core/Config.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Logging.hpp"
+#include "c10d/elastic/IdList.hpp"
 #include "c10d/elastic/LauncherKeys.hpp"
 #include "c10d/elastic/WatchedStore.hpp"
 #include "store/PrefixStore.hpp"
@@ -29,12 +30,6 @@ constexpr auto kPollInterval = std::chrono::milliseconds(2);
 // once per this interval costs a clock read per step, and a newcomer waits at most this long
 // beyond the step boundary.
 constexpr auto kJoinCheckInterval = std::chrono::milliseconds(100);
-
-std::string idList(const std::vector<int>& ids) {
-  std::string text;
-  for (int id : ids) text += (text.empty() ? "" : ", ") + std::to_string(id);
-  return text.empty() ? "none" : text;
-}
 
 int64_t toInt(const std::string& text, const std::string& key) {
   try {
@@ -257,10 +252,15 @@ std::optional<bool> ElasticGroup::buildAndHeal(checkpoint::State* state) {
     return std::nullopt;
   }
 }
+
+bool ElasticGroup::hasEnded(Store& store, const Member& m) {
+  return store.add(launcherExitsKey(m.id), 0) > m.incarnation;
+}
+
 std::string ElasticGroup::lostAmong(Store& store, const std::vector<Member>& memberships) {
   std::string who;
   for (const Member& m : memberships) {
-    if (store.add(launcherExitsKey(m.id), 0) > m.incarnation) {
+    if (hasEnded(store, m)) {
       who += detail::concat(who.empty() ? "" : ", ", "id ", m.id, " (incarnation ", m.incarnation,
                             ")");
     }
@@ -321,7 +321,7 @@ std::vector<ElasticGroup::Member> ElasticGroup::parseMembers(const std::string& 
 }
 
 bool ElasticGroup::isDead(const Member& m) {
-  return !lostAmong(*store_, {m}).empty();
+  return hasEnded(*store_, m);
 }
 
 std::vector<ElasticGroup::Member> ElasticGroup::agreeOnMembers(uint64_t next) {

@@ -156,6 +156,8 @@ class ElasticGroup {
   };
   std::vector<Member> agreeOnMembers(uint64_t next);
   bool isDead(const Member& m);
+  // Whether the launcher recorded the end of m's process.
+  static bool hasEnded(Store& store, const Member& m);
   // "id 2 (incarnation 0), ... ended (...)" for the members whose launcher recorded their end;
   // empty when none did.
   static std::string lostAmong(Store& store, const std::vector<Member>& memberships);

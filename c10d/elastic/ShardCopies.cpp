@@ -12,6 +12,7 @@
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/elastic/ElasticGroup.hpp"
+#include "c10d/elastic/IdList.hpp"
 #include "store/Store.hpp"
 
 namespace c10d::inline v0::elastic {
@@ -41,12 +42,6 @@ Tensor onHost(const Tensor& t) {
   return host;
 }
 
-int64_t numelOf(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
-}
-
 // Copies a slice's elements between its local tensor (host memory) and the whole tensor.
 void copyRuns(const Slice& slice, const std::vector<int64_t>& shape, const Tensor& local,
               const Tensor& whole, bool intoWhole) {
@@ -62,12 +57,6 @@ void copyRuns(const Slice& slice, const std::vector<int64_t>& shape, const Tenso
       std::memcpy(b, a, run.length * size);
     }
   }
-}
-
-std::string idList(const std::vector<int>& ids) {
-  std::string text;
-  for (int id : ids) text += (text.empty() ? "" : ", ") + std::to_string(id);
-  return text;
 }
 
 }  // namespace
@@ -268,10 +257,13 @@ void ShardCopies::restore(const checkpoint::State& old, checkpoint::State& now,
   // they hold different tensors (ZeroOptimizer's optimizer state).
   pg.store()->set("shard-copies/restore/" + std::to_string(pg.rank()),
                   toBytes(encode(entriesOf(now))));
-  std::map<std::string, Entry> all;
+  std::vector<std::string> keys;
   for (int rank = 0; rank < pg.size(); ++rank) {
-    for (Entry& e :
-         decode(toString(pg.store()->get("shard-copies/restore/" + std::to_string(rank))))) {
+    keys.push_back("shard-copies/restore/" + std::to_string(rank));
+  }
+  std::map<std::string, Entry> all;
+  for (const Store::Bytes& theirs : pg.store()->multiGet(keys)) {
+    for (Entry& e : decode(toString(theirs))) {
       auto [it, added] = all.emplace(e.name, e);
       if (!added && (it->second.dtype != e.dtype || it->second.globalShape != e.globalShape) &&
           problem.empty()) {
@@ -289,7 +281,7 @@ void ShardCopies::restore(const checkpoint::State& old, checkpoint::State& now,
                "; load the sharded state from a checkpoint");
   }
   for (const auto& [name, entry] : all) {
-    Tensor whole = Tensor::zeros({numelOf(entry.globalShape)}, entry.dtype);
+    Tensor whole = Tensor::zeros({Slice::whole(entry.globalShape).numel()}, entry.dtype);
     if (contributes) {
       const StateTensor* mine = named(old, name);
       if (mine != nullptr && isSliced(*mine) && mine->globalShape == entry.globalShape) {
