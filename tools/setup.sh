@@ -9,7 +9,7 @@ packages=(
   libgloo-dev libopenmpi-dev openmpi-bin libxxhash-dev nlohmann-json3-dev
   libgtest-dev python3 libssl-dev
   clang libclang-rt-14-dev iproute2
-  libtorch-dev python3-torch python3-numpy python3-pytest
+  libtorch-dev python3-torch python3-numpy python3-pytest pybind11-dev python3-dev
 )
 
 missing=()
