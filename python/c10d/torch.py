@@ -41,6 +41,7 @@ if not hasattr(_dist.Backend, BACKEND.upper()):
 def _main(argv):
     # python3 -m c10d.torch program.py [args]: runs a torch.distributed program unchanged but for
     # its backend string, with the backend registered first (under torchrun, c10drun or srun).
+    import os
     import runpy
     import sys
 
@@ -50,6 +51,7 @@ def _main(argv):
               file=sys.stderr if not argv else sys.stdout)
         return 0 if argv else 2
     sys.argv = list(argv)
+    sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))  # as `python3 program.py` would
     runpy.run_path(argv[0], run_name="__main__")
     return 0
 

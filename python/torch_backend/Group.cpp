@@ -326,6 +326,16 @@ std::shared_ptr<Op> Group::allgatherCoalesced(const std::vector<std::vector<Tens
                "allgather_coalesced: output list ", r, " has ", outputs[r].size(), " tensors for ",
                inputs.size(), " inputs; give one tensor per input");
   }
+  // Every input checked before any allgather is issued: one refused midway would leave this
+  // rank's earlier ones unmatched on the others.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (size_t r = 0; r < outputs.size(); ++r) {
+      C10D_CHECK(outputs[r][i].dtype == inputs[i].dtype && outputs[r][i].sizes == inputs[i].sizes,
+                 c10d::InvalidArgument, "allgather_coalesced: output ", r, "[", i,
+                 "] is not shaped and typed like input ", i,
+                 "; give each rank's list tensors like the inputs");
+    }
+  }
   auto impl = std::make_unique<Op::Impl>();
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::vector<Tensor> gathered;
@@ -375,7 +385,7 @@ std::shared_ptr<Op> Group::barrier(Timeout timeout) {
 
 void Group::monitoredBarrier(Timeout timeout, bool waitAllRanks) {
   // torch passes its timeout explicitly, 0 included (already out of time); ours must be positive.
-  Timeout wait = std::max(timeout, Timeout(1));
+  Timeout wait = timeout.count() == 0 ? Timeout(1) : timeout;  // -1 stays: the group's timeout
   try {
     impl_->group->monitoredBarrier({wait}, waitAllRanks);
   } catch (const c10d::TimeoutError& e) {
@@ -385,7 +395,7 @@ void Group::monitoredBarrier(Timeout timeout, bool waitAllRanks) {
       torchWords = c10d::detail::concat("Rank ", rank(),
                                         " successfully reached monitoredBarrier, but received "
                                         "errors while waiting for send/recv from rank 0");
-    } else if (timeout.count() <= 0 || e.context().peers.empty()) {
+    } else if (timeout.count() == 0 || e.context().peers.empty()) {
       torchWords = c10d::detail::concat("Rank 0 timed out in monitoredBarrier after ",
                                         timeout.count(), " ms");
     } else {

@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace torch_backend {
@@ -202,7 +203,9 @@ class CompletionThreads {
   void post(std::function<void()> task) {
     std::unique_lock<std::mutex> lock(mutex_);
     tasks_.push_back(std::move(task));
-    if (idle_ == 0) {
+    // A thread counts as idle until it wakes: more tasks than idle threads start another, so
+    // no task waits behind one that blocks.
+    if (tasks_.size() > static_cast<size_t>(idle_)) {
       std::thread([this] { run(); }).detach();
     } else {
       ready_.notify_one();
@@ -220,7 +223,12 @@ class CompletionThreads {
       auto task = std::move(tasks_.front());
       tasks_.pop_front();
       lock.unlock();
-      task();
+      try {
+        task();
+      } catch (...) {
+        // torch's Future keeps a callback's error in the Future it returned; nothing else can
+        // escape, and a detached thread must not terminate the process.
+      }
       lock.lock();
     }
   }
@@ -230,6 +238,15 @@ class CompletionThreads {
   std::deque<std::function<void()>> tasks_;
   int idle_ = 0;
 };
+
+// The profiler keeps a label's pointer until the op's event ends, which may be after the group
+// is gone: labels live for the process (a handful per backend name).
+const char* internLabel(const std::string& label) {
+  static std::mutex mutex;
+  static auto* labels = new std::set<std::string>();
+  std::lock_guard<std::mutex> lock(mutex);
+  return labels->insert(label).first->c_str();
+}
 
 // Set while a thread waits on a TorchWork: an op that ends on that thread (our backend runs a
 // waited-for op on the waiting thread) completes torch's Future there, without a hand-off.
@@ -295,14 +312,16 @@ std::vector<at::Tensor> TorchWork::result() {
 }
 
 bool TorchWork::wait(std::chrono::milliseconds timeout) {
-  tlWaiting = true;
-  try {
+  // Restores the outer value: a callback run inline may itself wait on another Work.
+  struct Waiting {
+    bool outer = tlWaiting;
+    Waiting() { tlWaiting = true; }
+    ~Waiting() { tlWaiting = outer; }
+  };
+  {
+    Waiting waiting;
     op_->wait(timeout == kNoTimeout ? torch_bridge::Timeout(-1) : timeout);
-  } catch (...) {
-    tlWaiting = false;
-    throw;
   }
-  tlWaiting = false;
   // Ended on our backend's thread, the op's Future completes on a completion thread: whoever
   // waited finds it complete (and the profiler's event ended), as with torch's gloo.
   future_->wait();
@@ -343,7 +362,7 @@ TorchProcessGroup::TorchProcessGroup(c10::intrusive_ptr<::c10d::Store> store, in
       {OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor"},
   };
   for (const auto& [type, label] : labels) {
-    profilingTitles_.at(static_cast<size_t>(type)) = profilerName_ + ":" + label;
+    profilingTitles_.at(static_cast<size_t>(type)) = internLabel(profilerName_ + ":" + label);
   }
   torch_bridge::GroupOptions options;
   options.backendSpec = std::move(backendSpec);
@@ -362,8 +381,7 @@ c10::intrusive_ptr<::c10d::Work> TorchProcessGroup::work(std::shared_ptr<torch_b
                                                          std::vector<at::Tensor> outputs) const {
   // Without the profiler's callbacks, no label: torch's Work then skips its RecordFunction (an
   // allocation per op).
-  const char* title =
-      at::hasCallbacks() ? profilingTitles_.at(static_cast<size_t>(type)).c_str() : nullptr;
+  const char* title = at::hasCallbacks() ? profilingTitles_.at(static_cast<size_t>(type)) : nullptr;
   return c10::make_intrusive<TorchWork>(std::move(op), type, title, inputs, std::move(outputs));
 }
 
@@ -455,7 +473,7 @@ c10::intrusive_ptr<::c10d::Work> TorchProcessGroup::reduce_scatter(
   return work(group_->reduceScatter(refOf(output, "reduce_scatter"),
                                     refsOf(singleList(inputs, "reduce_scatter"), "reduce_scatter"),
                                     reduceOf(opts.reduceOp), opts.timeout),
-              ::c10d::OpType::REDUCE_SCATTER, outputs, outputs);
+              ::c10d::OpType::REDUCE_SCATTER, singleList(inputs, "reduce_scatter"), outputs);
 }
 
 c10::intrusive_ptr<::c10d::Work> TorchProcessGroup::_reduce_scatter_base(

@@ -108,8 +108,8 @@ class TorchProcessGroup final : public ::c10d::ProcessGroup {
   std::unique_ptr<torch_bridge::Group> group_;
   std::string profilerName_;
   // "<profilerName>:all_reduce" by OpType, made once: the profiler labels every op.
-  std::array<std::string, static_cast<size_t>(::c10d::OpType::_REDUCE_SCATTER_BASE) + 1>
-      profilingTitles_;
+  std::array<const char*, static_cast<size_t>(::c10d::OpType::_REDUCE_SCATTER_BASE) + 1>
+      profilingTitles_{};
 };
 
 }  // namespace torch_backend
