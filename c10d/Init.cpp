@@ -64,16 +64,16 @@ WorldInfo detectWorld(const InitOptions& options) {
   return info;
 }
 
-namespace {
-
-std::chrono::milliseconds resolveTimeout(std::chrono::milliseconds timeout) {
+std::chrono::milliseconds resolveTimeout(std::chrono::milliseconds timeout, const char* what) {
   if (timeout.count() != 0) {
-    C10D_CHECK(timeout.count() > 0, InvalidArgument, "init timeout must be positive, got ",
+    C10D_CHECK(timeout.count() > 0, InvalidArgument, what, " must be positive, got ",
                timeout.count(), " ms");
     return timeout;
   }
   return std::chrono::seconds(config::Settings().integer("C10D_TIMEOUT"));
 }
+
+namespace {
 
 // Under torchrun's static rendezvous the agent hosts a PyTorch TCPStore at MASTER_ADDR:MASTER_PORT
 // (so no rank can host ours there) and every worker is its client, under the key prefix of the

@@ -36,6 +36,11 @@ struct WorldInfo {
 // InitOptions documents. Throws InvalidArgument naming the variables it looked for.
 WorldInfo detectWorld(const InitOptions& options);
 
+// A timeout given as 0 (InitOptions', ElasticOptions' "unset") resolved: C10D_TIMEOUT seconds.
+// Throws InvalidArgument naming what when it is negative.
+std::chrono::milliseconds resolveTimeout(std::chrono::milliseconds timeout,
+                                         const char* what = "init timeout");
+
 // The store of options.initMethod for this process: env:// and tcp:// connect to a TCPStore that
 // rank 0 hosts (C10D_STORE_HOST=launcher, which c10drun sets: that the launcher hosts) and return
 // once all world.worldSize ranks are there; file:// opens a FileStore.

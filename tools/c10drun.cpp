@@ -688,15 +688,13 @@ class Launcher {
 
   int pollTimeoutMs(Clock::time_point now) const {
     std::optional<Clock::time_point> deadline;
-    if (stopping_ && !killed_) deadline = kill_deadline_;
-    if (drain_deadline_ && (!deadline || *drain_deadline_ < *deadline)) deadline = drain_deadline_;
-    if (options_.chaos_kill_every > 0 && next_chaos_ != Clock::time_point{} &&
-        (!deadline || next_chaos_ < *deadline)) {
-      deadline = next_chaos_;
-    }
+    // Unset time points (the epoch) mean "nothing due".
     auto earliest = [&](Clock::time_point at) {
       if (at != Clock::time_point{} && (!deadline || at < *deadline)) deadline = at;
     };
+    if (stopping_ && !killed_) deadline = kill_deadline_;
+    if (drain_deadline_) earliest(*drain_deadline_);
+    if (options_.chaos_kill_every > 0) earliest(next_chaos_);
     if (options_.chaos_stop_every > 0) {
       earliest(next_stop_);
       for (const Rank& rank : ranks_) earliest(rank.resume_at);

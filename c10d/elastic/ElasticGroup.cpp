@@ -83,9 +83,7 @@ ElasticGroup::ElasticGroup(std::shared_ptr<Store> store, int id, int size, Elast
              "ElasticOptions::joinTimeout must be positive, got ", options_.joinTimeout.count(),
              " ms");
   if (options_.group.backend.empty()) options_.group.backend = config::value("C10D_BACKEND");
-  if (options_.group.timeout.count() == 0) {
-    options_.group.timeout = std::chrono::seconds(config::Settings().integer("C10D_TIMEOUT"));
-  }
+  options_.group.timeout = resolveTimeout(options_.group.timeout, "ElasticOptions::group.timeout");
   keys_ = "c10d/elastic/" + options_.group.groupName + "/";
   incarnation_ = store_->add(launcherExitsKey(id_), 0);
   if (incarnation_ > 0) {
@@ -127,9 +125,8 @@ std::shared_ptr<ProcessGroup> ElasticGroup::sharedGroup() const {
   C10D_CHECK(!joining_, StateError, "elastic: id ", id_, " (incarnation ", incarnation_,
              ") is a restarted process: call join() before using the group");
   C10D_CHECK(group_ != nullptr, StateError, "elastic: id ", id_,
-             " has no group: the reform into "
-             "generation ",
-             generation_, " failed (its error said why)");
+             " has no group: the reform into generation ", generation_,
+             " failed (its error said why)");
   return group_;
 }
 
@@ -176,13 +173,12 @@ Reformation ElasticGroup::join(checkpoint::State* state) {
                                       [&](const Member& m) { return !(m.id == id_ || isDead(m)); });
     C10D_CHECK(anyAlive, StateError, "elastic: id ", id_, " (incarnation ", incarnation_,
                ") asked to join, but every member of generation ", newest,
-               " has ended (finished or died), so nobody "
-               "is left to admit it or to give it the state: start the job again (from a "
-               "checkpoint)");
+               " has ended (finished or died), so nobody is left to admit it or to give it "
+               "the state: start the job again (from a checkpoint)");
     C10D_CHECK(Clock::now() < deadline, TimeoutError, "elastic: id ", id_, " (incarnation ",
                incarnation_, ") asked to join but no member admitted it within ", patience.count(),
-               " ms of their last new generation: are the "
-               "members calling commit, and reform when joinsPending()?");
+               " ms of their last new generation: are the members calling commit, and "
+               "reform when joinsPending()?");
   }
   generation_ = static_cast<uint64_t>(toInt(generation, admitted));
   const std::string membersKey = keys_ + "g" + std::to_string(generation_) + "/members";

@@ -61,7 +61,8 @@ using Timeout = std::chrono::milliseconds;
 // What a torch Store does, as functions (the torch half binds them to one store).
 struct StoreFunctions {
   std::function<void(const std::string&, const std::vector<uint8_t>&)> set;
-  std::function<std::vector<uint8_t>(const std::string&, Timeout)> get;
+  // Blocks up to the torch store's own timeout (the timeout below).
+  std::function<std::vector<uint8_t>(const std::string&)> get;
   std::function<int64_t(const std::string&, int64_t)> add;
   std::function<std::vector<uint8_t>(const std::string&, const std::vector<uint8_t>&,
                                      const std::vector<uint8_t>&)>

@@ -82,7 +82,9 @@ c10d::ReduceOp reduceOf(ReduceSpec spec) {
 }
 
 // A torch Store as ours. Torch's stores have no multi-key or append calls; they are built from
-// the single-key ones (append with compareSet, so concurrent appends do not lose each other).
+// the single-key ones. append retries compareSet until its own bytes are in; two ranks appending
+// the same bytes to the same value would look like one (Gloo's failure log, the one user, writes
+// each rank's own message).
 class TorchStore final : public c10d::Store {
  public:
   explicit TorchStore(StoreFunctions functions)
@@ -98,7 +100,11 @@ class TorchStore final : public c10d::Store {
   }
   Bytes get(const std::string& key, std::chrono::milliseconds timeout) override {
     c10d::checkKey("get", key);
-    return call("get", key, [&] { return f_.get(key, timeout); });
+    return call("get", key, [&] {
+      // torch's get waits up to the store's own timeout; another needs a wait first.
+      if (timeout != f_.timeout) f_.wait({key}, timeout);
+      return f_.get(key);
+    });
   }
   int64_t add(const std::string& key, int64_t delta) override {
     c10d::checkKey("add", key);
@@ -114,21 +120,23 @@ class TorchStore final : public c10d::Store {
   }
   bool check(const std::vector<std::string>& keys) override {
     c10d::checkKeys("check", keys);
-    return call("check", c10d::describeKeys(keys), [&] { return f_.check(keys); });
+    return call("check", keys, [&] { return f_.check(keys); });
   }
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
     c10d::checkKeys("wait", keys);
-    call("wait", c10d::describeKeys(keys), [&] { f_.wait(keys, timeout); });
+    call("wait", keys, [&] { f_.wait(keys, timeout); });
   }
   int64_t numKeys() override {
-    return call("numKeys", "", [&] { return f_.numKeys(); });
+    return call("numKeys", std::vector<std::string>{}, [&] { return f_.numKeys(); });
   }
   std::vector<Bytes> multiGet(const std::vector<std::string>& keys,
                               std::chrono::milliseconds timeout) override {
     wait(keys, timeout);
     std::vector<Bytes> values;
     values.reserve(keys.size());
-    for (const auto& key : keys) values.push_back(get(key, timeout));
+    for (const auto& key : keys) {
+      values.push_back(call("get", key, [&] { return f_.get(key); }));  // present: no wait
+    }
     return values;
   }
   void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override {
@@ -153,18 +161,25 @@ class TorchStore final : public c10d::Store {
   }
 
  private:
-  // Runs a torch store call; its failures become our StoreError/TimeoutError naming op and key.
+  // Runs a torch store call; its failures become our StoreError/TimeoutError naming op and key
+  // (the keys are only described when a call fails).
   template <typename Call>
   auto call(const char* op, const std::string& key, Call&& body) -> decltype(body()) {
+    return call(op, std::vector<std::string>{key}, std::forward<Call>(body));
+  }
+  template <typename Call>
+  auto call(const char* op, const std::vector<std::string>& keys, Call&& body) -> decltype(body()) {
     try {
       return body();
     } catch (const StoreTimeout& e) {
+      std::string key = c10d::describeKeys(keys);
       throw c10d::TimeoutError(
           std::string("torch store ") + op + " '" + key + "' timed out: " + e.what(),
           {.op = std::string("store ") + op, .key = key});
     } catch (const c10d::Error&) {
       throw;
     } catch (const std::exception& e) {
+      std::string key = c10d::describeKeys(keys);
       throw c10d::StoreError(
           std::string("torch store ") + op + " '" + key + "' failed: " + e.what(),
           {.op = std::string("store ") + op, .key = key});

@@ -156,11 +156,8 @@ torch_bridge::StoreFunctions storeFunctions(c10::intrusive_ptr<::c10d::Store> st
   f.set = [store](const std::string& key, const std::vector<uint8_t>& value) {
     rethrowingTimeouts([&] { store->set(key, value); });
   };
-  f.get = [store](const std::string& key, torch_bridge::Timeout timeout) {
-    return rethrowingTimeouts([&] {
-      store->wait({key}, timeout);
-      return store->get(key);
-    });
+  f.get = [store](const std::string& key) {
+    return rethrowingTimeouts([&] { return store->get(key); });
   };
   f.add = [store](const std::string& key, int64_t delta) {
     return rethrowingTimeouts([&] { return store->add(key, delta); });
@@ -181,12 +178,6 @@ torch_bridge::StoreFunctions storeFunctions(c10::intrusive_ptr<::c10d::Store> st
   f.numKeys = [store] { return rethrowingTimeouts([&] { return store->getNumKeys(); }); };
   return f;
 }
-
-}  // namespace
-
-// ---------------------------------------------------------------------------------------------
-
-namespace {
 
 // Where torch's Futures complete when our backend's own thread ended the op. torch's callbacks
 // run inside markCompleted, and some block on a further op of the same group (PowerSGD's hook
@@ -268,8 +259,8 @@ TorchWork::TorchWork(std::shared_ptr<torch_bridge::Op> op, ::c10d::OpType type,
       devices.push_back(tensor.device());
     }
   }
-  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                     std::move(devices));
+  future_ =
+      c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors(), std::move(devices));
   // The profiler's event ends with the op, on whichever thread ends it (the Work may be gone).
   auto complete = [future = future_, outputs = outputs_,
                    endProfiling = std::move(recordFunctionEndCallback_)](std::exception_ptr error) {

@@ -12,14 +12,14 @@ out) and a peer killed mid-job, which must fail the survivor's collective, not h
 import datetime
 import os
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 
 import torch
 import torch.distributed as dist
+
+from ranks import run_ranks
 
 TIMEOUT = datetime.timedelta(seconds=20)
 
@@ -207,27 +207,9 @@ def rank_main(case, scratch):
     dist.destroy_process_group()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(case):
     with tempfile.TemporaryDirectory() as scratch:
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-                   WORLD_SIZE="2")
-        procs = [subprocess.Popen([sys.executable, __file__, "--rank", case, scratch],
-                                  env=dict(env, RANK=str(r))) for r in range(2)]
-        try:
-            codes = [p.wait(timeout=90) for p in procs]
-        except subprocess.TimeoutExpired:
-            codes = ["hung"]
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+        codes = run_ranks([__file__, "--rank", case, scratch], 2, timeout=90)
     expected = [0, -signal.SIGKILL] if case == "peer_dies" else [0, 0]
     ok = codes == expected
     print(f"{case}: {'ok' if ok else f'FAILED (exit codes {codes}, expected {expected})'}",

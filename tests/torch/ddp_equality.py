@@ -14,14 +14,14 @@ from step 2). bf16's hook needs CUDA in torch 1.13 and is left out here.
 
 import argparse
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+
+from ranks import run_ranks
 
 CONFIGS = ["plain", "find_unused", "no_sync", "join_uneven", "static_graph", "bucket_view",
            "fp16_hook", "powersgd_hook"]
@@ -117,26 +117,10 @@ def worker(backend, out, steps):
     torch.save(results, f"{out}.{rank}")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(backend, world_size, steps, directory):
     out = os.path.join(directory, backend)
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-               WORLD_SIZE=str(world_size))
-    procs = [subprocess.Popen([sys.executable, __file__, "--worker", backend, "--out", out,
-                               "--steps", str(steps)], env=dict(env, RANK=str(rank)))
-             for rank in range(world_size)]
-    try:
-        codes = [p.wait(timeout=240) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    codes = run_ranks([__file__, "--worker", backend, "--out", out, "--steps", str(steps)],
+                      world_size, timeout=240)
     if any(codes):
         sys.exit(f"{backend}: ranks exited with {codes}")
     return [torch.load(f"{out}.{rank}") for rank in range(world_size)]
