@@ -129,7 +129,10 @@ std::shared_ptr<Store> connectStore(const InitOptions& options, const WorldInfo&
     const char* why = "the env:// init method needs the address of rank 0's store";
     std::string host = requireEnv("MASTER_ADDR", why);
     std::string port = requireEnv("MASTER_PORT", why);
-    if (env("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True") {
+    // c10drun says both: its launcher's store serves PyTorch's clients too, but ours is the one
+    // that c10d/elastic's records and waits are written for.
+    if (env("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True" &&
+        config::value("C10D_STORE_HOST") != "launcher") {
       return agentStore(host, port, world, timeout);
     }
     return tcpStore(host, port);

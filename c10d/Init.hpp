@@ -46,7 +46,9 @@ std::chrono::milliseconds resolveTimeout(std::chrono::milliseconds timeout,
 // once all world.worldSize ranks are there; file:// opens a FileStore.
 // Under torchrun's static rendezvous (TORCHELASTIC_USE_AGENT_STORE=True), env:// instead joins
 // the PyTorch TCPStore torchrun's agent hosts at MASTER_ADDR:MASTER_PORT, under the key prefix
-// /worker/attempt_<TORCHELASTIC_RESTART_COUNT> (store/PyTorchTCPStore.hpp).
+// /worker/attempt_<TORCHELASTIC_RESTART_COUNT> (store/PyTorchTCPStore.hpp). c10drun sets that
+// variable too, for torch.distributed programs, but with C10D_STORE_HOST=launcher ours stays a
+// client of our protocol.
 // Throws InvalidArgument for a bad init method or a missing MASTER_ADDR/MASTER_PORT (named),
 // TimeoutError when the other ranks do not show up within the timeout.
 std::shared_ptr<Store> connectStore(const InitOptions& options, const WorldInfo& world);

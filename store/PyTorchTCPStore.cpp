@@ -6,37 +6,20 @@
 #include "c10d/core/Config.hpp"
 #include "c10d/core/Exception.hpp"
 #include "store/tcp/ClientSocket.hpp"
+#include "store/tcp/PyTorchWire.hpp"
 
 namespace c10d::inline v0 {
 namespace {
 
 using Clock = detail::ClientSocket::Clock;
 
-// The requests this client makes, and their codes in each protocol (PyTorch's QueryType). v2
-// put VALIDATE first and moved every v1 code up by one; -1: v1 has no such request.
-enum Op {
-  kSet,
-  kCompareSet,
-  kGet,
-  kAdd,
-  kCheck,
-  kWait,
-  kNumKeys,
-  kDeleteKey,
-  kMultiGet,
-  kMultiSet,
-  kAppend,
-  kOpCount
-};
-constexpr int kV1Codes[kOpCount] = {0, 1, 2, 3, 4, 5, 6, 8, -1, -1, -1};
-constexpr int kV2Codes[kOpCount] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 9};
-constexpr const char* kOpNames[kOpCount] = {"set",       "compare_set", "get",      "add",
-                                            "check",     "wait",        "num_keys", "delete_key",
-                                            "multi_get", "multi_set",   "append"};
-constexpr uint8_t kV2Validate = 0;
-constexpr uint32_t kV2Magic = 0x3C85F7CE;
-constexpr uint8_t kReady = 0;        // CHECK's answer when every key exists
-constexpr uint8_t kStopWaiting = 0;  // WAIT's answer once every key exists
+// A request's kind (PyTorch's QueryType); Request below is one request on the wire.
+using Query = pytorch_wire::Request;
+
+pytorch_wire::Version wireVersion(PyTorchTCPStore::Protocol protocol) {
+  return protocol == PyTorchTCPStore::Protocol::V2 ? pytorch_wire::Version::V2
+                                                   : pytorch_wire::Version::V1;
+}
 
 // PyTorch's client prefixes every key with "/" (TCPStore's keyPrefix_); so do we, so that both
 // clients of one server see each other's keys.
@@ -116,7 +99,8 @@ PyTorchTCPStore::Protocol probePyTorchStoreProtocol(const std::string& host, uin
   detail::ClientSocket probe(host, port, timeout, "PyTorch TCPStore server", kConnectHint);
   // v1's GETNUMKEYS. A v2 server takes code 6 for WAIT without keys yet: the legacy server
   // closes the connection for a first message that is not VALIDATE, the libuv one stays silent.
-  const uint8_t request = 6;
+  const auto request =
+      static_cast<uint8_t>(pytorch_wire::code(pytorch_wire::Version::V1, Query::NumKeys));
   auto deadline =
       Clock::now() + std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(2));
   probe.sendAll(&request, 1, deadline);
@@ -155,10 +139,15 @@ detail::ClientSocket& PyTorchTCPStore::connection() {
   socket_.reset();
   auto socket = std::make_unique<detail::ClientSocket>(host_, port_, timeout(),
                                                        "PyTorch TCPStore server", kConnectHint);
+  // PyTorch's protocol has no error answer: a server refuses a request by closing.
+  socket->setClosedMessage(
+      "the server closed the connection: it exited, or refused the request (a PyTorch TCPStore "
+      "server answers a request it cannot serve so, and its log says why)");
   if (protocol_ == Protocol::V2) {
     // VALIDATE: a code byte and the magic as a little-endian u32; no answer.
-    uint8_t message[5] = {kV2Validate};
-    std::memcpy(message + 1, &kV2Magic, sizeof(kV2Magic));
+    uint8_t message[5] = {
+        static_cast<uint8_t>(pytorch_wire::code(pytorch_wire::Version::V2, Query::Validate))};
+    std::memcpy(message + 1, &pytorch_wire::kV2Magic, sizeof(pytorch_wire::kV2Magic));
     socket->sendAll(message, sizeof(message), Clock::now() + timeout());
   }
   socket_ = std::move(socket);
@@ -167,20 +156,21 @@ detail::ClientSocket& PyTorchTCPStore::connection() {
 
 namespace {
 
-uint8_t codeOf(PyTorchTCPStore::Protocol protocol, int op) {
-  int code = (protocol == PyTorchTCPStore::Protocol::V2 ? kV2Codes : kV1Codes)[op];
-  C10D_CHECK(code >= 0, Error, "PyTorch TCPStore: protocol v1 has no ", kOpNames[op], " request");
+uint8_t codeOf(PyTorchTCPStore::Protocol protocol, Query request) {
+  int code = pytorch_wire::code(wireVersion(protocol), request);
+  C10D_CHECK(code >= 0, Error, "PyTorch TCPStore: this protocol has no ",
+             pytorch_wire::name(request), " request");
   return static_cast<uint8_t>(code);
 }
 
 // Runs body; an error of the connection gets the op and key in front and in its context.
 template <typename Body>
-auto withContext(int op, const std::string& key, Body&& body) -> decltype(body()) {
+auto withContext(Query op, const std::string& key, Body&& body) -> decltype(body()) {
   auto context = [&] {
-    return ErrorContext{.op = std::string("store ") + kOpNames[op], .key = key};
+    return ErrorContext{.op = std::string("store ") + pytorch_wire::name(op), .key = key};
   };
   auto prefix = [&] {
-    return detail::concat("PyTorch TCPStore ", kOpNames[op], key.empty() ? "" : " '", key,
+    return detail::concat("PyTorch TCPStore ", pytorch_wire::name(op), key.empty() ? "" : " '", key,
                           key.empty() ? "" : "'", ": ");
   };
   try {
@@ -198,8 +188,8 @@ void PyTorchTCPStore::set(const std::string& key, const Bytes& value) {
   checkKey("set", key);
   checkValue("set", key, value.size());
   std::lock_guard<std::mutex> guard(mutex_);
-  withContext(kSet, key, [&] {
-    Request(codeOf(protocol_, kSet))
+  withContext(Query::Set, key, [&] {
+    Request(codeOf(protocol_, Query::Set))
         .text(wireKey(key))
         .data(value)
         .send(connection(), Clock::now() + timeout());
@@ -207,10 +197,10 @@ void PyTorchTCPStore::set(const std::string& key, const Bytes& value) {
 }
 
 Store::Bytes PyTorchTCPStore::getLocked(const std::string& key) {
-  return withContext(kGet, key, [&] {
+  return withContext(Query::Get, key, [&] {
     auto& socket = connection();
     auto deadline = Clock::now() + timeout();
-    Request(codeOf(protocol_, kGet)).text(wireKey(key)).send(socket, deadline);
+    Request(codeOf(protocol_, Query::Get)).text(wireKey(key)).send(socket, deadline);
     return readBytes(socket, deadline);
   });
 }
@@ -227,10 +217,10 @@ Store::Bytes PyTorchTCPStore::get(const std::string& key, std::chrono::milliseco
 int64_t PyTorchTCPStore::add(const std::string& key, int64_t delta) {
   checkKey("add", key);
   std::lock_guard<std::mutex> guard(mutex_);
-  return withContext(kAdd, key, [&] {
+  return withContext(Query::Add, key, [&] {
     auto& socket = connection();
     auto deadline = Clock::now() + timeout();
-    Request(codeOf(protocol_, kAdd)).text(wireKey(key)).i64(delta).send(socket, deadline);
+    Request(codeOf(protocol_, Query::Add)).text(wireKey(key)).i64(delta).send(socket, deadline);
     return static_cast<int64_t>(readU64(socket, deadline));
   });
 }
@@ -240,10 +230,10 @@ Store::Bytes PyTorchTCPStore::compareSet(const std::string& key, const Bytes& ex
   checkKey("compare_set", key);
   checkValue("compare_set", key, desired.size());
   std::lock_guard<std::mutex> guard(mutex_);
-  return withContext(kCompareSet, key, [&] {
+  return withContext(Query::CompareSet, key, [&] {
     auto& socket = connection();
     auto deadline = Clock::now() + timeout();
-    Request(codeOf(protocol_, kCompareSet))
+    Request(codeOf(protocol_, Query::CompareSet))
         .text(wireKey(key))
         .data(expected)
         .data(desired)
@@ -255,10 +245,10 @@ Store::Bytes PyTorchTCPStore::compareSet(const std::string& key, const Bytes& ex
 bool PyTorchTCPStore::deleteKey(const std::string& key) {
   checkKey("delete_key", key);
   std::lock_guard<std::mutex> guard(mutex_);
-  return withContext(kDeleteKey, key, [&] {
+  return withContext(Query::DeleteKey, key, [&] {
     auto& socket = connection();
     auto deadline = Clock::now() + timeout();
-    Request(codeOf(protocol_, kDeleteKey)).text(wireKey(key)).send(socket, deadline);
+    Request(codeOf(protocol_, Query::DeleteKey)).text(wireKey(key)).send(socket, deadline);
     return readU64(socket, deadline) != 0;
   });
 }
@@ -266,32 +256,52 @@ bool PyTorchTCPStore::deleteKey(const std::string& key) {
 bool PyTorchTCPStore::check(const std::vector<std::string>& keys) {
   checkKeys("check", keys);
   std::lock_guard<std::mutex> guard(mutex_);
-  return withContext(kCheck, keys.empty() ? "" : keys[0], [&] {
+  return withContext(Query::Check, keys.empty() ? "" : keys[0], [&] {
     auto& socket = connection();
     auto deadline = Clock::now() + timeout();
-    Request(codeOf(protocol_, kCheck)).keys(keys).send(socket, deadline);
-    return *socket.receive(1, deadline) == kReady;
+    Request(codeOf(protocol_, Query::Check)).keys(keys).send(socket, deadline);
+    return *socket.receive(1, deadline) == pytorch_wire::kReady;
   });
 }
 
 void PyTorchTCPStore::waitLocked(const std::vector<std::string>& keys,
                                  std::chrono::milliseconds timeout, const char* op) {
+  C10D_CHECK(timeout.count() > 0, InvalidArgument, "PyTorch TCPStore ", op,
+             ": timeout must be positive, got ", timeout.count(), " ms");
   const std::string first = keys.empty() ? "" : keys[0];
   try {
-    withContext(kWait, first, [&] {
+    withContext(Query::Wait, first, [&] {
       auto& socket = connection();
       auto deadline = Clock::now() + timeout;
-      Request(codeOf(protocol_, kWait)).keys(keys).send(socket, deadline);
-      if (*socket.receive(1, deadline) != kStopWaiting) socket.fail("unexpected answer to wait");
+      Request(codeOf(protocol_, Query::Wait)).keys(keys).send(socket, deadline);
+      if (*socket.receive(1, deadline) != pytorch_wire::kStopWaiting)
+        socket.fail("unexpected answer to wait");
     });
   } catch (const TimeoutError&) {
     // The server still holds the wait and would answer it later, out of turn: the socket marked
-    // itself broken, so the next call makes another connection.
+    // itself broken, so the next call makes another connection, and asks which keys are missing.
+    std::vector<std::string> missing = missingLocked(keys);
     throw TimeoutError(
-        detail::concat("PyTorch TCPStore ", op, ": key(s) ", describeKeys(keys), " not set after ",
-                       timeout.count(), " ms (server ", host_, ":", port_, ")"),
-        ErrorContext{.op = std::string("store ") + op, .key = first});
+        detail::concat("PyTorch TCPStore ", op, ": key(s) ", describeKeys(missing),
+                       " not set after ", timeout.count(), " ms (server ", host_, ":", port_, ")"),
+        ErrorContext{.op = std::string("store ") + op, .key = missing[0]});
   }
+}
+
+std::vector<std::string> PyTorchTCPStore::missingLocked(const std::vector<std::string>& keys) {
+  std::vector<std::string> missing;
+  try {
+    for (const auto& key : keys) {
+      auto& socket = connection();
+      auto deadline = Clock::now() + timeout();
+      Request(codeOf(protocol_, Query::Check)).keys({key}).send(socket, deadline);
+      if (*socket.receive(1, deadline) != pytorch_wire::kReady) missing.push_back(key);
+    }
+  } catch (const Error&) {
+    return keys;  // the server is gone too: name every key
+  }
+  // Set between the timeout and the checks: every key was missing when the wait ended.
+  return missing.empty() ? keys : missing;
 }
 
 void PyTorchTCPStore::wait(const std::vector<std::string>& keys,
@@ -303,10 +313,10 @@ void PyTorchTCPStore::wait(const std::vector<std::string>& keys,
 
 int64_t PyTorchTCPStore::numKeys() {
   std::lock_guard<std::mutex> guard(mutex_);
-  return withContext(kNumKeys, "", [&] {
+  return withContext(Query::NumKeys, "", [&] {
     auto& socket = connection();
     auto deadline = Clock::now() + timeout();
-    Request(codeOf(protocol_, kNumKeys)).send(socket, deadline);
+    Request(codeOf(protocol_, Query::NumKeys)).send(socket, deadline);
     return static_cast<int64_t>(readU64(socket, deadline));
   });
 }
@@ -322,10 +332,10 @@ std::vector<Store::Bytes> PyTorchTCPStore::multiGet(const std::vector<std::strin
     for (const auto& key : keys) values.push_back(getLocked(key));
     return values;
   }
-  return withContext(kMultiGet, keys.empty() ? "" : keys[0], [&] {
+  return withContext(Query::MultiGet, keys.empty() ? "" : keys[0], [&] {
     auto& socket = connection();
     auto deadline = Clock::now() + this->timeout();
-    Request(codeOf(protocol_, kMultiGet)).keys(keys).send(socket, deadline);
+    Request(codeOf(protocol_, Query::MultiGet)).keys(keys).send(socket, deadline);
     for (size_t i = 0; i < keys.size(); ++i) values.push_back(readBytes(socket, deadline));
     return values;
   });
@@ -342,8 +352,8 @@ void PyTorchTCPStore::multiSet(const std::vector<std::string>& keys,
     return;
   }
   std::lock_guard<std::mutex> guard(mutex_);
-  withContext(kMultiSet, keys.empty() ? "" : keys[0], [&] {
-    Request request(codeOf(protocol_, kMultiSet));
+  withContext(Query::MultiSet, keys.empty() ? "" : keys[0], [&] {
+    Request request(codeOf(protocol_, Query::MultiSet));
     request.u64(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) request.text(wireKey(keys[i])).data(values[i]);
     request.send(connection(), Clock::now() + timeout());
@@ -354,8 +364,8 @@ void PyTorchTCPStore::append(const std::string& key, const Bytes& value) {
   checkKey("append", key);
   if (protocol_ == Protocol::V2) {
     std::lock_guard<std::mutex> guard(mutex_);
-    withContext(kAppend, key, [&] {
-      Request(codeOf(protocol_, kAppend))
+    withContext(Query::Append, key, [&] {
+      Request(codeOf(protocol_, Query::Append))
           .text(wireKey(key))
           .data(value)
           .send(connection(), Clock::now() + timeout());

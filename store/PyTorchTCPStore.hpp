@@ -67,6 +67,9 @@ class PyTorchTCPStore : public Store {
   void waitLocked(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
                   const char* op);
   Bytes getLocked(const std::string& key);
+  // The keys of a timed-out wait that are still missing (all of them when none is, or the server
+  // cannot say), asked on a new connection.
+  std::vector<std::string> missingLocked(const std::vector<std::string>& keys);
 
   std::string host_;
   uint16_t port_;

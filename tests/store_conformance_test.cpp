@@ -14,6 +14,7 @@
 #include "store/FileStore.hpp"
 #include "store/HashStore.hpp"
 #include "store/PrefixStore.hpp"
+#include "store/PyTorchTCPStore.hpp"
 #include "store/TCPStore.hpp"
 
 namespace c10d::inline v0 {
@@ -74,9 +75,27 @@ class TCPStoreFactory : public StoreFactory {
   std::shared_ptr<TCPStore> server_;
 };
 
+// Our server's PyTorch dialect, through our client of PyTorch's server speaking each protocol:
+// what torch.distributed programs see under c10drun.
+class PyTorchClientFactory : public StoreFactory {
+ public:
+  explicit PyTorchClientFactory(PyTorchTCPStore::Protocol protocol) : protocol_(protocol) {}
+  std::shared_ptr<Store> open() override {
+    return std::make_shared<PyTorchTCPStore>("127.0.0.1", server_.port(), Store::kDefaultTimeout,
+                                             protocol_);
+  }
+
+ private:
+  TCPStoreServer server_{TCPStoreServerOptions{.listenAddress = "127.0.0.1"}};
+  PyTorchTCPStore::Protocol protocol_;
+};
+
 struct StoreKind {
   std::string name;
   std::function<std::unique_ptr<StoreFactory>()> make;
+  // PyTorch's protocol has no error answer: the server closes the connection instead, so the
+  // client sees StoreError (on the call, or the next one for a request that is not answered).
+  bool answersErrors = true;
 };
 
 void PrintTo(const StoreKind& kind, std::ostream* out) {
@@ -163,6 +182,13 @@ TEST_P(StoreTest, AddOnNonIntegerFails) {
 
 TEST_P(StoreTest, AddOverflowFailsAndKeepsTheValue) {
   store_->add("big", INT64_MAX - 1);
+  if (!GetParam().answersErrors) {
+    std::string message = messageOf([&] { store_->add("big", 2); });
+    EXPECT_NE(message.find("refused the request"), std::string::npos) << message;
+    EXPECT_THROW(store_->add("big", 2), StoreError);
+    EXPECT_EQ(store_->add("big", 0), INT64_MAX - 1);  // a new connection, the value kept
+    return;
+  }
   std::string message = messageOf([&] { store_->add("big", 2); });
   EXPECT_NE(message.find("overflows int64"), std::string::npos) << message;
   // The same misuse is the same type on every store (TCPStore used to say StoreError).
@@ -173,6 +199,19 @@ TEST_P(StoreTest, AddOverflowFailsAndKeepsTheValue) {
 TEST_P(StoreTest, AppendPastTheValueLimitFailsAndKeepsTheValue) {
   Bytes almost(Store::kMaxValueBytes - 1, 'a');
   store_->append("log", almost);
+  if (!GetParam().answersErrors) {
+    // Refused by the client where it knows the size (v1's compare-and-set), else by the server,
+    // which closes: then the next call fails.
+    EXPECT_THROW(
+        {
+          store_->append("log", toBytes("bc"));
+          store_->check({"log"});
+        },
+        Error);
+    store_->append("log", toBytes("b"));
+    EXPECT_EQ(store_->get("log").size(), Store::kMaxValueBytes);
+    return;
+  }
   std::string message = messageOf([&] { other()->append("log", toBytes("bc")); });
   EXPECT_NE(message.find("log"), std::string::npos) << message;
   EXPECT_THROW(store_->append("log", toBytes("bc")), InvalidArgument);
@@ -313,11 +352,19 @@ TEST_P(StoreTest, TimeoutsMustBePositive) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllStores, StoreTest,
-    ::testing::Values(StoreKind{"HashStore", [] { return std::make_unique<HashStoreFactory>(); }},
-                      StoreKind{"FileStore", [] { return std::make_unique<FileStoreFactory>(); }},
-                      StoreKind{"PrefixStore",
-                                [] { return std::make_unique<PrefixStoreFactory>(); }},
-                      StoreKind{"TCPStore", [] { return std::make_unique<TCPStoreFactory>(); }}),
+    ::testing::Values(
+        StoreKind{"HashStore", [] { return std::make_unique<HashStoreFactory>(); }},
+        StoreKind{"FileStore", [] { return std::make_unique<FileStoreFactory>(); }},
+        StoreKind{"PrefixStore", [] { return std::make_unique<PrefixStoreFactory>(); }},
+        StoreKind{"TCPStore", [] { return std::make_unique<TCPStoreFactory>(); }},
+        StoreKind{
+            "PyTorchV1Client",
+            [] { return std::make_unique<PyTorchClientFactory>(PyTorchTCPStore::Protocol::V1); },
+            /*answersErrors=*/false},
+        StoreKind{
+            "PyTorchV2Client",
+            [] { return std::make_unique<PyTorchClientFactory>(PyTorchTCPStore::Protocol::V2); },
+            /*answersErrors=*/false}),
     [](const ::testing::TestParamInfo<StoreKind>& info) { return info.param.name; });
 
 TEST(PrefixStoreTest, NamespacesDoNotCollide) {

@@ -8,7 +8,9 @@
 //
 // The launcher of node 0 hosts the job's store (a TCPStoreServer at MASTER_PORT), as torchrun's
 // agent does, so that the store outlives every rank; each launcher writes there how each of its
-// ranks ended (c10d/elastic reads it to tell a dead rank from a slow one).
+// ranks ended (c10d/elastic reads it to tell a dead rank from a slow one). The store also
+// serves PyTorch's TCPStore clients, so torch.distributed programs (env://) rendezvous there as
+// they do under torchrun.
 //
 // Every rank gets its own process group so that stopping a rank also stops whatever it
 // spawned, and a parent-death signal so that no rank outlives a launcher killed with SIGKILL.
@@ -152,7 +154,7 @@ Options parseOptions(int argc, char** argv) {
       "environment torchrun gives its workers: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,\n"
       "GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_NAME, ROLE_WORLD_SIZE, MASTER_ADDR,\n"
       "MASTER_PORT, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID,\n"
-      "TORCHELASTIC_USE_AGENT_STORE=False, TORCHELASTIC_ERROR_FILE (shown when the rank fails),\n"
+      "TORCHELASTIC_USE_AGENT_STORE=True, TORCHELASTIC_ERROR_FILE (shown when the rank fails),\n"
       "C10D_STORE_HOST=launcher (node 0's launcher hosts the store; every rank is a client)\n"
       "and, unless set, OMP_NUM_THREADS=1 with several ranks per node. Each rank's output is\n"
       "printed with a '[rank R] ' prefix.");
@@ -539,9 +541,9 @@ class Launcher {
         {"TORCHELASTIC_RESTART_COUNT", std::to_string(rank.restarts)},
         {"TORCHELASTIC_MAX_RESTARTS", std::to_string(options_.max_restarts)},
         {"TORCHELASTIC_RUN_ID", "none"},
-        // Rank 0 hosts our store at MASTER_PORT; no agent hosts one (torchrun --rdzv-backend=c10d
-        // says the same).
-        {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+        // As torchrun's agent: the launcher hosts the store at MASTER_PORT, so a torch.distributed
+        // program's env:// joins it as a client (the server speaks PyTorch's protocol as well).
+        {"TORCHELASTIC_USE_AGENT_STORE", "True"},
         {"TORCHELASTIC_ERROR_FILE", errorFile(rank)},
         {"C10D_STORE_HOST", "launcher"},
     };

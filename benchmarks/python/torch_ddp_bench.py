@@ -5,14 +5,17 @@ c10d (c10d.torch), alternating in one job so both see the same machine state.
     torchrun --nproc_per_node 2 torch_ddp_bench.py --model resnet50 [--rounds 5] [--steps 5]
     torchrun --nproc_per_node 2 torch_ddp_bench.py --latency [--iters 2000]
 
-(torchrun, not c10drun: docs/torch.md says why torch programs do not rendezvous under c10drun.)
+(c10drun --nproc-per-node 2 python3 torch_ddp_bench.py ... works the same.)
 
 --model: the gradient shapes of a real model (../shared/models/<model>.json, or --shapes FILE).
 Each parameter's gradient becomes ready after a backward that sleeps 1 ns per gradient byte
 (--ns-per-byte), as an accelerator's backward leaves the CPU to communication, as c10d-ddp-bench
-does. "local" is that backward without DDP; "exposed" is DDP's step minus local: the
-communication the backward did not hide. Rounds alternate gloo and c10d; rank 0 prints the median
-over steps of each round, then the median (min-max) over rounds, as JSON lines and a table.
+does. "local" is that backward without DDP. "no comm" is DDP with a comm hook that returns the
+bucket at once: DDP's own work (copying gradients into buckets and back, its autograd hooks),
+which is the same whatever the backend. "exposed" is a backend's DDP step minus "no comm": the
+communication the backward did not hide; "over local" is its step minus local. Rounds alternate
+the configurations; rank 0 prints the median over steps of each round, then the median (min-max)
+over rounds, as JSON lines and a table.
 
 --latency: all_reduce of 4 B and 4 MiB float32 through each backend's group, p50 and p90 in µs,
 alternating blocks of iterations.
@@ -80,12 +83,21 @@ def summary(values):
     return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
+def no_communication(state, bucket):
+    """A comm hook that leaves the bucket as it is: DDP's own cost without any communication."""
+    future = torch.futures.Future()
+    future.set_result(bucket.buffer())
+    return future
+
+
 def ddp(args, groups):
     shapes = load_shapes(args)
     local_model = ShapesModel(shapes, args.ns_per_byte)
     models = {name: DDP(ShapesModel(shapes, args.ns_per_byte), process_group=group)
               for name, group in groups.items()}
-    results = {"local": [], **{name: [] for name in groups}}
+    models["no comm"] = DDP(ShapesModel(shapes, args.ns_per_byte), process_group=groups["c10d"])
+    models["no comm"].register_comm_hook(None, no_communication)
+    results = {"local": [], **{name: [] for name in models}}
     for _ in range(args.rounds):
         results["local"].append(slowest(step_ms(local_model, args.steps)))
         for name, model in models.items():
@@ -93,12 +105,17 @@ def ddp(args, groups):
     if dist.get_rank() == 0:
         megabytes = sum(torch.Size(s).numel() for s in shapes) * 4 / 1e6
         print(json.dumps({"model": args.model, "ranks": dist.get_world_size(), **results}))
-        print(f"| model, ranks | local (ms) | " +
-              " | ".join(f"{n} step (ms) | {n} exposed (ms)" for n in groups) + " |")
+        print("| model, ranks | local (ms) | no comm (ms) | " +
+              " | ".join(f"{n} step (ms) | {n} exposed (ms) | {n} over local (ms)"
+                         for n in groups) + " |")
         local = statistics.median(results["local"])
-        cells = [f"{args.model} ({megabytes:.0f} MB), {dist.get_world_size()}", f"{local:.2f}"]
+        # Per round: each backend's step against that round's no-comm step.
+        cells = [f"{args.model} ({megabytes:.0f} MB), {dist.get_world_size()}", f"{local:.2f}",
+                 summary(results["no comm"])]
         for name in groups:
-            cells += [summary(results[name]), summary([v - local for v in results[name]])]
+            cells += [summary(results[name]),
+                      summary([v - n for v, n in zip(results[name], results["no comm"])]),
+                      summary([v - local for v in results[name]])]
         print("| " + " | ".join(cells) + " |")
 
 

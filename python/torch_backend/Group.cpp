@@ -413,6 +413,13 @@ void Group::monitoredBarrier(Timeout timeout, bool waitAllRanks) {
     } else if (timeout.count() == 0 || e.context().peers.empty()) {
       torchWords = c10d::detail::concat("Rank 0 timed out in monitoredBarrier after ",
                                         timeout.count(), " ms");
+    } else if (waitAllRanks) {  // every rank that did not arrive, ", "-separated
+      std::string ranks;
+      for (int peer : e.context().peers) {
+        ranks += (ranks.empty() ? "" : ", ") + std::to_string(peer);
+      }
+      torchWords = c10d::detail::concat("Ranks ", ranks, " failed to pass monitoredBarrier in ",
+                                        timeout.count(), " ms");
     } else {
       torchWords =
           c10d::detail::concat("Rank ", e.context().peers.front(),

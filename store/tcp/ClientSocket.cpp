@@ -29,8 +29,10 @@ using Clock = ClientSocket::Clock;
 // CPU time.
 constexpr std::chrono::microseconds kSpinBeforeBlocking{50};
 
+// Rounded up: poll() with the rounded-down count wakes before the deadline, and a wait could
+// then report a timeout that had not yet passed.
 int remainingMs(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
   return static_cast<int>(std::clamp<int64_t>(left.count(), 0, INT32_MAX));
 }
 
@@ -151,7 +153,7 @@ const uint8_t* ClientSocket::receive(size_t size, Clock::time_point deadline) {
     if (got > 0) {
       end_ += static_cast<size_t>(got);
     } else if (got == 0) {
-      fail("the server closed the connection (did its process exit?)");
+      fail(closedMessage_);
     } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       fail(concat("recv failed: ", std::strerror(errno)));
     }
@@ -166,6 +168,7 @@ void ClientSocket::waitFor(short events, Clock::time_point deadline) {
   while (true) {
     int ready = ::poll(&pfd, 1, remainingMs(deadline));
     if (ready > 0) return;
+    if (ready == 0 && Clock::now() < deadline) continue;  // woken early by the clock's grain
     if (ready == 0) {
       broken_ = true;
       brokenReason_ = "an earlier request timed out waiting for the server";

@@ -37,6 +37,8 @@ class ClientSocket {
   const std::string& brokenReason() const { return brokenReason_; }
   // "TCPStore server host:port", for messages.
   const std::string& peer() const { return peer_; }
+  // What a receive says when the server closes the connection (by default: did it exit?).
+  void setClosedMessage(std::string message) { closedMessage_ = std::move(message); }
 
  private:
   bool tryConnectOnce(const std::string& host, uint16_t port, Clock::time_point deadline,
@@ -47,6 +49,7 @@ class ClientSocket {
   int fd_ = -1;
   bool broken_ = false;
   std::string brokenReason_;
+  std::string closedMessage_ = "the server closed the connection (did its process exit?)";
   std::vector<uint8_t> input_;
   size_t begin_ = 0;
   size_t end_ = 0;

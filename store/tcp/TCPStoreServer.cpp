@@ -19,6 +19,7 @@
 #include "c10d/net/UvLoop.hpp"
 #include "store/KeyValueState.hpp"
 #include "store/TCPStore.hpp"
+#include "store/tcp/PyTorchWire.hpp"
 #include "store/tcp/StoreProtocol.hpp"
 
 namespace c10d::inline v0 {
@@ -59,10 +60,17 @@ class TCPStoreServer::Impl {
     uv_timer_t timer;
   };
 
+  // The protocol a client speaks, told by its first bytes: ours opens with protocol::kMagic, a
+  // PyTorch client with a request (v1) or with VALIDATE and PyTorch's magic (v2). PyTorch's
+  // clients are served so that torch.distributed programs rendezvous at a c10drun launcher's
+  // store as they do at torchrun's agent's.
+  enum class Dialect : uint8_t { Unknown, C10d, PyTorchV1, PyTorchV2 };
+
   struct Connection {
     uv_tcp_t handle;
     Impl* server;
     std::string peer;
+    Dialect dialect = Dialect::Unknown;
     std::vector<uint8_t> input;
     size_t begin = 0;  // first unconsumed byte of input
     size_t end = 0;    // one past the last received byte
@@ -96,6 +104,11 @@ class TCPStoreServer::Impl {
   bool handshake(Connection* connection, const uint8_t* data, size_t available);
   bool checkProof(Connection* connection, const uint8_t* data, size_t available);
   void handleFrame(Connection* connection, const uint8_t* body, size_t size);
+  // Sets connection->dialect from its first bytes; false: wait for more bytes.
+  bool detectDialect(Connection* connection, const uint8_t* data, size_t available);
+  // Serves one request of a PyTorch client; false: wait for more bytes.
+  bool servePyTorch(Connection* connection, const uint8_t* data, size_t available);
+  void handlePyTorchRequest(Connection* connection, const pytorch_wire::ParsedRequest& request);
   void drop(Connection* connection, const std::string& why);
   void close(Connection* connection);
 
@@ -314,6 +327,14 @@ void TCPStoreServer::Impl::processInput(Connection* connection) {
     while (!connection->closing) {
       size_t available = connection->end - connection->begin;
       const uint8_t* data = connection->input.data() + connection->begin;
+      if (connection->dialect == Dialect::Unknown) {
+        if (!detectDialect(connection, data, available)) return;
+        continue;
+      }
+      if (connection->dialect != Dialect::C10d) {
+        if (!servePyTorch(connection, data, available)) return;
+        continue;
+      }
       if (!connection->handshaken) {
         if (!handshake(connection, data, available)) return;
         continue;
@@ -538,6 +559,167 @@ void TCPStoreServer::Impl::handleFrame(Connection* connection, const uint8_t* bo
   send(connection, scratch_);
 }
 
+bool TCPStoreServer::Impl::detectDialect(Connection* connection, const uint8_t* data,
+                                         size_t available) {
+  using pytorch_wire::Request;
+  using pytorch_wire::Version;
+  if (available == 0) return false;
+  if (data[0] == protocol::kMagic[0]) {
+    connection->dialect = Dialect::C10d;
+    return true;
+  }
+  if (data[0] == pytorch_wire::code(Version::V2, Request::Validate)) {
+    // Also v1's SET; its key length never has PyTorch's magic in its low bytes (it would pass
+    // the key limit).
+    if (available < 1 + sizeof(pytorch_wire::kV2Magic)) return false;
+    uint32_t magic;
+    std::memcpy(&magic, data + 1, sizeof(magic));
+    connection->dialect = magic == pytorch_wire::kV2Magic ? Dialect::PyTorchV2 : Dialect::PyTorchV1;
+  } else if (pytorch_wire::request(Version::V1, data[0])) {
+    connection->dialect = Dialect::PyTorchV1;
+  } else {
+    C10D_THROW(protocol::ProtocolError, "bad handshake magic: first byte ", int(data[0]),
+               " opens neither c10d's store protocol nor PyTorch's TCPStore protocol");
+  }
+  if (token_) {
+    drop(connection,
+         "it speaks PyTorch's TCPStore protocol, which cannot authenticate, and this server "
+         "requires a token (C10D_AUTH_TOKEN)");
+    return false;
+  }
+  return true;
+}
+
+bool TCPStoreServer::Impl::servePyTorch(Connection* connection, const uint8_t* data,
+                                        size_t available) {
+  const auto version = connection->dialect == Dialect::PyTorchV2 ? pytorch_wire::Version::V2
+                                                                 : pytorch_wire::Version::V1;
+  if (connection->parked != nullptr && available > 0 &&
+      pytorch_wire::request(version, data[0]) != pytorch_wire::Request::CancelWait) {
+    // A waiting PyTorch client sends nothing but CANCEL_WAIT (2.1 on) until it is answered; a
+    // pipelining one may queue one request of any size.
+    if (available > protocol::kMaxFrameBytes) {
+      C10D_THROW(protocol::ProtocolError, "sent ", available, " bytes while waiting for a reply");
+    }
+    return false;
+  }
+  std::optional<pytorch_wire::ParsedRequest> request =
+      pytorch_wire::parseRequest(version, data, available);
+  if (!request) {
+    // Each field is bounded, a MULTI_SET's sum is not: bound the whole as our frames are.
+    if (available > protocol::kMaxFrameBytes) {
+      C10D_THROW(protocol::ProtocolError, "a request of more than ", protocol::kMaxFrameBytes,
+                 " bytes");
+    }
+    return false;
+  }
+  connection->begin += request->bytes;  // the views stay valid: input changes only on reads
+  handlePyTorchRequest(connection, *request);
+  return true;
+}
+
+void TCPStoreServer::Impl::handlePyTorchRequest(Connection* connection,
+                                                const pytorch_wire::ParsedRequest& request) {
+  using pytorch_wire::Request;
+  auto bytes = [](std::string_view view) { return Store::Bytes(view.begin(), view.end()); };
+  const std::string key = request.keys.empty() ? std::string() : std::string(request.keys[0]);
+  auto refuse = [&](auto&&... why) {
+    C10D_THROW(protocol::ProtocolError, "PyTorch ", pytorch_wire::name(request.request), " '", key,
+               "': ", why...);
+  };
+  // wakeWaiters answers with scratch_: every answer below is built after it ran.
+  std::vector<uint8_t>& answer = scratch_;
+  switch (request.request) {
+    case Request::Validate:
+      if (static_cast<uint32_t>(request.integer) != pytorch_wire::kV2Magic) {
+        refuse("wrong magic ", request.integer);
+      }
+      return;  // no answer
+    case Request::Set:
+      state_.set(key, bytes(request.values[0]), &created_);
+      wakeWaiters();
+      return;  // no answer
+    case Request::CompareSet: {
+      Store::Bytes result =
+          state_.compareSet(key, bytes(request.values[0]), bytes(request.values[1]), &created_);
+      wakeWaiters();
+      answer.clear();
+      pytorch_wire::appendValue(answer, result);
+      break;
+    }
+    case Request::Get:
+    case Request::MultiGet: {
+      // PyTorch's clients wait first; its server closes the connection of one that did not.
+      std::vector<std::string> keys(request.keys.begin(), request.keys.end());
+      std::vector<std::string> missing = state_.missing(keys);
+      if (!missing.empty()) refuse("key '", missing.front(), "' does not exist (wait first)");
+      answer.clear();
+      for (const std::string& each : keys) pytorch_wire::appendValue(answer, state_.get(each));
+      break;
+    }
+    case Request::Add: {
+      int64_t result = 0;
+      try {
+        result = state_.add(key, request.integer, &created_);
+      } catch (const Error& e) {  // not an integer, or overflow: PyTorch's server closes too
+        refuse(e.what());
+      }
+      wakeWaiters();
+      answer.clear();
+      pytorch_wire::appendI64(answer, result);
+      break;
+    }
+    case Request::Check: {
+      std::vector<std::string> keys(request.keys.begin(), request.keys.end());
+      answer.assign(1, state_.hasAll(keys) ? pytorch_wire::kReady : pytorch_wire::kNotReady);
+      break;
+    }
+    case Request::Wait:
+      // Answered kStopWaiting by answerPresent, now or once the keys exist; PyTorch's client
+      // keeps its own timeout.
+      park(connection, Op::Wait, std::vector<std::string>(request.keys.begin(), request.keys.end()),
+           kMaxWaitMs);
+      return;
+    case Request::NumKeys:
+      answer.clear();
+      pytorch_wire::appendI64(answer, state_.numKeys());
+      break;
+    case Request::WatchKey:
+      refuse("not served here (watch_key callbacks need PyTorch's own server)");
+      break;
+    case Request::DeleteKey:
+      answer.clear();
+      pytorch_wire::appendI64(answer, state_.deleteKey(key) ? 1 : 0);
+      break;
+    case Request::Append: {
+      const auto* suffix = reinterpret_cast<const uint8_t*>(request.values[0].data());
+      try {
+        state_.append(key, std::span<const uint8_t>(suffix, request.values[0].size()), &created_);
+      } catch (const InvalidArgument& e) {
+        refuse(e.what());
+      }
+      wakeWaiters();
+      return;  // no answer
+    }
+    case Request::MultiSet: {
+      std::vector<std::string> keys(request.keys.begin(), request.keys.end());
+      std::vector<Store::Bytes> values;
+      values.reserve(request.values.size());
+      for (std::string_view value : request.values) values.push_back(bytes(value));
+      state_.multiSet(keys, std::move(values), &created_);
+      wakeWaiters();
+      return;  // no answer
+    }
+    case Request::CancelWait:
+      if (connection->parked != nullptr) finish(connection->parked);
+      answer.assign(1, pytorch_wire::kWaitCanceled);
+      break;
+    case Request::Count:
+      return;
+  }
+  send(connection, answer);
+}
+
 void TCPStoreServer::Impl::wakeWaiters() {
   // Waiters are registered only on missing keys, so only created ones can complete them.
   // Answering one sends, finishes waiters and queues connections to resume, but never runs an
@@ -609,6 +791,11 @@ void TCPStoreServer::Impl::unregister(Waiter* waiter) {
 
 void TCPStoreServer::Impl::answerPresent(Connection* connection, Op op,
                                          const std::vector<std::string>& keys) {
+  if (connection->dialect != Dialect::C10d) {  // only PyTorch's WAIT parks
+    scratch_.assign(1, pytorch_wire::kStopWaiting);
+    send(connection, scratch_);
+    return;
+  }
   FrameWriter out(scratch_);
   beginResponse(out, Status::Ok);
   if (op == Op::Get) {
@@ -635,6 +822,11 @@ void TCPStoreServer::Impl::finishAnswered(Connection* connection, Waiter* waiter
 }
 
 void TCPStoreServer::Impl::answerTimeout(Waiter* waiter) {
+  if (waiter->connection->dialect != Dialect::C10d) {
+    // PyTorch's protocol has no timeout answer: its client gives up on its own.
+    drop(waiter->connection, "its wait passed the server's limit of a day");
+    return;
+  }
   unregister(waiter);
   std::vector<std::string> missing = state_.missing(waiter->keys);
   FrameWriter out(scratch_);

@@ -49,6 +49,30 @@ write("store_server", "auth_wrong_proof", b"\x03" + bytes(64) + frame(12))
 write("store_server", "raw_handshake", b"\x00C10D\x01\x00\x00\x00" + frame(12))
 
 
+# ---- PyTorch's TCPStore protocol (no handshake: byte 0 = 0), as torch.distributed's client ----
+def text(b):
+    return struct.pack("<Q", len(b)) + b
+
+
+def tkeys(*ks):
+    return struct.pack("<Q", len(ks)) + b"".join(text(k) for k in ks)
+
+
+torch_v1 = {
+    "set_get": b"\x00" + text(b"/a") + text(b"1") + b"\x05" + tkeys(b"/a") + b"\x02" + text(b"/a"),
+    "add_cas": b"\x03" + text(b"/n") + struct.pack("<q", 2) + b"\x01" + text(b"/c") + text(b"")
+    + text(b"x"),
+    "check_numkeys_delete": b"\x04" + tkeys(b"/a", b"/b") + b"\x06" + b"\x08" + text(b"/a"),
+    "multi_append_cancel": b"\x0b" + struct.pack("<Q", 1) + text(b"/m") + text(b"v") + b"\x09"
+    + text(b"/m") + text(b"w") + b"\x0a" + tkeys(b"/m") + b"\x05" + tkeys(b"/never") + b"\x0c",
+}
+for name, body in torch_v1.items():
+    write("store_server", "torch_v1_" + name, b"\x00" + body)
+validate = b"\x00" + struct.pack("<I", 0x3C85F7CE)
+write("store_server", "torch_v2", b"\x00" + validate + b"\x01" + text(b"/a") + text(b"1")
+      + b"\x0a" + tkeys(b"/a") + b"\x07")
+
+
 # ---- RPC frames: byte 0 = piece size selector, then frames ----
 def mp_str(s):
     b = s.encode()

@@ -1,10 +1,14 @@
-"""c10d's client of PyTorch's TCPStore (store/PyTorchTCPStore.hpp) against the real server.
+"""PyTorch's TCPStore protocol both ways: c10d's client (store/PyTorchTCPStore.hpp) against
+PyTorch's server, and PyTorch's client against c10d's server (what torch.distributed programs
+meet under c10drun).
 
-v1: the server of the installed PyTorch (Debian's 1.13), with torch.distributed's own client
-checking what the C++ client wrote. v2: no PyTorch >= 2.2 is installable here, so a model of its
-server (VALIDATE first, every code one higher; written from PyTorch's TCPStoreBackend.hpp) stands
-in for it. Usage: pytorch_store_test.py PYTORCH_STORE_CLIENT
+v1: the server and client of the installed PyTorch (Debian's 1.13). v2: no PyTorch >= 2.2 is
+installable here, so a model of its server (VALIDATE first, every code one higher; written from
+PyTorch's TCPStoreBackend.hpp) stands in for it, and v2 requests are sent to our server by hand.
+Usage: pytorch_store_test.py PYTORCH_STORE_CLIENT C10D_STORE_SERVER
 """
+import os
+import time
 import socket
 import struct
 import subprocess
@@ -13,6 +17,7 @@ import threading
 from datetime import timedelta
 
 client = sys.argv[1]
+store_server = sys.argv[2]
 
 
 def run_client(port, protocol):
@@ -152,5 +157,110 @@ def check_v2():
     print("PASS: v2 against the model of PyTorch >= 2.2's server")
 
 
+class OurServer:
+    """c10d-store-server on a free port; stop() returns what it logged."""
+
+    def __init__(self, env=None):
+        self.process = subprocess.Popen(
+            [store_server, "--address", "127.0.0.1", "--port", "0", "--timeout", "120"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, **(env or {})))
+        line = self.process.stdout.readline()
+        expect("listening" in line, f"c10d-store-server started: {line!r}")
+        self.port = int(line.split("port")[1])
+
+    def stop(self):
+        self.process.terminate()
+        _, err = self.process.communicate(timeout=30)
+        return err
+
+
+def raw(port, data, answer_bytes=0, timeout=5):
+    """Sends data on a new connection; returns answer_bytes bytes, or b"" once the server closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as conn:
+        conn.sendall(data)
+        got = b""
+        while len(got) < max(answer_bytes, 1):
+            chunk = conn.recv(4096)
+            if not chunk:
+                return got
+            got += chunk
+        return got
+
+
+def text(value):
+    return struct.pack("<Q", len(value)) + value
+
+
+def check_torch_client_on_our_server():
+    import torch.distributed as dist
+    server = OurServer()
+    timeout = timedelta(seconds=30)
+    a = dist.TCPStore("127.0.0.1", server.port, 3, False, timeout)
+    b = dist.TCPStore("127.0.0.1", server.port, 3, False, timeout)
+    a.set("k", "v")
+    expect(b.get("k") == b"v", "torch's client reads what another wrote")
+    expect(a.add("n", 2) == 2 and b.add("n", 3) == 5, "add counts across clients")
+    expect(a.compare_set("cas", "", "first") == b"first", "compare_set creates")
+    expect(b.compare_set("cas", "nope", "x") == b"first", "compare_set refuses a wrong expectation")
+    expect(b.compare_set("cas", "first", "second") == b"second", "compare_set swaps")
+    expect(a.delete_key("k") and not a.delete_key("k"), "delete_key says whether it deleted")
+
+    # A wait parked on the server wakes when another client sets the key.
+    threading.Timer(0.3, lambda: b.set("late", "here")).start()
+    start = time.monotonic()
+    a.wait(["late"], timedelta(seconds=10))
+    expect(0.2 < time.monotonic() - start < 5, "a wait returned once the key was set")
+
+    # A timed-out wait fails on the client, and the server serves the others on.
+    c = dist.TCPStore("127.0.0.1", server.port, 3, False, timeout)
+    c.set_timeout(timedelta(milliseconds=300))
+    try:
+        c.get("never")
+        expect(False, "get of a key nobody sets timed out")
+    except RuntimeError as e:
+        expect("imeout" in str(e) or "timed out" in str(e), f"the timeout says so: {e}")
+    expect(b.get("cas") == b"second", "the server serves the others after a client's timeout")
+
+    # torch.distributed's PrefixStore and the worker prefix of the agent store, as env:// uses.
+    worker = dist.PrefixStore("/worker/attempt_0", a)
+    worker.set("x", "1")
+    expect(dist.PrefixStore("/worker/attempt_0", b).get("x") == b"1", "prefixed keys meet")
+
+    # Clients that lie: each is dropped alone, with the reason in the server's log.
+    expect(raw(server.port, b"\xf0garbage") == b"", "an unknown first byte is dropped")
+    expect(raw(server.port, b"\x02" + text(b"/missing")) == b"",
+           "a v1 GET of a missing key is closed, as PyTorch's server does")
+    expect(raw(server.port, b"\x00" + struct.pack("<Q", 1 << 40)) == b"",
+           "a key length past the limit is dropped")
+    a.set("text", "hello")
+    expect(raw(server.port, b"\x03" + text(b"/text") + struct.pack("<q", 1)) == b"",
+           "add on a value that is not a number is closed")
+    expect(raw(server.port, b"\x07" + text(b"/k")) == b"", "watch_key is refused")
+    # v2 (PyTorch >= 2.2) by hand: VALIDATE, then codes one higher.
+    v2 = b"\x00" + struct.pack("<I", 0x3C85F7CE)
+    expect(raw(server.port, v2 + b"\x03" + text(b"/cas"), 8 + 6) == text(b"second"),
+           "a v2 client's GET after VALIDATE")
+    expect(raw(server.port, v2 + b"\x0a" + struct.pack("<Q", 2) + text(b"/cas") + text(b"/n"),
+               2 * 8 + 6 + 1) == text(b"second") + text(b"5"), "a v2 client's MULTI_GET")
+    expect(a.get("cas") == b"second" and a.add("n", 0) == 5, "the honest clients still work")
+    log = server.stop()
+    for why in ("first byte 240", "'/missing' does not exist", "the limit is",
+                "not a decimal int64", "watch_key"):
+        expect(why in log, f"the server's log says {why!r}: {log}")
+
+    # A server that needs a token cannot let PyTorch's client in, and says why.
+    server = OurServer({"C10D_AUTH_TOKEN": "secret"})
+    try:
+        dist.TCPStore("127.0.0.1", server.port, 1, False, timedelta(seconds=5))
+        expect(False, "torch's client was refused by a server with a token")
+    except RuntimeError:
+        pass
+    log = server.stop()
+    expect("cannot authenticate" in log, f"the refusal is logged: {log}")
+    print("PASS: PyTorch's client (v1) and hand-made v2 requests against c10d's server")
+
+
 check_v1()
 check_v2()
+check_torch_client_on_our_server()

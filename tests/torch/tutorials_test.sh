@@ -2,11 +2,11 @@
 # The tutorial programs on torch.distributed with backend "c10d", the backend string being all
 # that differs from the tutorial: examples/python's four (PyTorch's "Writing Distributed
 # Applications", which those import as c10d: here turned back into torch programs) under torchrun
-# through `python3 -m c10d.torch`, and PyTorch's DDP tutorial spawning its ranks. Each must exit 0
-# and print what its ranks computed. (Not under c10drun: docs/torch.md says why.)
-# Usage: tutorials_test.sh PYTHON EXAMPLES_DIR   (exit 77: no python3-torch or c10d.torch)
+# and under c10drun, each through `python3 -m c10d.torch`, and PyTorch's DDP tutorial spawning
+# its ranks. Each must exit 0 and print what its ranks computed.
+# Usage: tutorials_test.sh PYTHON EXAMPLES_DIR C10DRUN   (exit 77: no python3-torch or c10d.torch)
 set -uo pipefail
-python=$1 examples=$2
+python=$1 examples=$2 c10drun=$3
 here=$(cd "$(dirname "$0")" && pwd)
 if ! "$python" -c "import c10d.torch" 2>/dev/null; then
   echo "skipped: c10d.torch is not built (needs libtorch-dev, python3-torch, pybind11-dev: tools/setup.sh)"
@@ -30,6 +30,13 @@ for name in p2p_blocking p2p_nonblocking allreduce_group sync_sgd; do
     echo "$name under torchrun: ok"
   else
     echo "FAILED: $name under torchrun:"; tail -n 30 "$work/$name.torchrun.log"; failed=1
+  fi
+  # c10drun's launcher hosts the store at MASTER_PORT and serves torch's client there.
+  if timeout 150 "$c10drun" --nproc-per-node 2 "$python" -m c10d.torch "$work/$name.py" \
+      >"$work/$name.c10drun.log" 2>&1 && grep -q "Rank  *1" "$work/$name.c10drun.log"; then
+    echo "$name under c10drun: ok"
+  else
+    echo "FAILED: $name under c10drun:"; tail -n 30 "$work/$name.c10drun.log"; failed=1
   fi
 done
 port=$("$python" "$here/../free_port.py")
