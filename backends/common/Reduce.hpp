@@ -3,14 +3,16 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "c10d/core/Kernels.hpp"
 #include "c10d/core/ReduceOp.hpp"
 #include "c10d/core/ScalarType.hpp"
 
 namespace c10d::inline v0 {
 
 // out[i] = a[i] op b[i] for n elements; out may alias a or b. The signature is Gloo's reduce
-// function's, and MPI user ops wrap it too.
-using ReduceFunction = void (*)(void* out, const void* a, const void* b, size_t n);
+// function's, and MPI user ops wrap it too. The kernels are c10d/core/Kernels.hpp's, vectorized
+// for the CPU.
+using ReduceFunction = kernels::Combine;
 
 // The element-wise function that combines two ranks' values for op on dtype. AVG and PREMUL_SUM
 // combine by summing (see prepareReduce/finishReduce). float16 and bfloat16 compute in float and

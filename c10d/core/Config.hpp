@@ -144,6 +144,17 @@ inline constexpr Variable kVariables[] = {
      "ranks can read each other's memory (process_vm_readv) also sends point-to-point there. "
      "RPC workers on one host that can read each other's memory copy tensors of 256 KiB or more "
      "from the sender's memory (RpcOptions::sharedMemory overrides it)"},
+    {"C10D_KERNELS",
+     Type::Choice,
+     Scope::Process,
+     "auto|portable|avx2|avx512",
+     0,
+     0,
+     "auto",
+     {},
+     "which build of the element-wise kernels (reductions, fp16/bf16 conversions) runs: `auto` "
+     "the widest this CPU runs; `portable`, `avx2` (with FMA and F16C) or `avx512` to choose one "
+     "(each computes the same bits; a set the CPU lacks is refused)"},
     {"C10D_HOST_ID",
      Type::Text,
      Scope::Group,

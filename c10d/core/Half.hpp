@@ -7,7 +7,8 @@
 
 namespace c10d::inline v0 {
 
-// IEEE 754 binary16, stored as its bits. Arithmetic goes through float.
+// IEEE 754 binary16, stored as its bits. Arithmetic goes through float. The conversions give
+// F16C's bits for every input, NaNs included (c10d/core/Kernels.hpp relies on it).
 struct Half {
   uint16_t bits = 0;
 
@@ -20,8 +21,9 @@ struct Half {
     std::memcpy(&f, &value, sizeof(f));
     uint32_t sign = (f >> 16) & 0x8000u;
     uint32_t magnitude = f & 0x7fffffffu;
-    if (magnitude >= 0x7f800000u) {  // inf or NaN: keep NaN a (quiet) NaN
-      return static_cast<uint16_t>(sign | 0x7c00u | (magnitude > 0x7f800000u ? 0x200u : 0u));
+    if (magnitude >= 0x7f800000u) {  // inf, or a NaN made quiet with its top payload bits
+      return static_cast<uint16_t>(
+          sign | 0x7c00u | (magnitude > 0x7f800000u ? 0x200u | ((magnitude >> 13) & 0x3ffu) : 0u));
     }
     if (magnitude >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow
     if (magnitude < 0x38800000u) {  // subnormal or zero in half: round to nearest even
@@ -42,8 +44,8 @@ struct Half {
     uint32_t exponent = (h >> 10) & 0x1fu;
     uint32_t mantissa = h & 0x3ffu;
     uint32_t f;
-    if (exponent == 0x1f) {
-      f = sign | 0x7f800000u | (mantissa << 13);
+    if (exponent == 0x1f) {  // inf, or a NaN made quiet (as F16C's conversion does)
+      f = sign | 0x7f800000u | (mantissa != 0 ? 0x400000u : 0u) | (mantissa << 13);
     } else if (exponent != 0) {
       f = sign | ((exponent + 112) << 23) | (mantissa << 13);
     } else if (mantissa == 0) {

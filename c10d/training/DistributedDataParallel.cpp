@@ -15,6 +15,7 @@
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Half.hpp"
+#include "c10d/core/Kernels.hpp"
 #include "c10d/training/HostValues.hpp"
 
 namespace c10d::inline v0 {
@@ -299,20 +300,18 @@ std::shared_ptr<Future> compressHook(ProcessGroup& group, GradBucket& bucket, Sc
   Tensor compressed = Tensor::empty({n}, low);
   // Divided while compressing, before the sum: the sum of averages fits where the sum might not.
   const double factor = bucket.average.factor();
-  auto compress = [&](auto* in) {
+  if (buffer.dtype() == ScalarType::Float32) {
+    kernels::best().fromFloat(low, buffer.data<float>(), compressed.data<Low>(),
+                              static_cast<size_t>(n), factor);
+  } else {
+    const double* in = buffer.data<double>();
     Low* out = compressed.data<Low>();
     for (int64_t k = 0; k < n; ++k) out[k] = Low(static_cast<float>(in[k] * factor));
-  };
-  if (buffer.dtype() == ScalarType::Float32) {
-    compress(buffer.data<float>());
-  } else {
-    compress(buffer.data<double>());
   }
-  return group.allreduce(compressed)->getFuture()->then([buffer, compressed, n](Future&) {
+  return group.allreduce(compressed)->getFuture()->then([buffer, compressed, n, low](Future&) {
     const Low* in = compressed.data<Low>();
     if (buffer.dtype() == ScalarType::Float32) {
-      float* out = buffer.data<float>();
-      for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(in[k]);
+      kernels::best().toFloat(low, in, buffer.data<float>(), static_cast<size_t>(n));
     } else {
       double* out = buffer.data<double>();
       for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(in[k]);

@@ -1,0 +1,85 @@
+#include "c10d/core/Kernels.hpp"
+
+#include <type_traits>
+
+#include "c10d/core/Config.hpp"
+#include "c10d/core/Exception.hpp"
+#include "c10d/core/Half.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define C10D_KERNELS_X86 1
+#else
+#define C10D_KERNELS_X86 0
+#endif
+
+namespace c10d::inline v0::kernels {
+
+namespace portable {
+#define C10D_KERNEL_F16 0
+#include "c10d/core/Kernels.inc"
+#undef C10D_KERNEL_F16
+const Table kTable{"portable", &combine, &scale, &divide, &fromFloat, &toFloat};
+}  // namespace portable
+
+#if C10D_KERNELS_X86
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+namespace avx2 {
+#define C10D_KERNEL_F16 1
+#include "c10d/core/Kernels.inc"
+#undef C10D_KERNEL_F16
+const Table kTable{"avx2", &combine, &scale, &divide, &fromFloat, &toFloat};
+}  // namespace avx2
+#pragma GCC pop_options
+
+// The vectorized loops keep 256-bit vectors (the float16 conversions use 512-bit ones): with
+// 512-bit loops float32 sum measured 41 GB/s against 58 GB/s here (c10d-kernel-bench, 64 MiB),
+// bfloat16 sum 32 against 28.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,prefer-vector-width=256")
+// GCC 12's own _mm512_cvtph_ps and _mm512_cvtps_ph start from _mm512_undefined_*, which it then
+// reports as maybe uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+namespace avx512 {
+#define C10D_KERNEL_F16 2
+#include "c10d/core/Kernels.inc"
+#undef C10D_KERNEL_F16
+const Table kTable{"avx512", &combine, &scale, &divide, &fromFloat, &toFloat};
+}  // namespace avx512
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
+
+std::vector<const Table*> available() {
+  std::vector<const Table*> tables{&portable::kTable};
+#if C10D_KERNELS_X86
+  __builtin_cpu_init();
+  const bool hasAvx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                       __builtin_cpu_supports("f16c");
+  if (hasAvx2) tables.push_back(&avx2::kTable);
+  if (hasAvx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+    tables.push_back(&avx512::kTable);
+  }
+#endif
+  return tables;
+}
+
+const Table& best() {
+  static const Table& chosen = []() -> const Table& {
+    std::vector<const Table*> tables = available();
+    const std::string wanted = config::value("C10D_KERNELS");
+    if (wanted == "auto") return *tables.back();
+    for (const Table* table : tables) {
+      if (table->name == wanted) return *table;
+    }
+    C10D_THROW(InvalidArgument, "C10D_KERNELS=", wanted,
+               " names kernels this CPU cannot run; it runs ", tables.back()->name,
+               " and those below it (portable, avx2, avx512)");
+  }();
+  return chosen;
+}
+
+}  // namespace c10d::inline v0::kernels
