@@ -284,7 +284,8 @@ void PyTorchTCPStore::waitLocked(const std::vector<std::string>& keys,
     throw TimeoutError(
         detail::concat("PyTorch TCPStore ", op, ": key(s) ", describeKeys(missing),
                        " not set after ", timeout.count(), " ms (server ", host_, ":", port_, ")"),
-        ErrorContext{.op = std::string("store ") + op, .key = missing[0]});
+        ErrorContext{.op = std::string("store ") + op,
+                     .key = missing.empty() ? first : missing[0]});
   }
 }
 

@@ -273,6 +273,22 @@ TEST(TCPStoreHostileInputTest, HalfSentRequestsAndVanishingClientsAreHarmless) {
   EXPECT_EQ(TCPStore("127.0.0.1", server.port()).getString("after"), "ok");
 }
 
+// Many keys naming one large value would make an answer without bound: refused before it is
+// built, and the connection serves on.
+TEST(TCPStoreHostileInputTest, AMultiGetPastTheAnswerLimitIsRefused) {
+  TCPStoreServer server(TCPStoreServerOptions{"127.0.0.1", 0});
+  TCPStore store("127.0.0.1", server.port(), TCPStoreOptions{.timeout = 10s});
+  store.set("big", Store::Bytes(4 << 20, 'x'));
+  std::vector<std::string> keys(64, "big");  // 256 MiB of answer
+  try {
+    store.multiGet(keys, 1s);
+    ADD_FAILURE() << "a 256 MiB multiGet answer was built";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("ask for fewer keys"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(store.multiGet({"big", "big"}, 1s).size(), 2u);
+}
+
 TEST(TCPStoreHostileInputTest, VersionMismatchIsRefusedWithTheServerVersion) {
   TCPStoreServer server(TCPStoreServerOptions{"127.0.0.1", 0});
   RawClient raw(server.port());

@@ -31,7 +31,8 @@ struct Table {
   // The function for kind on dtype; nullptr where the op is not defined there. AVG and
   // PREMUL_SUM combine by summing. Bool follows PyTorch: SUM and MAX are OR, PRODUCT and MIN AND.
   Combine (*combine)(ReduceOp::Kind kind, ScalarType dtype);
-  // data[i] *= factor (in double for the integers and float64, in float for the others).
+  // data[i] *= factor: the product in double, rounded to the float type, or truncated toward
+  // zero through int64 and wrapped to the integer type (a product past int64 is undefined).
   void (*scale)(ScalarType dtype, void* data, size_t n, double factor);
   // data[i] /= divisor, truncating for the integers.
   void (*divide)(ScalarType dtype, void* data, size_t n, int divisor);

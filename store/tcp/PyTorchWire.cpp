@@ -11,11 +11,12 @@ namespace {
 constexpr size_t kRequests = static_cast<size_t>(Request::Count);
 // Indexed by Request. From DELETE_KEY on both tables agree: v2 added VALIDATE in front and
 // dropped WATCH_KEY.
-constexpr std::array<int, kRequests> kV1Codes = {-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-constexpr std::array<int, kRequests> kV2Codes = {0, 1, 2, 3, 4, 5, 6, 7, -1, 8, 9, 10, 11, 12};
+constexpr std::array<int, kRequests> kV1Codes = {-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, -1};
+constexpr std::array<int, kRequests> kV2Codes = {0, 1, 2, 3, 4, 5, 6, 7, -1, 8, 9, 10, 11, 12, 13};
 constexpr std::array<const char*, kRequests> kNames = {
-    "validate", "set",       "compare_set", "get",    "add",       "check",     "wait",
-    "num_keys", "watch_key", "delete_key",  "append", "multi_get", "multi_set", "cancel_wait"};
+    "validate", "set",       "compare_set", "get",         "add",
+    "check",    "wait",      "num_keys",    "watch_key",   "delete_key",
+    "append",   "multi_get", "multi_set",   "cancel_wait", "ping"};
 
 // Reads one request's fields from a buffer that may end mid-request: each read returns false
 // when the bytes are not all there yet.
@@ -25,7 +26,7 @@ class Cursor {
 
   template <typename T>
   bool fixed(T& value) {
-    if (left() < sizeof(T)) return false;
+    if (left() < sizeof(T)) return short_(sizeof(T));
     std::memcpy(&value, p_, sizeof(T));
     p_ += sizeof(T);
     return true;
@@ -39,7 +40,7 @@ class Cursor {
       C10D_THROW(protocol::ProtocolError, "PyTorch client sent a ", what, " of ", size,
                  " bytes; the limit is ", limit);
     }
-    if (left() < size) return false;
+    if (left() < size) return short_(size);
     view = std::string_view(reinterpret_cast<const char*>(p_), size);
     p_ += size;
     return true;
@@ -55,8 +56,9 @@ class Cursor {
   bool keys(ParsedRequest& out, bool withValues) {
     uint64_t n;
     if (!fixed(n)) return false;
-    if (n > protocol::kMaxFrameBytes / sizeof(uint64_t)) {
-      C10D_THROW(protocol::ProtocolError, "PyTorch client sent a count of ", n, " keys");
+    if (n > kMaxKeysPerRequest) {
+      C10D_THROW(protocol::ProtocolError, "PyTorch client sent a count of ", n,
+                 " keys; the limit is ", kMaxKeysPerRequest);
     }
     for (uint64_t i = 0; i < n; ++i) {
       if (!key(out.keys)) return false;
@@ -65,21 +67,29 @@ class Cursor {
     return true;
   }
   size_t consumed() const { return static_cast<size_t>(p_ - begin_); }
+  // After a read came up short: the bytes the field it wanted ends at, from the start.
+  size_t needed() const { return needed_; }
 
  private:
+  bool short_(size_t size) {
+    needed_ = consumed() + size;
+    return false;
+  }
   size_t left() const { return static_cast<size_t>(end_ - p_); }
   const uint8_t* p_;
   const uint8_t* end_;
   const uint8_t* begin_;
+  size_t needed_ = 0;
 };
 
 // The request's arguments after its code; false: not all arrived.
 bool parseArguments(Cursor& in, ParsedRequest& out) {
   switch (out.request) {
-    case Request::Validate: {
-      uint32_t magic;
-      if (!in.fixed(magic)) return false;
-      out.integer = magic;
+    case Request::Validate:
+    case Request::Ping: {
+      uint32_t word;
+      if (!in.fixed(word)) return false;
+      out.integer = word;
       return true;
     }
     case Request::Set:
@@ -126,7 +136,8 @@ const char* name(Request request) {
   return request == Request::Count ? "unknown" : kNames[static_cast<size_t>(request)];
 }
 
-std::optional<ParsedRequest> parseRequest(Version version, const uint8_t* data, size_t available) {
+std::optional<ParsedRequest> parseRequest(Version version, const uint8_t* data, size_t available,
+                                          size_t* needed) {
   if (available == 0) return std::nullopt;
   ParsedRequest out;
   std::optional<Request> which = request(version, data[0]);
@@ -136,7 +147,10 @@ std::optional<ParsedRequest> parseRequest(Version version, const uint8_t* data, 
   }
   out.request = *which;
   Cursor in(data + 1, available - 1);
-  if (!parseArguments(in, out)) return std::nullopt;
+  if (!parseArguments(in, out)) {
+    if (needed != nullptr) *needed = 1 + in.needed();
+    return std::nullopt;
+  }
   out.bytes = 1 + in.consumed();
   return out;
 }

@@ -37,6 +37,7 @@ enum class Request : uint8_t {
   MultiGet,    // 2.1 and v2: n values, no count
   MultiSet,    // 2.1 and v2; no answer
   CancelWait,  // 2.1 and v2: answered kWaitCanceled
+  Ping,        // v2 (2.4 on, after VALIDATE): u32 nonce, answered with the same u32
   Count
 };
 
@@ -59,14 +60,20 @@ struct ParsedRequest {
   Request request = Request::Count;
   std::vector<std::string_view> keys;    // one for the single-key requests
   std::vector<std::string_view> values;  // SET, APPEND: one; COMPARE_SET: expected, desired
-  int64_t integer = 0;                   // ADD's delta; VALIDATE's magic
+  int64_t integer = 0;                   // ADD's delta; VALIDATE's magic; PING's nonce
   size_t bytes = 0;                      // how many input bytes the request took
 };
 
+// The most keys one request may name: PyTorch's clients name one per rank at most.
+inline constexpr uint64_t kMaxKeysPerRequest = uint64_t{1} << 20;
+
 // Parses the request at the front of data (available bytes). nullopt: it has not all arrived
-// yet; nothing is consumed. Throws protocol::ProtocolError (the client must be dropped) for a
-// code version does not use, or a key or value past Store's limits.
-std::optional<ParsedRequest> parseRequest(Version version, const uint8_t* data, size_t available);
+// yet; nothing is consumed, and *needed (when given) is how many bytes must be there before
+// parsing again can get further, so a large request arriving in pieces is not parsed again
+// for every piece. Throws protocol::ProtocolError (the client must be dropped) for a code
+// version does not use, or a key, value or key count past the limits.
+std::optional<ParsedRequest> parseRequest(Version version, const uint8_t* data, size_t available,
+                                          size_t* needed = nullptr);
 
 // Answers, appended to out: a value (u64 length, bytes), an i64, one byte.
 void appendValue(std::vector<uint8_t>& out, const Store::Bytes& value);

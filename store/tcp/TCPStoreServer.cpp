@@ -71,6 +71,7 @@ class TCPStoreServer::Impl {
     Impl* server;
     std::string peer;
     Dialect dialect = Dialect::Unknown;
+    size_t pytorchNeeded = 0;  // a PyTorch request is not parsed again before this many bytes
     std::vector<uint8_t> input;
     size_t begin = 0;  // first unconsumed byte of input
     size_t end = 0;    // one past the last received byte
@@ -128,6 +129,9 @@ class TCPStoreServer::Impl {
   void unregister(Waiter* waiter);
   void finish(Waiter* waiter);  // releases the waiter and resumes its connection
   void answerPresent(Connection* connection, Op op, const std::vector<std::string>& keys);
+  // The bytes the values of keys (which all exist) take, to refuse an answer past the limits
+  // before building it (many keys may name one large value).
+  size_t answerBytes(const std::vector<std::string>& keys) const;
   void answerWaiter(Waiter* waiter);
   void answerTimeout(Waiter* waiter);
   // After a parked request's reply was sent: ends the wait, and serves what the client sent since.
@@ -365,6 +369,8 @@ void TCPStoreServer::Impl::processInput(Connection* connection) {
     }
   } catch (const protocol::ProtocolError& e) {
     drop(connection, e.what());
+  } catch (const std::exception& e) {  // out of memory: that client goes, the server stays
+    drop(connection, std::string("its request failed: ") + e.what());
   }
 }
 
@@ -603,8 +609,9 @@ bool TCPStoreServer::Impl::servePyTorch(Connection* connection, const uint8_t* d
     }
     return false;
   }
+  if (available < connection->pytorchNeeded) return false;
   std::optional<pytorch_wire::ParsedRequest> request =
-      pytorch_wire::parseRequest(version, data, available);
+      pytorch_wire::parseRequest(version, data, available, &connection->pytorchNeeded);
   if (!request) {
     // Each field is bounded, a MULTI_SET's sum is not: bound the whole as our frames are.
     if (available > protocol::kMaxFrameBytes) {
@@ -613,6 +620,7 @@ bool TCPStoreServer::Impl::servePyTorch(Connection* connection, const uint8_t* d
     }
     return false;
   }
+  connection->pytorchNeeded = 0;
   connection->begin += request->bytes;  // the views stay valid: input changes only on reads
   handlePyTorchRequest(connection, *request);
   return true;
@@ -653,6 +661,11 @@ void TCPStoreServer::Impl::handlePyTorchRequest(Connection* connection,
       std::vector<std::string> keys(request.keys.begin(), request.keys.end());
       std::vector<std::string> missing = state_.missing(keys);
       if (!missing.empty()) refuse("key '", missing.front(), "' does not exist (wait first)");
+      const size_t bytes = answerBytes(keys);
+      if (bytes > protocol::kMaxFrameBytes) {
+        refuse("the values come to ", bytes, " bytes, over the limit of ", protocol::kMaxFrameBytes,
+               " for one answer");
+      }
       answer.clear();
       for (const std::string& each : keys) pytorch_wire::appendValue(answer, state_.get(each));
       break;
@@ -714,6 +727,12 @@ void TCPStoreServer::Impl::handlePyTorchRequest(Connection* connection,
       if (connection->parked != nullptr) finish(connection->parked);
       answer.assign(1, pytorch_wire::kWaitCanceled);
       break;
+    case Request::Ping: {  // the nonce back, as PyTorch >= 2.4's client checks after VALIDATE
+      const auto nonce = static_cast<uint32_t>(request.integer);
+      const auto* bytes = reinterpret_cast<const uint8_t*>(&nonce);
+      answer.assign(bytes, bytes + sizeof(nonce));
+      break;
+    }
     case Request::Count:
       return;
   }
@@ -797,6 +816,15 @@ void TCPStoreServer::Impl::answerPresent(Connection* connection, Op op,
     return;
   }
   FrameWriter out(scratch_);
+  if (op == Op::MultiGet && answerBytes(keys) > protocol::kMaxFrameBytes) {
+    beginResponse(out, Status::Error);
+    out.bytes(detail::concat("the values of ", keys.size(), " keys come to ", answerBytes(keys),
+                             " bytes, over the limit of ", protocol::kMaxFrameBytes,
+                             " for one answer; ask for fewer keys at a time"));
+    out.endFrame();
+    send(connection, scratch_);
+    return;
+  }
   beginResponse(out, Status::Ok);
   if (op == Op::Get) {
     out.bytes(state_.get(keys.front()));
@@ -806,6 +834,12 @@ void TCPStoreServer::Impl::answerPresent(Connection* connection, Op op,
   }
   out.endFrame();
   send(connection, scratch_);
+}
+
+size_t TCPStoreServer::Impl::answerBytes(const std::vector<std::string>& keys) const {
+  size_t bytes = 0;
+  for (const auto& key : keys) bytes += state_.get(key).size() + sizeof(uint64_t);
+  return bytes;
 }
 
 void TCPStoreServer::Impl::answerWaiter(Waiter* waiter) {

@@ -243,10 +243,18 @@ def check_torch_client_on_our_server():
            "a v2 client's GET after VALIDATE")
     expect(raw(server.port, v2 + b"\x0a" + struct.pack("<Q", 2) + text(b"/cas") + text(b"/n"),
                2 * 8 + 6 + 1) == text(b"second") + text(b"5"), "a v2 client's MULTI_GET")
+    expect(raw(server.port, v2 + b"\x0d" + struct.pack("<I", 0xC10D), 4) == struct.pack("<I", 0xC10D),
+           "a v2 client's PING (PyTorch >= 2.4 sends one after VALIDATE) has its nonce back")
+    # Many keys naming one large value: refused before the answer is built.
+    a.set("big", "x" * (1 << 20))
+    expect(raw(server.port, b"\x0a" + struct.pack("<Q", 200) + text(b"/big") * 200) == b"",
+           "a MULTI_GET whose answer passes the limit is closed")
+    expect(raw(server.port, b"\x04" + struct.pack("<Q", 1 << 40)) == b"",
+           "a key count past the limit is dropped")
     expect(a.get("cas") == b"second" and a.add("n", 0) == 5, "the honest clients still work")
     log = server.stop()
     for why in ("first byte 240", "'/missing' does not exist", "the limit is",
-                "not a decimal int64", "watch_key"):
+                "not a decimal int64", "watch_key", "for one answer", "keys; the limit is"):
         expect(why in log, f"the server's log says {why!r}: {log}")
 
     # A server that needs a token cannot let PyTorch's client in, and says why.
