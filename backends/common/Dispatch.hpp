@@ -22,8 +22,4 @@ decltype(auto) dispatchByDtype(ScalarType dtype, Fn&& fn) {
   C10D_THROW(InvalidArgument, "invalid dtype value ", static_cast<int>(dtype));
 }
 
-// Half and BFloat16 store bits and compute through float.
-template <typename T>
-inline constexpr bool kComputesViaFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
-
 }  // namespace c10d::inline v0

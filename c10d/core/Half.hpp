@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "c10d/core/ScalarType.hpp"
 
@@ -84,5 +85,9 @@ struct BFloat16 {
     return result;
   }
 };
+
+// Half and BFloat16 store bits and compute through float.
+template <typename T>
+inline constexpr bool kComputesViaFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
 }  // namespace c10d::inline v0

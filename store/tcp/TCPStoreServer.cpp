@@ -816,9 +816,10 @@ void TCPStoreServer::Impl::answerPresent(Connection* connection, Op op,
     return;
   }
   FrameWriter out(scratch_);
-  if (op == Op::MultiGet && answerBytes(keys) > protocol::kMaxFrameBytes) {
+  const size_t bytes = op == Op::MultiGet ? answerBytes(keys) : 0;
+  if (bytes > protocol::kMaxFrameBytes) {
     beginResponse(out, Status::Error);
-    out.bytes(detail::concat("the values of ", keys.size(), " keys come to ", answerBytes(keys),
+    out.bytes(detail::concat("the values of ", keys.size(), " keys come to ", bytes,
                              " bytes, over the limit of ", protocol::kMaxFrameBytes,
                              " for one answer; ask for fewer keys at a time"));
     out.endFrame();
