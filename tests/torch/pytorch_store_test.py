@@ -233,7 +233,10 @@ def check_torch_client_on_our_server():
            "a v1 GET of a missing key is closed, as PyTorch's server does")
     expect(raw(server.port, b"\x00" + struct.pack("<Q", 1 << 40)) == b"",
            "a key length past the limit is dropped")
+    # PyTorch's SET has no answer: a GET on the same connection makes sure the server has the
+    # key before another connection asks for it (without it, CI saw the raw request win).
     a.set("text", "hello")
+    expect(a.get("text") == b"hello", "the value to add to is stored")
     expect(raw(server.port, b"\x03" + text(b"/text") + struct.pack("<q", 1)) == b"",
            "add on a value that is not a number is closed")
     expect(raw(server.port, b"\x07" + text(b"/k")) == b"", "watch_key is refused")
@@ -247,6 +250,7 @@ def check_torch_client_on_our_server():
            "a v2 client's PING (PyTorch >= 2.4 sends one after VALIDATE) has its nonce back")
     # Many keys naming one large value: refused before the answer is built.
     a.set("big", "x" * (1 << 20))
+    expect(len(a.get("big")) == 1 << 20, "the large value is stored")
     expect(raw(server.port, b"\x0a" + struct.pack("<Q", 200) + text(b"/big") * 200) == b"",
            "a MULTI_GET whose answer passes the limit is closed")
     expect(raw(server.port, b"\x04" + struct.pack("<Q", 1 << 40)) == b"",
