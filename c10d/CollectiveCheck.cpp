@@ -49,7 +49,12 @@ constexpr OpInfo kOps[] = {
     {"barrier", SizesRule::Exact},
 };
 
-size_t opIndex(std::string_view op) {
+size_t opIndex(const char* op) {
+  // The linker merges equal literals: the caller's name is usually this table's, and comparing
+  // pointers first spares every op a strlen and compares (issue 32).
+  for (size_t i = 0; i < std::size(kOps); ++i) {
+    if (kOps[i].name.data() == op) return i;
+  }
   for (size_t i = 0; i < std::size(kOps); ++i) {
     if (kOps[i].name == op) return i;
   }
@@ -119,7 +124,7 @@ Tensor CollectiveFingerprint::encode() const {
   Tensor words = Tensor::zeros({kWords}, ScalarType::Int64);
   int64_t* w = words.data<int64_t>();
   w[0] = static_cast<int64_t>(sequence);
-  w[1] = static_cast<int64_t>(opIndex(op));
+  w[1] = static_cast<int64_t>(opIndex(op.c_str()));
   w[2] = dtype;
   w[3] = device;
   w[4] = tensors;

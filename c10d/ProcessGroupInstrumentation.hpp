@@ -127,7 +127,9 @@ std::shared_ptr<Work> ProcessGroup::checked(const char* op, const Tensor* tensor
         std::string error = detail::errorText(done);
         if (recorder) {
           recorder->finished(sequence, error);
-          detail::dumpAfterFailure(*recorder, detail::concat("collective #", sequence), error);
+          if (!error.empty()) {
+            detail::dumpAfterFailure(*recorder, detail::concat("collective #", sequence), error);
+          }
         }
         detail::logCompletion(logPrefix, start, error);
       });

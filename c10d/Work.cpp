@@ -6,13 +6,16 @@
 namespace c10d::inline v0 {
 
 bool Future::completed() const {
-  std::lock_guard<std::mutex> guard(mutex_);
-  return completed_;
+  return completed_.load(std::memory_order_acquire);
 }
 
 bool Future::waitFor(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (!done_.wait_for(lock, timeout, [&] { return completed_; })) return false;
+  // Done already (a blocking op that ran on the waiting thread): no lock and no clock.
+  if (!completed_.load(std::memory_order_acquire)) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!done_.wait_for(lock, timeout, [&] { return completed_.load(std::memory_order_relaxed); }))
+      return false;
+  }
   if (error_) std::rethrow_exception(error_);
   return true;
 }
@@ -24,28 +27,31 @@ void Future::wait(std::chrono::milliseconds timeout, const std::string& what) {
 }
 
 void Future::wait() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return completed_; });
+  if (!completed_.load(std::memory_order_acquire)) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return completed_.load(std::memory_order_relaxed); });
+  }
   if (error_) std::rethrow_exception(error_);
 }
 
 const std::vector<Tensor>& Future::value() const {
-  std::lock_guard<std::mutex> guard(mutex_);
-  C10D_CHECK(completed_, Error, "Future::value() called before the future completed");
+  C10D_CHECK(completed_.load(std::memory_order_acquire), Error,
+             "Future::value() called before the future completed");
   if (error_) std::rethrow_exception(error_);
   return value_;
 }
 
 std::exception_ptr Future::error() const {
+  if (settled_.load(std::memory_order_acquire)) return error_;  // never changes once set
   std::lock_guard<std::mutex> guard(mutex_);
   return error_;
 }
 
-void Future::addOrRun(std::vector<Callback>& list, const bool& ran, Callback callback) {
+void Future::addOrRun(bool hook, Callback callback) {
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (!ran) {
-      list.push_back(std::move(callback));
+    if (!(hook ? settled_ : completed_).load(std::memory_order_relaxed)) {
+      (hook ? hooks_ : callbacks_).add(std::move(callback));
       return;
     }
   }
@@ -53,11 +59,11 @@ void Future::addOrRun(std::vector<Callback>& list, const bool& ran, Callback cal
 }
 
 void Future::addCallback(Callback callback) {
-  addOrRun(callbacks_, completed_, std::move(callback));
+  addOrRun(false, std::move(callback));
 }
 
 void Future::addCompletionHook(Callback hook) {
-  addOrRun(hooks_, settled_, std::move(hook));
+  addOrRun(true, std::move(hook));
 }
 
 std::shared_ptr<Future> Future::then(std::function<std::vector<Tensor>(Future&)> fn) {
@@ -86,41 +92,43 @@ bool Future::setError(std::exception_ptr error) {
 
 namespace {
 
-void runCallbacks(std::vector<Future::Callback>& callbacks, Future& future) {
-  for (auto& callback : callbacks) {
-    try {
-      callback(future);
-    } catch (const std::exception& e) {
-      // A callback's failure cannot fail a future that already completed: report it, and run
-      // the remaining callbacks.
-      C10D_LOG(Error, "Future callback threw: ", e.what());
-    } catch (...) {
-      C10D_LOG(Error, "Future callback threw an exception that is not a std::exception");
-    }
+void runCallback(Future::Callback& callback, Future& future) {
+  try {
+    callback(future);
+  } catch (const std::exception& e) {
+    // A callback's failure cannot fail a future that already completed: report it, and run
+    // the remaining callbacks.
+    C10D_LOG(Error, "Future callback threw: ", e.what());
+  } catch (...) {
+    C10D_LOG(Error, "Future callback threw an exception that is not a std::exception");
   }
 }
 
 }  // namespace
 
 bool Future::complete(std::vector<Tensor> value, std::exception_ptr error) {
-  std::vector<Callback> hooks;
+  auto runAll = [this](Callbacks& list) {
+    if (list.first) runCallback(list.first, *this);
+    for (Callback& callback : list.more) runCallback(callback, *this);
+  };
+  Callbacks hooks;
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (settled_) return false;
-    settled_ = true;
+    if (settled_.load(std::memory_order_relaxed)) return false;
     value_ = std::move(value);
     error_ = std::move(error);
-    hooks.swap(hooks_);
+    settled_.store(true, std::memory_order_release);
+    std::swap(hooks, hooks_);
   }
-  runCallbacks(hooks, *this);
-  std::vector<Callback> callbacks;
+  runAll(hooks);
+  Callbacks callbacks;
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    completed_ = true;
-    callbacks.swap(callbacks_);
+    completed_.store(true, std::memory_order_release);
+    std::swap(callbacks, callbacks_);
   }
   done_.notify_all();
-  runCallbacks(callbacks, *this);
+  runAll(callbacks);
   return true;
 }
 
@@ -153,12 +161,12 @@ int Work::sourceRank() const {
 
 std::vector<Tensor> Work::result() const {
   C10D_CHECK(isCompleted(), Error, description(), ": result() before completion");
-  if (future_->hasError()) std::rethrow_exception(future_->error());
-  return outputs_;
+  return future_->value();  // rethrows the op's error
 }
 
 void Work::finish() {
-  future_->markCompleted(outputs_);
+  // Moved, not copied: result() reads them from the future.
+  future_->markCompleted(std::move(outputs_));
 }
 
 void Work::finishWithError(std::exception_ptr error) {

@@ -55,17 +55,35 @@ class Future : public std::enable_shared_from_this<Future> {
 
  private:
   bool complete(std::vector<Tensor> value, std::exception_ptr error);
-  // Adds callback to list until ran (read under mutex_) holds; then runs it at once.
-  void addOrRun(std::vector<Callback>& list, const bool& ran, Callback callback);
+  // Adds callback to the hooks (or the callbacks) until the future is settled (or completed);
+  // then runs it at once.
+  void addOrRun(bool hook, Callback callback);
 
   mutable std::mutex mutex_;
   std::condition_variable done_;
-  bool completed_ = false;
-  bool settled_ = false;  // value or error set; completed_ once the hooks ran
+  // Written under mutex_, after value_ and error_; read without it, since a completed future
+  // never changes: a blocking op's wait, which finds its op done, takes no lock.
+  std::atomic<bool> completed_{false};
+  // Value or error set (written under mutex_, after them; read without it by error(), which
+  // the completion hooks call); completed_ once the hooks ran.
+  std::atomic<bool> settled_{false};
   std::vector<Tensor> value_;
   std::exception_ptr error_;
-  std::vector<Callback> callbacks_;
-  std::vector<Callback> hooks_;
+  // The first callback is kept in place: most futures get one (the flight recorder's hook), and
+  // a vector for it cost an allocation per op.
+  struct Callbacks {
+    Callback first;
+    std::vector<Callback> more;
+    void add(Callback callback) {
+      if (!first) {
+        first = std::move(callback);
+      } else {
+        more.push_back(std::move(callback));
+      }
+    }
+  };
+  Callbacks callbacks_;
+  Callbacks hooks_;
 };
 
 // A started operation of a ProcessGroup. It ends in success, in the operation's error, or in a

@@ -16,7 +16,8 @@ namespace {
 // but on an oversubscribed host one is descheduled for tens of them often enough that 20 us
 // lost half the iterations to the worker. The grace adapts: while callers claim their ops it is
 // long; once the worker had to take one (its caller was not waiting: async use), new ops start
-// on the worker at once until a caller claims one again.
+// on the worker at once until a caller claims one again. The grace counts from when the worker
+// first sees the op, so that enqueueing reads no clock.
 constexpr std::chrono::microseconds kBlockingCallerGrace{200};
 constexpr std::chrono::microseconds kAsyncCallerGrace{0};
 
@@ -40,13 +41,17 @@ struct QueuedWork::QueueState {
   // The worker blocks without a deadline: only then does enqueue() need to wake it.
   bool workerIdle = false;
   std::chrono::microseconds callerGrace = kBlockingCallerGrace;
-  std::chrono::steady_clock::time_point lastEnqueue;
+  // Counts enqueues: the worker tells a busy queue from an idle one by it, so that enqueue()
+  // reads no clock (the worker times the grace from when it first sees an op instead).
+  uint64_t enqueues = 0;
   std::exception_ptr abortError;
 
-  // Runs work outside the lock; mutex is held on entry and on return. The queue moves on before
-  // the Work completes, so a callback of the Work may issue the next op and wait for it (that op
-  // then runs on the callback's thread, or on the worker).
-  void execute(std::unique_lock<std::mutex>& lock, const std::shared_ptr<QueuedWork>& work) {
+  // Runs work outside the lock; mutex is held on entry and on return, unless relock is false (a
+  // caller that ran its own op is done with the queue). The queue moves on before the Work
+  // completes, so a callback of the Work may issue the next op and wait for it (that op then
+  // runs on the callback's thread, or on the worker).
+  void execute(std::unique_lock<std::mutex>& lock, const std::shared_ptr<QueuedWork>& work,
+               bool relock = true) {
     running = true;
     lock.unlock();
     std::function<void(QueuedWork&)> run = std::move(work->run_);
@@ -67,7 +72,7 @@ struct QueuedWork::QueueState {
     } else {
       work->finish();
     }
-    lock.lock();
+    if (relock) lock.lock();
   }
 };
 
@@ -83,7 +88,7 @@ void QueuedWork::beforeWait() {
   std::shared_ptr<QueuedWork> self = state->pending.front();
   state->pending.pop_front();
   state->callerGrace = kBlockingCallerGrace;
-  state->execute(lock, self);
+  state->execute(lock, self, /*relock=*/false);
 }
 
 OpQueue::OpQueue(std::string name) : state_(std::make_shared<QueuedWork::QueueState>()) {
@@ -94,11 +99,17 @@ OpQueue::OpQueue(std::string name) : state_(std::make_shared<QueuedWork::QueueSt
     // Timed waits of a few microseconds; the default 50 us slack would stretch the grace.
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     using Clock = std::chrono::steady_clock;
+    uint64_t enqueuesSeen = 0;
+    Clock::time_point lastEnqueueSeen;
     std::unique_lock<std::mutex> lock(state->mutex);
     while (!state->stopping) {
+      const Clock::time_point now = Clock::now();
+      if (state->enqueues != enqueuesSeen) {
+        enqueuesSeen = state->enqueues;
+        lastEnqueueSeen = now;
+      }
       if (state->running || state->pending.empty()) {
-        if (state->callerGrace == kBlockingCallerGrace &&
-            Clock::now() - state->lastEnqueue < kPollingSpell) {
+        if (state->callerGrace == kBlockingCallerGrace && now - lastEnqueueSeen < kPollingSpell) {
           state->changed.wait_for(lock, kPollInterval);
         } else {
           state->workerIdle = true;
@@ -107,8 +118,10 @@ OpQueue::OpQueue(std::string name) : state_(std::make_shared<QueuedWork::QueueSt
         }
         continue;
       }
-      auto claimBy = state->pending.front()->enqueuedAt_ + state->callerGrace;
-      if (Clock::now() < claimBy) {
+      QueuedWork& front = *state->pending.front();
+      if (front.firstSeen_ == Clock::time_point{}) front.firstSeen_ = now;
+      auto claimBy = front.firstSeen_ + state->callerGrace;
+      if (now < claimBy) {
         // Its caller may still run it; look again afterwards (or when woken).
         state->changed.wait_until(lock, claimBy);
         continue;
@@ -146,8 +159,7 @@ void OpQueue::enqueue(const std::shared_ptr<QueuedWork>& work) {
       error = state_->abortError;
     } else {
       work->queue_ = state_;
-      work->enqueuedAt_ = std::chrono::steady_clock::now();
-      state_->lastEnqueue = work->enqueuedAt_;
+      ++state_->enqueues;
       state_->pending.push_back(work);
       // A polling worker finds a blocking caller's op by itself; an async caller's must start now.
       wake = state_->workerIdle || state_->callerGrace == kAsyncCallerGrace;

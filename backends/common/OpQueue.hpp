@@ -34,7 +34,8 @@ class QueuedWork : public Work {
   struct QueueState;
   std::function<void(QueuedWork&)> run_;  // throws the operation's error; released after running
   std::shared_ptr<QueueState> queue_;
-  std::chrono::steady_clock::time_point enqueuedAt_;
+  // When the worker first saw it pending (its caller's grace counts from there).
+  std::chrono::steady_clock::time_point firstSeen_;
 };
 
 // Runs QueuedWork one at a time in enqueue order, so the collectives of a group hit the wire in

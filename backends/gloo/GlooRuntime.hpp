@@ -111,7 +111,10 @@ struct GlooBackend::Runtime {
   void guarded(const Work::Describe& describe, Fn&& fn,
                std::optional<std::chrono::milliseconds> collective = std::nullopt) {
     checkUsable(describe);
-    detail::SigpipeGuard quiet;
+    // A collective arms the guard before its first socket write (SyncMesh, agree()): one that
+    // stays in shared memory makes no system call for it.
+    detail::SigpipeGuard quiet(collective ? detail::SigpipeGuard::kWhenWriting
+                                          : detail::SigpipeGuard::kNow);
     try {
       fn();
     } catch (const gloo::Exception& e) {

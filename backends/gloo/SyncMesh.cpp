@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "backends/gloo/GlooSetup.hpp"
+#include "c10d/core/Signals.hpp"
 #include "c10d/core/Exception.hpp"
 #include "store/Store.hpp"
 
@@ -60,6 +61,7 @@ void SyncMesh::send(int peer, const void* data, size_t bytes) {
     if (wait != shm::Wait::Ready) lost(wait, peer, true);
     return;
   }
+  detail::SigpipeGuard::beforeSocketWrites();
   std::memcpy(p.sendStage.data(), &header, kHeaderBytes);
   if (bytes > 0) copyBytes(p.sendStage.data() + kHeaderBytes, data, bytes);
   p.sendBuffer->send(0, kHeaderBytes + bytes, 0);
@@ -94,6 +96,7 @@ void SyncMesh::recv(int peer, void* data, size_t bytes) {
     });
     return;
   }
+  detail::SigpipeGuard::beforeSocketWrites();  // a reading pair may write (Gloo's notifications)
   p.recvBuffer->waitRecv();
   WireCall header;
   std::memcpy(&header, p.recvStage.data(), kHeaderBytes);
@@ -123,8 +126,12 @@ void SyncMesh::recvReduce(int peer, void* target, size_t count, size_t elementSi
   });
 }
 
-shm::Waiting SyncMesh::waiting(int peer) const {
-  return {std::chrono::steady_clock::now() + context_->getTimeout(), peers_[peer].pid, busyPoll_};
+shm::Waiting SyncMesh::waiting(int peer) {
+  if (!deadlineSet_) {
+    deadline_ = std::chrono::steady_clock::now() + context_->getTimeout();
+    deadlineSet_ = true;
+  }
+  return {deadline_, peers_[peer].pid, busyPoll_};
 }
 
 std::string SyncMesh::lossText(shm::Wait wait, int peer, bool sending) const {

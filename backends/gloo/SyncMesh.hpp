@@ -107,9 +107,11 @@ class SyncMesh {
 
   // The call that the next messages carry, and that messages received must match (see
   // WireCall.hpp); with WireCall::kAgreeing, received ones need only be agreeing too.
+  // Starts the call's deadline too: its waits share one timeout, read from the clock once.
   void setCall(const WireCall& call) {
     if (call.seq != call_.seq) previous_ = call_;
     call_ = call;
+    deadlineSet_ = false;
   }
 
   bool busyPoll() const { return busyPoll_; }
@@ -191,7 +193,11 @@ class SyncMesh {
   // A message of bytes from peer over shared memory, its payload handed to consume in place.
   template <typename Consume>
   void recvShared(int peer, size_t bytes, Consume&& consume);
-  shm::Waiting waiting(int peer) const;
+  // How a wait on peer ends: at the call's deadline (set at its first wait), or when the peer's
+  // process ends.
+  shm::Waiting waiting(int peer);
+  std::chrono::steady_clock::time_point deadline_;
+  bool deadlineSet_ = false;
   // A shared memory wait that did not end Ready, as Gloo's exception for a pair (lossText).
   [[noreturn]] void lost(shm::Wait wait, int peer, bool sending) const;
 

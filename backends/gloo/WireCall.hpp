@@ -41,9 +41,14 @@ struct WireCall {
   static WireCall of(std::string_view op, ScalarType dtype, uint64_t count,
                      ReduceOp::Kind reduce = ReduceOp::SUM, int root = 0) {
     WireCall call;
-    for (size_t i = 0; i < std::size(kWireOps); ++i) {
-      if (kWireOps[i] == op) call.op = static_cast<uint8_t>(i);
+    // Literals are merged by the linker: the pointer usually matches, without a compare.
+    size_t i = 0;
+    while (i < std::size(kWireOps) && kWireOps[i] != op.data()) ++i;
+    if (i == std::size(kWireOps)) {
+      i = 0;
+      while (i < std::size(kWireOps) && kWireOps[i] != op) ++i;
     }
+    if (i < std::size(kWireOps)) call.op = static_cast<uint8_t>(i);
     C10D_CHECK(std::string_view(kWireOps[call.op]) == op, InvalidArgument,
                "gloo backend: no wire code for '", op, "'");
     call.dtype = static_cast<uint8_t>(dtype);

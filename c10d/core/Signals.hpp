@@ -39,28 +39,37 @@ inline void blockSigpipeInThisThread() {
 // Blocks SIGPIPE in the calling thread for the guard's scope. On a thread where it is already
 // blocked (ours, or an application that blocks it) the guard does nothing more.
 //
-// Leaving the scope restores the mask with one system call; a SIGPIPE pending then would be
-// delivered at once, so it is consumed first. Looking for one costs a third system call (about
-// 0.2 us here), which the guard spends only where a write may have failed silently: when the
-// scope ends with an exception, or after mayHaveFailedWrites() (Gloo's asynchronous pairs keep
-// an EPIPE to themselves and fail the operation later, from a read). Gloo's synchronous pairs
-// (the small-message path) throw on EPIPE, so their success needs no look.
+// A guard made kWhenWriting blocks nothing until the code inside it calls beforeSocketWrites()
+// (or mayHaveFailedWrites()): a collective that stays in shared memory writes no socket, and the
+// two system calls of an armed guard were about a third of a 4 B allreduce's own cost here
+// (issue 32: 2 rt_sigprocmask per op, 0.5 us each in this KVM guest).
+//
+// Leaving the scope of an armed guard restores the mask with one system call; a SIGPIPE pending
+// then would be delivered at once, so it is consumed first. Looking for one costs a third system
+// call, which the guard spends only where a write may have failed silently: when the scope ends
+// with an exception, or after mayHaveFailedWrites() (Gloo's asynchronous pairs keep an EPIPE to
+// themselves and fail the operation later, from a read). Gloo's synchronous pairs (the
+// small-message path) throw on EPIPE, so their success needs no look.
 class SigpipeGuard {
  public:
-  // Only the outermost guard of a thread is active (inside it SIGPIPE is already blocked), so
-  // the active one is the thread's current_ for its whole scope.
-  SigpipeGuard() {
+  enum Arming { kNow, kWhenWriting };
+
+  // Only the outermost guard of a thread is active (inside it SIGPIPE is already blocked, or
+  // will be before the first write), so the active one is the thread's current_ for its scope.
+  explicit SigpipeGuard(Arming arming = kNow) {
     if (sigpipeBlockedForGood) return;
-    pthread_sigmask(SIG_BLOCK, &sigpipeOnly(), &saved_);
-    active_ = !sigismember(&saved_, SIGPIPE);
-    if (active_) {
-      exceptionsAtEntry_ = std::uncaught_exceptions();
-      current_ = this;
+    if (current_ != nullptr) {  // an outer guard's scope: it blocks, now if asked to
+      if (arming == kNow) beforeSocketWrites();
+      return;
     }
+    current_ = this;
+    exceptionsAtEntry_ = std::uncaught_exceptions();
+    if (arming == kNow) arm();
   }
   ~SigpipeGuard() {
-    if (!active_) return;
+    if (current_ != this) return;
     current_ = nullptr;
+    if (!restore_) return;
     if (mayHaveFailedWrites_ || std::uncaught_exceptions() > exceptionsAtEntry_) {
       sigset_t pending;
       sigpending(&pending);
@@ -74,15 +83,29 @@ class SigpipeGuard {
   SigpipeGuard(const SigpipeGuard&) = delete;
   SigpipeGuard& operator=(const SigpipeGuard&) = delete;
 
-  // Tells this thread's active guard to look for a pending SIGPIPE when it ends.
+  // Blocks SIGPIPE now if this thread's guard has not yet: call before anything that may write
+  // to a socket (Gloo's pairs, libuv) inside a kWhenWriting guard.
+  static void beforeSocketWrites() {
+    if (current_ != nullptr && !current_->armed_) current_->arm();
+  }
+  // The same, and tells the guard to look for a pending SIGPIPE when it ends.
   static void mayHaveFailedWrites() {
-    if (current_ != nullptr) current_->mayHaveFailedWrites_ = true;
+    if (current_ == nullptr) return;
+    if (!current_->armed_) current_->arm();
+    current_->mayHaveFailedWrites_ = true;
   }
 
  private:
+  void arm() {
+    armed_ = true;
+    pthread_sigmask(SIG_BLOCK, &sigpipeOnly(), &saved_);
+    restore_ = !sigismember(&saved_, SIGPIPE);
+  }
+
   static inline thread_local SigpipeGuard* current_ = nullptr;
   sigset_t saved_;
-  bool active_ = false;
+  bool armed_ = false;
+  bool restore_ = false;  // armed, and SIGPIPE was not blocked before: the mask goes back
   bool mayHaveFailedWrites_ = false;
   int exceptionsAtEntry_ = 0;
 };

@@ -86,8 +86,7 @@ Tensor Tensor::fromBlob(void* data, ScalarType dtype, std::vector<int64_t> sizes
   tensor.data_ = data;
   tensor.dtype_ = dtype;
   tensor.device_ = device;
-  tensor.sizes_ = std::move(sizes);
-  tensor.strides_ = std::move(strides);
+  tensor.shape_ = std::make_shared<const Shape>(Shape{std::move(sizes), std::move(strides), numel});
   tensor.holder_ = std::move(holder);
   tensor.defined_ = true;
   return tensor;
@@ -106,19 +105,17 @@ Tensor Tensor::zeros(std::vector<int64_t> sizes, ScalarType dtype) {
   return tensor;
 }
 
-int64_t Tensor::numel() const {
-  int64_t numel = 1;
-  for (int64_t size : sizes_) numel *= size;
-  return numel;
-}
+const Tensor::Shape Tensor::kNoShape{};
 
 bool Tensor::isContiguous() const {
+  const std::vector<int64_t>& sizes = shape().sizes;
+  const std::vector<int64_t>& strides = shape().strides;
   int64_t expected = 1;
-  for (size_t d = sizes_.size(); d-- > 0;) {
-    if (sizes_[d] == 1) continue;
-    if (sizes_[d] == 0) return true;
-    if (strides_[d] != expected) return false;
-    expected *= sizes_[d];
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (sizes[d] == 1) continue;
+    if (sizes[d] == 0) return true;
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
   }
   return true;
 }
@@ -127,7 +124,8 @@ std::string Tensor::describe() const {
   if (!defined_) return "undefined tensor";
   std::ostringstream out;
   out << dtype_ << "[";
-  for (size_t d = 0; d < sizes_.size(); ++d) out << (d ? ", " : "") << sizes_[d];
+  const std::vector<int64_t>& sizes = shape().sizes;
+  for (size_t d = 0; d < sizes.size(); ++d) out << (d ? ", " : "") << sizes[d];
   out << "] " << device_;
   if (!isContiguous()) out << " (non-contiguous)";
   return out.str();
