@@ -188,6 +188,53 @@ TEST(RpcTest, PipelinedCallsOfMixedSizesKeepTheirOrderAndData) {
   shutdownAll(agents);
 }
 
+// A lent tensor is copied off the receiver's loop thread: while worker 0 copies a 256 MiB
+// argument from worker 1's memory, worker 2's calls to it go on (issue 32, part 3).
+TEST(RpcTest, ALargeLentArgumentLeavesTheReceiversOtherConnectionsFree) {
+  auto agents = startWorkers(3);
+  agents[0]->registerFunction("numel", [](const Tensor& t) { return t.numel(); });
+  agents[0]->registerFunction("ping", [](int x) { return x; });
+  // A few round trips: the connections' Probe, Proof and Lend are through, so worker 1 lends.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(agents[1]->rpcSync<int>("worker0", "ping", i), i);
+    ASSERT_EQ(agents[2]->rpcSync<int>("worker0", "ping", i), i);
+    std::this_thread::sleep_for(20ms);
+  }
+  constexpr int64_t kFloats = 64 << 20;  // 256 MiB
+  Tensor large = Tensor::zeros({kFloats}, ScalarType::Float32);
+  using Clock = std::chrono::steady_clock;
+  std::atomic<bool> done{false};
+  Clock::time_point sentAt, doneAt;
+  std::thread caller([&] {
+    sentAt = Clock::now();
+    auto numel = agents[1]->rpcAsync<int64_t>("worker0", "numel", large);
+    EXPECT_EQ(numel.value(), kFloats);
+    doneAt = Clock::now();
+    done = true;
+  });
+  // Pings until the large call is done, each one's start and end.
+  std::vector<std::pair<Clock::time_point, Clock::time_point>> pings;
+  for (int i = 0; !done; ++i) {
+    const Clock::time_point start = Clock::now();
+    EXPECT_EQ(agents[2]->rpcSync<int>("worker0", "ping", i), i);
+    pings.emplace_back(start, Clock::now());
+  }
+  caller.join();
+  // The longest a ping waited while the large call was in flight. On the loop, the copy held
+  // up every other connection for its whole length: most of the call's time.
+  using Ms = std::chrono::duration<double, std::milli>;
+  Ms longest{0};
+  for (const auto& [start, end] : pings) {
+    if (end > sentAt && start < doneAt)
+      longest = std::max<Ms>(longest, std::min(end, doneAt) - std::max(start, sentAt));
+  }
+  const Ms call = doneAt - sentAt;
+  EXPECT_LT(longest.count(), call.count() / 2)
+      << "a ping waited " << longest.count() << " ms of the large call's " << call.count()
+      << " ms (" << pings.size() << " pings in all)";
+  shutdownAll(agents);
+}
+
 TEST(RpcTest, EveryFailureReachesTheCallerWithWhatAndWhere) {
   RpcOptions options;
   options.timeout = 5s;

@@ -110,17 +110,43 @@ void SharedP2P::deliver(SharedRecv& recv, int source, const Message& head, Fill&
   const bool fits = head.bytes <= taken;
   recv.source_ = source;
   recv.matchedHead_ = head;
+  if (head.address != 0 && fits) {
+    // Whoever matched, the receive's own run() copies (a receive nobody waits for is run by the
+    // progress thread): a waiter of another op never spends its wait on this one's copy.
+    recv.pullPending_ = true;
+    return;
+  }
   recv.matched_ = true;
   if (SharedFrame::eagerBytes(head.bytes) > 0 && fits)
     fill(static_cast<uint8_t*>(recv.tensor_.data()));
-  // Copied here, whoever matched: the receive's own wait may come late, or never.
-  if (head.address != 0 && fits) {
-    recv.pullError_ = shm::readProcessMemory(links_[source].channels.pid, head.address,
-                                             recv.tensor_.data(), head.bytes);
-    if (!recv.pullError_.empty()) return;  // the sender is gone
-  }
   write(source, Message{SharedFrame::kVerdict, head.bytes == taken ? 1u : 0u, taken, head.id, 0, 0},
         nullptr, 0);
+}
+
+void SharedP2P::pull(SharedRecv& recv) {
+  long pid;
+  Message head;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    pid = links_[recv.source_].channels.pid;
+    head = recv.matchedHead_;
+  }
+  // The tensor is this receive's alone until it completes; the sender keeps its memory until
+  // the verdict.
+  std::string error = shm::readProcessMemory(pid, head.address, recv.tensor_.data(), head.bytes);
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    recv.pullPending_ = false;
+    recv.matched_ = true;
+    recv.pullError_ = std::move(error);
+    if (recv.pullError_.empty()) {  // else the sender is gone: no verdict
+      const uint64_t taken = recv.tensor_.nbytes();
+      write(recv.source_,
+            Message{SharedFrame::kVerdict, head.bytes == taken ? 1u : 0u, taken, head.id, 0, 0},
+            nullptr, 0);
+    }
+  }
+  changed_.notify_all();
 }
 
 void SharedP2P::post(const std::shared_ptr<SharedRecv>& recv) {
@@ -326,8 +352,8 @@ void SharedRecv::aborting(bool claimedHere) {
 void SharedRecv::run(Clock::time_point deadline) {
   SharedP2P& engine = *runtime_->sharedP2p;
   std::string lost;
-  SharedP2P::Progress progress =
-      engine.progressUntil([&] { return matched_ || aborted_.load(); }, deadline, peer_, &lost);
+  SharedP2P::Progress progress = engine.progressUntil(
+      [&] { return matched_ || pullPending_ || aborted_.load(); }, deadline, peer_, &lost);
   if (progress != SharedP2P::Progress::Done || aborted_.load()) {
     const bool withdrawn = engine.withdraw(this);
     if (aborted_.load()) {
@@ -342,6 +368,7 @@ void SharedRecv::run(Clock::time_point deadline) {
                                                    "ms for a matching send"));
     }
   }
+  if (pullPending_) engine.pull(*this);  // only this thread clears it
   setSourceRank(source_);
   const uint64_t taken = tensor_.nbytes();
   if (!pullError_.empty()) {

@@ -7,7 +7,8 @@
 //
 //   head     sender -> receiver: size, tag and the sender's message id; the payload itself when
 //            it is at most kEagerBytes, else its address in the sender, from which the receiver
-//            copies it straight into its tensor (process_vm_readv) once it matched the head
+//            copies it straight into its tensor (process_vm_readv) once it matched the head: the
+//            receive's own wait does, outside the engine's mutex
 //   verdict  receiver -> sender once the payload is in: the size the receive takes and whether
 //            the two were equal; the send completes on it
 //
@@ -90,6 +91,9 @@ class SharedRecv : public SharedWork {
   void aborting(bool claimedHere) override;
   // Under the engine's mutex:
   bool matched_ = false;
+  // Matched a head whose payload is still in the sender: this receive's own run() copies it,
+  // outside the engine's mutex, then sends the verdict (SharedP2P::pull).
+  bool pullPending_ = false;
   std::string pullError_;  // copying the payload from the sender failed: it is gone
   int source_ = -1;
   SharedFrame::Message matchedHead_{};
@@ -110,9 +114,12 @@ class SharedP2P {
   void stop();
   // Posts send's head; never waits for the receiver (a full channel queues it).
   void send(const std::shared_ptr<SharedSend>& send);
-  // Matches recv with the first head kept for its source and tag, else keeps it for one. A
-  // payload read from the sender's memory is copied here, under the engine's mutex.
+  // Matches recv with the first head kept for its source and tag, else keeps it for one.
   void post(const std::shared_ptr<SharedRecv>& recv);
+  // For a receive whose head names the payload's address in the sender (pullPending_): copies
+  // it into the tensor without holding the engine's mutex, so that one large receive does not
+  // hold up this rank's other sends and receives, then completes the match and answers.
+  void pull(SharedRecv& recv);
   // Forgets recv if it still waits for a head; false when one was delivered.
   bool withdraw(const SharedRecv* recv);
   // Wakes the waits of aborted ops.
@@ -142,8 +149,8 @@ class SharedP2P {
   // moved.
   bool poll();
   void write(int peer, const SharedFrame::Message& message, const void* payload, size_t bytes);
-  // recv matched head: fill copies its eager payload into the tensor, or the payload is copied
-  // from the sender's memory; then the verdict goes.
+  // recv matched head: fill copies its eager payload into the tensor and the verdict goes; or
+  // the payload is left in the sender's memory for pull().
   template <typename Fill>
   void deliver(SharedRecv& recv, int source, const SharedFrame::Message& head, Fill&& fill);
   std::string lostPeer(int peer);  // "" while peer is there

@@ -142,6 +142,10 @@ struct Connection {
   // The peer's challenge and this connection, written here for it to read; its address goes in
   // our Proof.
   ProofWord proofWord{};
+  // Loop thread only: frames of this connection handed to the loan copier and not yet delivered
+  // back. While there are any, the connection's other frames queue behind them, so frames are
+  // delivered in the order they arrived.
+  int framesAtCopier = 0;
   bool isClosing() {
     std::lock_guard<std::mutex> guard(writeMutex);
     return closing;

@@ -17,7 +17,9 @@
 // copied them, answers Returned(loan), or until the connection is dropped. The loan's seal says
 // whether it still stood when the copy was made. A copy that fails (the sender died, named memory
 // it does not have, or ended the loan first) drops the connection with the reason, so calls to
-// that worker fail as they do when TCP breaks.
+// that worker fail as they do when TCP breaks. The copies run on a thread of their own (the loan
+// copier), never on the loop: frames of that connection queue behind a loan's until it is
+// delivered, the other connections' go on.
 
 #include <netinet/in.h>
 #include <unistd.h>
@@ -33,6 +35,8 @@
 
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Logging.hpp"
+#include "c10d/core/Signals.hpp"
+#include "c10d/core/ThreadName.hpp"
 #include "c10d/net/Auth.hpp"
 #include "c10d/net/SharedMemory.hpp"
 #include "rpc/transport/Connection.hpp"
@@ -151,34 +155,88 @@ void Transport::Impl::onLendingFrame(Connection* c, const Frame& frame) {
   }
 }
 
-bool Transport::Impl::takeLoan(Connection* c, Frame& frame) {
-  C10D_CHECK(c->peerPid != 0, InvalidArgument, "rpc: worker ", c->peer,
+void Transport::Impl::queueForCopier(Connection* c, Frame frame) {
+  C10D_CHECK(frame.loan == 0 || c->peerPid != 0, InvalidArgument, "rpc: worker ", c->peer,
              " lent tensors but was never invited to (no Lend was sent to it)");
+  ++c->framesAtCopier;
+  std::lock_guard<std::mutex> guard(copyMutex);
+  if (copyStopping) return;  // closing: the frame goes with the transport
+  if (!copier.joinable()) copier = std::thread([this] { copyLoans(); });
+  copyQueue.emplace_back(c->self, std::move(frame));
+  copyChanged.notify_one();
+}
+
+void Transport::Impl::stopCopier() {
+  {
+    std::lock_guard<std::mutex> guard(copyMutex);
+    copyStopping = true;
+    copyQueue.clear();
+  }
+  copyChanged.notify_all();
+  std::lock_guard<std::mutex> joining(copierJoin);
+  if (copier.joinable()) copier.join();
+}
+
+void Transport::Impl::copyLoans() {
+  c10d::detail::nameThisThread("c10d-rpc-copy");
+  c10d::detail::blockSigpipeInThisThread();
+  std::unique_lock<std::mutex> lock(copyMutex);
+  for (;;) {
+    copyChanged.wait(lock, [&] { return copyStopping || !copyQueue.empty(); });
+    if (copyStopping) return;
+    auto [c, frame] = std::move(copyQueue.front());
+    copyQueue.pop_front();
+    lock.unlock();
+    // peerPid is the loop's, but set once, before the Lend that let the peer lend.
+    std::string failed = frame.loan != 0 ? takeLoan(c->peerPid, c->peer, frame) : std::string();
+    try {
+      post([this, c = std::move(c), frame = std::move(frame), failed = std::move(failed)]() mutable {
+        --c->framesAtCopier;
+        if (c->isClosing()) return;  // dropped meanwhile: its calls failed with it
+        if (!failed.empty()) {
+          drop(c.get(), failed);
+          return;
+        }
+        try {
+          if (frame.loan != 0) {
+            writeOrQueue(c, c->peer, controlFrame(FrameKind::Returned, frame.loan), false);
+          }
+          onFrame(c->peer, std::move(frame));
+        } catch (const std::exception& e) {
+          drop(c.get(), c10d::detail::concat("delivering a frame of worker ", c->peer,
+                                             " failed: ", e.what()));
+        }
+      });
+    } catch (const std::exception&) {
+      // The transport is closing: its loop takes no more commands, and the frame goes with it.
+    }
+    lock.lock();
+  }
+}
+
+std::string Transport::Impl::takeLoan(long pid, int peer, Frame& frame) {
   for (const auto& [index, address] : frame.lent) {
     Tensor& t = frame.tensors[index];
-    std::string failed = reader.read(c->peerPid, address, t.data(), t.nbytes());
+    std::string failed = reader.read(pid, address, t.data(), t.nbytes());
     if (!failed.empty()) {
-      drop(c, c10d::detail::concat("copying a lent tensor of ", t.nbytes(), " bytes from worker ",
-                                   c->peer, "'s memory failed: ", failed,
-                                   shm::processEnded(c->peerPid) ? " (its process ended)" : ""));
-      return false;
+      return c10d::detail::concat("copying a lent tensor of ", t.nbytes(), " bytes from worker ",
+                                  peer, "'s memory failed: ", failed,
+                                  shm::processEnded(pid) ? " (its process ended)" : "");
     }
   }
   // Read after the tensors: the sender clears it before it lets them go, so a seal that still
   // holds the loan's id means the copies were made while the loan stood.
   uint64_t seal = 0;
-  std::string failed = shm::readProcessMemory(c->peerPid, frame.seal, &seal, sizeof seal);
+  std::string failed = shm::readProcessMemory(pid, frame.seal, &seal, sizeof seal);
   if (failed.empty() && seal != frame.loan) {
     failed =
         "the loan had ended (the worker let go of the tensors, as when it drops the "
         "connection)";
   }
   if (!failed.empty()) {
-    drop(c, c10d::detail::concat("copying the tensors worker ", c->peer, " lent failed: ", failed));
-    return false;
+    return c10d::detail::concat("copying the tensors worker ", peer, " lent failed: ", failed);
   }
-  writeOrQueue(c->self, c->peer, controlFrame(FrameKind::Returned, frame.loan), false);
-  return true;
+  return "";
 }
 
 }  // namespace c10d::inline v0::rpc

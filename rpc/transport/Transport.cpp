@@ -288,6 +288,7 @@ void Transport::send(int peer, Frame frame, bool moreSoon) {
 
 void Transport::close() {
   Impl& impl = *impl_;
+  impl.stopCopier();  // before the loop: what it posts then is refused, and dropped
   try {
     // Two threads may close at once (shutdown and a destructor): loopThread lets one close and
     // join; the other returns once it has. The commands posted before run first.

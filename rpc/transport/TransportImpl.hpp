@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include <condition_variable>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <future>
@@ -18,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -170,10 +172,29 @@ struct Transport::Impl {
   void probe(Connection* c);
   // A frame of the transport's own (Probe, Proof, Lend, Returned) on an open connection.
   void onLendingFrame(Connection* c, const Frame& frame);
-  // Copies frame's lent tensors from the peer's memory and returns the loan. False when that
-  // failed and c was dropped; throws InvalidArgument for a loan from a peer never invited.
-  bool takeLoan(Connection* c, Frame& frame);
-  // Loop thread only: copies lent tensors, large ones in two halves at once.
+  // On the loop thread: hands a frame that lends tensors to the loan copier (throws
+  // InvalidArgument for a loan from a peer never invited), and so every later frame of c while
+  // one is there. The copier copies the tensors from the peer's memory on its own thread, so
+  // that a 16 MiB argument does not stall the loop's other connections for its copy, and posts
+  // the frame back to the loop, which returns the loan and delivers it (or drops c when the
+  // copy failed).
+  void queueForCopier(Connection* c, Frame frame);
+  // Stops the copier, forgetting the frames it has not copied yet. Idempotent; not on the
+  // copier's thread.
+  void stopCopier();
+  ~Impl() { stopCopier(); }
+
+  // The copier's thread (c10d-rpc-copy), started at the first loan, and its queue.
+  void copyLoans();
+  // Copies frame's lent tensors from the peer pid's memory: "" or why it failed.
+  std::string takeLoan(long pid, int peer, Frame& frame);
+  std::mutex copyMutex;
+  std::condition_variable copyChanged;
+  std::deque<std::pair<std::shared_ptr<Connection>, Frame>> copyQueue;
+  bool copyStopping = false;
+  std::thread copier;
+  std::mutex copierJoin;
+  // Copier thread only: copies lent tensors, large ones in two halves at once.
   shm::SplitReader reader;
 };
 
