@@ -33,6 +33,11 @@ struct BucketState {
   std::vector<size_t> parameters;  // the bucket's layout the state below belongs to
   std::vector<T> error;            // per element of the bucket
   std::vector<std::vector<T>> q;   // per part (m x r, row-major), empty for uncompressed parts
+  // Scratch of every step, kept so that a step allocates nothing once the first has sized them
+  // (the input alone is a copy of the whole bucket: 25 MiB a step at the default cap).
+  std::vector<Part> parts;
+  std::vector<T> input, pMessage, qMessage;
+  std::vector<std::vector<T>> ps;  // per part (n x r)
 };
 
 // Orthonormal columns (Gram-Schmidt); a column that vanishes stays zero.
@@ -71,7 +76,8 @@ struct PowerSgd::State {
     T* data = buffer.data<T>();
     const size_t r0 = options.rank;
     // The layout of the bucket's gradients.
-    std::vector<Part> parts;
+    std::vector<Part>& parts = state.parts;
+    parts.clear();
     int64_t offset = 0;
     for (const Tensor& g : bucket.gradients) {
       Part part;
@@ -91,11 +97,13 @@ struct PowerSgd::State {
     const T factor = static_cast<T>(bucket.average.factor());
     // A joined rank's zeros (Join) carry no error of its own; it still keeps Q in step.
     const bool feedback = options.errorFeedback && !bucket.shadow;
-    std::vector<T> input(total);
+    std::vector<T>& input = state.input;
+    input.resize(total);
     for (int64_t k = 0; k < total; ++k)
       input[k] = data[k] * factor + (feedback ? state.error[k] : T(0));
     // P = M Q for every compressed part, one message.
-    std::vector<T> pMessage;
+    std::vector<T>& pMessage = state.pMessage;
+    pMessage.clear();
     for (size_t g = 0; g < parts.size(); ++g) {
       const Part& part = parts[g];
       if (!part.compressed) continue;
@@ -124,9 +132,11 @@ struct PowerSgd::State {
     };
     allreduce(pMessage);
     // Q = M^T P for every compressed part, then the uncompressed gradients: one message.
-    std::vector<T> qMessage;
+    std::vector<T>& qMessage = state.qMessage;
+    qMessage.clear();
     int64_t at = 0;
-    std::vector<std::vector<T>> ps(parts.size());
+    std::vector<std::vector<T>>& ps = state.ps;
+    ps.resize(parts.size());
     for (size_t g = 0; g < parts.size(); ++g) {
       const Part& part = parts[g];
       if (!part.compressed) continue;
