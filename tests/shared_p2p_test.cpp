@@ -79,5 +79,41 @@ TEST(SharedPointToPointTest, ALargeReceiveLeavesTheOtherOpsOfItsRankFree) {
   EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(3, 0)) << test::report(outcomes);
 }
 
+// Two ranks each send the other a large message and wait for their send first: the verdict
+// that completes a send comes once the receiver copied the payload, which its receive's own
+// wait has not begun. Whoever makes progress copies for a receive that nobody runs yet.
+TEST(SharedPointToPointTest, LargeExchangesCompleteWhicheverWaitComesFirst) {
+  auto outcomes = test::runRanks({.backend = "gloo", .worldSize = 2}, [](test::RankEnv& env) {
+    constexpr int64_t kFloats = 8 << 20;  // 32 MiB
+    const int peer = 1 - env.rank;
+    for (int order = 0; order < 3; ++order) {
+      Tensor out = Tensor::empty({kFloats}, ScalarType::Float32);
+      Tensor in = Tensor::zeros({kFloats}, ScalarType::Float32);
+      float* values = out.data<float>();
+      for (int64_t i = 0; i < kFloats; ++i) values[i] = static_cast<float>(env.rank * 7 + i % 13);
+      std::shared_ptr<Work> sent = env.pg.send(out, peer, order);
+      std::shared_ptr<Work> received = env.pg.recv(in, peer, order);
+      if (order == 0) {  // the send's wait first
+        sent->wait();
+        received->wait();
+      } else if (order == 1) {  // the receive's wait first
+        received->wait();
+        sent->wait();
+      } else {  // nobody waits for a while: the progress threads complete both
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        test::check(sent->isCompleted() && received->isCompleted(),
+                    "both completed without a wait");
+        sent->wait();
+        received->wait();
+      }
+      const float* got = in.data<float>();
+      bool intact = true;
+      for (int64_t i = 0; i < kFloats; i += 1009) intact &= got[i] == static_cast<float>(peer * 7 + i % 13);
+      test::check(intact, "order " + std::to_string(order) + ": the peer's message arrived whole");
+    }
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(2, 0)) << test::report(outcomes);
+}
+
 }  // namespace
 }  // namespace c10d::inline v0

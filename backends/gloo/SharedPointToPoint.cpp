@@ -70,10 +70,12 @@ void SharedP2P::stop() {
   // Freed outside the lock.
   decltype(unanswered_) unanswered;
   decltype(matcher_) matcher;
+  decltype(pulls_) pulls;
   {
     std::lock_guard<std::mutex> guard(mutex_);
     unanswered.swap(unanswered_);
     std::swap(matcher, matcher_);
+    pulls.swap(pulls_);
   }
 }
 
@@ -105,55 +107,59 @@ void SharedP2P::send(const std::shared_ptr<SharedSend>& send) {
 }
 
 template <typename Fill>
-void SharedP2P::deliver(SharedRecv& recv, int source, const Message& head, Fill&& fill) {
-  const uint64_t taken = recv.tensor_.nbytes();
+void SharedP2P::deliver(const std::shared_ptr<SharedRecv>& recv, int source, const Message& head,
+                        Fill&& fill) {
+  const uint64_t taken = recv->tensor_.nbytes();
   const bool fits = head.bytes <= taken;
-  recv.source_ = source;
-  recv.matchedHead_ = head;
+  recv->source_ = source;
+  recv->matchedHead_ = head;
   if (head.address != 0 && fits) {
-    // Whoever matched, the receive's own run() copies (a receive nobody waits for is run by the
-    // progress thread): a waiter of another op never spends its wait on this one's copy.
-    recv.pullPending_ = true;
+    recv->pullPending_ = true;
+    pulls_.push_back(recv);
     return;
   }
-  recv.matched_ = true;
+  recv->matched_ = true;
   if (SharedFrame::eagerBytes(head.bytes) > 0 && fits)
-    fill(static_cast<uint8_t*>(recv.tensor_.data()));
+    fill(static_cast<uint8_t*>(recv->tensor_.data()));
   write(source, Message{SharedFrame::kVerdict, head.bytes == taken ? 1u : 0u, taken, head.id, 0, 0},
         nullptr, 0);
 }
 
-void SharedP2P::pull(SharedRecv& recv) {
-  long pid;
-  Message head;
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    pid = links_[recv.source_].channels.pid;
-    head = recv.matchedHead_;
-  }
-  // The tensor is this receive's alone until it completes; the sender keeps its memory until
-  // the verdict.
-  std::string error = shm::readProcessMemory(pid, head.address, recv.tensor_.data(), head.bytes);
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    recv.pullPending_ = false;
-    recv.matched_ = true;
-    recv.pullError_ = std::move(error);
-    if (recv.pullError_.empty()) {  // else the sender is gone: no verdict
-      const uint64_t taken = recv.tensor_.nbytes();
-      write(recv.source_,
+bool SharedP2P::takePulls(std::unique_lock<std::mutex>& lock, const SharedRecv* own) {
+  bool copied = false;
+  for (;;) {
+    auto it = std::find_if(pulls_.begin(), pulls_.end(), [&](const auto& recv) {
+      return recv.get() == own || !recv->claimed();
+    });
+    if (it == pulls_.end()) return copied;
+    std::shared_ptr<SharedRecv> recv = std::move(*it);
+    pulls_.erase(it);
+    const long pid = links_[recv->source_].channels.pid;
+    const Message head = recv->matchedHead_;
+    lock.unlock();
+    // The tensor is this receive's alone until it completes; the sender keeps its memory until
+    // the verdict.
+    std::string error = shm::readProcessMemory(pid, head.address, recv->tensor_.data(), head.bytes);
+    lock.lock();
+    recv->pullPending_ = false;
+    recv->matched_ = true;
+    recv->pullError_ = std::move(error);
+    if (recv->pullError_.empty()) {  // else the sender is gone: no verdict
+      const uint64_t taken = recv->tensor_.nbytes();
+      write(recv->source_,
             Message{SharedFrame::kVerdict, head.bytes == taken ? 1u : 0u, taken, head.id, 0, 0},
             nullptr, 0);
     }
+    changed_.notify_all();
+    copied = true;
   }
-  changed_.notify_all();
 }
 
 void SharedP2P::post(const std::shared_ptr<SharedRecv>& recv) {
   std::lock_guard<std::mutex> guard(mutex_);
   std::optional<Kept> kept = matcher_.post(recv, recv->peer_, recv->tag_);
   if (!kept) return;
-  deliver(*recv, kept->source, kept->header,
+  deliver(recv, kept->source, kept->header,
           [&](uint8_t* into) { std::memcpy(into, kept->eager.data(), kept->eager.size()); });
 }
 
@@ -203,7 +209,7 @@ bool SharedP2P::poll() {
         continue;
       }
       bool filled = false;
-      deliver(*recv, peer, message, [&](uint8_t* into) {
+      deliver(recv, peer, message, [&](uint8_t* into) {
         filled = true;
         link.channels.in->readPayload(eager, kNoWait, [&](const uint8_t* piece, size_t n) {
           std::memcpy(into, piece, n);
@@ -233,7 +239,7 @@ std::string SharedP2P::lostPeer(int peer) {
 
 template <typename Done>
 SharedP2P::Progress SharedP2P::progressUntil(Done&& done, Clock::time_point deadline, int peer,
-                                             std::string* lost) {
+                                             std::string* lost, const SharedRecv* own) {
   std::unique_lock<std::mutex> lock(mutex_);
   ++activeWaiters_;
   bool active = true;
@@ -262,8 +268,11 @@ SharedP2P::Progress SharedP2P::progressUntil(Done&& done, Clock::time_point dead
   const auto pollUntil = spin ? Clock::time_point::max() : lastLook + kPollBeforeSleep;
   for (unsigned round = 1;; ++round) {
     if (done()) break;
+    // Asleep, it still copies its own payload: nobody else does.
+    const bool copied = !pulls_.empty() && takePulls(lock, own);
+    if (done()) break;
     if (active) {
-      const bool moved = poll();
+      const bool moved = poll() || copied;
       // Every 64th round goes on to the clock and the peer, even while others' messages flow.
       if (round % 64 != 0) {
         if (!moved) {
@@ -302,9 +311,9 @@ void SharedP2P::listen() {
       listenerChanged_.wait_until(lock, handOver);
       continue;
     }
-    if (poll()) continue;
+    if (poll() || takePulls(lock, nullptr)) continue;
     const uint32_t armed = doorbell_.arm();
-    const bool moved = poll();
+    const bool moved = poll() || takePulls(lock, nullptr);
     const bool queued =
         std::any_of(peers_.begin(), peers_.end(), [&](int r) { return !links_[r].queued.empty(); });
     lock.unlock();
@@ -353,7 +362,7 @@ void SharedRecv::run(Clock::time_point deadline) {
   SharedP2P& engine = *runtime_->sharedP2p;
   std::string lost;
   SharedP2P::Progress progress = engine.progressUntil(
-      [&] { return matched_ || pullPending_ || aborted_.load(); }, deadline, peer_, &lost);
+      [&] { return matched_ || aborted_.load(); }, deadline, peer_, &lost, this);
   if (progress != SharedP2P::Progress::Done || aborted_.load()) {
     const bool withdrawn = engine.withdraw(this);
     if (aborted_.load()) {
@@ -368,7 +377,6 @@ void SharedRecv::run(Clock::time_point deadline) {
                                                    "ms for a matching send"));
     }
   }
-  if (pullPending_) engine.pull(*this);  // only this thread clears it
   setSourceRank(source_);
   const uint64_t taken = tensor_.nbytes();
   if (!pullError_.empty()) {

@@ -7,8 +7,9 @@
 //
 //   head     sender -> receiver: size, tag and the sender's message id; the payload itself when
 //            it is at most kEagerBytes, else its address in the sender, from which the receiver
-//            copies it straight into its tensor (process_vm_readv) once it matched the head: the
-//            receive's own wait does, outside the engine's mutex
+//            copies it straight into its tensor (process_vm_readv) once it matched the head:
+//            outside the engine's mutex, by the receive's own wait, or by any thread making
+//            progress when nobody runs that receive
 //   verdict  receiver -> sender once the payload is in: the size the receive takes and whether
 //            the two were equal; the send completes on it
 //
@@ -91,9 +92,10 @@ class SharedRecv : public SharedWork {
   void aborting(bool claimedHere) override;
   // Under the engine's mutex:
   bool matched_ = false;
-  // Matched a head whose payload is still in the sender: this receive's own run() copies it,
-  // outside the engine's mutex, then sends the verdict (SharedP2P::pull).
+  // Matched a head whose payload is still in the sender (queued in SharedP2P::pulls_ until a
+  // thread copies it, outside the engine's mutex, and sends the verdict).
   bool pullPending_ = false;
+  bool claimed() const { return claimed_.load(); }  // someone runs (or ran) this receive
   std::string pullError_;  // copying the payload from the sender failed: it is gone
   int source_ = -1;
   SharedFrame::Message matchedHead_{};
@@ -116,10 +118,6 @@ class SharedP2P {
   void send(const std::shared_ptr<SharedSend>& send);
   // Matches recv with the first head kept for its source and tag, else keeps it for one.
   void post(const std::shared_ptr<SharedRecv>& recv);
-  // For a receive whose head names the payload's address in the sender (pullPending_): copies
-  // it into the tensor without holding the engine's mutex, so that one large receive does not
-  // hold up this rank's other sends and receives, then completes the match and answers.
-  void pull(SharedRecv& recv);
   // Forgets recv if it still waits for a head; false when one was delivered.
   bool withdraw(const SharedRecv* recv);
   // Wakes the waits of aborted ops.
@@ -130,10 +128,11 @@ class SharedP2P {
   // Makes progress until done() holds (looked at under the engine's mutex) or the deadline,
   // which it checks every 64 rounds however busy the channels are. Every 10 ms it looks at the
   // op's peer (every peer when peer < 0): PeerLost when one closed
-  // its channels or its process ended, with what happened in *lost.
+  // its channels or its process ended, with what happened in *lost. own: the receive this wait
+  // runs, whose payload it copies (takePulls).
   template <typename Done>
   Progress progressUntil(Done&& done, std::chrono::steady_clock::time_point deadline, int peer,
-                         std::string* lost);
+                         std::string* lost, const SharedRecv* own = nullptr);
 
  private:
   struct Queued {
@@ -150,9 +149,16 @@ class SharedP2P {
   bool poll();
   void write(int peer, const SharedFrame::Message& message, const void* payload, size_t bytes);
   // recv matched head: fill copies its eager payload into the tensor and the verdict goes; or
-  // the payload is left in the sender's memory for pull().
+  // the payload is left in the sender's memory and recv joins pulls_.
   template <typename Fill>
-  void deliver(SharedRecv& recv, int source, const SharedFrame::Message& head, Fill&& fill);
+  void deliver(const std::shared_ptr<SharedRecv>& recv, int source,
+               const SharedFrame::Message& head, Fill&& fill);
+  // Copies the payloads of pulls_ that are own's, or whose receive nobody runs (a receive
+  // nobody waits for yet must still answer: its sender may be what this thread waits for),
+  // each with the mutex released, so that one large receive holds up none of the rank's other
+  // sends and receives; then completes the match and answers. lock holds mutex_ on entry and
+  // return. Whether it copied any.
+  bool takePulls(std::unique_lock<std::mutex>& lock, const SharedRecv* own);
   std::string lostPeer(int peer);  // "" while peer is there
   void listen();
 
@@ -171,6 +177,7 @@ class SharedP2P {
   std::chrono::steady_clock::time_point lastWaiter_;  // when the last one left
   P2PMatcher<SharedRecv, SharedFrame::Message> matcher_;
   std::unordered_map<uint64_t, std::shared_ptr<SharedSend>> unanswered_;  // by message id
+  std::deque<std::shared_ptr<SharedRecv>> pulls_;  // matched, the payload still to be copied
   uint64_t nextId_ = 0;
   std::thread listener_;
   std::atomic<bool> started_{false};  // listener_ started: ops need not lock to know

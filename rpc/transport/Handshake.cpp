@@ -50,9 +50,9 @@ void Transport::Impl::deliver(Connection* c, Frame frame) {
   if (c->stage == Connection::Stage::Open) {
     if (static_cast<uint8_t>(frame.kind) >= static_cast<uint8_t>(FrameKind::Probe)) {
       onLendingFrame(c, frame);
-    } else if (frame.loan != 0 || c->framesAtCopier > 0) {
+    } else if (c->framesAtCopier > 0 || (frame.loan != 0 && !copyOnLoop(c, frame))) {
       queueForCopier(c, std::move(frame));
-    } else {
+    } else if (frame.loan == 0 || takeLoanOnLoop(c, frame)) {
       onFrame(c->peer, std::move(frame));
     }
     return;

@@ -17,9 +17,9 @@
 // copied them, answers Returned(loan), or until the connection is dropped. The loan's seal says
 // whether it still stood when the copy was made. A copy that fails (the sender died, named memory
 // it does not have, or ended the loan first) drops the connection with the reason, so calls to
-// that worker fail as they do when TCP breaks. The copies run on a thread of their own (the loan
-// copier), never on the loop: frames of that connection queue behind a loan's until it is
-// delivered, the other connections' go on.
+// that worker fail as they do when TCP breaks. Loans of 4 MiB or more are copied on a thread of
+// their own (the loan copier), not on the loop: frames of that connection queue behind a loan's
+// until it is delivered, the other connections' go on.
 
 #include <netinet/in.h>
 #include <unistd.h>
@@ -155,6 +155,24 @@ void Transport::Impl::onLendingFrame(Connection* c, const Frame& frame) {
   }
 }
 
+bool Transport::Impl::copyOnLoop(Connection* c, const Frame& frame) const {
+  C10D_CHECK(c->peerPid != 0, InvalidArgument, "rpc: worker ", c->peer,
+             " lent tensors but was never invited to (no Lend was sent to it)");
+  size_t bytes = 0;
+  for (const auto& [index, address] : frame.lent) bytes += frame.tensors.at(index).nbytes();
+  return bytes < kCopyOffLoopBytes;
+}
+
+bool Transport::Impl::takeLoanOnLoop(Connection* c, Frame& frame) {
+  std::string failed = takeLoan(loopReader, c->peerPid, c->peer, frame);
+  if (!failed.empty()) {
+    drop(c, failed);
+    return false;
+  }
+  writeOrQueue(c->self, c->peer, controlFrame(FrameKind::Returned, frame.loan), false);
+  return true;
+}
+
 void Transport::Impl::queueForCopier(Connection* c, Frame frame) {
   C10D_CHECK(frame.loan == 0 || c->peerPid != 0, InvalidArgument, "rpc: worker ", c->peer,
              " lent tensors but was never invited to (no Lend was sent to it)");
@@ -188,7 +206,8 @@ void Transport::Impl::copyLoans() {
     copyQueue.pop_front();
     lock.unlock();
     // peerPid is the loop's, but set once, before the Lend that let the peer lend.
-    std::string failed = frame.loan != 0 ? takeLoan(c->peerPid, c->peer, frame) : std::string();
+    std::string failed =
+        frame.loan != 0 ? takeLoan(reader, c->peerPid, c->peer, frame) : std::string();
     try {
       post([this, c = std::move(c), frame = std::move(frame), failed = std::move(failed)]() mutable {
         --c->framesAtCopier;
@@ -214,7 +233,8 @@ void Transport::Impl::copyLoans() {
   }
 }
 
-std::string Transport::Impl::takeLoan(long pid, int peer, Frame& frame) {
+std::string Transport::Impl::takeLoan(shm::SplitReader& reader, long pid, int peer,
+                                      Frame& frame) {
   for (const auto& [index, address] : frame.lent) {
     Tensor& t = frame.tensors[index];
     std::string failed = reader.read(pid, address, t.data(), t.nbytes());
