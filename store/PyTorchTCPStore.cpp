@@ -189,11 +189,16 @@ void PyTorchTCPStore::set(const std::string& key, const Bytes& value) {
   checkValue("set", key, value.size());
   std::lock_guard<std::mutex> guard(mutex_);
   withContext(Query::Set, key, [&] {
-    Request(codeOf(protocol_, Query::Set))
-        .text(wireKey(key))
-        .data(value)
-        .send(connection(), Clock::now() + timeout());
+    const auto deadline = Clock::now() + timeout();
+    Request(codeOf(protocol_, Query::Set)).text(wireKey(key)).data(value).send(connection(), deadline);
+    confirmLocked(key, deadline);
   });
+}
+
+void PyTorchTCPStore::confirmLocked(const std::string& key, Clock::time_point deadline) {
+  auto& socket = connection();
+  Request(codeOf(protocol_, Query::Check)).keys({key}).send(socket, deadline);
+  socket.receive(1, deadline);
 }
 
 Store::Bytes PyTorchTCPStore::getLocked(const std::string& key) {
@@ -357,7 +362,9 @@ void PyTorchTCPStore::multiSet(const std::vector<std::string>& keys,
     Request request(codeOf(protocol_, Query::MultiSet));
     request.u64(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) request.text(wireKey(keys[i])).data(values[i]);
-    request.send(connection(), Clock::now() + timeout());
+    const auto deadline = Clock::now() + timeout();
+    request.send(connection(), deadline);
+    if (!keys.empty()) confirmLocked(keys[0], deadline);
   });
 }
 
@@ -366,10 +373,12 @@ void PyTorchTCPStore::append(const std::string& key, const Bytes& value) {
   if (protocol_ == Protocol::V2) {
     std::lock_guard<std::mutex> guard(mutex_);
     withContext(Query::Append, key, [&] {
+      const auto deadline = Clock::now() + timeout();
       Request(codeOf(protocol_, Query::Append))
           .text(wireKey(key))
           .data(value)
-          .send(connection(), Clock::now() + timeout());
+          .send(connection(), deadline);
+      confirmLocked(key, deadline);
     });
     return;
   }

@@ -67,6 +67,11 @@ class PyTorchTCPStore : public Store {
   void waitLocked(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
                   const char* op);
   Bytes getLocked(const std::string& key);
+  // After a request PyTorch's protocol does not answer (SET, APPEND, MULTI_SET): a CHECK of key
+  // on the same connection, whose answer means the server has applied what came before it, so
+  // that the write is visible to other clients once the call returns, as the Store contract
+  // says (CI saw another connection read a value without a just-returned append).
+  void confirmLocked(const std::string& key, std::chrono::steady_clock::time_point deadline);
   // The keys of a timed-out wait that are still missing (all of them when none is, or the server
   // cannot say), asked on a new connection.
   std::vector<std::string> missingLocked(const std::vector<std::string>& keys);
