@@ -114,7 +114,6 @@ void SharedP2P::deliver(const std::shared_ptr<SharedRecv>& recv, int source, con
   recv->source_ = source;
   recv->matchedHead_ = head;
   if (head.address != 0 && fits) {
-    recv->pullPending_ = true;
     pulls_.push_back(recv);
     return;
   }
@@ -141,7 +140,6 @@ bool SharedP2P::takePulls(std::unique_lock<std::mutex>& lock, const SharedRecv* 
     // the verdict.
     std::string error = shm::readProcessMemory(pid, head.address, recv->tensor_.data(), head.bytes);
     lock.lock();
-    recv->pullPending_ = false;
     recv->matched_ = true;
     recv->pullError_ = std::move(error);
     if (recv->pullError_.empty()) {  // else the sender is gone: no verdict

@@ -92,9 +92,8 @@ class SharedRecv : public SharedWork {
   void aborting(bool claimedHere) override;
   // Under the engine's mutex:
   bool matched_ = false;
-  // Matched a head whose payload is still in the sender (queued in SharedP2P::pulls_ until a
-  // thread copies it, outside the engine's mutex, and sends the verdict).
-  bool pullPending_ = false;
+  // A receive that matched a head whose payload is still in the sender waits in
+  // SharedP2P::pulls_ (matched_ false) until a thread copies it and sends the verdict.
   bool claimed() const { return claimed_.load(); }  // someone runs (or ran) this receive
   std::string pullError_;  // copying the payload from the sender failed: it is gone
   int source_ = -1;

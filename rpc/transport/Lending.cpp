@@ -174,8 +174,7 @@ bool Transport::Impl::takeLoanOnLoop(Connection* c, Frame& frame) {
 }
 
 void Transport::Impl::queueForCopier(Connection* c, Frame frame) {
-  C10D_CHECK(frame.loan == 0 || c->peerPid != 0, InvalidArgument, "rpc: worker ", c->peer,
-             " lent tensors but was never invited to (no Lend was sent to it)");
+  if (frame.loan != 0) copyOnLoop(c, frame);  // refuses a loan from a peer never invited
   ++c->framesAtCopier;
   std::lock_guard<std::mutex> guard(copyMutex);
   if (copyStopping) return;  // closing: the frame goes with the transport
