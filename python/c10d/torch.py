@@ -12,10 +12,13 @@ follows C10D_BACKEND ("gloo" by default, "cpu:gloo,cuda:nccl" for GPUs). docs/to
 details and what differs from torch's gloo.
 """
 
+import atexit as _atexit
+
 import torch.distributed as _dist
 
 try:
     from ._torch_backend import BACKEND_NAME as _BACKEND_NAME, ProcessGroupC10d
+    from ._torch_backend import _drain_completions
 except ImportError as error:  # built without torch, or against another torch
     raise ImportError(
         "c10d.torch needs c10d's torch extension (_torch_backend), which was not built or does "
@@ -33,6 +36,11 @@ def _create(options, pg_options=None):
     return ProcessGroupC10d(options.store, options.group_rank, options.group_size,
                             options.timeout, name=f"torch:{options.group_id or 'default'}")
 
+
+# A torch Future's callbacks (Python, for PowerSGD's hook) may still run on our completion
+# threads when the program ends: finishing them before the interpreter finalizes keeps Python from
+# ending those threads mid-callback, which aborts the process.
+_atexit.register(_drain_completions, 10.0)
 
 if not hasattr(_dist.Backend, BACKEND.upper()):
     _dist.Backend.register_backend(BACKEND, _create, extended_api=True)

@@ -67,5 +67,15 @@ PYBIND11_MODULE(_torch_backend, module) {
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("backend_spec", &TorchProcessGroup::backendSpec,
                              "Our backend spec serving this group: 'gloo', 'cpu:gloo,cuda:nccl'");
+  module.def(
+      "_drain_completions",
+      [](double seconds) {
+        return torch_backend::drainCompletions(
+            std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+      },
+      py::arg("seconds"),
+      "Waits (at most seconds) for torch Futures' completions still running on c10d's threads; "
+      "False when the time passed. c10d.torch calls it at interpreter exit.",
+      py::call_guard<py::gil_scoped_release>());
   module.attr("BACKEND_NAME") = torch_backend::kBackendName;
 }

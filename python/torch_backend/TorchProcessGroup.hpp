@@ -8,6 +8,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <memory>
 
 #include "python/torch_backend/Bridge.hpp"
@@ -45,6 +46,10 @@ class TorchWork final : public ::c10d::Work {
 
 // Threading: as our ProcessGroup (any thread; Gloo orders operations as issued). Lists of
 // tensors for torch's per-device variants must hold one tensor (one device per process).
+// Waits, at most limit, for the completions of torch's Futures still running on our threads
+// (their callbacks may be Python); false when the limit passed. c10d.torch calls it at exit.
+bool drainCompletions(std::chrono::milliseconds limit);
+
 class TorchProcessGroup final : public ::c10d::ProcessGroup {
  public:
   // Rendezvouses through store (blocks until the group's ranks have come, or timeout). name is
