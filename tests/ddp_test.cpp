@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <random>
 #include <string>
@@ -18,6 +19,7 @@
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Half.hpp"
+#include "c10d/core/HostBlockCache.hpp"
 #include "c10d/training/DataParallelOptimizer.hpp"
 #include "c10d/training/DistributedDataParallel.hpp"
 #include "c10d/training/Join.hpp"
@@ -165,10 +167,11 @@ DataParallelOptions smallBuckets() {
   return options;
 }
 
-void averagesInAnyOrder(RankEnv& env, bool asView) {
+void averagesInAnyOrder(RankEnv& env, bool asView, bool transient = false) {
   Model model = makeModel(env.rank);
   DataParallelOptions options = smallBuckets();
   options.gradientAsBucketView = asView;
+  options.transientBuckets = transient;
   DistributedDataParallel ddp(env.pg, model.parameters(asView), options);
   const auto before = ddp.bucketLayout();
   for (int step = 0; step < 3; ++step) {
@@ -193,6 +196,69 @@ TEST_P(DataParallel, GradientsAreTheMeanWhateverOrderRanksMarkThem) {
 
 TEST_P(DataParallel, GradientsAsBucketViewsAreTheMeanToo) {
   runOnRanks([](RankEnv& env) { averagesInAnyOrder(env, true); });
+}
+
+// Transient buckets: the same means, from a buffer that exists only while the backward reduces
+// it; between backwards the reducer holds no bucket memory (the host allocator's live count is
+// back where it was); a hook completing with no tensors leaves the gradients as they were.
+TEST_P(DataParallel, TransientBucketsGiveTheSameMeansAndHoldNoMemoryBetweenBackwards) {
+  runOnRanks([](RankEnv& env) {
+    averagesInAnyOrder(env, false, /*transient=*/true);
+
+    // Gradients of 1 MiB and more, so the bucket memory is not lost in the small allocations.
+    const int64_t n = int64_t{1} << 18;
+    std::vector<DataParallelParameter> params;
+    for (int k = 0; k < 4; ++k) {
+      params.push_back({Tensor::zeros({n}, ScalarType::Float32),
+                        Tensor::empty({n}, ScalarType::Float32), "big" + std::to_string(k)});
+    }
+    auto& cache = detail::HostBlockCache::process();
+    for (bool consume : {false, true}) {
+      DataParallelOptions options;
+      options.transientBuckets = true;
+      options.bucketCapBytes = 2 * n * sizeof(float);  // two buckets
+      options.firstBucketBytes = options.bucketCapBytes;
+      size_t hookBuckets = 0;
+      if (consume) {
+        options.commHook = [&hookBuckets](ProcessGroup& group, GradBucket& bucket) {
+          ++hookBuckets;
+          auto work = group.allreduce(bucket.buffer, {.reduceOp = bucket.average});
+          return work->getFuture()->then([](Future&) { return std::vector<Tensor>{}; });
+        };
+      }
+      DistributedDataParallel ddp(env.pg, params, options);
+      for (int step = 0; step < 2; ++step) {
+        for (size_t k = 0; k < params.size(); ++k) {
+          std::fill_n(params[k].grad.data<float>(), n, static_cast<float>(env.rank + 1));
+        }
+        const size_t before = cache.liveBytes();
+        cache.resetPeak();
+        for (size_t k = params.size(); k-- > 0;) ddp.markGradReady(k);
+        ddp.finalizeBackward();
+        const size_t bucketBytes = params.size() * n * sizeof(float);
+        if (env.size > 1) {
+          check(cache.peakLiveBytes() >= before + bucketBytes / 2,
+                str("step ", step, ": a bucket's buffer is allocated during the backward (peak ",
+                    cache.peakLiveBytes(), ", before ", before, ")"));
+        }
+        // The op's worker may hold its finished work (and so the bucket) a moment longer.
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (cache.liveBytes() > before + 4096 && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        // A little slack for the group's own small tensors.
+        check(cache.liveBytes() <= before + 4096,
+              str("step ", step, ", consume ", consume, ": after finalizeBackward ",
+                  cache.liveBytes(), " bytes live, ", before, " before it"));
+        const float mean = (env.size + 1) / 2.0f;
+        const float want = consume && env.size > 1 ? static_cast<float>(env.rank + 1) : mean;
+        checkEq(want, params[0].grad.data<float>()[n - 1],
+                consume ? "a consuming hook leaves the gradient as marked"
+                        : "the average copied out of the transient bucket");
+      }
+      if (consume && env.size > 1) checkEq(size_t{4}, hookBuckets, "hook calls (2 buckets x 2)");
+    }
+  });
 }
 
 TEST_P(DataParallel, ThreadsMayMarkGradientsConcurrently) {
@@ -318,6 +384,26 @@ TEST_P(DataParallel, MisuseIsRefusedWithItsReason) {
           DistributedDataParallel bad(env.pg, {{value, value, "w"}}, view);
         },
         "a gradient given with gradientAsBucketView", {"gradientAsBucketView"});
+    view.transientBuckets = true;
+    test::expectThrows<InvalidArgument>(
+        [&] {
+          DistributedDataParallel bad(env.pg, {{value, Tensor(), "w"}}, view);
+        },
+        "transient buckets that would hold the gradients", {"transientBuckets"});
+    DataParallelOptions transient;
+    transient.transientBuckets = true;
+    transient.commHook = [](ProcessGroup&, GradBucket& bucket) {
+      auto done = std::make_shared<Future>();
+      done->markCompleted({Tensor::zeros({bucket.buffer.numel() + 1}, bucket.buffer.dtype())});
+      return done;
+    };
+    DistributedDataParallel lying(env.pg, {{value, other, "w"}}, transient);
+    lying.markGradReady(0);
+    if (env.size > 1) {
+      test::expectThrows<InvalidArgument>([&] { lying.finalizeBackward(); },
+                                          "a hook completing with a tensor of another size",
+                                          {"bucket 0", "float32[5]", "4 elements"});
+    }
   });
 }
 

@@ -3,9 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <thread>
 
+#include "c10d/core/HostBlockCache.hpp"
 #include "c10d/parallel/ZeroOptimizer.hpp"
 #include "c10d/training/DataParallelOptimizer.hpp"
 #include "tests/support/ThreadRanks.hpp"
@@ -81,6 +84,55 @@ TEST(ZeroOptimizerTest, Stage1MatchesDataParallelAdamOnTwoAndThreeRanks) {
 TEST(ZeroOptimizerTest, Stage2MatchesDataParallelAdamOnTwoAndThreeRanks) {
   runAgainstDataParallel(2, 2);
   runAgainstDataParallel(2, 3);
+}
+
+// What each stage keeps between steps, counted by the host allocator (both thread ranks
+// together), beyond the framework's parameters and gradients: stage 2 its 1/N of the parameters,
+// of the averaged gradients and of Adam's two buffers, nothing full-size; stage 1 also the
+// reducer's full-size buckets.
+size_t bytesKeptBetweenSteps(int stage, int64_t elements) {
+  constexpr int kRanks = 2;
+  std::atomic<size_t> base{0}, kept{0};
+  auto& cache = detail::HostBlockCache::process();
+  auto errors = test::errorsOnThreadRanks(kRanks, 60s, [&](ProcessGroup& group) {
+    auto params = test::cosineParameters(std::vector<int64_t>(4, elements / 4),
+                                         [](size_t i) { return "p" + std::to_string(i); });
+    group.barrier()->wait();
+    if (group.rank() == 0) base = cache.liveBytes();
+    group.barrier()->wait();
+    {
+      ZeroOptimizer zero(group, params, OptimizerSpec::adam(0.01), {.stage = stage});
+      for (int step = 0; step < 2; ++step) {
+        produceGradients(params, group.rank(), step);
+        for (size_t i = params.size(); i-- > 0;) zero.reducer().markGradReady(i);
+        ASSERT_TRUE(zero.step());
+      }
+      group.barrier()->wait();
+      if (group.rank() == 0) {
+        // An op's worker may hold its finished work a moment after the step returned.
+        std::this_thread::sleep_for(50ms);
+        kept = cache.liveBytes() - base;
+      }
+      group.barrier()->wait();
+    }
+  });
+  for (int rank = 0; rank < kRanks; ++rank) EXPECT_EQ(errors[rank], "") << "rank " << rank;
+  return kept;
+}
+
+TEST(ZeroOptimizerTest, Stage2KeepsOneNthOfTheGradientsAndNoFullSizeBuffer) {
+  const int64_t elements = int64_t{1} << 20;  // 4 MiB of float32 per rank
+  const size_t model = elements * sizeof(float);
+  const size_t stage2 = bytesKeptBetweenSteps(2, elements);
+  const size_t stage1 = bytesKeptBetweenSteps(1, elements);
+  RecordProperty("stage2_bytes", std::to_string(stage2));
+  RecordProperty("stage1_bytes", std::to_string(stage1));
+  // Per rank: parameters, gradients and Adam's two buffers, each 1/2 of the model: 2 models.
+  const size_t slack = 256 << 10;
+  EXPECT_LE(stage2, 2 * 2 * model + slack) << "stage 2 keeps " << stage2 << " bytes";
+  // Stage 1 adds each rank's full-size buckets.
+  EXPECT_GE(stage1, stage2 + 2 * model - slack)
+      << "stage 1 keeps " << stage1 << " bytes, stage 2 " << stage2;
 }
 
 TEST(ZeroOptimizerTest, RefusesStage3AndParametersWithoutGradients) {

@@ -17,6 +17,14 @@
 // --json prints one line per model and world size: model, world, local_ms, per_tensor_ms,
 // reducer_ms, fusion_ms, exposed_ms (the reducer's), bytes (gradient bytes each rank reduces per
 // step, after compression), negotiation_us_per_cycle (the fusion queue's agreeing, steady state).
+//
+// --memory instead measures what an Adam step keeps, per rank, beyond the framework's parameters
+// and gradients, with DataParallelOptimizer (ddp), ZeroOptimizer stage 1 (zero1) and stage 2
+// (zero2): the host allocator's live bytes (detail::HostBlockCache) after three steps (kept) and
+// the most during the last two (peak), the optimizer's state, and the gradient bytes: kept minus
+// the state, minus for ZeRO the parameters' shard (the same elements as one of Adam's buffers).
+// The largest rank's figures, in MiB. Freed blocks the cache keeps for reuse
+// (C10D_HOST_CACHE_MB) are not live and not counted.
 
 #include <CLI/CLI.hpp>
 
@@ -29,6 +37,9 @@
 
 #include "benchmarks/ddp_bench/Models.hpp"
 #include "c10d/Init.hpp"
+#include "c10d/core/HostBlockCache.hpp"
+#include "c10d/parallel/ZeroOptimizer.hpp"
+#include "c10d/training/DataParallelOptimizer.hpp"
 #include "c10d/training/DistributedDataParallel.hpp"
 #include "c10d/training/FusionQueue.hpp"
 #include "c10d/training/PowerSgd.hpp"
@@ -42,6 +53,7 @@ struct Options {
   std::string model = "resnet50";
   bool json = false;
   bool sweep = false;
+  bool memory = false;
   int steps = 5;
   int warmup = 1;
   double nsPerByte = 1.0;
@@ -158,6 +170,69 @@ class Bench {
     return {ms, perCycle};
   }
 
+  struct Memory {
+    double keptMb, peakMb, stateMb, gradientMb;
+  };
+
+  // What one optimizer ("ddp", "zero1", "zero2") keeps and peaks at over Adam steps; the largest
+  // rank's figures.
+  Memory memory(const std::string& kind) {
+    auto& cache = detail::HostBlockCache::process();
+    std::vector<DataParallelParameter> parameters;
+    for (size_t k = 0; k < values_.size(); ++k) parameters.push_back({values_[k], grads_[k], ""});
+    const OptimizerSpec adam = OptimizerSpec::adam(1e-3);
+    DataParallelOptions ddpOptions;
+    ddpOptions.bucketCapBytes = static_cast<size_t>(options_.bucketCapMb * (1 << 20));
+    ZeroOptions zeroOptions;
+    zeroOptions.bucketCapBytes = ddpOptions.bucketCapBytes;
+    zeroOptions.stage = kind == "zero1" ? 1 : 2;
+    const size_t base = cache.liveBytes();
+    std::unique_ptr<DistributedDataParallel> ddp;
+    std::unique_ptr<DataParallelOptimizer> ddpOptimizer;
+    std::unique_ptr<ZeroOptimizer> zero;
+    if (kind == "ddp") {
+      ddp = std::make_unique<DistributedDataParallel>(pg_, parameters, ddpOptions);
+      ddpOptimizer = std::make_unique<DataParallelOptimizer>(*ddp, adam);
+    } else {
+      zero = std::make_unique<ZeroOptimizer>(pg_, parameters, adam, zeroOptions);
+    }
+    DistributedDataParallel& reducer = ddp ? *ddp : zero->reducer();
+    auto step = [&] {
+      backward([&](size_t k) { reducer.markGradReady(k); });
+      if (ddpOptimizer) {
+        ddpOptimizer->step();
+      } else {
+        zero->step();
+      }
+    };
+    step();  // the first step settles the buckets and creates the optimizer's state
+    pg_.barrier()->wait();
+    cache.resetPeak();
+    step();
+    step();
+    pg_.barrier()->wait();
+    // An op's worker may hold its finished work a moment after the step returned.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const double mb = 1 << 20;
+    const size_t state = ddpOptimizer ? 0 : zero->optimizerStateBytes();
+    Memory mine{(cache.liveBytes() - base) / mb, (cache.peakLiveBytes() - base) / mb, 0, 0};
+    mine.stateMb = (ddpOptimizer ? adamStateBytes() : state) / mb;
+    mine.gradientMb = mine.keptMb - mine.stateMb - (zero ? mine.stateMb / 2 : 0.0);
+    Tensor all = Tensor::empty({4}, ScalarType::Float64);
+    std::copy_n(&mine.keptMb, 4, all.data<double>());
+    pg_.allreduce(all, {.reduceOp = ReduceOp::MAX})->wait();
+    Memory most;
+    std::copy_n(all.data<double>(), 4, &most.keptMb);
+    return most;
+  }
+
+  // Adam's two buffers for every gradient, as DataParallelOptimizer keeps them.
+  size_t adamStateBytes() const {
+    size_t bytes = 0;
+    for (const Tensor& g : grads_) bytes += 2 * g.nbytes();
+    return bytes;
+  }
+
   double reducer(double capMb) {
     std::vector<DataParallelParameter> parameters;
     for (size_t k = 0; k < values_.size(); ++k) {
@@ -192,6 +267,22 @@ class Bench {
 void runModel(ProcessGroup& pg, const Options& options, const std::string& name) {
   Bench bench(pg, options, shapesOf(name));
   const bool root = pg.rank() == 0;
+  if (options.memory) {
+    for (const char* kind : {"ddp", "zero1", "zero2"}) {
+      Bench::Memory m = bench.memory(kind);
+      if (!root) continue;
+      if (options.json) {
+        std::printf(
+            "{\"model\":\"%s\", \"world\":%d, \"optimizer\":\"%s\", \"kept_mb\":%.1f, "
+            "\"peak_mb\":%.1f, \"state_mb\":%.1f, \"gradient_mb\":%.1f}\n",
+            name.c_str(), pg.size(), kind, m.keptMb, m.peakMb, m.stateMb, m.gradientMb);
+      } else {
+        std::printf("%-13s %5d %-9s %9.1f %9.1f %9.1f %11.1f\n", name.c_str(), pg.size(), kind,
+                    m.keptMb, m.peakMb, m.stateMb, m.gradientMb);
+      }
+    }
+    return;
+  }
   if (options.sweep) {
     double local = bench.local();
     for (double cap : {0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0}) {
@@ -235,6 +326,8 @@ int run(int argc, char** argv) {
                  "resnet50, bert_base, gpt2_small, vgg16, mobilenet_v2, small1k, or all");
   app.add_flag("--json", options.json, "one JSON line per model and world size");
   app.add_flag("--sweep", options.sweep, "the reducer at bucket caps from 0.5 to 200 MiB");
+  app.add_flag("--memory", options.memory,
+               "bytes kept and peak per rank with DataParallelOptimizer and ZeRO stages 1 and 2");
   app.add_option("--steps", options.steps, "timed steps (the median is reported)")
       ->check(CLI::PositiveNumber);
   app.add_option("--warmup", options.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
@@ -265,7 +358,10 @@ int run(int argc, char** argv) {
         "hook %s; times in ms (median over %d steps of the slowest rank)\n",
         pg->size(), pg->backend(DeviceType::CPU)->name().c_str(), options.nsPerByte,
         options.hook.c_str(), options.steps);
-    if (options.sweep) {
+    if (options.memory) {
+      std::printf("%-13s %5s %-9s %9s %9s %9s %11s\n", "model", "world", "optimizer", "kept_mb",
+                  "peak_mb", "state_mb", "gradient_mb");
+    } else if (options.sweep) {
       std::printf("%-13s %5s %9s %10s %11s %11s\n", "model", "world", "cap_mb", "local", "reducer",
                   "exposed");
     } else {

@@ -35,7 +35,12 @@ std::shared_ptr<void> HostBlockCache::allocate(size_t bytes) {
   const size_t rounded =
       bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded < kMinCachedBytes || limit_ == 0) {
-    return std::shared_ptr<void>(alignedAlloc(rounded, bytes), [](void* p) { std::free(p); });
+    void* memory = alignedAlloc(rounded, bytes);
+    countAllocated(rounded);
+    return std::shared_ptr<void>(memory, [this, rounded](void* p) {
+      countFreed(rounded);
+      std::free(p);
+    });
   }
   Block block{nullptr, rounded};
   {
@@ -49,8 +54,18 @@ std::shared_ptr<void> HostBlockCache::allocate(size_t bytes) {
     }
   }
   if (block.memory == nullptr) block.memory = alignedAlloc(rounded, bytes);
-  return std::shared_ptr<void>(block.memory,
-                               [this, size = block.bytes](void* p) { giveBack(p, size); });
+  countAllocated(block.bytes);
+  return std::shared_ptr<void>(block.memory, [this, size = block.bytes](void* p) {
+    countFreed(size);
+    giveBack(p, size);
+  });
+}
+
+void HostBlockCache::countAllocated(size_t bytes) {
+  const size_t live = live_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  size_t peak = peak_.load(std::memory_order_relaxed);
+  while (live > peak && !peak_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
 }
 
 void HostBlockCache::giveBack(void* memory, size_t bytes) {

@@ -13,8 +13,13 @@
 // would pass the limit, the blocks kept longest are freed first. Memory from the cache is
 // uninitialised, as Tensor::empty promises.
 //
+// It also counts the bytes of the blocks it has handed out that are still owned (live, whether
+// they would be kept or not) and the most that were live at once since resetPeak(): what a
+// process's host tensors hold, for the memory figures of ZeRO and the reducer.
+//
 // Threading: every method may be called from any thread.
 
+#include <atomic>
 #include <cstddef>
 #include <list>
 #include <map>
@@ -43,6 +48,11 @@ class HostBlockCache {
 
   size_t cachedBytes() const;
   size_t limitBytes() const { return limit_; }
+  // Bytes of handed-out blocks not yet given back (rounded to kAlignment), and the most at once.
+  size_t liveBytes() const { return live_.load(std::memory_order_relaxed); }
+  size_t peakLiveBytes() const { return peak_.load(std::memory_order_relaxed); }
+  // Starts a new peak from what is live now.
+  void resetPeak() { peak_.store(liveBytes(), std::memory_order_relaxed); }
 
  private:
   struct Block {
@@ -50,12 +60,16 @@ class HostBlockCache {
     size_t bytes;
   };
   void giveBack(void* memory, size_t bytes);
+  void countAllocated(size_t bytes);
+  void countFreed(size_t bytes) { live_.fetch_sub(bytes, std::memory_order_relaxed); }
 
   const size_t limit_;
   mutable std::mutex mutex_;
   size_t cached_ = 0;
   std::list<Block> byAge_;  // oldest first
   std::multimap<size_t, std::list<Block>::iterator> bySize_;
+  std::atomic<size_t> live_{0};
+  std::atomic<size_t> peak_{0};
 };
 
 }  // namespace c10d::inline v0::detail

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 
 #include "c10d/core/Exception.hpp"
 #include "c10d/parallel/Shard.hpp"
@@ -23,10 +24,13 @@ struct BucketShards {
   int64_t elements = 0;
   int64_t part = 0;  // ceil(elements / N): each rank's part, the last one's padded
   ScalarType dtype = ScalarType::Float32;
-  Tensor values;    // this rank's part of the parameters (part elements)
-  Tensor grads;     // this rank's part of the averaged gradients
-  Tensor gathered;  // N * part elements: everyone's updated parts
+  Tensor values;  // this rank's part of the parameters (part elements)
+  Tensor grads;   // its part of the averaged gradients (stage 2: the reduce-scatter's output)
 };
+
+// Parameter gathers in flight at once: each holds a bucket's worth of memory until its values
+// are copied out; two let the next gather run while the last is copied out.
+constexpr size_t kGathersInFlight = 2;
 
 // Copies elements [from, from + count) of the bucket's flat order between the parameters (or
 // their gradients) and flat, in the direction toFlat says.
@@ -84,24 +88,25 @@ ZeroOptimizer::ZeroOptimizer(ProcessGroup& group, std::vector<DataParallelParame
   ddp.rebuildBuckets = false;  // the shards are parts of buckets: they must not move
   const int size = group.size(), rank = group.rank();
   if (options.stage == 2) {
-    // Each bucket's average is reduce-scattered: this rank gets its part averaged and writes it
-    // back into the bucket, which the reducer then copies into the gradients.
-    ddp.commHook = [size, rank](ProcessGroup& pg, GradBucket& bucket) {
+    // Each bucket's average is reduce-scattered straight into this rank's part of the shard. The
+    // hook's Future completes with no tensors, so the reducer's transient bucket is freed once
+    // the reduce-scatter is done and nothing is copied back into the gradients: gradient memory
+    // is the shard's 1/N plus the buckets in flight.
+    ddp.transientBuckets = true;
+    Impl* state = &impl;
+    ddp.commHook = [state, size, rank](ProcessGroup& pg, GradBucket& bucket) {
       const int64_t n = bucket.buffer.numel();
-      const detail::Shard shard = detail::shardOf(n, size, rank);
-      const int64_t part = shard.part;
+      const int64_t part = detail::shardOf(n, size, rank).part;
       Tensor input = bucket.buffer;
       if (n != part * size) {  // padded to N equal parts
         input = Tensor::zeros({part * size}, bucket.buffer.dtype());
         std::memcpy(input.data(), bucket.buffer.data(), bucket.buffer.nbytes());
       }
-      Tensor mine = Tensor::empty({part}, bucket.buffer.dtype());
+      // A joined rank's shadow backward steps nothing: its shard keeps the last average.
+      Tensor mine = bucket.shadow ? Tensor::empty({part}, bucket.buffer.dtype())
+                                  : state->buckets.at(bucket.index).grads;
       auto work = pg.reduceScatterTensor(mine, input, {.reduceOp = bucket.average});
-      return work->getFuture()->then([buffer = bucket.buffer, mine, shard](Future&) {
-        std::memcpy(static_cast<char*>(buffer.data()) + shard.begin * buffer.elementSize(),
-                    mine.data(), shard.count * buffer.elementSize());
-        return std::vector<Tensor>{buffer};
-      });
+      return work->getFuture()->then([](Future&) { return std::vector<Tensor>{}; });
     };
   }
   impl.reducer = std::make_unique<DistributedDataParallel>(group, std::move(parameters), ddp);
@@ -117,7 +122,6 @@ ZeroOptimizer::ZeroOptimizer(ProcessGroup& group, std::vector<DataParallelParame
     bucket.part = detail::shardOf(bucket.elements, size, rank).part;
     bucket.values = Tensor::zeros({bucket.part}, bucket.dtype);
     bucket.grads = Tensor::zeros({bucket.part}, bucket.dtype);
-    bucket.gathered = Tensor::zeros({bucket.part * size}, bucket.dtype);
     impl.buckets.push_back(std::move(bucket));
   }
 }
@@ -136,21 +140,36 @@ bool ZeroOptimizer::step() {
   for (BucketShards& bucket : impl.buckets) {
     const detail::Shard mine = detail::shardOf(bucket.elements, impl.group->size(), rank);
     copyRange(impl.values, bucket, mine.begin, mine.count, bucket.values, 0, true);
-    copyRange(impl.grads, bucket, mine.begin, mine.count, bucket.grads, 0, true);
+    // Stage 2's reduce-scatter left the averaged part in bucket.grads already; alone, the
+    // reducer runs no hook and the gradients are their own average.
+    if (impl.stage == 1 || impl.group->size() == 1) {
+      copyRange(impl.grads, bucket, mine.begin, mine.count, bucket.grads, 0, true);
+    }
     values.push_back(bucket.values);
     grads.push_back(bucket.grads);
   }
   // One state per bucket part; the padding past a bucket's end steps zeros and is never read.
   impl.optimizer->step(values, grads);
-  std::vector<std::shared_ptr<Work>> gathers;
-  for (BucketShards& bucket : impl.buckets) {
-    gathers.push_back(impl.group->allgatherIntoTensor(bucket.gathered, bucket.values));
+  struct Gather {
+    const BucketShards* bucket;
+    Tensor gathered;  // N * part elements: everyone's updated parts
+    std::shared_ptr<Work> work;
+  };
+  std::deque<Gather> gathers;
+  auto copyOutOldest = [&] {
+    Gather oldest = std::move(gathers.front());
+    gathers.pop_front();
+    oldest.work->wait();
+    copyRange(impl.values, *oldest.bucket, 0, oldest.bucket->elements, oldest.gathered, 0, false);
+  };
+  const int size = impl.group->size();
+  for (const BucketShards& bucket : impl.buckets) {
+    Tensor gathered = Tensor::empty({bucket.part * size}, bucket.dtype);
+    gathers.push_back(
+        {&bucket, gathered, impl.group->allgatherIntoTensor(gathered, bucket.values)});
+    if (gathers.size() >= kGathersInFlight) copyOutOldest();
   }
-  for (size_t b = 0; b < impl.buckets.size(); ++b) {
-    gathers[b]->wait();
-    BucketShards& bucket = impl.buckets[b];
-    copyRange(impl.values, bucket, 0, bucket.elements, bucket.gathered, 0, false);
-  }
+  while (!gathers.empty()) copyOutOldest();
   return true;
 }
 
@@ -172,7 +191,8 @@ void ZeroOptimizer::addToState(checkpoint::State& state, const std::string& pref
       const int64_t end = std::min(mine.begin + mine.count, s.inBucket + s.length);
       if (begin >= end) continue;
       addOptimizerState(state, *impl.optimizer, b, bucket.values,
-                        prefix + "optim." + impl.names[s.parameter], impl.values[s.parameter].sizes(),
+                        prefix + "optim." + impl.names[s.parameter],
+                        impl.values[s.parameter].sizes(),
                         checkpoint::Slice::flat(s.inParameter + begin - s.inBucket, end - begin),
                         begin - mine.begin);
     }

@@ -26,10 +26,12 @@ struct ZeroOptions {
 //
 // The optimizer owns its reducer (buckets must not move under the shards: rebuildBuckets is
 // off): call reducer().markGradReady(i) as gradients finish, reducer().syncParameters() once, and
-// step() after each backward. What is averaged: stage 1, every gradient; stage 2, only this
-// rank's part of each bucket (the rest of the gradients hold this rank's own, unreduced values).
-// The buckets stay full-size, so stage 2 changes the communication (reduce-scatter plus the
-// parameters' all-gather) and not yet the memory of the gradients.
+// step() after each backward. What is averaged: stage 1, every gradient, in place; stage 2, only
+// this rank's part of each bucket, reduce-scattered straight into the optimizer's shard, so the
+// registered gradients keep this rank's own, unreduced values. Stage 2's buckets are transient
+// (DataParallelOptions::transientBuckets): besides the framework's gradients, it holds 1/N of
+// the gradients plus the buckets being reduced, where stage 1 holds a full-size copy. The
+// parameters are gathered through transient buffers, two buckets at a time.
 //
 // Errors: InvalidArgument for a stage other than 1 or 2, a bad optimizer spec, and what the
 // reducer refuses at registration; step() throws what finalizeBackward or the collectives throw.

@@ -37,8 +37,8 @@ void zeroFill(const Tensor& tensor) {
   }
 }
 
-Tensor zerosLike(const Tensor& tensor) {
-  Tensor zeros = Tensor::empty(tensor.sizes(), tensor.dtype(), tensor.device());
+Tensor zeroTensor(int64_t numel, ScalarType dtype, const Device& device) {
+  Tensor zeros = Tensor::empty({numel}, dtype, device);
   zeroFill(zeros);
   return zeros;
 }
@@ -48,7 +48,10 @@ std::string describeParameter(size_t index, const std::string& name) {
 }
 
 struct Bucket {
-  Tensor buffer;
+  Tensor buffer;  // undefined with transientBuckets, except between its first copy and launch
+  int64_t numel = 0;
+  ScalarType dtype = ScalarType::Float32;
+  Device device;
   std::vector<size_t> parameters;
   std::vector<int64_t> offsets;  // of each parameter's gradient in buffer, in elements
   size_t pending = 0;            // gradients not yet ready in this backward
@@ -68,7 +71,9 @@ struct DistributedDataParallel::Impl {
   std::vector<Bucket> buckets;
   struct Slot {
     size_t bucket = 0;
-    Tensor view;  // the gradient's elements in its bucket, shaped like the parameter
+    int64_t offset = 0;  // in the bucket, in elements
+    Tensor view;  // the gradient's elements in its bucket, shaped like the parameter; undefined
+                  // while a transient bucket has no buffer
   };
   std::vector<Slot> slots;
   bool rebuilt = false;  // the layout follows rank 0's ready order
@@ -108,12 +113,14 @@ struct DistributedDataParallel::Impl {
         numel += values[i].numel();
       }
       const Tensor& first = values[bucket.parameters.front()];
-      bucket.buffer = Tensor::empty({numel}, first.dtype(), first.device());
+      bucket.numel = numel;
+      bucket.dtype = first.dtype();
+      bucket.device = first.device();
       for (size_t k = 0; k < bucket.parameters.size(); ++k) {
-        size_t i = bucket.parameters[k];
-        slots[i] = Slot{b, slice(bucket.buffer, bucket.offsets[k], values[i].sizes())};
+        slots[bucket.parameters[k]] = Slot{b, bucket.offsets[k], Tensor()};
       }
       buckets.push_back(std::move(bucket));
+      if (!options.transientBuckets) allocateBuffer(b);
     }
     // Gradients that live in the buckets move with them.
     if (options.gradientAsBucketView) {
@@ -128,6 +135,27 @@ struct DistributedDataParallel::Impl {
     resetBackward();
   }
 
+  // Gives bucket b a buffer and its gradients their views into it.
+  void allocateBuffer(size_t b) {
+    Bucket& bucket = buckets[b];
+    bucket.buffer = Tensor::empty({bucket.numel}, bucket.dtype, bucket.device);
+    for (size_t i : bucket.parameters) {
+      slots[i].view = slice(bucket.buffer, slots[i].offset, values[i].sizes());
+    }
+  }
+
+  // With the mutex held: a transient bucket's buffer exists from its first use in a backward.
+  void ensureBuffer(size_t b) {
+    if (!buckets[b].buffer.defined()) allocateBuffer(b);
+  }
+
+  // Drops the reducer's references to a transient bucket's buffer (its views hold it too).
+  void releaseBuffer(size_t b) {
+    if (!options.transientBuckets) return;
+    buckets[b].buffer = Tensor();
+    for (size_t i : buckets[b].parameters) slots[i].view = Tensor();
+  }
+
   void resetBackward() {
     marked.assign(parameters.size(), 0);
     nextLaunch = 0;
@@ -136,9 +164,10 @@ struct DistributedDataParallel::Impl {
     activeRanks = -1;
     // A backward that did not rebuild (no-sync, failed) leaves no partial order behind.
     if (!rebuilt) readyOrder.clear();
-    for (Bucket& bucket : buckets) {
-      bucket.pending = bucket.parameters.size();
-      bucket.result = nullptr;
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      buckets[b].pending = buckets[b].parameters.size();
+      buckets[b].result = nullptr;
+      releaseBuffer(b);  // a bucket filled but never launched (a failed backward)
     }
   }
 
@@ -151,6 +180,7 @@ struct DistributedDataParallel::Impl {
     while (!launchFailed && nextLaunch < buckets.size() && buckets[nextLaunch].pending == 0) {
       const size_t index = nextLaunch++;
       Tensor buffer = buckets[index].buffer;
+      releaseBuffer(index);  // transient: the hook's captures alone keep it
       lock.unlock();
       std::shared_ptr<Future> result = runHook(index, buffer);
       lock.lock();
@@ -182,18 +212,30 @@ struct DistributedDataParallel::Impl {
     }
   }
 
-  // Waits for bucket index's reduction; the average ends in buffer. The first error is kept; a
-  // bucket never launched (an earlier one failed to) is an error too.
-  void collect(size_t index, const Tensor& buffer, std::exception_ptr& firstError) {
+  // Waits for bucket index's reduction and returns where its average is: buffer, into which a
+  // result elsewhere is copied; with buffer undefined (a transient bucket, released at launch)
+  // the hook's result itself, undefined when the hook took the average elsewhere. The first error
+  // is kept; a bucket never launched (an earlier one failed to) is an error too.
+  Tensor collect(size_t index, const Tensor& buffer, std::exception_ptr& firstError) {
     const std::shared_ptr<Future>& result = buckets[index].result;
     try {
       C10D_CHECK(result != nullptr, StateError, "DistributedDataParallel: bucket ", index,
                  " was not reduced because an earlier bucket's reduction failed to start");
       result->wait();
       const std::vector<Tensor>& value = result->value();
+      if (!buffer.defined()) {
+        if (value.empty()) return Tensor();
+        C10D_CHECK(value[0].numel() == buckets[index].numel, InvalidArgument,
+                   "DistributedDataParallel: the comm hook completed bucket ", index, " with ",
+                   value[0].describe(), " but the bucket has ", buckets[index].numel,
+                   " elements; complete with the bucket's average, or with no tensors");
+        return value[0];
+      }
       if (!value.empty() && value[0].data() != buffer.data()) copyTensor(buffer, value[0]);
+      return buffer;
     } catch (...) {
       if (!firstError) firstError = std::current_exception();
+      return Tensor();
     }
   }
 
@@ -358,6 +400,9 @@ DistributedDataParallel::DistributedDataParallel(ProcessGroup& group,
     if (options.gradientAsBucketView) {
       C10D_CHECK(!p.grad.defined(), InvalidArgument, where(), " comes with a gradient tensor, ",
                  "but with gradientAsBucketView the reducer owns the gradients (gradient(i))");
+      C10D_CHECK(!options.transientBuckets, InvalidArgument,
+                 "DistributedDataParallel: gradientAsBucketView keeps the gradients in the "
+                 "buckets, so they cannot be transientBuckets; set one of the two");
     } else {
       C10D_CHECK(p.grad.defined(), InvalidArgument, where(),
                  " has no gradient tensor (give one, or set gradientAsBucketView)");
@@ -553,6 +598,7 @@ void DistributedDataParallel::markGradReady(size_t i) {
   C10D_CHECK(i < impl.parameters.size(), InvalidArgument, "DistributedDataParallel: markGradReady(",
              i, ") but ", impl.parameters.size(), " parameters are registered");
   bool syncing;
+  Tensor view;  // where the gradient goes in its bucket
   {
     std::lock_guard<std::mutex> guard(impl.mutex);
     C10D_CHECK(!impl.marked[i], InvalidArgument, "DistributedDataParallel: parameter ",
@@ -565,13 +611,17 @@ void DistributedDataParallel::markGradReady(size_t i) {
     impl.finalized = false;
     syncing = impl.syncing == 1;
     if (syncing && !impl.rebuilt) impl.readyOrder.push_back(i);
+    if (syncing && impl.worldSize() > 1 && !impl.options.gradientAsBucketView) {
+      impl.ensureBuffer(impl.slots[i].bucket);
+      view = impl.slots[i].view;
+    }
   }
   // Without peers, or while gradients accumulate locally, there is nothing to send yet.
   if (!syncing || impl.worldSize() == 1) return;
   const Impl::Slot& slot = impl.slots[i];
   if (!impl.options.gradientAsBucketView) {
     try {
-      copyTensor(slot.view, impl.parameters[i].grad);
+      copyTensor(view, impl.parameters[i].grad);
     } catch (...) {
       std::lock_guard<std::mutex> guard(impl.mutex);
       impl.marked[i] = 0;  // not ready after all: the caller may mark it again
@@ -602,6 +652,7 @@ bool DistributedDataParallel::finalizeBackward() {
     if (impl.worldSize() > 1) {
       for (size_t i = 0; i < used.size(); ++i) {
         if (impl.marked[i]) continue;
+        impl.ensureBuffer(impl.slots[i].bucket);
         const Impl::Slot& slot = impl.slots[i];
         if (used[i]) {
           // Accumulated in an earlier no-sync backward only: it joins the reduction as it is.
@@ -622,8 +673,11 @@ bool DistributedDataParallel::finalizeBackward() {
   }
   std::exception_ptr error;
   std::vector<int64_t> uses(used.begin(), used.end());
+  std::vector<Tensor> averages(impl.buckets.size());
   if (impl.worldSize() > 1) {
-    for (size_t b = 0; b < impl.buckets.size(); ++b) impl.collect(b, impl.buckets[b].buffer, error);
+    for (size_t b = 0; b < impl.buckets.size(); ++b) {
+      averages[b] = impl.collect(b, impl.buckets[b].buffer, error);
+    }
     if (!error) {
       try {
         uses = impl.countUses(used);
@@ -640,8 +694,11 @@ bool DistributedDataParallel::finalizeBackward() {
         if (auto it = saved.find(i); it != saved.end()) copyTensor(impl.slots[i].view, it->second);
         continue;
       }
-      if (!impl.options.gradientAsBucketView) {
-        copyTensor(impl.parameters[i].grad, impl.slots[i].view);
+      const Impl::Slot& slot = impl.slots[i];
+      // Undefined: the hook took this bucket's average elsewhere.
+      if (!impl.options.gradientAsBucketView && averages[slot.bucket].defined()) {
+        copyTensor(impl.parameters[i].grad,
+                   slice(averages[slot.bucket], slot.offset, impl.values[i].sizes()));
       }
     }
     try {
@@ -684,7 +741,8 @@ void DistributedDataParallel::shadowBackward() {
                "during a backward (gradients were marked ready since the last finalizeBackward)");
   }
   for (size_t b = 0; b < impl.buckets.size(); ++b) {
-    zeros.push_back(zerosLike(impl.buckets[b].buffer));
+    const Bucket& bucket = impl.buckets[b];
+    zeros.push_back(zeroTensor(bucket.numel, bucket.dtype, bucket.device));
     impl.buckets[b].result = impl.runHook(b, zeros.back(), /*shadow=*/true);
   }
   for (size_t b = 0; b < impl.buckets.size(); ++b) impl.collect(b, zeros[b], error);

@@ -80,7 +80,9 @@ std::string parameterName(const DataParallelParameter& parameter, size_t index);
 struct GradBucket {
   size_t index = 0;
   // The bucket's gradients, flat; the hook's Future must leave the reduced average here (or
-  // complete with a tensor of the same shape, which the reducer copies here).
+  // complete with a tensor of the same shape, which the reducer copies here). With
+  // transientBuckets, a Future completing with no tensors means the hook took the average
+  // elsewhere and the gradients keep their local values.
   Tensor buffer;
   // SUM scaled by 1/divisor before the sum (ReduceOp::premulSum): dividing before reducing keeps
   // low-precision sums from overflowing.
@@ -121,6 +123,15 @@ struct DataParallelOptions {
   // With gradientAsBucketView this moves the gradients: turn it off if the framework keeps the
   // views gradient(i) returned instead of fetching them after each finalizeBackward().
   bool rebuildBuckets = true;
+  // The buckets hold memory only while they are reduced: a bucket's buffer is allocated when its
+  // first gradient is copied in and handed to the hook at launch, the reducer keeping no
+  // reference, so it is freed when the hook's Future (and what it captured) lets go: for
+  // allreduceHook at finalizeBackward, after the averages are copied out. A hook whose Future
+  // completes with no tensors took the average elsewhere (ZeroOptimizer's stage 2 reduce-scatters
+  // into its shard): its bucket is freed as soon as the hook is done, and its gradients are not
+  // written back. Costs an allocation per bucket per backward (reused from the host block cache);
+  // not with gradientAsBucketView (InvalidArgument), whose gradients live in the buckets.
+  bool transientBuckets = false;
   CommHook commHook;  // null: allreduceHook
 };
 
