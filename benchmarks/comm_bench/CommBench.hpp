@@ -22,7 +22,16 @@ using c10d::Tensor;
 
 // ---- operations ----
 
-enum class Op { Allreduce, Allgather, ReduceScatter, Broadcast, Reduce, Alltoall, SendRecv };
+enum class Op {
+  Allreduce,
+  Allgather,
+  ReduceScatter,
+  Broadcast,
+  Reduce,
+  Alltoall,
+  SendRecv,
+  Barrier
+};
 
 struct OpInfo {
   Op op;
@@ -39,6 +48,8 @@ inline constexpr OpInfo kOps[] = {
     {Op::Reduce, "reduce", true, true},
     {Op::Alltoall, "alltoall", false, false},
     {Op::SendRecv, "sendrecv", false, false},
+    // Moves no data: one row (size 0), whatever -b and -e say.
+    {Op::Barrier, "barrier", false, false},
 };
 
 // Element counts of one size: `count` is what the table prints (per rank for the ops that split

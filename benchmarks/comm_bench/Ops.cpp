@@ -29,6 +29,8 @@ double busFactor(Op op, int ranks) {
     case Op::Reduce:
     case Op::SendRecv:
       return 1.0;
+    case Op::Barrier:
+      return 0.0;
   }
   return 1.0;
 }
@@ -65,6 +67,11 @@ Shape shapeFor(Op op, int64_t bytes, int ranks, size_t elementSize) {
       shape.count = bytes / (element * ranks);
       shape.inputCount = shape.outputCount = shape.count * ranks;
       shape.bytes = shape.inputCount * element;
+      break;
+    case Op::Barrier:
+      shape.count = 1;  // a row to time; no buffer is touched
+      shape.inputCount = 1;
+      shape.bytes = 0;
       break;
   }
   return shape;
@@ -104,6 +111,8 @@ Runner c10dRunner(c10d::ProcessGroup& pg, const Case& c) {
         send->wait();
       };
     }
+    case Op::Barrier:
+      return [&pg] { pg.barrier()->wait(); };
   }
   return {};
 }

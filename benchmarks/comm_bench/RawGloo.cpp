@@ -3,6 +3,7 @@
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoall.h>
+#include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
 #include <gloo/reduce.h>
@@ -211,6 +212,11 @@ Runner rawRunner(const std::shared_ptr<RawGloo>& raw, const Case& c, GlooReduce 
                    "raw Gloo sendrecv was aborted");
       };
     }
+    case Op::Barrier:
+      return [raw, context] {
+        gloo::BarrierOptions options(context);
+        gloo::barrier(options);
+      };
   }
   return {};
 }

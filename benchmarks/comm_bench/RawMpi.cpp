@@ -105,6 +105,8 @@ class RawMpiPath : public RawPath {
           check(MPI_Waitall(2, requests, MPI_STATUSES_IGNORE), "MPI_Waitall");
         };
       }
+      case Op::Barrier:
+        return [=] { check(MPI_Barrier(comm), "MPI_Barrier"); };
     }
     return {};
   }

@@ -15,7 +15,8 @@
 // iterations each time, each after its own warm-up). `time` is the slowest rank's
 // average per operation; p50/p99 are taken over every rank's individual iterations, min/max over
 // the ranks' averages. algbw = size / time, busbw = algbw * the op's bus factor (allreduce
-// 2(n-1)/n; allgather, reduce_scatter, alltoall (n-1)/n; broadcast, reduce, sendrecv 1). For
+// 2(n-1)/n; allgather, reduce_scatter, alltoall (n-1)/n; broadcast, reduce, sendrecv 1; barrier,
+// which moves no data, 0 and one row of size 0). For
 // allgather, reduce_scatter and alltoall `size` is the whole (gathered / scattered / exchanged)
 // buffer and `count` the elements of one rank's share; sizes too small to give every rank an
 // element are skipped.
@@ -157,7 +158,7 @@ int run(const Options& options) {
                         stats, algbw, algbw * busFactor(op, ranks), wrong[p], names[p]});
         }
       }
-      if (bytes > options.maxBytes / options.stepFactor) break;
+      if (op == Op::Barrier || bytes > options.maxBytes / options.stepFactor) break;
       bytes *= options.stepFactor;
     }
     reporter.endOp();
