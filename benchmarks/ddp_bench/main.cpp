@@ -20,10 +20,11 @@
 //
 // --memory instead measures what an Adam step keeps, per rank, beyond the framework's parameters
 // and gradients, with DataParallelOptimizer (ddp), ZeroOptimizer stage 1 (zero1) and stage 2
-// (zero2): the host allocator's live bytes (detail::HostBlockCache) after three steps (kept) and
-// the most during the last two (peak), the optimizer's state, and the gradient bytes: kept minus
-// the state, minus for ZeRO the parameters' shard (the same elements as one of Adam's buffers).
-// The largest rank's figures, in MiB. Freed blocks the cache keeps for reuse
+// (zero2): the host allocator's live bytes (detail::HostBlockCache) after 1 + --steps steps (kept),
+// the most during the --steps after the first (peak), the optimizer's state, the gradient bytes
+// (kept minus the state, minus for ZeRO the parameters' shard, the same elements as one of Adam's
+// buffers), and the mean time of those steps (backward, reduction, Adam, for ZeRO the gather).
+// The largest rank's figures, in MiB and ms. Freed blocks the cache keeps for reuse
 // (C10D_HOST_CACHE_MB) are not live and not counted.
 
 #include <CLI/CLI.hpp>
@@ -171,7 +172,7 @@ class Bench {
   }
 
   struct Memory {
-    double keptMb, peakMb, stateMb, gradientMb;
+    double keptMb, peakMb, stateMb, gradientMb, stepMs;
   };
 
   // What one optimizer ("ddp", "zero1", "zero2") keeps and peaks at over Adam steps; the largest
@@ -208,21 +209,23 @@ class Bench {
     step();  // the first step settles the buckets and creates the optimizer's state
     pg_.barrier()->wait();
     cache.resetPeak();
-    step();
-    step();
+    const auto start = Clock::now();
+    for (int s = 0; s < options_.steps; ++s) step();
+    const double stepMs =
+        std::chrono::duration<double, std::milli>(Clock::now() - start).count() / options_.steps;
     pg_.barrier()->wait();
     // An op's worker may hold its finished work a moment after the step returned.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const double mb = 1 << 20;
     const size_t state = ddpOptimizer ? 0 : zero->optimizerStateBytes();
-    Memory mine{(cache.liveBytes() - base) / mb, (cache.peakLiveBytes() - base) / mb, 0, 0};
+    Memory mine{(cache.liveBytes() - base) / mb, (cache.peakLiveBytes() - base) / mb, 0, 0, stepMs};
     mine.stateMb = (ddpOptimizer ? adamStateBytes() : state) / mb;
     mine.gradientMb = mine.keptMb - mine.stateMb - (zero ? mine.stateMb / 2 : 0.0);
-    Tensor all = Tensor::empty({4}, ScalarType::Float64);
-    std::copy_n(&mine.keptMb, 4, all.data<double>());
+    Tensor all = Tensor::empty({5}, ScalarType::Float64);
+    std::copy_n(&mine.keptMb, 5, all.data<double>());
     pg_.allreduce(all, {.reduceOp = ReduceOp::MAX})->wait();
     Memory most;
-    std::copy_n(all.data<double>(), 4, &most.keptMb);
+    std::copy_n(all.data<double>(), 5, &most.keptMb);
     return most;
   }
 
@@ -274,11 +277,11 @@ void runModel(ProcessGroup& pg, const Options& options, const std::string& name)
       if (options.json) {
         std::printf(
             "{\"model\":\"%s\", \"world\":%d, \"optimizer\":\"%s\", \"kept_mb\":%.1f, "
-            "\"peak_mb\":%.1f, \"state_mb\":%.1f, \"gradient_mb\":%.1f}\n",
-            name.c_str(), pg.size(), kind, m.keptMb, m.peakMb, m.stateMb, m.gradientMb);
+            "\"peak_mb\":%.1f, \"state_mb\":%.1f, \"gradient_mb\":%.1f, \"step_ms\":%.1f}\n",
+            name.c_str(), pg.size(), kind, m.keptMb, m.peakMb, m.stateMb, m.gradientMb, m.stepMs);
       } else {
-        std::printf("%-13s %5d %-9s %9.1f %9.1f %9.1f %11.1f\n", name.c_str(), pg.size(), kind,
-                    m.keptMb, m.peakMb, m.stateMb, m.gradientMb);
+        std::printf("%-13s %5d %-9s %9.1f %9.1f %9.1f %11.1f %9.1f\n", name.c_str(), pg.size(),
+                    kind, m.keptMb, m.peakMb, m.stateMb, m.gradientMb, m.stepMs);
       }
     }
     return;
@@ -359,8 +362,8 @@ int run(int argc, char** argv) {
         pg->size(), pg->backend(DeviceType::CPU)->name().c_str(), options.nsPerByte,
         options.hook.c_str(), options.steps);
     if (options.memory) {
-      std::printf("%-13s %5s %-9s %9s %9s %9s %11s\n", "model", "world", "optimizer", "kept_mb",
-                  "peak_mb", "state_mb", "gradient_mb");
+      std::printf("%-13s %5s %-9s %9s %9s %9s %11s %9s\n", "model", "world", "optimizer", "kept_mb",
+                  "peak_mb", "state_mb", "gradient_mb", "step_ms");
     } else if (options.sweep) {
       std::printf("%-13s %5s %9s %10s %11s %11s\n", "model", "world", "cap_mb", "local", "reducer",
                   "exposed");
