@@ -7,10 +7,11 @@
 #include <algorithm>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 #include "backends/gloo/GlooSetup.hpp"
-#include "c10d/core/Signals.hpp"
 #include "c10d/core/Exception.hpp"
+#include "c10d/core/Signals.hpp"
 #include "store/Store.hpp"
 
 namespace c10d::inline v0 {
@@ -131,7 +132,7 @@ shm::Waiting SyncMesh::waiting(int peer) {
     deadline_ = std::chrono::steady_clock::now() + context_->getTimeout();
     deadlineSet_ = true;
   }
-  return {deadline_, peers_[peer].pid, busyPoll_};
+  return {deadline_, peers_[peer].pid, busyPoll_, yieldWhenWaiting_};
 }
 
 std::string SyncMesh::lossText(shm::Wait wait, int peer, bool sending) const {
@@ -162,6 +163,8 @@ std::string SyncMesh::connectSharedMemory(Store& store,
   }
   std::sort(local.begin(), local.end());
   if (local.empty()) return "no other rank of the group on this host: TCP only";
+  yieldWhenWaiting_ =
+      !busyPoll_ && local.size() + 1 > static_cast<size_t>(std::thread::hardware_concurrency());
   const auto timeout = context_->getTimeout();
   auto key = [](const char* what, int r) { return detail::concat("shm/", what, "/", r); };
   // 1. Our segment holds the channel from each local peer, in the order of `local`:

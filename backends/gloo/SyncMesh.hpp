@@ -206,6 +206,7 @@ class SyncMesh {
   int size_;
   std::vector<Peer> peers_;
   bool busyPoll_;
+  bool yieldWhenWaiting_ = false;  // shm::Waiting::yield: this host's ranks outnumber its cores
   bool allShared_ = false;
   bool pullsEverywhere_ = false;
   Team all_;      // every rank

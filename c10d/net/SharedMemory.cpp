@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -156,6 +157,11 @@ constexpr int kSpinsBetweenChecks = 2048;
 // Sleeps end this often to look at the deadline and the peer's process, and a peer's process
 // is looked at (a read of /proc) no more often than this.
 constexpr std::chrono::milliseconds kCheckInterval{10};
+// With more ranks than cores, a waiter yields its core between looks this long before it sleeps:
+// the peer it waits for is often runnable on that core, and a futex wake-up costs tens of us.
+// (4 ranks on 2 vCPUs, 4 B allreduce p50: see Waiting::yield's measurement in
+// docs/performance.md.)
+constexpr std::chrono::microseconds kYieldBeforeSleep{50};
 
 // Waits until ready() holds, sleeping on signal (bumped by the other end when ready() may have
 // changed) with sleeps set meanwhile so that end knows to wake it.
@@ -163,6 +169,8 @@ template <typename Ready, typename PeerEnded>
 Wait waitUntil(Ready&& ready, std::atomic<uint32_t>& signal, std::atomic<uint32_t>& sleeps,
                const std::atomic<uint32_t>& closed, const Waiting& waiting, PeerEnded&& peerEnded) {
   if (ready()) return Wait::Ready;
+  const auto yieldUntil = waiting.yield ? std::chrono::steady_clock::now() + kYieldBeforeSleep
+                                        : std::chrono::steady_clock::time_point::min();
   for (;;) {
     const int spins = waiting.spin ? kSpinsBetweenChecks : kSpinsBeforeSleep;
     for (int i = 0; i < spins; ++i) {
@@ -173,6 +181,10 @@ Wait waitUntil(Ready&& ready, std::atomic<uint32_t>& signal, std::atomic<uint32_
     const auto now = std::chrono::steady_clock::now();
     if (now >= waiting.deadline) return Wait::TimedOut;
     if (peerEnded(now)) return Wait::PeerEnded;
+    if (!waiting.spin && now < yieldUntil) {
+      sched_yield();
+      continue;
+    }
     if (!waiting.spin) {
       const uint32_t seen = signal.load(std::memory_order_seq_cst);
       sleeps.store(1, std::memory_order_seq_cst);

@@ -68,6 +68,9 @@ struct Waiting {
   std::chrono::steady_clock::time_point deadline;
   long peerPid = 0;   // the process at the other end: a wait ends when it has ended
   bool spin = false;  // never sleep (a core per rank); else sleep on a futex after a short spin
+  // Without spin: more ranks than cores on this host, so the short spin yields the core between
+  // looks for a while before it sleeps, and the peer being waited for can run.
+  bool yield = false;
 };
 
 // One direction between two processes: a ring of bytes in shared memory with one writer and one
