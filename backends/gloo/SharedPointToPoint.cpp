@@ -20,6 +20,10 @@ using Message = SharedFrame::Message;
 // long before they leave the channels to the listener and wait to be told; a waiter with a core
 // of its own polls until done.
 constexpr std::chrono::microseconds kPollBeforeSleep{50};
+// With more ranks than cores, a waiter polls (yielding its core between looks) this long instead:
+// 4 ranks on 2 vCPUs, 4 B sendrecv p50 266-273 us with 50 us, 49-77 with 1 ms, 58-66 with 10 ms
+// (two alternating runs); handing over to the listener costs two wake-ups per message.
+constexpr std::chrono::milliseconds kYieldBeforeSleep{1};
 // How often a wait looks at the clock and at its peer's process (a read of /proc).
 constexpr std::chrono::milliseconds kLookInterval{10};
 // The listener's sleep between rings: only a message queued for want of room needs it sooner,
@@ -133,27 +137,23 @@ void SharedP2P::deliver(const std::shared_ptr<SharedRecv>& recv, int source, con
 bool SharedP2P::takePulls(std::unique_lock<std::mutex>& lock, const SharedRecv* own) {
   bool copied = false;
   for (;;) {
-    auto it = std::find_if(pulls_.begin(), pulls_.end(), [&](const auto& recv) {
-      return recv.get() == own || !recv->claimed();
-    });
+    auto it = std::find_if(pulls_.begin(), pulls_.end(),
+                           [&](const auto& recv) { return recv.get() == own || !recv->claimed(); });
     if (it == pulls_.end()) return copied;
     std::shared_ptr<SharedRecv> recv = std::move(*it);
     pulls_.erase(it);
     const long pid = links_[recv->source_].channels.pid;
     const Message head = recv->matchedHead_;
-    // A copy for a receive nobody waits on (by the listener, or a waiter on something else)
-    // leaves the channels to nobody: the sleeping waiters poll meanwhile.
-    const bool forOthers = recv.get() != own;
-    if (forOthers) {
-      copyingForOthers_ = true;
-      changed_.notify_all();
-    }
+    // The copying thread (the listener, or a waiter that counts as polling) leaves the channels
+    // to nobody meanwhile: the sleeping waiters poll.
+    ++copying_;
+    changed_.notify_all();
     lock.unlock();
     // The tensor is this receive's alone until it completes; the sender keeps its memory until
     // the verdict.
     std::string error = shm::readProcessMemory(pid, head.address, recv->tensor_.data(), head.bytes);
     lock.lock();
-    if (forOthers) copyingForOthers_ = false;
+    --copying_;
     recv->matched_ = true;
     recv->pullError_ = std::move(error);
     if (recv->pullError_.empty()) {  // else the sender is gone: no verdict
@@ -277,7 +277,9 @@ SharedP2P::Progress SharedP2P::progressUntil(Done&& done, Clock::time_point dead
   };
   auto lastLook = Clock::now();
   const bool spin = spin_ && !GlooBackend::Runtime::onProgressThread();
-  const auto pollUntil = spin ? Clock::time_point::max() : lastLook + kPollBeforeSleep;
+  const auto pollUntil = spin     ? Clock::time_point::max()
+                         : yield_ ? lastLook + kYieldBeforeSleep
+                                  : lastLook + kPollBeforeSleep;
   for (unsigned round = 1;; ++round) {
     if (done()) break;
     // Asleep, it still copies its own payload: nobody else does.
@@ -305,10 +307,10 @@ SharedP2P::Progress SharedP2P::progressUntil(Done&& done, Clock::time_point dead
       *lost = lostPeer(peer);
       if (!lost->empty()) return leave(Progress::PeerLost);
     }
-    if (active && now >= pollUntil && !copyingForOthers_) passive();
-    if (!active && copyingForOthers_) {
-      // Without this, a waiter that went to sleep would wait out the listener's whole copy (a
-      // 512 MiB receive held a 3-rank ping for a second in 2 of 6 runs of shared_p2p_test).
+    if (active && now >= pollUntil && copying_ == 0) passive();
+    if (!active && copying_ > 0) {
+      // Without this, a waiter that went to sleep would wait out a whole copy (a 512 MiB receive
+      // held a 3-rank ping for a second in 1 to 2 of 8 runs of shared_p2p_test).
       active = true;
       --sleepingWaiters_;
       ++activeWaiters_;

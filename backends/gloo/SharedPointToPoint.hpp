@@ -176,9 +176,9 @@ class SharedP2P {
   std::mutex mutex_;
   std::condition_variable changed_;  // an op moved on, or was aborted
   std::condition_variable listenerChanged_;
-  int activeWaiters_ = 0;          // waiters polling: the listener leaves the channels to them
-  int sleepingWaiters_ = 0;        // waiters that stopped polling: the listener works for them
-  bool copyingForOthers_ = false;  // a thread copies a payload nobody waits on, outside the lock
+  int activeWaiters_ = 0;    // waiters polling: the listener leaves the channels to them
+  int sleepingWaiters_ = 0;  // waiters that stopped polling: the listener works for them
+  int copying_ = 0;  // threads copying a payload, outside the lock, and not polling meanwhile
   std::chrono::steady_clock::time_point lastWaiter_;  // when the last one left
   P2PMatcher<SharedRecv, SharedFrame::Message> matcher_;
   std::unordered_map<uint64_t, std::shared_ptr<SharedSend>> unanswered_;  // by message id

@@ -159,9 +159,9 @@ constexpr int kSpinsBetweenChecks = 2048;
 constexpr std::chrono::milliseconds kCheckInterval{10};
 // With more ranks than cores, a waiter yields its core between looks this long before it sleeps:
 // the peer it waits for is often runnable on that core, and a futex wake-up costs tens of us.
-// (4 ranks on 2 vCPUs, 4 B allreduce p50: see Waiting::yield's measurement in
-// docs/performance.md.)
-constexpr std::chrono::microseconds kYieldBeforeSleep{50};
+// 4 ranks on 2 vCPUs, p50 over two alternating runs, 50 us against 1 ms: allgather 1 KiB 99-104
+// against 70-79 us, 4 MiB 889-936 against 583-599; allreduce within the noise.
+constexpr std::chrono::milliseconds kYieldBeforeSleep{1};
 
 // Waits until ready() holds, sleeping on signal (bumped by the other end when ready() may have
 // changed) with sleeps set meanwhile so that end knows to wake it.
