@@ -137,8 +137,9 @@ void SharedP2P::deliver(const std::shared_ptr<SharedRecv>& recv, int source, con
 bool SharedP2P::takePulls(std::unique_lock<std::mutex>& lock, const SharedRecv* own) {
   bool copied = false;
   for (;;) {
-    auto it = std::find_if(pulls_.begin(), pulls_.end(),
-                           [&](const auto& recv) { return recv.get() == own || !recv->claimed(); });
+    auto it = std::find_if(pulls_.begin(), pulls_.end(), [&](const auto& recv) {
+      return recv.get() == own || !recv->claimed();
+    });
     if (it == pulls_.end()) return copied;
     std::shared_ptr<SharedRecv> recv = std::move(*it);
     pulls_.erase(it);
@@ -386,8 +387,8 @@ void SharedRecv::aborting(bool claimedHere) {
 void SharedRecv::run(Clock::time_point deadline) {
   SharedP2P& engine = *runtime_->sharedP2p;
   std::string lost;
-  SharedP2P::Progress progress = engine.progressUntil([&] { return matched_ || aborted_.load(); },
-                                                      deadline, peer_, &lost, this);
+  SharedP2P::Progress progress = engine.progressUntil(
+      [&] { return matched_ || aborted_.load(); }, deadline, peer_, &lost, this);
   if (progress != SharedP2P::Progress::Done || aborted_.load()) {
     const bool withdrawn = engine.withdraw(this);
     if (aborted_.load()) {

@@ -167,8 +167,9 @@ class SharedP2P {
   const bool spin_;
   // More ranks than cores (the whole group shares this host): a polling waiter yields its core
   // between looks instead of pausing on it, so the peer it waits for can run. 4 ranks on 2
-  // vCPUs, 4 B sendrecv p50: 234-329 us pausing, 50-81 us yielding (three alternating runs);
-  // with a core per rank, yielding cost 1.4 us of a 3.7 us p50, hence only when outnumbered.
+  // vCPUs, 4 B sendrecv p50: 343 us pausing, 83 us yielding (medians of three alternating runs,
+  // docs/performance.md); with a core per rank, yielding cost 1.4 us of a 3.7 us p50, hence only
+  // when outnumbered.
   const bool yield_;
   std::vector<int> peers_;
   std::vector<Link> links_;  // by rank
