@@ -44,12 +44,12 @@ class TorchWork final : public ::c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-// Threading: as our ProcessGroup (any thread; Gloo orders operations as issued). Lists of
-// tensors for torch's per-device variants must hold one tensor (one device per process).
 // Waits, at most limit, for the completions of torch's Futures still running on our threads
 // (their callbacks may be Python); false when the limit passed. c10d.torch calls it at exit.
 bool drainCompletions(std::chrono::milliseconds limit);
 
+// Threading: as our ProcessGroup (any thread; Gloo orders operations as issued). Lists of
+// tensors for torch's per-device variants must hold one tensor (one device per process).
 class TorchProcessGroup final : public ::c10d::ProcessGroup {
  public:
   // Rendezvouses through store (blocks until the group's ranks have come, or timeout). name is
