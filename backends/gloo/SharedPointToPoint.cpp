@@ -1,7 +1,5 @@
 #include "backends/gloo/SharedPointToPoint.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -20,10 +18,6 @@ using Message = SharedFrame::Message;
 // long before they leave the channels to the listener and wait to be told; a waiter with a core
 // of its own polls until done.
 constexpr std::chrono::microseconds kPollBeforeSleep{50};
-// With more ranks than cores, a waiter polls (yielding its core between looks) this long instead:
-// 4 ranks on 2 vCPUs, 4 B sendrecv p50 266-273 us with 50 us, 49-77 with 1 ms, 58-66 with 10 ms
-// (two alternating runs); handing over to the listener costs two wake-ups per message.
-constexpr std::chrono::milliseconds kYieldBeforeSleep{1};
 // How often a wait looks at the clock and at its peer's process (a read of /proc).
 constexpr std::chrono::milliseconds kLookInterval{10};
 // The listener's sleep between rings: only a message queued for want of room needs it sooner,
@@ -44,11 +38,7 @@ const shm::Waiting kNoWait{Clock::time_point::max(), 0, true};
 // ---- SharedP2P ----
 
 SharedP2P::SharedP2P(GlooBackend::Runtime& runtime, SyncMesh& mesh)
-    : runtime_(runtime),
-      mesh_(mesh),
-      doorbell_(mesh.p2pDoorbell()),
-      spin_(mesh.busyPoll()),
-      yield_(!spin_ && runtime.size > static_cast<int>(std::thread::hardware_concurrency())) {
+    : runtime_(runtime), mesh_(mesh), doorbell_(mesh.p2pDoorbell()), spin_(mesh.busyPoll()) {
   links_.resize(runtime_.size);
   for (int r = 0; r < runtime_.size; ++r) {
     if (r == runtime_.rank) continue;
@@ -145,16 +135,11 @@ bool SharedP2P::takePulls(std::unique_lock<std::mutex>& lock, const SharedRecv* 
     pulls_.erase(it);
     const long pid = links_[recv->source_].channels.pid;
     const Message head = recv->matchedHead_;
-    // The copying thread (the listener, or a waiter that counts as polling) leaves the channels
-    // to nobody meanwhile: the sleeping waiters poll.
-    ++copying_;
-    changed_.notify_all();
     lock.unlock();
     // The tensor is this receive's alone until it completes; the sender keeps its memory until
     // the verdict.
     std::string error = shm::readProcessMemory(pid, head.address, recv->tensor_.data(), head.bytes);
     lock.lock();
-    --copying_;
     recv->matched_ = true;
     recv->pullError_ = std::move(error);
     if (recv->pullError_.empty()) {  // else the sender is gone: no verdict
@@ -278,9 +263,7 @@ SharedP2P::Progress SharedP2P::progressUntil(Done&& done, Clock::time_point dead
   };
   auto lastLook = Clock::now();
   const bool spin = spin_ && !GlooBackend::Runtime::onProgressThread();
-  const auto pollUntil = spin     ? Clock::time_point::max()
-                         : yield_ ? lastLook + kYieldBeforeSleep
-                                  : lastLook + kPollBeforeSleep;
+  const auto pollUntil = spin ? Clock::time_point::max() : lastLook + kPollBeforeSleep;
   for (unsigned round = 1;; ++round) {
     if (done()) break;
     // Asleep, it still copies its own payload: nobody else does.
@@ -288,18 +271,15 @@ SharedP2P::Progress SharedP2P::progressUntil(Done&& done, Clock::time_point dead
     if (done()) break;
     if (active) {
       const bool moved = poll() || copied;
-      if (!moved) {
-        lock.unlock();
-        if (yield_) {
-          sched_yield();
-        } else {
+      // Every 64th round goes on to the clock and the peer, even while others' messages flow.
+      if (round % 64 != 0) {
+        if (!moved) {
+          lock.unlock();
           shm::cpuRelax();
+          lock.lock();
         }
-        lock.lock();
+        continue;
       }
-      // Every 64th round goes on to the clock and the peer, even while others' messages flow;
-      // every round while yielding, since one yield may give the core away for a time slice.
-      if (!yield_ && round % 64 != 0) continue;
     }
     const auto now = Clock::now();
     if (now >= deadline) return leave(Progress::TimedOut);
@@ -308,15 +288,7 @@ SharedP2P::Progress SharedP2P::progressUntil(Done&& done, Clock::time_point dead
       *lost = lostPeer(peer);
       if (!lost->empty()) return leave(Progress::PeerLost);
     }
-    if (active && now >= pollUntil && copying_ == 0) passive();
-    if (!active && copying_ > 0) {
-      // Without this, a waiter that went to sleep would wait out a whole copy (a 512 MiB receive
-      // held a 3-rank ping for a second in 1 to 2 of 8 runs of shared_p2p_test).
-      active = true;
-      --sleepingWaiters_;
-      ++activeWaiters_;
-      continue;
-    }
+    if (active && now >= pollUntil) passive();
     if (!active) changed_.wait_until(lock, std::min(deadline, now + kLookInterval));
   }
   return leave(Progress::Done);

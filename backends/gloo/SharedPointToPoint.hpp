@@ -165,12 +165,6 @@ class SharedP2P {
   const SyncMesh& mesh_;
   shm::Doorbell doorbell_;
   const bool spin_;
-  // More ranks than cores (the whole group shares this host): a polling waiter yields its core
-  // between looks instead of pausing on it, so the peer it waits for can run. 4 ranks on 2
-  // vCPUs, 4 B sendrecv p50: 343 us pausing, 83 us yielding (medians of three alternating runs,
-  // docs/performance.md); with a core per rank, yielding cost 1.4 us of a 3.7 us p50, hence only
-  // when outnumbered.
-  const bool yield_;
   std::vector<int> peers_;
   std::vector<Link> links_;  // by rank
 
@@ -179,7 +173,6 @@ class SharedP2P {
   std::condition_variable listenerChanged_;
   int activeWaiters_ = 0;    // waiters polling: the listener leaves the channels to them
   int sleepingWaiters_ = 0;  // waiters that stopped polling: the listener works for them
-  int copying_ = 0;  // threads copying a payload, outside the lock, and not polling meanwhile
   std::chrono::steady_clock::time_point lastWaiter_;  // when the last one left
   P2PMatcher<SharedRecv, SharedFrame::Message> matcher_;
   std::unordered_map<uint64_t, std::shared_ptr<SharedSend>> unanswered_;  // by message id
