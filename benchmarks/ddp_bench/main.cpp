@@ -217,16 +217,18 @@ class Bench {
     // An op's worker may hold its finished work a moment after the step returned.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const double mb = 1 << 20;
-    const size_t state = ddpOptimizer ? 0 : zero->optimizerStateBytes();
-    Memory mine{(cache.liveBytes() - base) / mb, (cache.peakLiveBytes() - base) / mb, 0, 0, stepMs};
-    mine.stateMb = (ddpOptimizer ? adamStateBytes() : state) / mb;
-    mine.gradientMb = mine.keptMb - mine.stateMb - (zero ? mine.stateMb / 2 : 0.0);
-    Tensor all = Tensor::empty({5}, ScalarType::Float64);
-    std::copy_n(&mine.keptMb, 5, all.data<double>());
-    pg_.allreduce(all, {.reduceOp = ReduceOp::MAX})->wait();
-    Memory most;
-    std::copy_n(all.data<double>(), 5, &most.keptMb);
-    return most;
+    const double keptMb = (cache.liveBytes() - base) / mb;
+    const double stateMb = (ddpOptimizer ? adamStateBytes() : zero->optimizerStateBytes()) / mb;
+    // The largest rank's figure of each, in one allreduce.
+    Tensor most = Tensor::empty({5}, ScalarType::Float64);
+    double* m = most.data<double>();
+    m[0] = keptMb;
+    m[1] = (cache.peakLiveBytes() - base) / mb;
+    m[2] = stateMb;
+    m[3] = keptMb - stateMb - (zero ? stateMb / 2 : 0.0);
+    m[4] = stepMs;
+    pg_.allreduce(most, {.reduceOp = ReduceOp::MAX})->wait();
+    return {m[0], m[1], m[2], m[3], m[4]};
   }
 
   // Adam's two buffers for every gradient, as DataParallelOptimizer keeps them.
