@@ -184,6 +184,78 @@ TEST_F(KernelsTest, ConversionsMatchPortable) {
   }
 }
 
+// Every table's division is the plain one: the integers' multiply-high and through-double paths
+// against C++'s truncating division (every int8 and uint8 value, by every divisor up to past
+// their range; int64 values near 0, near 2^53 and beyond it), the floats' reciprocal for a
+// power-of-two divisor against dividing.
+TEST(AllKernelsTest, DivideIsPlainDivision) {
+  std::mt19937_64 random(5);
+  for (const Table* table : kernels::available()) {
+    for (int divisor = 1; divisor <= 300; ++divisor) {
+      std::vector<int8_t> signedBytes(256);
+      std::vector<uint8_t> bytes(256);
+      for (int v = 0; v < 256; ++v) {
+        signedBytes[v] = static_cast<int8_t>(v - 128);
+        bytes[v] = static_cast<uint8_t>(v);
+      }
+      table->divide(ScalarType::Int8, signedBytes.data(), 256, divisor);
+      table->divide(ScalarType::UInt8, bytes.data(), 256, divisor);
+      for (int v = 0; v < 256; ++v) {
+        ASSERT_EQ(signedBytes[v], (v - 128) / divisor) << table->name << " int8 " << v - 128
+                                                        << " / " << divisor;
+        ASSERT_EQ(bytes[v], v / divisor) << table->name << " uint8 " << v << " / " << divisor;
+      }
+    }
+    std::vector<int64_t> wide;
+    for (int64_t centre : {int64_t{0}, int64_t{1} << 53, -(int64_t{1} << 53), int64_t{1} << 62}) {
+      for (int64_t k = -300; k <= 300; ++k) wide.push_back(centre + k);
+    }
+    wide.push_back(std::numeric_limits<int64_t>::min());
+    wide.push_back(std::numeric_limits<int64_t>::max());
+    for (int i = 0; i < 1000; ++i) wide.push_back(static_cast<int64_t>(random()) >> (i % 20));
+    for (int divisor : {2, 3, 7, 48, 1000003}) {
+      auto got = wide;
+      table->divide(ScalarType::Int64, got.data(), got.size(), divisor);
+      for (size_t i = 0; i < wide.size(); ++i) {
+        ASSERT_EQ(got[i], wide[i] / divisor) << table->name << " int64 " << wide[i] << " / "
+                                             << divisor;
+      }
+    }
+    const auto floats = inputs(ScalarType::Float32, 4099, 17);
+    for (int divisor : {2, 4, 64, 1 << 20}) {
+      std::vector<float> got(4099);
+      std::memcpy(got.data(), floats.data(), floats.size());
+      table->divide(ScalarType::Float32, got.data(), got.size(), divisor);
+      for (size_t i = 0; i < got.size(); ++i) {
+        float want;
+        std::memcpy(&want, floats.data() + 4 * i, 4);
+        want /= static_cast<float>(divisor);
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want))
+            << table->name << " float32 element " << i << " / " << divisor;
+      }
+    }
+  }
+}
+
+// A factor that is a float scales in float; the bits must be those of the product in double.
+TEST(AllKernelsTest, FloatFactorScalesAsTheProductInDouble) {
+  const auto floats = inputs(ScalarType::Float32, 4099, 23);
+  for (const Table* table : kernels::available()) {
+    for (double factor : {0.5, 0.125, 0.1f * 1.0, -3.0, 1e-30, 1.0 / 3.0}) {
+      std::vector<float> got(4099);
+      std::memcpy(got.data(), floats.data(), floats.size());
+      table->scale(ScalarType::Float32, got.data(), got.size(), factor);
+      for (size_t i = 0; i < got.size(); ++i) {
+        float x;
+        std::memcpy(&x, floats.data() + 4 * i, 4);
+        const auto want = static_cast<float>(static_cast<double>(x) * factor);
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want))
+            << table->name << " float32 " << x << " * " << factor;
+      }
+    }
+  }
+}
+
 // What the portable kernels compute, on values whose answers are known.
 TEST(PortableKernelsTest, KnownValues) {
   const Table& portable = *kernels::available().front();

@@ -1,5 +1,8 @@
 #include "c10d/core/Kernels.hpp"
 
+#include <bit>
+#include <cmath>
+#include <cstring>
 #include <type_traits>
 
 #include "c10d/core/Config.hpp"
@@ -16,6 +19,9 @@
 #endif
 
 namespace c10d::inline v0::kernels {
+
+// The element loops bound by arithmetic take this attribute (Kernels.inc, C10D_KERNEL_LOOPS).
+#define C10D_KERNEL_WIDE
 
 namespace portable {
 #define C10D_KERNEL_F16 0
@@ -35,15 +41,18 @@ const Table kTable{"avx2", &combine, &scale, &divide, &fromFloat, &toFloat};
 }  // namespace avx2
 #pragma GCC pop_options
 
-// The vectorized loops keep 256-bit vectors (the float16 conversions use 512-bit ones): with
-// 512-bit loops float32 sum measured 41 GB/s against 58 GB/s here (c10d-kernel-bench, 64 MiB),
-// bfloat16 sum 32 against 28.
+// The vectorized loops keep 256-bit vectors where memory bounds them, and take 512-bit ones where
+// arithmetic does (C10D_KERNEL_WIDE; Kernels.inc's C10D_KERNEL_LOOPS has the figures); the float16
+// conversions use 512-bit ones.
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,prefer-vector-width=256")
 // GCC 12's own _mm512_cvtph_ps and _mm512_cvtps_ph start from _mm512_undefined_*, which it then
 // reports as maybe uninitialized.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#undef C10D_KERNEL_WIDE
+// noinline: inlined into a caller compiled for 256-bit vectors, a loop is vectorized at its width.
+#define C10D_KERNEL_WIDE __attribute__((target("prefer-vector-width=512"), noinline))
 namespace avx512 {
 #define C10D_KERNEL_F16 2
 #include "c10d/core/Kernels.inc"
