@@ -37,8 +37,9 @@ struct Header {
   uint64_t bytes;
 };
 
-// Sizes around the slot, the publish step and the capacity (a ring of 4 KiB wraps often).
-const size_t kSizes[] = {0, 1, 63, 64, 65, 1000, 4032, 4096, 4097, 70000, 300000};
+// Sizes around a payload's room beside its 16-byte header (48), the slot, the publish step and
+// the capacity (a ring of 4 KiB wraps often).
+const size_t kSizes[] = {0, 1, 16, 48, 49, 63, 64, 65, 1000, 4032, 4096, 4097, 70000, 300000, 4, 48};
 
 void writeAll(Channel channel, bool spin) {
   uint64_t index = 0;
@@ -241,6 +242,41 @@ TEST(SharedMemoryTest, TryWriteTakesWholeMessagesOrNoneAndTryReadHeaderNeverWait
   }
   EXPECT_FALSE(reader.tryReadHeader(&header, sizeof header));
   EXPECT_TRUE(writer.tryWrite(&header, sizeof header, payload.data(), payload.size()));
+}
+
+// A payload that fits beside its header takes no slot of its own: a ring of 4096 bytes holds 64
+// such messages, and a writer that saw it full finds the room the reader freed since.
+TEST(SharedMemoryTest, ASmallPayloadTravelsInItsHeadersSlot) {
+  Segment segment = Segment::create(Channel::bytesFor(4096));
+  Channel::initialize(segment.data(), 4096);
+  Channel writer(segment.data()), reader(segment.data());
+  ASSERT_TRUE(Channel::travelsInline(sizeof(Header), 48));
+  ASSERT_FALSE(Channel::travelsInline(sizeof(Header), 49));
+  Header header{};
+  int written = 0;
+  for (int round = 0; round < 2; ++round) {
+    written = 0;
+    for (;;) {
+      const std::vector<uint8_t> payload = pattern(48, static_cast<uint8_t>(written));
+      header.index = static_cast<uint64_t>(written);
+      if (!writer.tryWrite(&header, sizeof header, payload.data(), payload.size())) break;
+      ++written;
+    }
+    EXPECT_EQ(written, 64) << "round " << round;
+    for (int i = 0; i < written; ++i) {
+      ASSERT_TRUE(reader.tryReadHeader(&header, sizeof header));
+      EXPECT_EQ(header.index, static_cast<uint64_t>(i));
+      std::vector<uint8_t> got;
+      ASSERT_EQ(reader.readPayload(48, within(0ms),
+                                   [&](const uint8_t* data, size_t n) {
+                                     EXPECT_EQ(reinterpret_cast<uintptr_t>(data) % 16, 0u);
+                                     got.insert(got.end(), data, data + n);
+                                   }),
+                Wait::Ready);
+      EXPECT_EQ(got, pattern(48, static_cast<uint8_t>(i)));
+    }
+    EXPECT_FALSE(reader.tryReadHeader(&header, sizeof header));
+  }
 }
 
 // A sleeper on a doorbell wakes at a ring; a ring with nobody armed costs nothing and is not

@@ -215,6 +215,7 @@ Channel::Channel(uint8_t* at)
              "no shared memory channel where one was expected (magic ", control_->magic, ")");
   capacity_ = control_->capacity;
   read_ = control_->tail.load(std::memory_order_acquire);
+  tailSeen_ = read_;
 }
 
 bool Channel::peerEnded(const Waiting& waiting, std::chrono::steady_clock::time_point now) {
@@ -233,10 +234,20 @@ Wait Channel::waitReadable(const Waiting& waiting, size_t* readable) {
       [&](auto now) { return peerEnded(waiting, now); });
 }
 
-Wait Channel::waitWritable(uint64_t head, const Waiting& waiting, size_t* writable) {
+size_t Channel::room(uint64_t head, size_t wanted) {
+  size_t writable = capacity_ - (head - tailSeen_);
+  if (writable < wanted) {
+    tailSeen_ = control_->tail.load(std::memory_order_acquire);
+    writable = capacity_ - (head - tailSeen_);
+  }
+  return writable;
+}
+
+Wait Channel::waitWritable(uint64_t head, size_t wanted, const Waiting& waiting,
+                           size_t* writable) {
   return waitUntil(
       [&] {
-        *writable = capacity_ - (head - control_->tail.load(std::memory_order_acquire));
+        *writable = room(head, wanted);
         return *writable > 0;
       },
       control_->tailSignal, control_->writerSleeps, control_->closed, waiting,
@@ -270,13 +281,22 @@ Wait Channel::write(const void* header, size_t headerBytes, const void* payload,
   // steady_clock costs 28 (a write is a small op's hot path; issue 32).
   if (peerEnded(waiting, tickNow())) return Wait::PeerEnded;
   uint64_t head = control_->head.load(std::memory_order_relaxed);
+  if (travelsInline(headerBytes, bytes)) {
+    size_t writable;
+    if (Wait w = waitWritable(head, kSlotBytes, waiting, &writable); w != Wait::Ready) return w;
+    writeInline(head, header, headerBytes, payload, bytes);
+    return Wait::Ready;
+  }
+  size_t left = bytes;
+  size_t padded = roundUp(bytes);
   size_t writable;
-  if (Wait w = waitWritable(head, waiting, &writable); w != Wait::Ready) return w;
+  if (Wait w = waitWritable(head, kSlotBytes + std::min(padded, kPublishBytes), waiting, &writable);
+      w != Wait::Ready) {
+    return w;
+  }
   std::memcpy(data_ + head % capacity_, header, headerBytes);  // a slot never wraps
   head += kSlotBytes;
   const auto* from = static_cast<const uint8_t*>(payload);
-  size_t left = bytes;
-  size_t padded = roundUp(bytes);
   // A small message goes out with its header in one publish.
   if (padded + kSlotBytes <= writable && padded <= kPublishBytes) {
     for (size_t done = 0; done < bytes;) {
@@ -293,7 +313,10 @@ Wait Channel::write(const void* header, size_t headerBytes, const void* payload,
   // 11.4 GB/s busbw, medians of 5 alternating runs).
   published(head);
   while (padded > 0) {
-    if (Wait w = waitWritable(head, waiting, &writable); w != Wait::Ready) return w;
+    if (Wait w = waitWritable(head, std::min(padded, kPublishBytes), waiting, &writable);
+        w != Wait::Ready) {
+      return w;
+    }
     const size_t offset = head % capacity_;
     const size_t piece = std::min({writable, padded, capacity_ - offset, kPublishBytes});
     if (left > 0) {
@@ -314,14 +337,28 @@ Wait Channel::readHeader(void* header, size_t headerBytes, const Waiting& waitin
   size_t readable;
   if (Wait w = waitReadable(waiting, &readable); w != Wait::Ready) return w;
   std::memcpy(header, data_ + read_ % capacity_, headerBytes);
+  headerBytes_ = headerBytes;
   read_ += kSlotBytes;  // published with the payload
   return Wait::Ready;
 }
 
+void Channel::writeInline(uint64_t head, const void* header, size_t headerBytes,
+                          const void* payload, size_t bytes) {
+  uint8_t* slot = data_ + head % capacity_;  // a slot never wraps
+  std::memcpy(slot, header, headerBytes);
+  std::memcpy(slot + inlineOffset(headerBytes), payload, bytes);
+  published(head + kSlotBytes);
+}
+
 bool Channel::tryWrite(const void* header, size_t headerBytes, const void* payload, size_t bytes) {
   const uint64_t head = control_->head.load(std::memory_order_relaxed);
+  if (travelsInline(headerBytes, bytes)) {
+    if (room(head, kSlotBytes) < kSlotBytes) return false;
+    writeInline(head, header, headerBytes, payload, bytes);
+    return true;
+  }
   const size_t need = kSlotBytes + roundUp(bytes);
-  if (need > capacity_ - (head - control_->tail.load(std::memory_order_acquire))) return false;
+  if (need > room(head, need)) return false;
   std::memcpy(data_ + head % capacity_, header, headerBytes);  // a slot never wraps
   const auto* from = static_cast<const uint8_t*>(payload);
   for (size_t done = 0; done < bytes;) {
@@ -337,6 +374,7 @@ bool Channel::tryWrite(const void* header, size_t headerBytes, const void* paylo
 bool Channel::tryReadHeader(void* header, size_t headerBytes) {
   if (control_->head.load(std::memory_order_acquire) == read_) return false;
   std::memcpy(header, data_ + read_ % capacity_, headerBytes);
+  headerBytes_ = headerBytes;
   read_ += kSlotBytes;
   return true;
 }
