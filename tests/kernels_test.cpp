@@ -184,6 +184,21 @@ TEST_F(KernelsTest, ConversionsMatchPortable) {
   }
 }
 
+// Runs kernel on 4099 floats with specials (inputs(Float32, seed)) and expects each result to
+// have want(its input)'s bits.
+template <typename Kernel, typename Want>
+void expectEachFloat(uint32_t seed, Kernel kernel, Want want, const std::string& what) {
+  const auto bytes = inputs(ScalarType::Float32, 4099, seed);
+  std::vector<float> in(4099), got(4099);
+  std::memcpy(in.data(), bytes.data(), bytes.size());
+  got = in;
+  kernel(got.data(), got.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want(in[i])))
+        << what << ", element " << i << " (" << in[i] << ")";
+  }
+}
+
 // Every table's division is the plain one: the integers' multiply-high and through-double paths
 // against C++'s truncating division (every int8 and uint8 value, by every divisor up to past
 // their range; int64 values near 0, near 2^53 and beyond it), the floats' reciprocal for a
@@ -221,37 +236,23 @@ TEST(AllKernelsTest, DivideIsPlainDivision) {
                                              << divisor;
       }
     }
-    const auto floats = inputs(ScalarType::Float32, 4099, 17);
     for (int divisor : {2, 4, 64, 1 << 20}) {
-      std::vector<float> got(4099);
-      std::memcpy(got.data(), floats.data(), floats.size());
-      table->divide(ScalarType::Float32, got.data(), got.size(), divisor);
-      for (size_t i = 0; i < got.size(); ++i) {
-        float want;
-        std::memcpy(&want, floats.data() + 4 * i, 4);
-        want /= static_cast<float>(divisor);
-        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want))
-            << table->name << " float32 element " << i << " / " << divisor;
-      }
+      expectEachFloat(
+          17, [&](float* data, size_t n) { table->divide(ScalarType::Float32, data, n, divisor); },
+          [&](float x) { return x / static_cast<float>(divisor); },
+          std::string(table->name) + " float32 / " + std::to_string(divisor));
     }
   }
 }
 
 // A factor that is a float scales in float; the bits must be those of the product in double.
 TEST(AllKernelsTest, FloatFactorScalesAsTheProductInDouble) {
-  const auto floats = inputs(ScalarType::Float32, 4099, 23);
   for (const Table* table : kernels::available()) {
     for (double factor : {0.5, 0.125, 0.1f * 1.0, -3.0, 1e-30, 1.0 / 3.0}) {
-      std::vector<float> got(4099);
-      std::memcpy(got.data(), floats.data(), floats.size());
-      table->scale(ScalarType::Float32, got.data(), got.size(), factor);
-      for (size_t i = 0; i < got.size(); ++i) {
-        float x;
-        std::memcpy(&x, floats.data() + 4 * i, 4);
-        const auto want = static_cast<float>(static_cast<double>(x) * factor);
-        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want))
-            << table->name << " float32 " << x << " * " << factor;
-      }
+      expectEachFloat(
+          23, [&](float* data, size_t n) { table->scale(ScalarType::Float32, data, n, factor); },
+          [&](float x) { return static_cast<float>(static_cast<double>(x) * factor); },
+          std::string(table->name) + " float32 * " + std::to_string(factor));
     }
   }
 }
