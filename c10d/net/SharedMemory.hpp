@@ -86,7 +86,7 @@ class Channel {
   static constexpr size_t bytesFor(size_t capacity) { return kControlBytes + capacity; }
   // Where a payload starts in its header's slot (aligned for any dtype), and whether it goes
   // there. One cache line then carries the whole message: with 2 ranks, sendrecv of 4 B went
-  // from 3.33 to 2.96 us and broadcast from 1.09 to 0.99 (p50, c10d-comm-bench, medians of 5
+  // from 3.33 to 2.96 us against the cached tail alone (p50, c10d-comm-bench, medians of 5
   // alternating runs; issue 32).
   static constexpr size_t inlineOffset(size_t headerBytes) { return (headerBytes + 15) / 16 * 16; }
   static constexpr bool travelsInline(size_t headerBytes, size_t bytes) {
