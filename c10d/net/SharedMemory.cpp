@@ -1,7 +1,6 @@
 #include "c10d/net/SharedMemory.hpp"
 
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -19,6 +18,7 @@
 #include <string_view>
 
 #include "c10d/core/Exception.hpp"
+#include "c10d/core/Futex.hpp"
 #include "c10d/core/ThreadName.hpp"
 
 namespace c10d::inline v0::shm {
@@ -137,17 +137,13 @@ void Segment::closeDescriptor() {
 
 namespace {
 
+// The words live in a segment another process maps.
 void futexWait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout) {
-  struct timespec ts {};
-  ts.tv_sec = static_cast<time_t>(timeout.count() / 1000000000);
-  ts.tv_nsec = static_cast<long>(timeout.count() % 1000000000);
-  // Not FUTEX_PRIVATE: the word is shared with another process.
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+  detail::futexWait(word, expected, timeout, detail::FutexScope::Shared);
 }
 
 void futexWake(std::atomic<uint32_t>& word) {
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
-            0);
+  detail::futexWake(word, detail::FutexScope::Shared);
 }
 
 // Spinning first catches a peer that answers within microseconds without a system call; a
