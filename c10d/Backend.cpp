@@ -12,6 +12,52 @@ void Backend::unsupported(const char* op) const {
   C10D_THROW(BackendError, "backend ", name_, " does not support ", op);
 }
 
+std::shared_ptr<Work> Backend::start(const Op& op, const OpTensors& t) {
+  const std::chrono::milliseconds timeout = op.timeout;
+  switch (op.type) {
+    case OpType::Broadcast:
+      return broadcast(*t.input, {.rootRank = op.root, .timeout = timeout});
+    case OpType::Allreduce:
+      return allreduce(*t.input, {.reduceOp = op.reduceOp, .timeout = timeout});
+    case OpType::AllreduceCoalesced:
+      return allreduceCoalesced(*t.inputs, {.reduceOp = op.reduceOp, .timeout = timeout});
+    case OpType::Reduce:
+      return reduce(*t.input, {.reduceOp = op.reduceOp, .rootRank = op.root, .timeout = timeout});
+    case OpType::Allgather:
+      return allgather(*t.outputs, *t.input, {.timeout = timeout});
+    case OpType::AllgatherIntoTensor:
+      return allgatherIntoTensor(*t.output, *t.input, {.timeout = timeout});
+    case OpType::Gather:
+      return gather(*t.outputs, *t.input, {.rootRank = op.root, .timeout = timeout});
+    case OpType::Scatter:
+      return scatter(*t.output, *t.inputs, {.rootRank = op.root, .timeout = timeout});
+    case OpType::ReduceScatter:
+      return reduceScatter(*t.output, *t.inputs, {.reduceOp = op.reduceOp, .timeout = timeout});
+    case OpType::ReduceScatterTensor:
+      return reduceScatterTensor(*t.output, *t.input,
+                                 {.reduceOp = op.reduceOp, .timeout = timeout});
+    case OpType::Alltoall:
+      return alltoall(*t.outputs, *t.inputs, {.timeout = timeout});
+    case OpType::AlltoallBase:
+      return alltoallBase(*t.output, *t.input, *t.outputSplits, *t.inputSplits,
+                          {.timeout = timeout});
+    case OpType::Barrier:
+      return barrier({.timeout = timeout});
+    case OpType::Send:
+      return send(*t.input, op.peer, op.tag, timeout);
+    case OpType::Recv:
+      return recv(*t.input, op.peer, op.tag, timeout);
+    case OpType::RecvAnysource:
+      return recvAnysource(*t.input, op.tag, timeout);
+  }
+  unsupported(std::string(c10d::name(op.type)).c_str());
+}
+
+std::vector<std::shared_ptr<Work>> Backend::startBatch(const std::vector<Op>& ops,
+                                                       const std::vector<P2POp>& p2p) {
+  return batchIsendIrecv(p2p, ops.empty() ? std::chrono::milliseconds(0) : ops[0].timeout);
+}
+
 std::shared_ptr<Work> Backend::broadcast(const Tensor&, const BroadcastOptions&) {
   unsupported("broadcast");
 }

@@ -1,23 +1,22 @@
 #pragma once
 
-// C10D_DEBUG support for ProcessGroup: what one collective call looks like on one rank (its
-// fingerprint), and the check that every rank of a group is making the same call.
+// C10D_DEBUG support for ProcessGroup: the level, and the check that every rank of a group is
+// making the same collective call.
 //
 //   C10D_DEBUG=OFF (default)  nothing is checked or logged.
 //   C10D_DEBUG=INFO           group creation and each collective's duration are logged.
-//   C10D_DEBUG=DETAIL         INFO, and before each collective the ranks exchange their
-//                             fingerprints through the job's store (any backend; without a
+//   C10D_DEBUG=DETAIL         INFO, and before each collective the ranks exchange their Ops
+//                             (c10d/Op.hpp) through the job's store (any backend; without a
 //                             shared store, an allgather on the group's CPU backend); a
 //                             mismatch throws InvalidArgument on every rank, naming the ranks
 //                             and their calls.
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "c10d/Op.hpp"
 #include "c10d/core/Config.hpp"
-#include "c10d/core/ReduceOp.hpp"
 #include "c10d/core/Tensor.hpp"
 
 namespace c10d::inline v0 {
@@ -30,37 +29,16 @@ DebugLevel debugLevel(const config::Settings& settings);
 
 namespace detail {
 
-// One collective call as the other ranks must also make it.
-struct CollectiveFingerprint {
-  static constexpr int kMaxDims = 6;
-  static constexpr int64_t kWords = 8 + kMaxDims;
+// The fields of op every rank must share (its sequence number, type, dtype, device, sizes as far
+// as the op type fixes them, list length, root and reduce op), as kCallWords int64 words.
+inline constexpr int64_t kCallWords = 8 + Op::kMaxDims;
+Tensor encodeCall(const Op& op);
+// An Op with the fields encodeCall carries; sizes a rank may choose read -1.
+Op decodeCall(const Tensor& words);
 
-  uint64_t sequence = 0;  // the group's collective count before this one
-  std::string op;         // "allreduce", ...
-  int64_t dtype = -1;     // ScalarType, -1: no tensor (barrier)
-  int64_t device = -1;    // DeviceType
-  std::vector<int64_t> sizes;
-  int64_t tensors = 0;  // how many tensors a list op carries
-  int64_t root = -1;
-  int64_t reduceOp = -1;  // ReduceOp::Kind
-
-  static CollectiveFingerprint of(uint64_t sequence, const char* op, const Tensor* tensor,
-                                  int64_t tensors = 1, int64_t root = -1,
-                                  std::optional<ReduceOp> reduceOp = std::nullopt);
-  // The same, written over `into`: its string and vector keep their buffers.
-  static void assign(CollectiveFingerprint& into, uint64_t sequence, const char* op,
-                     const Tensor* tensor, int64_t tensors, int64_t root,
-                     std::optional<ReduceOp> reduceOp);
-
-  // "allreduce float32[1024] sum", "broadcast float32[10] root 0" (with " #seq").
-  std::string describe() const;
-  Tensor encode() const;
-  static CollectiveFingerprint decode(const Tensor& words);
-};
-
-// Empty when all ranks' fingerprints agree; else "rank 0, 1: allreduce float32[4] sum;
-// rank 2: broadcast float32[10] root 0".
-std::string describeMismatch(const std::vector<CollectiveFingerprint>& byRank);
+// Empty when all ranks' calls agree; else "ranks 0, 1: allreduce float32[4] sum (#3);
+// rank 2: broadcast float32[10] root 0 (#3)".
+std::string describeMismatch(const std::vector<Op>& byRank);
 
 }  // namespace detail
 }  // namespace c10d::inline v0

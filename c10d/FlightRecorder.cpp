@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
@@ -11,11 +12,13 @@
 #include <set>
 #include <thread>
 
+#include "c10d/AtomicOp.hpp"
 #include "c10d/FlightRecorderSignal.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Json.hpp"
 #include "c10d/core/Logging.hpp"
 #include "c10d/core/ThreadName.hpp"
+#include "c10d/core/Ticks.hpp"
 
 namespace c10d::inline v0 {
 namespace {
@@ -98,8 +101,36 @@ void installSignalHandlerIfAsked() {
 
 }  // namespace
 
+// One slot: the op, written by the thread that records it (a seqlock: AtomicOp); its state (with
+// the number it belongs to) and times, which its Work's completion updates from any thread.
+struct FlightRecorder::Ring {
+  struct Slot {
+    detail::AtomicOp op;
+    std::atomic<uint64_t> status{0};  // (number + 1) << 2 | State; 0: empty
+    std::atomic<uint64_t> queuedTicks{0};
+    std::atomic<uint64_t> startedTicks{0};
+    std::atomic<uint64_t> finishedTicks{0};
+  };
+  // Slots for the last capacity entries: a power of two of them, so that finding one is a mask.
+  Ring(size_t capacity, bool pointToPoint)
+      : slots(new Slot[std::bit_ceil(capacity)]),
+        mask(std::bit_ceil(capacity) - 1),
+        capacity(capacity),
+        pointToPoint(pointToPoint) {}
+  std::unique_ptr<Slot[]> slots;
+  const size_t mask;
+  const size_t capacity;
+  const bool pointToPoint;
+  std::atomic<uint64_t> next{0};  // one past the highest number recorded
+  Slot& of(uint64_t number) const { return slots[number & mask]; }
+};
+
 FlightRecorder::FlightRecorder(std::string group, int rank, int size, size_t capacity)
-    : group_(std::move(group)), rank_(rank), size_(size), ring_(capacity), p2p_(capacity) {
+    : group_(std::move(group)),
+      rank_(rank),
+      size_(size),
+      collectives_(std::make_unique<Ring>(std::max<size_t>(capacity, 1), false)),
+      pointToPoint_(std::make_unique<Ring>(std::max<size_t>(capacity, 1), true)) {
   C10D_CHECK(capacity > 0, InvalidArgument, "flight recorder of group '", group_,
              "': capacity must be positive");
   installSignalHandlerIfAsked();
@@ -112,91 +143,120 @@ FlightRecorder::~FlightRecorder() {
   registry().recorders.erase(this);
 }
 
-void FlightRecorder::queued(uint64_t sequence, const char* op, const Tensor* tensor,
-                            int64_t tensors, int64_t root, std::optional<ReduceOp> reduceOp) {
-  const int64_t now = nowUs();
-  std::lock_guard<std::mutex> guard(mutex_);
-  // Assigned field by field, so that once the ring has wrapped a slot's strings and vectors
-  // keep their buffers.
-  Entry& entry = ring_[sequence % ring_.size()];
-  detail::CollectiveFingerprint::assign(entry.call, sequence, op, tensor, tensors, root, reduceOp);
-  entry.state = State::Queued;
-  entry.queuedUs = now;
-  entry.startedUs = 0;
-  entry.finishedUs = 0;
-  entry.error.clear();
-  next_ = std::max(next_, sequence + 1);
+namespace {
+
+constexpr uint64_t statusOf(uint64_t number, FlightRecorder::State state) {
+  return ((number + 1) << 2) | static_cast<uint64_t>(state);
+}
+
+}  // namespace
+
+void FlightRecorder::record(Ring& ring, const Op& op, State state) {
+  Ring::Slot& slot = ring.of(op.seq);
+  const uint64_t ticks = detail::ticks();
+  slot.op.begin();
+  slot.op.store(op);
+  slot.queuedTicks.store(ticks, std::memory_order_relaxed);
+  slot.startedTicks.store(state == State::Started ? ticks : 0, std::memory_order_relaxed);
+  slot.finishedTicks.store(0, std::memory_order_relaxed);
+  slot.status.store(statusOf(op.seq, state), std::memory_order_relaxed);
+  slot.op.end();
+  // Several threads may record into one group: next only grows.
+  uint64_t next = ring.next.load(std::memory_order_relaxed);
+  while (next < op.seq + 1 &&
+         !ring.next.compare_exchange_weak(next, op.seq + 1, std::memory_order_relaxed)) {
+  }
+}
+
+void FlightRecorder::advance(Ring& ring, uint64_t number, State to, const std::string* error) {
+  Ring::Slot& slot = ring.of(number);
+  // Ignored once overwritten (more ops in flight than the ring holds).
+  if ((slot.status.load(std::memory_order_relaxed) >> 2) != number + 1) return;
+  (to == State::Started ? slot.startedTicks : slot.finishedTicks)
+      .store(detail::ticks(), std::memory_order_relaxed);
+  if (error != nullptr && !error->empty()) {
+    std::lock_guard<std::mutex> guard(errorsMutex_);
+    errors_[{ring.pointToPoint, number}] = *error;
+    // Forget the messages of entries the ring no longer holds.
+    const uint64_t oldest = number >= ring.capacity ? number - ring.capacity + 1 : 0;
+    for (auto it = errors_.begin(); it != errors_.end();) {
+      const bool gone = it->first.first == ring.pointToPoint && it->first.second < oldest;
+      it = gone ? errors_.erase(it) : std::next(it);
+    }
+  }
+  slot.status.store(statusOf(number, to), std::memory_order_release);
+}
+
+void FlightRecorder::queued(const Op& op) {
+  record(*collectives_, op, State::Queued);
+}
+
+void FlightRecorder::started(const Op& op) {
+  record(*collectives_, op, State::Started);
 }
 
 void FlightRecorder::started(uint64_t sequence) {
-  int64_t now = nowUs();
-  std::lock_guard<std::mutex> guard(mutex_);
-  Entry& entry = ring_[sequence % ring_.size()];
-  if (entry.call.sequence != sequence || entry.state != State::Queued) return;
-  entry.state = State::Started;
-  entry.startedUs = now;
+  advance(*collectives_, sequence, State::Started, nullptr);
 }
 
 void FlightRecorder::finished(uint64_t sequence, const std::string& error) {
-  int64_t now = nowUs();
-  std::lock_guard<std::mutex> guard(mutex_);
-  Entry& entry = ring_[sequence % ring_.size()];
-  if (entry.call.sequence != sequence || entry.queuedUs == 0) return;  // overwritten since
-  entry.state = error.empty() ? State::Completed : State::Failed;
-  entry.finishedUs = now;
-  entry.error = error;
+  advance(*collectives_, sequence, error.empty() ? State::Completed : State::Failed, &error);
 }
 
-uint64_t FlightRecorder::pointToPointStarted(const char* op, const Tensor& tensor, int peer,
-                                             int tag) {
-  const int64_t now = nowUs();
-  std::lock_guard<std::mutex> guard(mutex_);
-  const uint64_t number = nextP2P_++;
-  // Field by field, so a wrapped slot keeps its error string's buffer.
-  PointToPointEntry& entry = p2p_[number % p2p_.size()];
-  entry.number = number;
-  entry.op = op;
-  entry.peer = peer;
-  entry.tag = tag;
-  entry.dtype = tensor.dtype();
-  entry.numel = tensor.numel();
-  entry.state = State::Started;
-  entry.startedUs = now;
-  entry.finishedUs = 0;
-  entry.error.clear();
-  return number;
+void FlightRecorder::completed(uint64_t sequence) {
+  advance(*collectives_, sequence, State::Completed, nullptr);
+}
+
+void FlightRecorder::pointToPointCompleted(uint64_t number) {
+  advance(*pointToPoint_, number, State::Completed, nullptr);
+}
+
+void FlightRecorder::pointToPointStarted(const Op& op) {
+  record(*pointToPoint_, op, State::Started);
 }
 
 void FlightRecorder::pointToPointFinished(uint64_t number, const std::string& error) {
-  const int64_t now = nowUs();
-  std::lock_guard<std::mutex> guard(mutex_);
-  PointToPointEntry& entry = p2p_[number % p2p_.size()];
-  if (entry.number != number || entry.startedUs == 0) return;  // overwritten since
-  entry.state = error.empty() ? State::Completed : State::Failed;
-  entry.finishedUs = now;
-  entry.error = error;
+  advance(*pointToPoint_, number, error.empty() ? State::Completed : State::Failed, &error);
 }
 
-std::vector<FlightRecorder::PointToPointEntry> FlightRecorder::pointToPointEntries() const {
-  std::lock_guard<std::mutex> guard(mutex_);
-  std::vector<PointToPointEntry> out;
-  const uint64_t first = nextP2P_ > p2p_.size() ? nextP2P_ - p2p_.size() : 0;
-  for (uint64_t number = first; number < nextP2P_; ++number) {
-    const PointToPointEntry& entry = p2p_[number % p2p_.size()];
-    if (entry.startedUs != 0 && entry.number == number) out.push_back(entry);
+std::vector<FlightRecorder::Entry> FlightRecorder::read(const Ring& ring) const {
+  const bool p2p = ring.pointToPoint;
+  std::vector<Entry> out;
+  const uint64_t next = ring.next.load(std::memory_order_acquire);
+  const uint64_t first = next > ring.capacity ? next - ring.capacity : 0;
+  for (uint64_t number = first; number < next; ++number) {
+    const Ring::Slot& slot = ring.of(number);
+    Entry entry;
+    uint64_t status = 0, queued = 0, started = 0, finished = 0;
+    std::optional<Op> op = slot.op.read([&] {
+      status = slot.status.load(std::memory_order_acquire);
+      queued = slot.queuedTicks.load(std::memory_order_relaxed);
+      started = slot.startedTicks.load(std::memory_order_relaxed);
+      finished = slot.finishedTicks.load(std::memory_order_relaxed);
+    });
+    const bool consistent = op.has_value();
+    if (consistent) entry.op = *op;
+    if (!consistent || (status >> 2) != number + 1) continue;
+    entry.state = static_cast<State>(status & 3);
+    entry.queuedUs = detail::toSystemMicros(queued);
+    entry.startedUs = entry.state >= State::Started ? detail::toSystemMicros(started) : 0;
+    entry.finishedUs = entry.state >= State::Completed ? detail::toSystemMicros(finished) : 0;
+    if (entry.state == State::Failed) {
+      std::lock_guard<std::mutex> guard(errorsMutex_);
+      auto it = errors_.find({p2p, number});
+      if (it != errors_.end()) entry.error = it->second;
+    }
+    out.push_back(std::move(entry));
   }
   return out;
 }
 
 std::vector<FlightRecorder::Entry> FlightRecorder::entries() const {
-  std::lock_guard<std::mutex> guard(mutex_);
-  std::vector<Entry> out;
-  const uint64_t first = next_ > ring_.size() ? next_ - ring_.size() : 0;
-  for (uint64_t sequence = first; sequence < next_; ++sequence) {
-    const Entry& entry = ring_[sequence % ring_.size()];
-    if (entry.queuedUs != 0 && entry.call.sequence == sequence) out.push_back(entry);
-  }
-  return out;
+  return read(*collectives_);
+}
+
+std::vector<FlightRecorder::Entry> FlightRecorder::pointToPointEntries() const {
+  return read(*pointToPoint_);
 }
 
 std::string FlightRecorder::toJson(const std::string& reason) const {
@@ -209,10 +269,10 @@ std::string FlightRecorder::toJson(const std::string& reason) const {
   for (const Entry& entry : entries()) {
     out += first ? "\n" : ",\n";
     first = false;
-    out += detail::concat("{\"seq\":", entry.call.sequence, ",\"op\":");
-    detail::appendJsonString(out, entry.call.op);
+    out += detail::concat("{\"seq\":", entry.op.seq, ",\"op\":");
+    detail::appendJsonString(out, std::string(name(entry.op.type)));
     out += ",\"call\":";
-    detail::appendJsonString(out, entry.call.describe());
+    detail::appendJsonString(out, describeNumbered(entry.op));
     out += ",\"state\":";
     detail::appendJsonString(out, stateName(entry.state));
     out += detail::concat(",\"queued_us\":", entry.queuedUs, ",\"started_us\":", entry.startedUs,
@@ -222,14 +282,14 @@ std::string FlightRecorder::toJson(const std::string& reason) const {
   }
   out += "],\"p2p\":[";
   first = true;
-  for (const PointToPointEntry& entry : pointToPointEntries()) {
+  for (const Entry& entry : pointToPointEntries()) {
     out += first ? "\n" : ",\n";
     first = false;
-    out += detail::concat("{\"n\":", entry.number, ",\"op\":");
-    detail::appendJsonString(out, entry.op);
-    out += detail::concat(",\"peer\":", entry.peer, ",\"tag\":", entry.tag, ",\"dtype\":");
-    detail::appendJsonString(out, std::string(name(entry.dtype)));
-    out += detail::concat(",\"numel\":", entry.numel, ",\"state\":");
+    out += detail::concat("{\"n\":", entry.op.seq, ",\"op\":");
+    detail::appendJsonString(out, std::string(name(entry.op.type)));
+    out += detail::concat(",\"peer\":", entry.op.peer, ",\"tag\":", entry.op.tag, ",\"dtype\":");
+    detail::appendJsonString(out, std::string(name(entry.op.dtype)));
+    out += detail::concat(",\"numel\":", entry.op.count, ",\"state\":");
     detail::appendJsonString(out, stateName(entry.state));
     out += detail::concat(",\"started_us\":", entry.startedUs,
                           ",\"finished_us\":", entry.finishedUs, ",\"error\":");

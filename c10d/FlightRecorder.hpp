@@ -1,54 +1,45 @@
 #pragma once
 
-// The flight recorder: each process group keeps its last N collectives (sequence number, op,
-// sizes, state, timestamps), and apart from them its last N point-to-point ops, so that a hang or
-// a timeout can be explained after the fact. Every rank writes its buffers as JSON when an op
-// fails, on a signal, or on request, and tools/flight_report.py reads all ranks' dumps and says
-// which ranks are behind, at which op, and who waits on whom.
+// The flight recorder: each process group keeps its last N collectives (the Op, its state and
+// timestamps), and apart from them its last N point-to-point ops, so that a hang or a timeout can
+// be explained after the fact. Every rank writes its buffers as JSON when an op fails, on a
+// signal, or on request, and tools/flight_report.py reads all ranks' dumps and says which ranks
+// are behind, at which op, and who waits on whom.
 //
 // C10D_FLIGHT_RECORDER_SIZE, _DIR and _SIGNAL (c10d/core/Config.hpp) size the ring, place the dumps
 // (c10d_flight_<group>_rank<R>.json, rewritten by each dump) and name the dump signal.
 //
-// States: "queued" (the call entered ProcessGroup), "started" (the backend accepted it and it
-// is in flight), "completed" or "failed" (its Work finished; failed ones keep the error).
+// States: "queued" (the call entered ProcessGroup), "started" (ProcessGroup handed it to its
+// backend), "completed" or "failed" (its Work finished; failed ones keep the error).
+//
+// Every op of a group writes here, so recording takes no lock and allocates nothing: an entry is
+// a slot of plain words indexed by the op's number, published with release stores, its times
+// read from the cheap clock of c10d/core/Ticks.hpp and converted when a dump reads them. Only a
+// failure's message takes a lock.
 //
 // Threading: every method may be called from any thread.
 
-#include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "c10d/CollectiveCheck.hpp"
+#include "c10d/Op.hpp"
 
 namespace c10d::inline v0 {
 
 class FlightRecorder {
  public:
-  enum class State { Queued, Started, Completed, Failed };
+  enum class State : uint8_t { Queued, Started, Completed, Failed };
 
+  // An entry as read: op.seq is the group's collective number (a point-to-point op's: its
+  // number among this rank's point-to-point ops of the group).
   struct Entry {
-    detail::CollectiveFingerprint call;  // call.sequence is the group's collective number
+    Op op;
     State state = State::Queued;
     int64_t queuedUs = 0;  // microseconds since the epoch (system clock, comparable across hosts)
-    int64_t startedUs = 0;
-    int64_t finishedUs = 0;
-    std::string error;
-  };
-
-  // A point-to-point op: its own ring and numbering, since ranks make different ones (a send
-  // here is a receive there) and they must not shift the collectives' sequence numbers.
-  struct PointToPointEntry {
-    uint64_t number = 0;  // this rank's point-to-point ops in the group, from 0
-    const char* op = "";  // "send", "recv", "recv_anysource" (a string literal)
-    int peer = -1;        // -1: any source
-    int tag = 0;
-    ScalarType dtype = ScalarType::Float32;
-    int64_t numel = 0;
-    State state = State::Started;
     int64_t startedUs = 0;
     int64_t finishedUs = 0;
     std::string error;
@@ -60,22 +51,25 @@ class FlightRecorder {
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
-  // The call CollectiveFingerprint::of would describe, written straight into its slot: once the
-  // ring has wrapped, recording allocates nothing.
-  void queued(uint64_t sequence, const char* op, const Tensor* tensor, int64_t tensors,
-              int64_t root, std::optional<ReduceOp> reduceOp);
+  // A collective entered ProcessGroup (state queued), went to its backend (started), its Work
+  // finished (error empty: completed). Calls for an op the ring no longer holds are ignored.
+  // An op's calls come in this order (ProcessGroup issues it, then its Work completes), so each
+  // is a few plain stores.
+  void queued(const Op& op);
   void started(uint64_t sequence);
-  // error empty: completed.
+  void started(const Op& op);  // queued and started at once
   void finished(uint64_t sequence, const std::string& error);
+  void completed(uint64_t sequence);  // finished without an error
 
-  // A point-to-point op the backend accepted; returns its number for pointToPointFinished.
-  uint64_t pointToPointStarted(const char* op, const Tensor& tensor, int peer, int tag);
-  // error empty: completed.
+  // The same for a point-to-point op, in its own ring (ranks make different ones): recorded as
+  // started, as ProcessGroup hands it to its backend.
+  void pointToPointStarted(const Op& op);
   void pointToPointFinished(uint64_t number, const std::string& error);
+  void pointToPointCompleted(uint64_t number);
 
   // The entries still held, oldest first.
   std::vector<Entry> entries() const;
-  std::vector<PointToPointEntry> pointToPointEntries() const;
+  std::vector<Entry> pointToPointEntries() const;
   // {"group", "rank", "size", "reason", "dumped_us", "entries": [{"seq", "op", "call",
   // "state", "queued_us", "started_us", "finished_us", "error"}], "p2p": [{"n", "op", "peer",
   // "tag", "dtype", "numel", "state", "started_us", "finished_us", "error"}]}.
@@ -89,14 +83,19 @@ class FlightRecorder {
   static std::vector<std::string> dumpAll(const std::string& reason);
 
  private:
+  struct Ring;  // a ring of slots, each an op written without a lock (FlightRecorder.cpp)
+  void record(Ring& ring, const Op& op, State state);
+  void advance(Ring& ring, uint64_t number, State to, const std::string* error);
+  std::vector<Entry> read(const Ring& ring) const;
+
   const std::string group_;
   const int rank_;
   const int size_;
-  mutable std::mutex mutex_;
-  std::vector<Entry> ring_;  // slot sequence % capacity
-  uint64_t next_ = 0;        // one past the highest sequence recorded
-  std::vector<PointToPointEntry> p2p_;  // slot number % capacity
-  uint64_t nextP2P_ = 0;
+  std::unique_ptr<Ring> collectives_;
+  std::unique_ptr<Ring> pointToPoint_;
+  // Failures' messages, by (ring, number): rare, so kept apart under a lock.
+  mutable std::mutex errorsMutex_;
+  std::map<std::pair<bool, uint64_t>, std::string> errors_;
 };
 
 }  // namespace c10d::inline v0

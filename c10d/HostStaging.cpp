@@ -8,14 +8,13 @@ namespace c10d::inline v0 {
 
 namespace {
 
-// The caller's Work for a staged op. Waiting on it waits on the inner op first, so a queued
-// inner op still runs on the waiting thread (see QueuedWork) instead of costing a hand-off, and
-// the copy back then runs there too.
+// The caller's Work for a staged op (ProcessGroup binds it to the op). Waiting on it waits on the
+// inner op first, so a queued inner op still runs on the waiting thread (see QueuedWork) instead
+// of costing a hand-off, and the copy back then runs there too.
 class StagedWork : public Work {
  public:
   StagedWork(std::shared_ptr<Work> inner, std::vector<Tensor> outputs)
-      : Work([inner] { return inner->description(); }, inner->timeout(), std::move(outputs)),
-        inner_(std::move(inner)) {}
+      : Work(std::string(), inner->timeout(), std::move(outputs)), inner_(std::move(inner)) {}
 
   void wait(std::chrono::milliseconds timeout) override {
     inner_->wait(timeout);
@@ -37,6 +36,7 @@ class HostStagingBackend::Staging {
   // A host copy of tensor's data (tensor itself when it is already on the host).
   Tensor in(const Tensor& tensor) {
     if (tensor.device().isCPU()) return tensor;
+    staged_ = true;
     Tensor host = Tensor::empty(tensor.sizes(), tensor.dtype());
     copy_(host, tensor);
     return host;
@@ -44,6 +44,7 @@ class HostStagingBackend::Staging {
   // A host buffer whose contents go back to tensor when the op has succeeded.
   Tensor out(const Tensor& tensor) {
     if (tensor.device().isCPU()) return tensor;
+    staged_ = true;
     Tensor host = Tensor::empty(tensor.sizes(), tensor.dtype());
     back_.emplace_back(tensor, host);
     return host;
@@ -62,10 +63,11 @@ class HostStagingBackend::Staging {
   std::vector<Tensor> inOut(const std::vector<Tensor>& tensors) {
     return map(tensors, &Staging::inOut);
   }
+  bool staged() const { return staged_; }
 
   // The caller's Work: completes once inner has and the outputs are back on the device.
   std::shared_ptr<Work> finish(const std::shared_ptr<Work>& inner) {
-    if (back_.empty()) return inner;
+    if (!staged_) return inner;
     std::vector<Tensor> outputs;
     outputs.reserve(back_.size());
     for (const auto& [device, host] : back_) outputs.push_back(device);
@@ -76,7 +78,7 @@ class HostStagingBackend::Staging {
     inner->getFuture()->addCallback(
         [inner, outer, back = std::move(back_), copy = copy_](Future& future) {
           if (future.hasError()) {
-            outer->finishWithError(future.error());
+            outer->finishWithError(detail::copyError(future.error()));
             return;
           }
           try {
@@ -100,6 +102,7 @@ class HostStagingBackend::Staging {
   }
 
   const Copy& copy_;
+  bool staged_ = false;
   std::vector<std::pair<Tensor, Tensor>> back_;  // (device tensor, host buffer)
 };
 
@@ -108,132 +111,68 @@ HostStagingBackend::HostStagingBackend(std::shared_ptr<Backend> inner, Copy copy
       inner_(std::move(inner)),
       copy_(copy ? std::move(copy) : Copy(copyTensor)) {}
 
-std::shared_ptr<Work> HostStagingBackend::broadcast(const Tensor& tensor,
-                                                    const BroadcastOptions& options) {
+std::shared_ptr<Work> HostStagingBackend::start(const Op& op, const OpTensors& tensors) {
   Staging s(copy_);
-  return s.finish(inner_->broadcast(s.inOut(tensor), options));
+  // The op writes its own input where it runs in place.
+  bool inPlace = false;
+  switch (op.type) {
+    case OpType::Broadcast:
+    case OpType::Allreduce:
+    case OpType::AllreduceCoalesced:
+    case OpType::Reduce:
+    case OpType::Recv:
+    case OpType::RecvAnysource:
+      inPlace = true;
+      break;
+    default:
+      break;
+  }
+  Tensor input, output;
+  std::vector<Tensor> inputs, outputs;
+  OpTensors host = tensors;
+  if (tensors.input != nullptr) {
+    input = inPlace ? s.inOut(*tensors.input) : s.in(*tensors.input);
+    host.input = &input;
+  }
+  if (tensors.output != nullptr) {
+    output = s.out(*tensors.output);
+    host.output = &output;
+  }
+  if (tensors.inputs != nullptr) {
+    inputs = inPlace ? s.inOut(*tensors.inputs) : s.in(*tensors.inputs);
+    host.inputs = &inputs;
+  }
+  if (tensors.outputs != nullptr) {
+    outputs = s.out(*tensors.outputs);
+    host.outputs = &outputs;
+  }
+  Op hostOp = op;
+  if (s.staged()) {
+    hostOp.device = DeviceType::CPU;
+    hostOp.flags |= Op::kStaged;
+  }
+  return s.finish(inner_->start(hostOp, host));
 }
 
-std::shared_ptr<Work> HostStagingBackend::allreduce(const Tensor& tensor,
-                                                    const AllreduceOptions& options) {
-  Staging s(copy_);
-  return s.finish(inner_->allreduce(s.inOut(tensor), options));
-}
-
-std::shared_ptr<Work> HostStagingBackend::allreduceCoalesced(const std::vector<Tensor>& tensors,
-                                                             const AllreduceOptions& options) {
-  Staging s(copy_);
-  return s.finish(inner_->allreduceCoalesced(s.inOut(tensors), options));
-}
-
-std::shared_ptr<Work> HostStagingBackend::reduce(const Tensor& tensor,
-                                                 const ReduceOptions& options) {
-  Staging s(copy_);
-  return s.finish(inner_->reduce(s.inOut(tensor), options));
-}
-
-std::shared_ptr<Work> HostStagingBackend::allgather(const std::vector<Tensor>& outputs,
-                                                    const Tensor& input,
-                                                    const AllgatherOptions& options) {
-  Staging s(copy_);
-  Tensor hostInput = s.in(input);
-  return s.finish(inner_->allgather(s.out(outputs), hostInput, options));
-}
-
-std::shared_ptr<Work> HostStagingBackend::allgatherIntoTensor(const Tensor& output,
-                                                              const Tensor& input,
-                                                              const AllgatherOptions& options) {
-  Staging s(copy_);
-  Tensor hostInput = s.in(input);
-  return s.finish(inner_->allgatherIntoTensor(s.out(output), hostInput, options));
-}
-
-std::shared_ptr<Work> HostStagingBackend::gather(const std::vector<Tensor>& outputs,
-                                                 const Tensor& input,
-                                                 const GatherOptions& options) {
-  Staging s(copy_);
-  Tensor hostInput = s.in(input);
-  return s.finish(inner_->gather(s.out(outputs), hostInput, options));
-}
-
-std::shared_ptr<Work> HostStagingBackend::scatter(const Tensor& output,
-                                                  const std::vector<Tensor>& inputs,
-                                                  const ScatterOptions& options) {
-  Staging s(copy_);
-  std::vector<Tensor> hostInputs = s.in(inputs);
-  return s.finish(inner_->scatter(s.out(output), hostInputs, options));
-}
-
-std::shared_ptr<Work> HostStagingBackend::reduceScatter(const Tensor& output,
-                                                        const std::vector<Tensor>& inputs,
-                                                        const ReduceScatterOptions& options) {
-  Staging s(copy_);
-  std::vector<Tensor> hostInputs = s.in(inputs);
-  return s.finish(inner_->reduceScatter(s.out(output), hostInputs, options));
-}
-
-std::shared_ptr<Work> HostStagingBackend::reduceScatterTensor(const Tensor& output,
-                                                              const Tensor& input,
-                                                              const ReduceScatterOptions& options) {
-  Staging s(copy_);
-  Tensor hostInput = s.in(input);
-  return s.finish(inner_->reduceScatterTensor(s.out(output), hostInput, options));
-}
-
-std::shared_ptr<Work> HostStagingBackend::alltoall(const std::vector<Tensor>& outputs,
-                                                   const std::vector<Tensor>& inputs,
-                                                   const AllToAllOptions& options) {
-  Staging s(copy_);
-  std::vector<Tensor> hostInputs = s.in(inputs);
-  return s.finish(inner_->alltoall(s.out(outputs), hostInputs, options));
-}
-
-std::shared_ptr<Work> HostStagingBackend::alltoallBase(const Tensor& output, const Tensor& input,
-                                                       const std::vector<int64_t>& outputSplitSizes,
-                                                       const std::vector<int64_t>& inputSplitSizes,
-                                                       const AllToAllOptions& options) {
-  Staging s(copy_);
-  Tensor hostInput = s.in(input);
-  return s.finish(
-      inner_->alltoallBase(s.out(output), hostInput, outputSplitSizes, inputSplitSizes, options));
-}
-
-std::shared_ptr<Work> HostStagingBackend::barrier(const BarrierOptions& options) {
-  return inner_->barrier(options);
-}
-
-std::shared_ptr<Work> HostStagingBackend::send(const Tensor& tensor, int dstRank, int tag,
-                                               std::chrono::milliseconds timeout) {
-  Staging s(copy_);
-  return s.finish(inner_->send(s.in(tensor), dstRank, tag, timeout));
-}
-
-std::shared_ptr<Work> HostStagingBackend::recv(const Tensor& tensor, int srcRank, int tag,
-                                               std::chrono::milliseconds timeout) {
-  Staging s(copy_);
-  return s.finish(inner_->recv(s.out(tensor), srcRank, tag, timeout));
-}
-
-std::shared_ptr<Work> HostStagingBackend::recvAnysource(const Tensor& tensor, int tag,
-                                                        std::chrono::milliseconds timeout) {
-  Staging s(copy_);
-  return s.finish(inner_->recvAnysource(s.out(tensor), tag, timeout));
-}
-
-std::vector<std::shared_ptr<Work>> HostStagingBackend::batchIsendIrecv(
-    const std::vector<P2POp>& ops, std::chrono::milliseconds timeout) {
+std::vector<std::shared_ptr<Work>> HostStagingBackend::startBatch(const std::vector<Op>& ops,
+                                                                  const std::vector<P2POp>& p2p) {
   // One Staging per op, so each op's Work completes with its own copy back.
   std::vector<Staging> stagings;
-  stagings.reserve(ops.size());
-  std::vector<P2POp> hostOps;
-  hostOps.reserve(ops.size());
-  for (const P2POp& op : ops) {
+  stagings.reserve(p2p.size());
+  std::vector<P2POp> hostP2p;
+  hostP2p.reserve(p2p.size());
+  std::vector<Op> hostOps = ops;
+  for (size_t i = 0; i < p2p.size(); ++i) {
     Staging& s = stagings.emplace_back(copy_);
-    P2POp hostOp = op;
-    hostOp.tensor = op.kind == P2POp::Send ? s.in(op.tensor) : s.out(op.tensor);
-    hostOps.push_back(std::move(hostOp));
+    P2POp hostOp = p2p[i];
+    hostOp.tensor = p2p[i].kind == P2POp::Send ? s.in(p2p[i].tensor) : s.out(p2p[i].tensor);
+    hostP2p.push_back(std::move(hostOp));
+    if (s.staged() && i < hostOps.size()) {
+      hostOps[i].device = DeviceType::CPU;
+      hostOps[i].flags |= Op::kStaged;
+    }
   }
-  std::vector<std::shared_ptr<Work>> works = inner_->batchIsendIrecv(hostOps, timeout);
+  std::vector<std::shared_ptr<Work>> works = inner_->startBatch(hostOps, hostP2p);
   for (size_t i = 0; i < works.size(); ++i) works[i] = stagings[i].finish(works[i]);
   return works;
 }

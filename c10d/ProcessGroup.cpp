@@ -11,6 +11,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "c10d/CollectiveCheck.hpp"
+#include "c10d/GroupTrace.hpp"
 #include "c10d/HostStaging.hpp"
 #include "c10d/ProcessGroupChecks.hpp"
 #include "c10d/ProcessGroupInstrumentation.hpp"
@@ -33,18 +35,6 @@ void warnAboutUnknownVariablesOnce() {
     return true;
   }();
   (void)warned;
-}
-
-// One ErrorContext per (group, rank) a process ever creates, never freed: Works point at it and
-// may outlive their group. Groups are few; the set stays small.
-const ErrorContext* internErrorContext(const std::string& group, int rank) {
-  static std::mutex mutex;
-  static std::map<std::pair<std::string, int>, std::unique_ptr<const ErrorContext>> interned;
-  std::lock_guard<std::mutex> guard(mutex);
-  auto& slot = interned[{group, rank}];
-  if (!slot)
-    slot = std::make_unique<const ErrorContext>(ErrorContext{.group = group, .rank = rank});
-  return slot.get();
 }
 
 std::string trim(const std::string& text) {
@@ -111,7 +101,11 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
   const config::Settings settings(options_.config);
   settings.checkAll();
   warnAboutUnknownVariablesOnce();
-  errorContext_ = internErrorContext(options_.groupName, rank_);
+  const DebugLevel debug = debugLevel(settings);
+  detail_ = debug == DebugLevel::Detail;
+  trace_ = std::make_shared<detail::GroupTrace>(
+      options_.groupName, rank_, size_, debug,
+      static_cast<size_t>(settings.integer("C10D_FLIGHT_RECORDER_SIZE")));
   globalRanks_.resize(size_);
   std::iota(globalRanks_.begin(), globalRanks_.end(), 0);
   // One backend object per distinct name, shared by the device types it serves.
@@ -127,7 +121,8 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
                              options_.groupName,
                              parentPart == fromParent.end() ? nullptr : parentPart->second,
                              settings,
-                             options_.localRank};
+                             options_.localRank,
+                             trace_};
       backend = createBackend(name, context);
     }
     backends_[device] = backend;
@@ -135,21 +130,17 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
     routes_[device] = backend->handlesDevice(device) || !backend->handlesDevice(DeviceType::CPU)
                           ? backend
                           : std::make_shared<HostStagingBackend>(backend);
+    routed_[static_cast<size_t>(device)] = routes_[device].get();
   }
   C10D_LOG(Info, "process group '", options_.groupName, "' rank ", rank_, " of ", size_,
            " backends ", options_.backend);
-  debug_ = debugLevel(settings);
-  if (debug_ != DebugLevel::Off) {
+  if (debug != DebugLevel::Off) {
     logLine(LogLevel::Info,
             detail::concat("process group '", options_.groupName, "': rank ", rank_, " of ", size_,
                            ", backend '", options_.backend, "', timeout ", options_.timeout.count(),
-                           " ms, C10D_DEBUG=", debug_ == DebugLevel::Detail ? "DETAIL" : "INFO"));
+                           " ms, C10D_DEBUG=", detail_ ? "DETAIL" : "INFO"));
   }
-  if (auto capacity = static_cast<size_t>(settings.integer("C10D_FLIGHT_RECORDER_SIZE"));
-      capacity > 0) {
-    recorder_ = std::make_shared<FlightRecorder>(options_.groupName, rank_, size_, capacity);
-  }
-  if (debug_ == DebugLevel::Detail && !options_.storeIsShared &&
+  if (detail_ && !options_.storeIsShared &&
       backends_.count(DeviceType::CPU) == 0) {
     C10D_THROW(InvalidArgument, "C10D_DEBUG=DETAIL checks collectives over the group's store, ",
                "or without a shared store over its CPU backend, and group '", options_.groupName,
@@ -161,7 +152,8 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
 ProcessGroup::ProcessGroup(NonMember, std::string groupName) : rank_(-1), size_(0), member_(false) {
   options_.groupName = std::move(groupName);
   options_.backend.clear();
-  errorContext_ = internErrorContext(options_.groupName, -1);  // its errors name the group too
+  // Its errors name the group too.
+  trace_ = std::make_shared<detail::GroupTrace>(options_.groupName, -1, 0, DebugLevel::Off, 0);
 }
 
 ProcessGroup::~ProcessGroup() {
@@ -225,10 +217,9 @@ std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& tensor,
   return withErrorContext("broadcast", -1, [&] {
     Backend& backend = route(tensor, "broadcast");
     checkRank(options.rootRank, "root", "broadcast");
-    BroadcastOptions resolved = options;
-    resolved.timeout = resolve(options.timeout, "broadcast");
-    return checked("broadcast", &tensor, 1, options.rootRank, std::nullopt, resolved.timeout,
-                   [&] { return backend.broadcast(tensor, resolved); });
+    Op op = Op::on(OpType::Broadcast, tensor, resolve(options.timeout, "broadcast"));
+    op.root = options.rootRank;
+    return issue(backend, op, {.input = &tensor}, tensor.nbytes());
   });
 }
 
@@ -237,10 +228,9 @@ std::shared_ptr<Work> ProcessGroup::allreduce(const Tensor& tensor,
   return withErrorContext("allreduce", -1, [&] {
     Backend& backend = route(tensor, "allreduce");
     checkReduceOp(options.reduceOp, tensor.dtype(), "allreduce");
-    AllreduceOptions resolved = options;
-    resolved.timeout = resolve(options.timeout, "allreduce");
-    return checked("allreduce", &tensor, 1, -1, options.reduceOp, resolved.timeout,
-                   [&] { return backend.allreduce(tensor, resolved); });
+    Op op = Op::on(OpType::Allreduce, tensor, resolve(options.timeout, "allreduce"));
+    op.reduceOp = options.reduceOp;
+    return issue(backend, op, {.input = &tensor}, tensor.nbytes());
   });
 }
 
@@ -249,17 +239,22 @@ std::shared_ptr<Work> ProcessGroup::allreduceCoalesced(const std::vector<Tensor>
   return withErrorContext("allreduce_coalesced", -1, [&] {
     C10D_CHECK(!tensors.empty(), InvalidArgument, "allreduce_coalesced: no tensors");
     Backend& backend = route(tensors[0], "allreduce_coalesced");
+    int64_t count = 0;
+    uint64_t bytes = 0;
     for (size_t i = 0; i < tensors.size(); ++i) {
       detail::checkTensor(tensors[i], "allreduce_coalesced", "a");
       detail::checkSameKind(tensors[0], tensors[i], "allreduce_coalesced",
                             "tensor " + std::to_string(i));
+      count += tensors[i].numel();
+      bytes += tensors[i].nbytes();
     }
     checkReduceOp(options.reduceOp, tensors[0].dtype(), "allreduce_coalesced");
-    AllreduceOptions resolved = options;
-    resolved.timeout = resolve(options.timeout, "allreduce_coalesced");
-    return checked("allreduce_coalesced", &tensors[0], static_cast<int64_t>(tensors.size()), -1,
-                   options.reduceOp, resolved.timeout,
-                   [&] { return backend.allreduceCoalesced(tensors, resolved); });
+    Op op = Op::on(OpType::AllreduceCoalesced, tensors[0],
+                 resolve(options.timeout, "allreduce_coalesced"));
+    op.count = count;
+    op.tensors = static_cast<int32_t>(tensors.size());
+    op.reduceOp = options.reduceOp;
+    return issue(backend, op, {.inputs = &tensors}, bytes);
   });
 }
 
@@ -268,10 +263,10 @@ std::shared_ptr<Work> ProcessGroup::reduce(const Tensor& tensor, const ReduceOpt
     Backend& backend = route(tensor, "reduce");
     checkRank(options.rootRank, "root", "reduce");
     checkReduceOp(options.reduceOp, tensor.dtype(), "reduce");
-    ReduceOptions resolved = options;
-    resolved.timeout = resolve(options.timeout, "reduce");
-    return checked("reduce", &tensor, 1, options.rootRank, options.reduceOp, resolved.timeout,
-                   [&] { return backend.reduce(tensor, resolved); });
+    Op op = Op::on(OpType::Reduce, tensor, resolve(options.timeout, "reduce"));
+    op.root = options.rootRank;
+    op.reduceOp = options.reduceOp;
+    return issue(backend, op, {.input = &tensor}, tensor.nbytes());
   });
 }
 
@@ -285,10 +280,8 @@ std::shared_ptr<Work> ProcessGroup::allgather(const std::vector<Tensor>& outputs
       detail::checkTensor(outputs[r], "allgather", "output");
       detail::checkSameShape(input, outputs[r], "allgather", "output " + std::to_string(r));
     }
-    AllgatherOptions resolved = options;
-    resolved.timeout = resolve(options.timeout, "allgather");
-    return checked("allgather", &input, 1, -1, std::nullopt, resolved.timeout,
-                   [&] { return backend.allgather(outputs, input, resolved); });
+    Op op = Op::on(OpType::Allgather, input, resolve(options.timeout, "allgather"));
+    return issue(backend, op, {.input = &input, .outputs = &outputs}, input.nbytes() * size_);
   });
 }
 
@@ -301,10 +294,9 @@ std::shared_ptr<Work> ProcessGroup::allgatherIntoTensor(const Tensor& output, co
     C10D_CHECK(output.numel() == input.numel() * size_, InvalidArgument,
                "allgather_into_tensor: output ", output.describe(), " must have size() * ",
                input.numel(), " = ", input.numel() * size_, " elements");
-    AllgatherOptions resolved = options;
-    resolved.timeout = resolve(options.timeout, "allgather_into_tensor");
-    return checked("allgather_into_tensor", &input, 1, -1, std::nullopt, resolved.timeout,
-                   [&] { return backend.allgatherIntoTensor(output, input, resolved); });
+    Op op = Op::on(OpType::AllgatherIntoTensor, input,
+                 resolve(options.timeout, "allgather_into_tensor"));
+    return issue(backend, op, {.input = &input, .output = &output}, input.nbytes() * size_);
   });
 }
 
@@ -314,10 +306,9 @@ std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Tensor>& outputs, c
     Backend& backend = route(input, "gather");
     checkRank(options.rootRank, "root", "gather");
     detail::checkRootList(outputs, input, rank_, options.rootRank, size_, "gather", "output");
-    GatherOptions resolved = options;
-    resolved.timeout = resolve(options.timeout, "gather");
-    return checked("gather", &input, 1, options.rootRank, std::nullopt, resolved.timeout,
-                   [&] { return backend.gather(outputs, input, resolved); });
+    Op op = Op::on(OpType::Gather, input, resolve(options.timeout, "gather"));
+    op.root = options.rootRank;
+    return issue(backend, op, {.input = &input, .outputs = &outputs}, input.nbytes() * size_);
   });
 }
 
@@ -327,10 +318,9 @@ std::shared_ptr<Work> ProcessGroup::scatter(const Tensor& output, const std::vec
     Backend& backend = route(output, "scatter");
     checkRank(options.rootRank, "root", "scatter");
     detail::checkRootList(inputs, output, rank_, options.rootRank, size_, "scatter", "input");
-    ScatterOptions resolved = options;
-    resolved.timeout = resolve(options.timeout, "scatter");
-    return checked("scatter", &output, 1, options.rootRank, std::nullopt, resolved.timeout,
-                   [&] { return backend.scatter(output, inputs, resolved); });
+    Op op = Op::on(OpType::Scatter, output, resolve(options.timeout, "scatter"));
+    op.root = options.rootRank;
+    return issue(backend, op, {.output = &output, .inputs = &inputs}, output.nbytes() * size_);
   });
 }
 
@@ -345,10 +335,9 @@ std::shared_ptr<Work> ProcessGroup::reduceScatter(const Tensor& output,
       detail::checkSameShape(output, inputs[r], "reduce_scatter", "input " + std::to_string(r));
     }
     checkReduceOp(options.reduceOp, output.dtype(), "reduce_scatter");
-    ReduceScatterOptions resolved = options;
-    resolved.timeout = resolve(options.timeout, "reduce_scatter");
-    return checked("reduce_scatter", &output, 1, -1, options.reduceOp, resolved.timeout,
-                   [&] { return backend.reduceScatter(output, inputs, resolved); });
+    Op op = Op::on(OpType::ReduceScatter, output, resolve(options.timeout, "reduce_scatter"));
+    op.reduceOp = options.reduceOp;
+    return issue(backend, op, {.output = &output, .inputs = &inputs}, output.nbytes() * size_);
   });
 }
 
@@ -362,10 +351,10 @@ std::shared_ptr<Work> ProcessGroup::reduceScatterTensor(const Tensor& output, co
                "reduce_scatter_tensor: input ", input.describe(), " must have size() * ",
                output.numel(), " = ", output.numel() * size_, " elements");
     checkReduceOp(options.reduceOp, output.dtype(), "reduce_scatter_tensor");
-    ReduceScatterOptions resolved = options;
-    resolved.timeout = resolve(options.timeout, "reduce_scatter_tensor");
-    return checked("reduce_scatter_tensor", &output, 1, -1, options.reduceOp, resolved.timeout,
-                   [&] { return backend.reduceScatterTensor(output, input, resolved); });
+    Op op = Op::on(OpType::ReduceScatterTensor, output,
+                 resolve(options.timeout, "reduce_scatter_tensor"));
+    op.reduceOp = options.reduceOp;
+    return issue(backend, op, {.input = &input, .output = &output}, output.nbytes() * size_);
   });
 }
 
@@ -376,16 +365,18 @@ std::shared_ptr<Work> ProcessGroup::alltoall(const std::vector<Tensor>& outputs,
     detail::checkList(inputs, size_, "alltoall", "input");
     detail::checkList(outputs, size_, "alltoall", "output");
     Backend& backend = route(inputs[0], "alltoall");
+    uint64_t bytes = 0;
     for (int r = 0; r < size_; ++r) {
       detail::checkTensor(inputs[r], "alltoall", "input");
       detail::checkTensor(outputs[r], "alltoall", "output");
       detail::checkSameKind(inputs[0], inputs[r], "alltoall", "input " + std::to_string(r));
       detail::checkSameKind(inputs[0], outputs[r], "alltoall", "output " + std::to_string(r));
+      bytes += inputs[r].nbytes();
     }
-    AllToAllOptions resolved = options;
-    resolved.timeout = resolve(options.timeout, "alltoall");
-    return checked("alltoall", &inputs[0], static_cast<int64_t>(inputs.size()), -1, std::nullopt,
-                   resolved.timeout, [&] { return backend.alltoall(outputs, inputs, resolved); });
+    Op op = Op::on(OpType::Alltoall, inputs[0], resolve(options.timeout, "alltoall"));
+    op.count = 0;  // each rank's lists may hold any sizes
+    op.tensors = static_cast<int32_t>(inputs.size());
+    return issue(backend, op, {.inputs = &inputs, .outputs = &outputs}, bytes);
   });
 }
 
@@ -398,21 +389,27 @@ std::shared_ptr<Work> ProcessGroup::alltoallBase(const Tensor& output, const Ten
     detail::checkTensor(output, "alltoall_base", "output");
     detail::checkSameKind(input, output, "alltoall_base", "output");
     detail::checkAlltoallSplits(output, input, outputSplitSizes, inputSplitSizes, rank_, size_);
-    AllToAllOptions resolved = options;
-    resolved.timeout = resolve(options.timeout, "alltoall_base");
-    return checked("alltoall_base", &input, 1, -1, std::nullopt, resolved.timeout, [&] {
-      return backend.alltoallBase(output, input, outputSplitSizes, inputSplitSizes, resolved);
-    });
+    Op op = Op::on(OpType::AlltoallBase, input, resolve(options.timeout, "alltoall_base"));
+    const bool equal = outputSplitSizes.empty() && inputSplitSizes.empty();
+    if (!equal) op.count = 0;  // uneven splits: ranks' counts differ
+    return issue(backend, op,
+                 {.input = &input,
+                  .output = &output,
+                  .inputSplits = &inputSplitSizes,
+                  .outputSplits = &outputSplitSizes},
+                 input.nbytes());
   });
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& options) {
   return withErrorContext("barrier", -1, [&] {
     checkUsable("barrier");
-    BarrierOptions resolved = options;
-    resolved.timeout = resolve(options.timeout, "barrier");
-    return checked("barrier", nullptr, 0, -1, std::nullopt, resolved.timeout,
-                   [&] { return backend(DeviceType::CPU)->barrier(resolved); });
+    Backend* cpu = routed_[static_cast<size_t>(DeviceType::CPU)];
+    if (cpu == nullptr) backend(DeviceType::CPU);  // throws, naming the spec
+    Op op;
+    op.type = OpType::Barrier;
+    op.timeout = resolve(options.timeout, "barrier");
+    return issue(*cpu, op, {}, 0);
   });
 }
 
@@ -424,9 +421,10 @@ std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dstRank,
     checkRank(dstRank, "destination", "send");
     C10D_CHECK(tag >= 0, InvalidArgument, "send: tag must be >= 0, got ", tag);
     C10D_CHECK(dstRank != rank_, InvalidArgument, "send: rank ", rank_, " cannot send to itself");
-    return instrumentPointToPoint(
-        backend.send(tensor, dstRank, tag, resolve(options.timeout, "send")), "send", tensor,
-        dstRank, tag);
+    Op op = Op::on(OpType::Send, tensor, resolve(options.timeout, "send"));
+    op.peer = dstRank;
+    op.tag = tag;
+    return issue(backend, op, {.input = &tensor}, tensor.nbytes());
   });
 }
 
@@ -439,9 +437,10 @@ std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int srcRank,
     C10D_CHECK(tag >= 0, InvalidArgument, "recv: tag must be >= 0, got ", tag);
     C10D_CHECK(srcRank != rank_, InvalidArgument, "recv: rank ", rank_,
                " cannot receive from itself");
-    return instrumentPointToPoint(
-        backend.recv(tensor, srcRank, tag, resolve(options.timeout, "recv")), "recv", tensor,
-        srcRank, tag);
+    Op op = Op::on(OpType::Recv, tensor, resolve(options.timeout, "recv"));
+    op.peer = srcRank;
+    op.tag = tag;
+    return issue(backend, op, {.input = &tensor}, tensor.nbytes());
   });
 }
 
@@ -453,9 +452,9 @@ std::shared_ptr<Work> ProcessGroup::recvAnysource(const Tensor& tensor,
     C10D_CHECK(tag >= 0, InvalidArgument, "recv_anysource: tag must be >= 0, got ", tag);
     C10D_CHECK(size_ > 1, InvalidArgument, "recv_anysource ", tensor.describe(), " tag ", tag,
                " (group '", options_.groupName, "'): a group of one has nobody to receive from");
-    return instrumentPointToPoint(
-        backend.recvAnysource(tensor, tag, resolve(options.timeout, "recv_anysource")),
-        "recv_anysource", tensor, -1, tag);
+    Op op = Op::on(OpType::RecvAnysource, tensor, resolve(options.timeout, "recv_anysource"));
+    op.tag = tag;
+    return issue(backend, op, {.input = &tensor}, tensor.nbytes());
   });
 }
 
@@ -473,11 +472,35 @@ std::vector<std::shared_ptr<Work>> ProcessGroup::batchIsendIrecv(const std::vect
       C10D_CHECK(op.peer != rank_, InvalidArgument, "batch_isend_irecv: rank ", rank_,
                  op.kind == P2POp::Send ? " cannot send to itself" : " cannot receive from itself");
     }
-    std::vector<std::shared_ptr<Work>> works =
-        backend.batchIsendIrecv(ops, resolve(options.timeout, "batch_isend_irecv"));
+    const std::chrono::milliseconds timeout = resolve(options.timeout, "batch_isend_irecv");
+    std::vector<Op> described;
+    described.reserve(ops.size());
+    for (const P2POp& p2p : ops) {
+      Op op = Op::on(p2p.kind == P2POp::Send ? OpType::Send : OpType::Recv, p2p.tensor, timeout);
+      op.peer = p2p.peer;
+      op.tag = p2p.tag;
+      op.seq = pointToPoint_.fetch_add(1, std::memory_order_relaxed);
+      described.push_back(op);
+    }
+    for (const Op& op : described) trace_->issued(op, true);
+    std::vector<std::shared_ptr<Work>> works;
+    try {
+      works = backend.startBatch(described, ops);
+    } catch (const std::exception& e) {
+      for (const Op& op : described) trace_->failedBeforeStart(op, e.what());
+      throw;
+    }
     for (size_t i = 0; i < works.size() && i < ops.size(); ++i) {
-      instrumentPointToPoint(works[i], ops[i].kind == P2POp::Send ? "send" : "recv", ops[i].tensor,
-                             ops[i].peer, ops[i].tag);
+      countTraffic(described[i].type, ops[i].tensor.nbytes());
+      if (i == 0 || works[i] != works[i - 1]) {
+        works[i]->bind(described[i], trace_);
+        continue;
+      }
+      // One Work for several ops (a backend that fuses the batch): the later ones are recorded
+      // as it completes.
+      works[i]->getFuture()->addCompletionHook(
+          [trace = trace_, op = described[i], start = std::chrono::steady_clock::now()](
+              Future& done) { trace->finished(op, done.error(), start); });
     }
     return works;
   });

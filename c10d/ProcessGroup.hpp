@@ -12,14 +12,14 @@
 #include <vector>
 
 #include "c10d/Backend.hpp"
-#include "c10d/CollectiveCheck.hpp"
-#include "c10d/FlightRecorder.hpp"
+#include "c10d/Op.hpp"
 #include "c10d/Options.hpp"
 #include "c10d/Work.hpp"
 
 namespace c10d::inline v0 {
 
 class Store;
+class FlightRecorder;
 
 // Which backend serves which device type: "gloo" (every device), or "cpu:gloo,cuda:nccl".
 // Throws InvalidArgument on an unknown device type or a malformed spec.
@@ -101,7 +101,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // The group's flight recorder (c10d/FlightRecorder.hpp), null when C10D_FLIGHT_RECORDER_SIZE
   // is 0. dumpFlightRecorder writes its file now and returns the path; it throws
   // InvalidArgument when the recorder is off and Error when the file cannot be written.
-  const FlightRecorder* flightRecorder() const { return recorder_.get(); }
+  const FlightRecorder* flightRecorder() const;
   std::string dumpFlightRecorder(const std::string& reason = "on request") const;
   // Each operation this rank issued on this group (counted once the backend took it), in name
   // order; resetTraffic() starts the counts again (e.g. after warm-up steps).
@@ -210,31 +210,27 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
       const std::string& prefix, const std::vector<uint8_t>& mine,
       std::chrono::milliseconds timeout,
       const std::function<std::string(const std::string& absent)>& describeAbsent);
-  // C10D_DEBUG=DETAIL: every rank's fingerprint of the collective at sequence, through the job's
+  // C10D_DEBUG=DETAIL: every rank's call (detail::encodeCall) of collective op, through the job's
   // store (so any backend works, a program's own included), or without a shared store through
   // the CPU backend's allgather. Throws TimeoutError naming the ranks that did not make it.
-  std::vector<Tensor> gatherFingerprints(uint64_t sequence, const Tensor& mine,
-                                         std::chrono::milliseconds timeout);
+  std::vector<Tensor> gatherCalls(const Op& op);
 
   // The op's timeout: the group's for kDefaultTimeout; anything not positive is refused, naming op.
   std::chrono::milliseconds resolve(std::chrono::milliseconds timeout, const char* op) const;
-  // Runs issue() (which starts the collective) under C10D_DEBUG and the flight recorder: at
-  // DETAIL after checking that every rank makes the same call, at INFO and DETAIL logging its
-  // duration when it completes; the recorder notes it queued, started and finished, and dumps
-  // when it fails.
-  template <typename Issue>
-  std::shared_ptr<Work> checked(const char* op, const Tensor* tensor, int64_t tensors, int64_t root,
-                                std::optional<ReduceOp> reduceOp, std::chrono::milliseconds timeout,
-                                Issue&& issue);
+  // The one way an op reaches a backend, once its public method validated the call and filled op
+  // (all but its number): numbers it (the group's sequence for collectives, this rank's
+  // point-to-point count otherwise), records it, at C10D_DEBUG=DETAIL checks that every rank
+  // makes the same call, starts it on backend and counts bytes of traffic for it.
+  std::shared_ptr<Work> issue(Backend& backend, Op& op, const OpTensors& tensors, uint64_t bytes);
+  // The DETAIL check of collective op, before it starts: InvalidArgument when the ranks' calls
+  // differ; a failed Work for op when the check itself failed (a rank that never made it).
+  std::shared_ptr<Work> checkEveryRankMakes(const Op& op);
   // Runs body, the whole of public operation op: an Error it throws (bad input, a shut-down
   // group, a backend's refusal) leaves with op, this group, this rank and peer (-1: none) in its
   // context().
   template <typename Body>
   auto withErrorContext(const char* op, int peer, Body&& body) -> decltype(body());
-  // A point-to-point op's Work: its error carries op, this group, this rank and peer; the flight
-  // recorder keeps it among the group's point-to-point ops; C10D_DEBUG logs its duration.
-  std::shared_ptr<Work> instrumentPointToPoint(std::shared_ptr<Work> work, const char* op,
-                                               const Tensor& tensor, int peer, int tag);
+  // The backend for tensor's device (a cached pointer), after checkUsable(op).
   Backend& route(const Tensor& tensor, const char* op) const;
   void checkUsable(const char* op) const;
   void checkRank(int rank, const char* what, const char* op) const;
@@ -256,23 +252,23 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::vector<std::weak_ptr<ProcessGroup>> subgroups_;
   std::vector<int> globalRanks_;
   std::map<DeviceType, std::shared_ptr<Backend>> backends_;
-  // What ops on each device type go to: the backend, or a HostStagingBackend over it.
+  // What ops on each device type go to: the backend, or a HostStagingBackend over it; and the
+  // same as plain pointers by DeviceType, which every op reads.
   std::map<DeviceType, std::shared_ptr<Backend>> routes_;
+  std::array<Backend*, 2> routed_{};
   // Threads may create subgroups (each call is collective, so the order is the program's).
   std::atomic<uint64_t> subgroupCounter_{0};
-  DebugLevel debug_ = DebugLevel::Off;
-  // This group's name and this rank, interned for the life of the process: every Work points at
-  // it without a reference count (an atomic per op cost small ops measurably).
-  const ErrorContext* errorContext_ = nullptr;
-  std::atomic<uint64_t> collectives_{0};      // collectives issued: C10D_DEBUG's and the recorder's
-  std::shared_ptr<FlightRecorder> recorder_;  // null when C10D_FLIGHT_RECORDER_SIZE=0
-  // Every op pays for the count: a slot per op name (detail::trafficSlot), relaxed atomics.
-  static constexpr size_t kTrafficSlots = 17;
-  // Counts one call of op on these tensors: their bytes, or for the gathering and scattering
-  // ops (one part of the op's buffer each) the part times the group size.
-  void countTraffic(const char* op, const Tensor* tensor, int64_t tensors);
-  std::array<std::atomic<uint64_t>, kTrafficSlots> trafficCalls_{};
-  std::array<std::atomic<uint64_t>, kTrafficSlots> trafficBytes_{};
+  // The group's identity, flight recorder and C10D_DEBUG level, shared with every Work.
+  std::shared_ptr<detail::GroupTrace> trace_;
+  bool detail_ = false;  // C10D_DEBUG=DETAIL
+  // The numbers of the next collective (the group's sequence, the same on every rank) and of
+  // this rank's next point-to-point op.
+  std::atomic<uint64_t> collectives_{0};
+  std::atomic<uint64_t> pointToPoint_{0};
+  // Every op pays for the count: a slot per op type, relaxed atomics.
+  void countTraffic(OpType type, uint64_t bytes);
+  std::array<std::atomic<uint64_t>, kOpTypes> trafficCalls_{};
+  std::array<std::atomic<uint64_t>, kOpTypes> trafficBytes_{};
 };
 
 }  // namespace c10d::inline v0

@@ -142,10 +142,10 @@ std::chrono::milliseconds ProcessGroup::resolve(std::chrono::milliseconds timeou
 Backend& ProcessGroup::route(const Tensor& tensor, const char* op) const {
   checkUsable(op);
   detail::checkTensor(tensor, op, "the");
-  DeviceType device = tensor.device().type;
-  auto it = routes_.find(device);
-  if (it == routes_.end()) backend(device);  // throws, naming the spec
-  return *it->second;
+  const auto device = static_cast<size_t>(tensor.device().type);
+  Backend* routed = device < routed_.size() ? routed_[device] : nullptr;
+  if (routed == nullptr) backend(tensor.device().type);  // throws, naming the spec
+  return *routed;
 }
 
 }  // namespace c10d::inline v0

@@ -1,155 +1,134 @@
-// The parts of ProcessGroup's instrumentation that are not templates: the error context of a
-// point-to-point op's Work, C10D_DEBUG=DETAIL's gathering of every rank's fingerprint of a
-// collective, and the flight recorder's dump on request. The templates that wrap each operation
-// (withErrorContext, checked) are in c10d/ProcessGroupInstrumentation.hpp.
+// ProcessGroup::issue, the one path from a public operation to its backend: numbering, the
+// flight recorder, C10D_DEBUG=DETAIL's check that every rank makes the same call, the op's
+// traffic; and the recorder's dump on request. withErrorContext is in
+// c10d/ProcessGroupInstrumentation.hpp.
 
 #include "c10d/ProcessGroupInstrumentation.hpp"
 
+#include <algorithm>
 #include <cstring>
-#include <iterator>
 
+#include "c10d/CollectiveCheck.hpp"
+#include "c10d/FlightRecorder.hpp"
 #include "c10d/core/Exception.hpp"
 #include "store/Store.hpp"
 
 namespace c10d::inline v0 {
 
-namespace detail {
-
-std::string errorText(const Future& done) {
-  std::exception_ptr failure = done.error();
-  if (!failure) return "";
-  try {
-    std::rethrow_exception(failure);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
+std::shared_ptr<Work> ProcessGroup::issue(Backend& backend, Op& op, const OpTensors& tensors,
+                                          uint64_t bytes) {
+  const bool collective = op.traits().collective;
+  op.seq = (collective ? collectives_ : pointToPoint_).fetch_add(1, std::memory_order_relaxed);
+  // Recorded as started before the backend can complete it: the recorder's states only move on.
+  const bool checked = collective && detail_;
+  trace_->issued(op, !checked);
+  if (checked) {
+    if (std::shared_ptr<Work> failed = checkEveryRankMakes(op)) return failed;
+    trace_->accepted(op);
   }
-}
-
-void dumpAfterFailure(const FlightRecorder& recorder, const std::string& what,
-                      const std::string& error) {
-  if (error.empty()) return;
+  std::shared_ptr<Work> work;
   try {
-    recorder.dump(concat(what, " failed: ", error));
+    work = backend.start(op, tensors);
   } catch (const std::exception& e) {
-    C10D_LOG(Warning, e.what());
+    // A call that fails before its Work exists is recorded too.
+    trace_->failedBeforeStart(op, e.what());
+    throw;
   }
+  // A program's backend made a Work that knows nothing of the op yet.
+  work->bind(op, trace_);
+  countTraffic(op.type, bytes);
+  return work;
 }
-
-void logCompletion(const std::string& prefix, std::chrono::steady_clock::time_point start,
-                   const std::string& error) {
-  if (prefix.empty()) return;
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
-                                                                  start)
-                .count();
-  logLine(LogLevel::Info,
-          concat(prefix, error.empty() ? " completed" : " failed", " in ", us / 1000.0, " ms"));
-}
-
-}  // namespace detail
 
 namespace {
 
-// The ops a group counts, each with whether checked() hands it one part of the op's buffer (a
-// rank's input or output) rather than the whole: its size is then all N parts.
-struct TrafficOp {
-  const char* name;
-  bool perPart;
-};
-constexpr TrafficOp kTrafficOps[] = {
-    {"allgather", true},       {"allgather_into_tensor", true},
-    {"allreduce", false},      {"allreduce_coalesced", false},
-    {"alltoall", false},       {"alltoall_base", false},
-    {"barrier", false},        {"broadcast", false},
-    {"gather", true},          {"recv", false},
-    {"recv_anysource", false}, {"reduce", false},
-    {"reduce_scatter", true},  {"reduce_scatter_tensor", true},
-    {"scatter", true},         {"send", false},
-    {"unknown", false},
-};
-
-// The slot of op: the same literal is one pointer in this library, so the comparison that
-// matches is usually the first one made for it; names compare only for a literal of another TU.
-size_t trafficSlot(const char* op) {
-  for (size_t i = 0; i + 1 < std::size(kTrafficOps); ++i) {
-    if (kTrafficOps[i].name == op) return i;
+// A Work that failed before its op started: the DETAIL check's own failure.
+class FailedCheck : public Work {
+ public:
+  FailedCheck(const Op& op, std::shared_ptr<detail::GroupTrace> trace, std::exception_ptr error)
+      : Work(op, std::move(trace)) {
+    finishWithError(std::move(error));
   }
-  for (size_t i = 0; i + 1 < std::size(kTrafficOps); ++i) {
-    if (std::strcmp(kTrafficOps[i].name, op) == 0) return i;
-  }
-  return std::size(kTrafficOps) - 1;
-}
+};
 
 }  // namespace
 
-void ProcessGroup::countTraffic(const char* op, const Tensor* tensor, int64_t tensors) {
-  static_assert(std::size(kTrafficOps) == kTrafficSlots);
-  const size_t slot = trafficSlot(op);
-  uint64_t bytes = 0;
-  for (int64_t i = 0; i < tensors; ++i) bytes += tensor[i].nbytes();
-  if (kTrafficOps[slot].perPart) bytes *= static_cast<uint64_t>(size_);
+std::shared_ptr<Work> ProcessGroup::checkEveryRankMakes(const Op& op) {
+  std::vector<Tensor> all;
+  // The check's own failure (a rank that never makes the call: a timeout) reaches the caller as
+  // the collective's would, through its Work, named after the collective.
+  auto failed = [&](const auto& error) {
+    using ErrorType = std::decay_t<decltype(error)>;
+    return std::make_shared<FailedCheck>(
+        op, trace_,
+        std::make_exception_ptr(ErrorType(
+            detail::concat(describeNumbered(op), " in group '", options_.groupName, "' on rank ",
+                           rank_, ": the C10D_DEBUG=DETAIL check before it failed: ", error.what()),
+            error.context())));
+  };
+  try {
+    all = gatherCalls(op);
+  } catch (const TimeoutError& e) {
+    return failed(e);
+  } catch (const Error& e) {
+    return failed(BackendError(e.what()));
+  }
+  std::vector<Op> byRank;
+  for (const Tensor& words : all) byRank.push_back(detail::decodeCall(words));
+  std::string mismatch = detail::describeMismatch(byRank);
+  if (!mismatch.empty()) {
+    trace_->failedBeforeStart(op, "C10D_DEBUG=DETAIL: the ranks' collectives differ");
+    throw InvalidArgument(detail::concat("C10D_DEBUG=DETAIL: rank ", rank_, " of group '",
+                                         options_.groupName,
+                                         "': the ranks' collectives differ: ", mismatch),
+                          trace_->context(op));
+  }
+  return nullptr;
+}
+
+void ProcessGroup::countTraffic(OpType type, uint64_t bytes) {
+  const auto slot = static_cast<size_t>(type);
   trafficCalls_[slot].fetch_add(1, std::memory_order_relaxed);
   trafficBytes_[slot].fetch_add(bytes, std::memory_order_relaxed);
 }
 
 std::vector<OpTraffic> ProcessGroup::traffic() const {
+  // In name order.
   std::vector<OpTraffic> all;
-  for (size_t i = 0; i < kTrafficSlots; ++i) {
+  for (size_t i = 0; i < trafficCalls_.size(); ++i) {
     const uint64_t calls = trafficCalls_[i].load(std::memory_order_relaxed);
     if (calls > 0) {
-      all.push_back({kTrafficOps[i].name, calls, trafficBytes_[i].load(std::memory_order_relaxed)});
+      all.push_back({std::string(name(static_cast<OpType>(i))), calls,
+                     trafficBytes_[i].load(std::memory_order_relaxed)});
     }
   }
+  std::sort(all.begin(), all.end(),
+            [](const OpTraffic& a, const OpTraffic& b) { return a.op < b.op; });
   return all;
 }
 
 void ProcessGroup::resetTraffic() {
-  for (size_t i = 0; i < kTrafficSlots; ++i) {
+  for (size_t i = 0; i < trafficCalls_.size(); ++i) {
     trafficCalls_[i].store(0, std::memory_order_relaxed);
     trafficBytes_[i].store(0, std::memory_order_relaxed);
   }
 }
 
-std::shared_ptr<Work> ProcessGroup::instrumentPointToPoint(std::shared_ptr<Work> work,
-                                                           const char* op, const Tensor& tensor,
-                                                           int peer, int tag) {
-  work->setErrorContext(errorContext_, op, -1, peer);
-  countTraffic(op, &tensor, 1);
-  if (!recorder_ && debug_ == DebugLevel::Off) return work;
-  // Numbered apart from the collectives: ranks make different point-to-point ops.
-  const uint64_t number = recorder_ ? recorder_->pointToPointStarted(op, tensor, peer, tag) : 0;
-  std::chrono::steady_clock::time_point start;
-  std::string logPrefix;
-  if (debug_ != DebugLevel::Off) {
-    start = std::chrono::steady_clock::now();
-    logPrefix = detail::concat("group '", options_.groupName, "' rank ", rank_, ": ", op, " ",
-                               tensor.describe(),
-                               peer >= 0 ? detail::concat(" peer ", peer) : " from any rank",
-                               " tag ", tag, " (point-to-point #", number, ")");
-  }
-  work->getFuture()->addCompletionHook([number, start, op, peer, tag, recorder = recorder_,
-                                        logPrefix = std::move(logPrefix)](Future& done) {
-    std::string error = detail::errorText(done);
-    if (recorder) {
-      recorder->pointToPointFinished(number, error);
-      detail::dumpAfterFailure(
-          *recorder,
-          detail::concat("point-to-point #", number, " (", op, " peer ", peer, " tag ", tag, ")"),
-          error);
-    }
-    detail::logCompletion(logPrefix, start, error);
-  });
-  return work;
-}
-
-std::vector<Tensor> ProcessGroup::gatherFingerprints(uint64_t sequence, const Tensor& mine,
-                                                     std::chrono::milliseconds timeout) {
-  const int64_t words = detail::CollectiveFingerprint::kWords;
+std::vector<Tensor> ProcessGroup::gatherCalls(const Op& op) {
+  const uint64_t sequence = op.seq;
+  const std::chrono::milliseconds timeout = op.timeout;
+  const Tensor mine = detail::encodeCall(op);
   std::vector<Tensor> all;
-  for (int r = 0; r < size_; ++r) all.push_back(Tensor::empty({words}, ScalarType::Int64));
+  for (int r = 0; r < size_; ++r) {
+    all.push_back(Tensor::empty({detail::kCallWords}, ScalarType::Int64));
+  }
   if (!options_.storeIsShared) {
-    backend(DeviceType::CPU)->allgather(all, mine, {.timeout = timeout})->wait();
+    // Over the CPU backend, as a check of collective sequence: it takes no number of its own.
+    Op check = Op::on(OpType::Allgather, mine, timeout);
+    check.seq = sequence;
+    check.flags = Op::kCheck;
+    Backend* cpu = routed_[static_cast<size_t>(DeviceType::CPU)];
+    cpu->start(check, {.input = &mine, .outputs = &all})->wait();
     return all;
   }
   auto prefix = [&](uint64_t seq) {
@@ -159,25 +138,30 @@ std::vector<Tensor> ProcessGroup::gatherFingerprints(uint64_t sequence, const Te
   std::vector<Store::Bytes> values =
       exchangeThroughStore(prefix(sequence), Store::Bytes(bytes, bytes + mine.nbytes()), timeout,
                            [&](const std::string& absent) {
-                             return detail::concat("rank(s) ", absent, " did not make collective #",
-                                                   sequence + 1, " of group '", options_.groupName,
-                                                   "' within ", timeout.count(), " ms");
+                             return detail::concat("rank(s) ", absent, " did not make ",
+                                                   describeNumbered(op), " of group '",
+                                                   options_.groupName, "' within ",
+                                                   timeout.count(), " ms");
                            });
   // Every rank has read the previous collective's records once all of this one's exist.
   if (sequence > 0) store_->deleteKey(prefix(sequence - 1) + std::to_string(rank_));
   for (int r = 0; r < size_; ++r) {
     C10D_CHECK(values[r].size() == static_cast<size_t>(all[r].nbytes()), BackendError,
-               "C10D_DEBUG=DETAIL: rank ", r, "'s record of collective #", sequence + 1, " has ",
+               "C10D_DEBUG=DETAIL: rank ", r, "'s record of ", describeNumbered(op), " has ",
                values[r].size(), " bytes, not ", all[r].nbytes());
     std::memcpy(all[r].data(), values[r].data(), values[r].size());
   }
   return all;
 }
 
+const FlightRecorder* ProcessGroup::flightRecorder() const {
+  return trace_->recorder();
+}
+
 std::string ProcessGroup::dumpFlightRecorder(const std::string& reason) const {
-  C10D_CHECK(recorder_ != nullptr, InvalidArgument, "process group '", options_.groupName,
-             "': the flight recorder is off (C10D_FLIGHT_RECORDER_SIZE=0)");
-  return recorder_->dump(reason);
+  C10D_CHECK(trace_->recorder() != nullptr, InvalidArgument, "process group '",
+             options_.groupName, "': the flight recorder is off (C10D_FLIGHT_RECORDER_SIZE=0)");
+  return trace_->recorder()->dump(reason);
 }
 
 }  // namespace c10d::inline v0

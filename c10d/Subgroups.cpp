@@ -122,7 +122,8 @@ std::vector<std::array<int, 2>> ProcessGroup::exchangeColors(const std::string& 
   static_cast<int32_t*>(mine.data())[0] = color;
   static_cast<int32_t*>(mine.data())[1] = key;
   Tensor gathered = Tensor::empty({2 * static_cast<int64_t>(size_)}, ScalarType::Int32);
-  cpu->second->allgatherIntoTensor(gathered, mine, {.timeout = options_.timeout})->wait();
+  // A collective of this group like any other: every rank splits, so its number agrees.
+  allgatherIntoTensor(gathered, mine, {.timeout = options_.timeout})->wait();
   for (int r = 0; r < size_; ++r) {
     all[r][0] = static_cast<int32_t*>(gathered.data())[2 * r];
     all[r][1] = static_cast<int32_t*>(gathered.data())[2 * r + 1];

@@ -1,6 +1,8 @@
 #include "c10d/Work.hpp"
 
+#include "c10d/GroupTrace.hpp"
 #include "c10d/core/Exception.hpp"
+#include "c10d/core/Futex.hpp"
 #include "c10d/core/Logging.hpp"
 
 namespace c10d::inline v0 {
@@ -92,7 +94,7 @@ bool Future::setError(std::exception_ptr error) {
 
 namespace {
 
-void runCallback(Future::Callback& callback, Future& future) {
+void runCallback(const Future::Callback& callback, Future& future) {
   try {
     callback(future);
   } catch (const std::exception& e) {
@@ -104,13 +106,15 @@ void runCallback(Future::Callback& callback, Future& future) {
   }
 }
 
+template <typename List>
+void runAll(List& list, Future& future) {
+  if (list.first) runCallback(list.first, future);
+  for (const Future::Callback& callback : list.more) runCallback(callback, future);
+}
+
 }  // namespace
 
-bool Future::complete(std::vector<Tensor> value, std::exception_ptr error) {
-  auto runAll = [this](Callbacks& list) {
-    if (list.first) runCallback(list.first, *this);
-    for (Callback& callback : list.more) runCallback(callback, *this);
-  };
+bool Future::settle(std::vector<Tensor> value, std::exception_ptr error) {
   Callbacks hooks;
   {
     std::lock_guard<std::mutex> guard(mutex_);
@@ -120,7 +124,11 @@ bool Future::complete(std::vector<Tensor> value, std::exception_ptr error) {
     settled_.store(true, std::memory_order_release);
     std::swap(hooks, hooks_);
   }
-  runAll(hooks);
+  runAll(hooks, *this);
+  return true;
+}
+
+void Future::finishSettled() {
   Callbacks callbacks;
   {
     std::lock_guard<std::mutex> guard(mutex_);
@@ -128,28 +136,102 @@ bool Future::complete(std::vector<Tensor> value, std::exception_ptr error) {
     std::swap(callbacks, callbacks_);
   }
   done_.notify_all();
-  runAll(callbacks);
+  runAll(callbacks, *this);
+}
+
+bool Future::complete(std::vector<Tensor> value, std::exception_ptr error) {
+  if (!settle(std::move(value), std::move(error))) return false;
+  finishSettled();
   return true;
 }
 
-Work::Work(Describe describe, std::chrono::milliseconds timeout, std::vector<Tensor> outputs)
-    : describe_(std::move(describe)),
-      timeout_(timeout),
-      outputs_(std::move(outputs)),
-      future_(std::make_shared<Future>()) {}
+// ---- Work ----
+
+namespace {
+
+// getFuture() may race itself on one Work: a stripe of locks, taken only there.
+std::mutex& futureLock(const void* work) {
+  static std::mutex stripes[64];
+  return stripes[(reinterpret_cast<uintptr_t>(work) >> 6) % 64];
+}
+
+}  // namespace
 
 Work::Work(std::string description, std::chrono::milliseconds timeout, std::vector<Tensor> outputs)
-    : Work([text = std::move(description)] { return text; }, timeout, std::move(outputs)) {}
+    : outputs_(std::move(outputs)), description_(std::move(description)), timeout_(timeout) {}
+
+Work::Work(const Op& op, std::shared_ptr<detail::GroupTrace> trace)
+    : op_(op), trace_(std::move(trace)), timeout_(op.timeout), state_(kBound) {
+  if (trace_ && trace_->timesOps()) started_ = std::chrono::steady_clock::now();
+}
+
+Work::~Work() = default;
+
+void Work::rebind(const Op& op) {
+  op_ = op;
+  timeout_ = op.timeout;
+  sourceRank_ = -1;
+  if (trace_ && trace_->timesOps()) started_ = std::chrono::steady_clock::now();
+  // Nobody else holds a pooled Work while it is rebound.
+  state_.store(kBound, std::memory_order_relaxed);
+}
+
+void Work::recycle() {
+  output_.reset();
+  if (!outputs_.empty()) outputs_.clear();
+  if (error_) error_ = nullptr;
+  if (future_) future_.reset();
+}
+
+bool Work::isCompleted() const {
+  if (state_.load(std::memory_order_acquire) & kDone) return true;
+  startAsync();
+  return false;
+}
+
+bool Work::isSuccess() const {
+  return isCompleted() && !error_;
+}
+
+std::exception_ptr Work::exception() const {
+  // error_ never changes once settled.
+  return state_.load(std::memory_order_acquire) & kSettled ? error_ : nullptr;
+}
 
 void Work::wait(std::chrono::milliseconds timeout) {
-  // Running the op here blocks for as long as the op takes: only when the caller is willing to
-  // wait that long. A shorter wait leaves the op to the backend's own threads.
-  if (!future_->completed() && (timeout == kDefaultTimeout || timeout >= timeout_)) beforeWait();
-  // The backend enforces the op's timeout and fails the work with its own, better message;
-  // the margin here only guards against a backend that fails to.
-  auto limit = timeout == kDefaultTimeout ? timeout_ + std::chrono::seconds(10) : timeout;
-  if (!future_->waitFor(limit)) {
-    C10D_THROW(TimeoutError, description(), ": not complete after ", limit.count(), " ms");
+  if (!(state_.load(std::memory_order_acquire) & kDone)) {
+    // Running the op here blocks for as long as the op takes: only when the caller is willing to
+    // wait that long. A shorter wait leaves the op to the backend's own threads.
+    const bool whole = timeout == kDefaultTimeout || timeout >= timeout_;
+    if (whole) {
+      beforeWait();
+    } else {
+      startAsync();
+    }
+    // The backend enforces the op's timeout and fails the work with its own, better message;
+    // the margin here only guards against a backend that fails to.
+    const auto limit = whole ? timeout_ + std::chrono::seconds(10) : timeout;
+    if (!(state_.load(std::memory_order_acquire) & kDone) &&
+        !waitDone(std::chrono::steady_clock::now() + limit)) {
+      C10D_THROW(TimeoutError, description(), ": not complete after ", limit.count(), " ms");
+    }
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Work::waitDone(std::chrono::steady_clock::time_point until) const {
+  for (;;) {
+    uint32_t state = state_.load(std::memory_order_acquire);
+    if (state & kDone) return true;
+    if (!(state & kSleeping)) {
+      if (!state_.compare_exchange_weak(state, state | kSleeping, std::memory_order_acq_rel)) {
+        continue;
+      }
+      state |= kSleeping;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until) return false;
+    detail::futexWait(state_, state, until - now);
   }
 }
 
@@ -161,47 +243,97 @@ int Work::sourceRank() const {
 
 std::vector<Tensor> Work::result() const {
   C10D_CHECK(isCompleted(), Error, description(), ": result() before completion");
-  return future_->value();  // rethrows the op's error
+  if (error_) std::rethrow_exception(error_);
+  if (!outputs_.empty() || !output_.defined()) return outputs_;
+  return {output_};
+}
+
+std::string Work::description() const {
+  if (!description_.empty() || !(state_.load(std::memory_order_acquire) & kBound)) {
+    return description_;
+  }
+  return trace_ ? describeNumbered(op_, &trace_->group()) : describeNumbered(op_);
+}
+
+std::shared_ptr<Future> Work::getFuture() const {
+  if (!(state_.load(std::memory_order_acquire) & kFuture)) {
+    std::lock_guard<std::mutex> guard(futureLock(this));
+    if (!(state_.load(std::memory_order_acquire) & kFuture)) {
+      future_ = std::make_shared<Future>();
+      // Whoever sets its bit second completes the future: here when the op settled first.
+      const uint32_t before = state_.fetch_or(kFuture, std::memory_order_acq_rel);
+      if (before & kSettled) {
+        future_->complete(error_ ? std::vector<Tensor>{} : result(), error_);
+      } else {
+        startAsync();
+      }
+    }
+  }
+  return future_;
+}
+
+void Work::settleFuture() const {
+  std::vector<Tensor> value;
+  if (!error_) value = !outputs_.empty() || !output_.defined() ? outputs_ : std::vector{output_};
+  future_->settle(std::move(value), error_);
+}
+
+void Work::completeFuture() const {
+  future_->finishSettled();
 }
 
 void Work::finish() {
-  // Moved, not copied: result() reads them from the future.
-  future_->markCompleted(std::move(outputs_));
+  complete(nullptr);
 }
 
 void Work::finishWithError(std::exception_ptr error) {
-  // Only the first error is the op's (the future ignores later ones too).
-  if ((contextState_.fetch_or(kErrorClaimed, std::memory_order_acq_rel) & kErrorClaimed) == 0) {
-    error_ = error;
-    if (contextState_.fetch_or(kErrorReady, std::memory_order_acq_rel) & kContextReady) {
-      fillContext(error);
-    }
-  }
-  future_->setError(std::move(error));
+  complete(std::move(error));
 }
 
-void Work::setErrorContext(const ErrorContext* group, const char* op, int64_t sequence, int peer) {
-  if (contextState_.load(std::memory_order_acquire) & kContextReady) return;
-  contextGroup_ = group;
-  contextOp_ = op;
-  contextSequence_ = sequence;
-  contextPeer_ = peer;
-  if (contextState_.fetch_or(kContextReady, std::memory_order_acq_rel) & kErrorReady) {
-    fillContext(error_);
+bool Work::complete(std::exception_ptr error) {
+  uint32_t state = state_.fetch_or(kClaimed, std::memory_order_acq_rel);
+  if (state & kClaimed) return false;  // only the first outcome is the op's
+  error_ = std::move(error);
+  // Whoever comes second of this and bind() fills in the op's context and records it.
+  bool told = false;
+  for (;;) {
+    if ((state & kBound) && !told) {
+      if (error_) fillContext(error_);
+      if (trace_) trace_->finished(op_, error_, started_);
+      told = true;
+    }
+    // Without a Future, waiters may return at once; with one, its hooks run first.
+    const uint32_t next = state | kSettled | ((state & kFuture) ? 0 : kDone);
+    if (state_.compare_exchange_weak(state, next, std::memory_order_acq_rel)) break;
+  }
+  if (state & kFuture) {
+    settleFuture();
+    state = state_.fetch_or(kDone, std::memory_order_acq_rel);
+  }
+  if (state & kSleeping) detail::futexWake(state_);
+  if (state & kFuture) completeFuture();
+  return true;
+}
+
+void Work::bind(const Op& op, std::shared_ptr<detail::GroupTrace> trace) {
+  if (state_.load(std::memory_order_acquire) & kBound) return;
+  op_ = op;
+  trace_ = std::move(trace);
+  const uint32_t before = state_.fetch_or(kBound, std::memory_order_acq_rel);
+  if (before & kSettled) {
+    if (error_) fillContext(error_);
+    if (trace_) trace_->finished(op_, error_, started_);
   }
 }
 
 void Work::fillContext(const std::exception_ptr& error) const {
-  ErrorContext context = *contextGroup_;
-  context.op = contextOp_ != nullptr ? contextOp_ : "";
-  context.sequence = contextSequence_;
-  if (contextPeer_ >= 0) context.peers = {contextPeer_};
+  if (!trace_) return;
   try {
     std::rethrow_exception(error);
   } catch (Error& e) {
-    e.addContext(context);
+    e.addContext(trace_->context(op_));
   } catch (...) {
-    // Not ours (a user backend's std::exception): it has no context to fill.
+    // Not ours (a program's backend's std::exception): it has no context to fill.
   }
 }
 

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "c10d/Op.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Tensor.hpp"
 
@@ -54,7 +56,13 @@ class Future : public std::enable_shared_from_this<Future> {
   bool setError(std::exception_ptr error);
 
  private:
+  friend class Work;
   bool complete(std::vector<Tensor> value, std::exception_ptr error);
+  // complete()'s two halves, for a Work that publishes its own completion between them: settle
+  // sets the outcome and runs the hooks (false if it was set already); finishSettled marks the
+  // future complete and runs the callbacks.
+  bool settle(std::vector<Tensor> value, std::exception_ptr error);
+  void finishSettled();
   // Adds callback to the hooks (or the callbacks) until the future is settled (or completed);
   // then runs it at once.
   void addOrRun(bool hook, Callback callback);
@@ -69,8 +77,8 @@ class Future : public std::enable_shared_from_this<Future> {
   std::atomic<bool> settled_{false};
   std::vector<Tensor> value_;
   std::exception_ptr error_;
-  // The first callback is kept in place: most futures get one (the flight recorder's hook), and
-  // a vector for it cost an allocation per op.
+  // The first callback is kept in place: most futures get one, and a vector for it cost an
+  // allocation per op.
   struct Callbacks {
     Callback first;
     std::vector<Callback> more;
@@ -86,29 +94,45 @@ class Future : public std::enable_shared_from_this<Future> {
   Callbacks hooks_;
 };
 
+namespace detail {
+class GroupTrace;
+template <typename T>
+class WorkPool;
+}  // namespace detail
+
 // A started operation of a ProcessGroup. It ends in success, in the operation's error, or in a
 // TimeoutError once the operation's timeout has passed: never pending forever.
+//
+// A blocking call (an op, then wait()) is the path this class is built for: the Work of one of
+// this library's backends knows its op (op()) and formats its description only when asked, its
+// completion is one atomic word that a waiter sleeps on (a futex) only when the op is not done
+// yet, and its Future exists only once getFuture() asks for it; no lock is taken and nothing is
+// allocated for it (backends reuse their Works: c10d/WorkPool.hpp).
 //
 // Threading: every method may be called from any thread; wait() may be called by several.
 class Work {
  public:
-  // Produces the description when one is needed (an error, a log line): formatting it for every
-  // op cost more than a small collective's own work.
-  using Describe = std::function<std::string()>;
-
-  Work(Describe describe, std::chrono::milliseconds timeout, std::vector<Tensor> outputs);
-  Work(std::string description, std::chrono::milliseconds timeout, std::vector<Tensor> outputs);
-  virtual ~Work() = default;
+  // A Work for an op of a backend a program writes (registerBackend): description names it in
+  // errors and logs; ProcessGroup adds the op (op()) once the backend returns the Work.
+  Work(std::string description, std::chrono::milliseconds timeout,
+       std::vector<Tensor> outputs = {});
+  virtual ~Work();
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
 
-  bool isCompleted() const { return future_->completed(); }
-  bool isSuccess() const { return future_->completed() && !future_->hasError(); }
-  std::exception_ptr exception() const { return future_->error(); }
+  // Whether the op has ended. Polling a Work that is not done tells the backend that its caller
+  // is not waiting for it, which starts its op at once (see wait()).
+  bool isCompleted() const;
+  bool isSuccess() const;
+  std::exception_ptr exception() const;
 
   // Blocks until the operation completes and rethrows its error. With kDefaultTimeout the
   // operation's own timeout applies; a shorter one throws TimeoutError when it passes (the
   // operation itself goes on and still completes or fails by its own timeout).
+  // An op of this library's CPU backends that is next in line runs on the waiting thread (no
+  // hand-off); one that nobody waits for starts on the backend's thread once its Future is asked
+  // for, it is polled, its group's next op is issued behind it, or the backend's thread finds it
+  // still unclaimed at two of its looks (1 to 16 ms apart while ops flow).
   // Virtual for device backends, whose wait may order the caller's stream after the op instead
   // (NCCL).
   virtual void wait(std::chrono::milliseconds timeout = kDefaultTimeout);
@@ -120,52 +144,88 @@ class Work {
   bool hasSourceRank() const { return isCompleted() && sourceRank_ >= 0; }
   // The tensors the operation wrote (its outputs), once it has succeeded.
   std::vector<Tensor> result() const;
-  std::shared_ptr<Future> getFuture() const { return future_; }
+  // The op's Future, made at the first call: completed with result() or the op's error; its
+  // completion hooks run before any wait() on this Work returns, its callbacks after.
+  std::shared_ptr<Future> getFuture() const;
 
   // "allreduce float32[1024] sum (group 'default', seq 12)": for errors and logs.
-  std::string description() const { return describe_(); }
-  // What description() calls, for a backend that hands it on without formatting it.
-  const Describe& describer() const { return describe_; }
+  std::string description() const;
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // The op as its ProcessGroup issued it: type, dtype, sizes, root, reduce op, peer, tag and the
+  // group's sequence number (op().seq), the same number its errors, the flight recorder and the
+  // other ranks' Works of the same call carry. Default-constructed until ProcessGroup returned
+  // the Work of a program's backend.
+  const Op& op() const { return op_; }
 
-  // Producer side, used by backends. error must be this Work's alone (not shared with another
-  // Work: detail::copyError makes one), because setErrorContext writes into it.
+  // Producer side, used by backends: completes the Work once (later calls are ignored). error
+  // must be this Work's alone (not shared with another Work: detail::copyError makes one),
+  // because the op's context (op, group, rank, sequence number, peer) is written into it.
   void finish();
   void finishWithError(std::exception_ptr error);
   void setSourceRank(int rank) { sourceRank_ = rank; }
 
-  // ProcessGroup's side, right after the backend returned the work: the op's error (an Error)
-  // gets these in its context(), whether it failed already or fails later. group (the group's
-  // name and this rank) and op must outlive the work: an interned context and a string literal.
-  // The first call wins (a backend may return one Work for several ops of a batch); calls come
-  // from the issuing thread only.
-  void setErrorContext(const ErrorContext* group, const char* op, int64_t sequence, int peer);
+  // ProcessGroup's side, for a Work a program's backend made: the op it runs and the group it
+  // reports to. The first call wins; the error the Work failed with before it (or fails with
+  // later) gets the op's context either way. Works of this library's backends know both from
+  // the start.
+  void bind(const Op& op, std::shared_ptr<detail::GroupTrace> trace);
 
  protected:
+  // This library's backends: a Work for op (numbered by its group), reporting to trace.
+  Work(const Op& op, std::shared_ptr<detail::GroupTrace> trace);
   // Called by wait() before it blocks: a backend may run a queued operation on the waiting
   // thread instead of handing it to its worker (saves a thread hand-off for blocking calls).
   virtual void beforeWait() {}
+  // Called when the Work's caller shows it is not about to wait (isCompleted() while pending,
+  // getFuture(), a wait() shorter than the op's timeout): a queued op should start now.
+  virtual void startAsync() const {}
+  // Completes the Work with error (null: success); false if it was completed already.
+  bool complete(std::exception_ptr error);
+  // A pooled Work (c10d/WorkPool.hpp): rebind makes it op's, as new; recycle releases what its
+  // last op held (a derived Work releases its own tensors, then calls this one).
+  virtual void rebind(const Op& op);
+  virtual void recycle();
+  // What result() returns, written by the backend before the Work completes: outputs_ when it
+  // holds any, else output_ when it is defined (an op of one output keeps no list).
+  Tensor output_;
+  std::vector<Tensor> outputs_;
 
  private:
-  Describe describe_;
-  std::chrono::milliseconds timeout_;
-  std::vector<Tensor> outputs_;
-  std::shared_ptr<Future> future_;
-  int sourceRank_ = -1;
+  // state_'s bits. Done is what waiters wait for; a Work with a Future is Settled first (its
+  // hooks run), Done after.
+  static constexpr uint32_t kClaimed = 1;   // a completion has begun
+  static constexpr uint32_t kSettled = 2;   // error_ is written; the op's record is made
+  static constexpr uint32_t kDone = 4;      // complete: waiters return
+  static constexpr uint32_t kSleeping = 8;  // a waiter may sleep on the futex
+  static constexpr uint32_t kFuture = 16;   // getFuture() made future_
+  static constexpr uint32_t kBound = 32;    // op_ and trace_ are set
+  static constexpr uint32_t kErrorReady = 64;  // a program's Work: error_ written before bind()
 
-  // Filled into the error by whichever of finishWithError and setErrorContext comes second: each
-  // sets its bit of contextState_ after writing its part, and the one that finds the other's
-  // bit set fills. Lock-free, because every op pays for setErrorContext.
+  // Blocks until kDone or until; false on timeout.
+  bool waitDone(std::chrono::steady_clock::time_point until) const;
+  // Completes future_ (which exists) with the outcome: hooks then callbacks, or callbacks only
+  // once the hooks ran.
+  void settleFuture() const;
+  void completeFuture() const;
+  // The op's context, into error (when it is one of ours).
   void fillContext(const std::exception_ptr& error) const;
-  static constexpr uint8_t kErrorClaimed = 1;  // the first finishWithError is writing error_
-  static constexpr uint8_t kErrorReady = 2;    // error_ is written
-  static constexpr uint8_t kContextReady = 4;  // the context fields are written
-  std::atomic<uint8_t> contextState_{0};
+
+  Op op_{};
+  std::shared_ptr<detail::GroupTrace> trace_;
+  std::string description_;  // a program's backend's Works only
+  std::chrono::milliseconds timeout_;
+  int sourceRank_ = -1;
+  std::chrono::steady_clock::time_point started_{};  // for C10D_DEBUG's log line only
   std::exception_ptr error_;
-  const ErrorContext* contextGroup_ = nullptr;
-  const char* contextOp_ = nullptr;
-  int64_t contextSequence_ = -1;
-  int contextPeer_ = -1;
+  mutable std::atomic<uint32_t> state_{0};
+  mutable std::shared_ptr<Future> future_;
+  // A pooled Work's (c10d/WorkPool.hpp): its pool, the next idle Work, and the memory its
+  // handle's control block is built in.
+  template <typename T>
+  friend class detail::WorkPool;
+  std::shared_ptr<void> pool_;
+  Work* poolNext_ = nullptr;
+  alignas(std::max_align_t) unsigned char handle_[64];
 };
 
 }  // namespace c10d::inline v0

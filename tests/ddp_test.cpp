@@ -576,8 +576,8 @@ TEST_P(DataParallel, CompressionHooksHalveTheBytesAndKeepTheMean) {
     // The flight recorder saw the compressed dtypes on the wire.
     bool sawHalf = false, sawBf16 = false;
     for (const auto& entry : env.pg.flightRecorder()->entries()) {
-      sawHalf |= entry.call.dtype == static_cast<int64_t>(ScalarType::Float16);
-      sawBf16 |= entry.call.dtype == static_cast<int64_t>(ScalarType::BFloat16);
+      sawHalf |= entry.op.dtype == ScalarType::Float16;
+      sawBf16 |= entry.op.dtype == ScalarType::BFloat16;
     }
     if (env.size > 1) check(sawHalf && sawBf16, "the buckets travelled as float16 and bfloat16");
   });

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include "c10d/CollectiveCheck.hpp"
 #include "tests/support/MultiProcess.hpp"
 
 namespace c10d::inline v0 {
@@ -68,11 +69,11 @@ TEST(CollectiveCheckTest, InfoLogsGroupCreationAndEachCollectivesDuration) {
   ASSERT_EQ(test::exitCodes(outcomes), std::vector<int>(2, 0)) << test::report(outcomes);
   // Point-to-point ops are logged too, numbered apart from the collectives.
   EXPECT_NE(
-      outcomes[0].output.find("send float32[4] cpu peer 1 tag 5 (point-to-point #0) completed in"),
+      outcomes[0].output.find("send float32[4] to rank 1 tag 5 (point-to-point #0) completed in"),
       std::string::npos)
       << outcomes[0].output;
   EXPECT_NE(
-      outcomes[1].output.find("recv float32[4] cpu peer 0 tag 5 (point-to-point #0) completed in"),
+      outcomes[1].output.find("recv float32[4] from rank 0 tag 5 (point-to-point #0) completed in"),
       std::string::npos)
       << outcomes[1].output;
   for (const auto& outcome : outcomes) {

@@ -24,7 +24,9 @@ namespace fs = std::filesystem;
 // Records collective `sequence` as an allreduce of `elements` floats.
 void queueAllreduce(FlightRecorder& recorder, uint64_t sequence, int64_t elements) {
   Tensor tensor = Tensor::zeros({elements}, ScalarType::Float32);
-  recorder.queued(sequence, "allreduce", &tensor, 1, -1, ReduceOp::SUM);
+  Op op = Op::on(OpType::Allreduce, tensor, std::chrono::seconds(1));
+  op.seq = sequence;
+  recorder.queued(op);
 }
 
 std::string readFile(const fs::path& path) {
@@ -76,7 +78,7 @@ TEST(FlightRecorderTest, KeepsTheLastEntriesWithTheirStates) {
 
   std::vector<FlightRecorder::Entry> entries = recorder.entries();
   ASSERT_EQ(entries.size(), 3u);
-  EXPECT_EQ(entries[0].call.sequence, 2u);
+  EXPECT_EQ(entries[0].op.seq, 2u);
   EXPECT_EQ(entries[0].state, FlightRecorder::State::Completed);
   EXPECT_EQ(entries[1].state, FlightRecorder::State::Failed);
   EXPECT_EQ(entries[1].error, "boom \"quoted\"");

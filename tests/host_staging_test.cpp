@@ -17,6 +17,7 @@
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
 #include "store/HashStore.hpp"
+#include "tests/support/BackendCalls.hpp"
 #include "tests/support/ThreadRanks.hpp"
 
 namespace c10d::inline v0 {
@@ -55,16 +56,17 @@ void fill(const Tensor& t, int32_t base) {
 }
 
 // Runs body(rank, staging backend) on two ranks, each a thread with its own Gloo backend.
-void onTwoRanks(const std::function<void(int, HostStagingBackend&, CopyLog&)>& body) {
+void onTwoRanks(const std::function<void(int, test::BackendCalls&, CopyLog&)>& body) {
   test::onGlooThreadRanks(2, kTimeout, "staging", [&](int rank, std::shared_ptr<Backend> gloo) {
     CopyLog log;
-    HostStagingBackend staging(gloo, memcpyCopier(log));
+    test::BackendCalls staging(std::make_shared<HostStagingBackend>(gloo, memcpyCopier(log)),
+                               kTimeout);
     body(rank, staging, log);
   });
 }
 
 TEST(HostStagingTest, CollectivesReturnTheirResultsOnTheDevice) {
-  onTwoRanks([](int rank, HostStagingBackend& staging, CopyLog& log) {
+  onTwoRanks([](int rank, test::BackendCalls& staging, CopyLog& log) {
     Tensor t = fakeDevice({4}, ScalarType::Int32);
     fill(t, 10 * rank);
     staging.allreduce(t, {.reduceOp = ReduceOp::SUM, .timeout = kTimeout})->wait();
@@ -133,7 +135,7 @@ TEST(HostStagingTest, CollectivesReturnTheirResultsOnTheDevice) {
 }
 
 TEST(HostStagingTest, PointToPointReportsTheSourceAndStagesBatches) {
-  onTwoRanks([](int rank, HostStagingBackend& staging, CopyLog&) {
+  onTwoRanks([](int rank, test::BackendCalls& staging, CopyLog&) {
     Tensor t = fakeDevice({3}, ScalarType::Int32);
     if (rank == 0) {
       fill(t, 7);
@@ -157,7 +159,7 @@ TEST(HostStagingTest, PointToPointReportsTheSourceAndStagesBatches) {
 }
 
 TEST(HostStagingTest, AnOpWhoseWorkWasDroppedStillCopiesBack) {
-  onTwoRanks([](int rank, HostStagingBackend& staging, CopyLog& log) {
+  onTwoRanks([](int rank, test::BackendCalls& staging, CopyLog& log) {
     Tensor t = fakeDevice({3}, ScalarType::Int32);
     fill(t, rank);
     staging.allreduce(t, {.reduceOp = ReduceOp::SUM, .timeout = kTimeout});  // Work dropped
@@ -170,7 +172,7 @@ TEST(HostStagingTest, AnOpWhoseWorkWasDroppedStillCopiesBack) {
 
 TEST(HostStagingTest, AFailedOpLeavesTheDeviceOutputUntouched) {
   std::atomic<bool> done{false};
-  onTwoRanks([&done](int rank, HostStagingBackend& staging, CopyLog& log) {
+  onTwoRanks([&done](int rank, test::BackendCalls& staging, CopyLog& log) {
     if (rank != 0) {
       // Stays connected (and silent) until rank 0 has seen its receive time out.
       while (!done.load()) std::this_thread::sleep_for(5ms);
@@ -192,10 +194,16 @@ TEST(HostStagingTest, ACopyBackThatFailsFailsTheWork) {
   auto store = std::make_shared<HashStore>();
   BackendContext context{store, 0, 1, kTimeout, "staging", nullptr};
   std::shared_ptr<Backend> gloo = createBackend("gloo", context);
-  HostStagingBackend staging(gloo, [](const Tensor& dst, const Tensor& src) {
-    if (!dst.device().isCPU()) C10D_THROW(BackendError, "copy to ", dst.describe(), " failed");
-    std::memcpy(dst.data(), src.data(), dst.nbytes());
-  });
+  test::BackendCalls staging(
+      std::make_shared<HostStagingBackend>(gloo,
+                                           [](const Tensor& dst, const Tensor& src) {
+                                             if (!dst.device().isCPU()) {
+                                               C10D_THROW(BackendError, "copy to ", dst.describe(),
+                                                          " failed");
+                                             }
+                                             std::memcpy(dst.data(), src.data(), dst.nbytes());
+                                           }),
+      kTimeout);
   Tensor t = fakeDevice({2}, ScalarType::Int32);
   fill(t, 1);
   std::shared_ptr<Work> work =

@@ -16,6 +16,7 @@
 #include "backends/nccl/NcclCommunicator.hpp"
 #include "backends/nccl/NcclTypes.hpp"
 #include "c10d/ProcessGroup.hpp"
+#include "tests/support/BackendCalls.hpp"
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
 #include "store/HashStore.hpp"
@@ -39,9 +40,9 @@ TEST(NcclBackend, RoutesCudaTensorsAndNeedsNoGpuUntilUsed) {
   EXPECT_EQ(pg->backend(DeviceType::CPU)->name(), "gloo");
   Tensor cpu = Tensor::zeros({4}, ScalarType::Float32);
   pg->allreduce(cpu)->wait();  // the CPU side works whatever the GPU situation
-  auto nccl = pg->backend(DeviceType::CUDA);
+  test::BackendCalls nccl(pg->backend(DeviceType::CUDA), std::chrono::seconds(30));
   try {
-    nccl->allreduce(cpu, {})->wait();
+    nccl.allreduce(cpu, {})->wait();
     FAIL() << "the nccl backend accepted a CPU tensor";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("takes CUDA tensors"), std::string::npos) << e.what();
@@ -271,14 +272,14 @@ TEST(NcclBackend, WhatNcclLacksIsRefusedBeforeTouchingTheDevice) {
   };
   // The backend itself: without a GPU, ProcessGroup refuses these tensors before any backend
   // sees them ("no usable GPU"), and the backend's own refusals are what this test is about.
-  std::shared_ptr<Backend> nccl = pg->backend(DeviceType::CUDA);
-  expectRefusal([&] { nccl->allreduce(shorts, {.timeout = 10s})->wait(); },
+  test::BackendCalls nccl(pg->backend(DeviceType::CUDA), 10s);
+  expectRefusal([&] { nccl.allreduce(shorts, {.timeout = 10s})->wait(); },
                 "backend nccl does not support allreduce on int16");
-  expectRefusal([&] { nccl->reduceScatterTensor(shorts, shorts, {.timeout = 10s})->wait(); },
+  expectRefusal([&] { nccl.reduceScatterTensor(shorts, shorts, {.timeout = 10s})->wait(); },
                 "backend nccl does not support reduce_scatter_tensor on int16");
-  expectRefusal([&] { nccl->allreduce(ints, {.reduceOp = ReduceOp::BOR, .timeout = 10s})->wait(); },
+  expectRefusal([&] { nccl.allreduce(ints, {.reduceOp = ReduceOp::BOR, .timeout = 10s})->wait(); },
                 "backend nccl does not support allreduce with bor");
-  expectRefusal([&] { nccl->reduce(ints, {.reduceOp = ReduceOp::BXOR, .timeout = 10s})->wait(); },
+  expectRefusal([&] { nccl.reduce(ints, {.reduceOp = ReduceOp::BXOR, .timeout = 10s})->wait(); },
                 "backend nccl does not support reduce with bxor");
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/common/OpQueue.hpp"
+#include "c10d/GroupTrace.hpp"
 #include "c10d/core/Exception.hpp"
 
 namespace c10d::inline v0 {
@@ -28,13 +29,32 @@ struct Log {
   }
 };
 
-std::shared_ptr<QueuedWork> op(Log& log, int id, std::function<void()> body = nullptr) {
-  return std::make_shared<QueuedWork>([id] { return "op " + std::to_string(id); }, 10s,
-                                      std::vector<Tensor>{},
-                                      [&log, id, body](QueuedWork&) {
-                                        if (body) body();
-                                        log.add(id);
-                                      });
+// An op whose run() is body, then a note in log. Numbered id, as a barrier of group "g" on rank 0.
+class TestWork : public QueuedWork {
+ public:
+  TestWork(const Op& op, std::shared_ptr<detail::GroupTrace> trace, std::function<void()> run)
+      : QueuedWork(op, std::move(trace), {}), run_(std::move(run)) {}
+
+ private:
+  void run() override { run_(); }
+  std::function<void()> run_;
+};
+
+std::shared_ptr<detail::GroupTrace> groupG() {
+  static auto trace = std::make_shared<detail::GroupTrace>("g", 0, 1, DebugLevel::Off, 0);
+  return trace;
+}
+
+std::shared_ptr<QueuedWork> op(Log& log, int id, std::function<void()> body = nullptr,
+                               OpType type = OpType::Barrier) {
+  Op described;
+  described.type = type;
+  described.seq = static_cast<uint64_t>(id);
+  described.timeout = 10s;
+  return std::make_shared<TestWork>(described, groupG(), [&log, id, body] {
+    if (body) body();
+    log.add(id);
+  });
 }
 
 TEST(OpQueueTest, OperationsRunInEnqueueOrderWhoeverWaits) {
@@ -101,13 +121,13 @@ TEST(OpQueueTest, AbortFailsWhatIsQueuedAndEveryLaterEnqueue) {
   auto blocking = op(log, 1, [&] {
     while (!release) std::this_thread::sleep_for(1ms);
   });
-  auto queued = op(log, 2);
+  auto queued = op(log, 2, nullptr, OpType::Allreduce);
   queue.enqueue(blocking);
   queue.enqueue(queued);
   std::this_thread::sleep_for(20ms);  // nobody waits: the worker has taken op 1 by now
   queue.abort(std::make_exception_ptr(BackendError("aborted for the test")));
   EXPECT_THROW(queued->wait(), BackendError);
-  auto later = op(log, 3);
+  auto later = op(log, 3, nullptr, OpType::Broadcast);
   queue.enqueue(later);
   EXPECT_THROW(later->wait(), BackendError);
   release = true;
@@ -115,9 +135,6 @@ TEST(OpQueueTest, AbortFailsWhatIsQueuedAndEveryLaterEnqueue) {
   EXPECT_EQ(log.order, std::vector<int>{1});
   // Each failed Work has an error of its own: the context each fills in stays its own (they
   // once shared one exception, and the second Work's op overwrote the first's).
-  ErrorContext group{.group = "g", .rank = 0};
-  queued->setErrorContext(&group, "allreduce", 2, -1);
-  later->setErrorContext(&group, "broadcast", 3, -1);
   auto contextOf = [](const std::shared_ptr<QueuedWork>& work) {
     try {
       std::rethrow_exception(work->exception());

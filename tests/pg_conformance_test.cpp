@@ -1441,6 +1441,35 @@ TEST_P(ProcessGroupConformance, CollectiveAloneTimesOutWithTheGroupTimeout) {
   });
 }
 
+// An op's own timeout is when it fails, whatever the group's: longer than the group's, it waits
+// for a rank that comes later than the group's timeout (on Gloo over sockets too, whose own
+// timeout is the group's), and the group stays usable after it.
+TEST_P(ProcessGroupConformance, AnOpsLongerTimeoutOutlastsTheGroups) {
+  if (worldSize() < 2) GTEST_SKIP() << "needs a rank that comes late";
+  if (GetParam().backend == "mpi") {
+    GTEST_SKIP() << "MPI collectives have no timeout of their own to outlast (the backend only "
+                    "watches them)";
+  }
+  runOnRanks([](RankEnv& env) {
+    std::vector<int> everyone(env.size);
+    std::iota(everyone.begin(), everyone.end(), 0);
+    ProcessGroupOptions options;
+    options.backend = env.pg.backend(DeviceType::CPU)->name();
+    options.timeout = 400ms;
+    auto shortGroup = env.pg.newGroup(everyone, options);
+    Tensor values = make(ScalarType::Float32, {256});
+    fill(values, [&](int64_t i) { return static_cast<double>(env.rank + i); });
+    if (env.rank == env.size - 1) std::this_thread::sleep_for(1200ms);
+    shortGroup->allreduce(values, {.timeout = 10s})->wait();
+    check(values.data<float>()[3] == static_cast<float>(env.size * 3 + env.size * (env.size - 1) / 2),
+          "the allreduce that waited past the group's timeout summed every rank");
+    // The same group, its own timeout again.
+    fill(values, [](int64_t) { return 1; });
+    shortGroup->allreduce(values)->wait();
+    check(values.data<float>()[0] == static_cast<float>(env.size), "the next allreduce");
+  });
+}
+
 // One line per backend (e.g. INSTANTIATE_TEST_SUITE_P(Mpi, ..., worldSizes("mpi"), paramName));
 // a backend this build lacks is skipped.
 INSTANTIATE_TEST_SUITE_P(Gloo, ProcessGroupConformance,

@@ -13,6 +13,7 @@
 
 #include "backends/gloo/SyncMesh.hpp"
 #include "c10d/core/Exception.hpp"
+#include "tests/support/BackendCalls.hpp"
 #include "tests/support/ThreadRanks.hpp"
 
 namespace c10d::inline v0 {
@@ -24,9 +25,12 @@ constexpr std::chrono::milliseconds kTimeout = 30s;  // the group's: ops take th
 class SyncMeshTest : public ::testing::TestWithParam<int> {
  protected:
   // Runs body(rank, backend) on GetParam() ranks, each a thread with its own Gloo backend.
-  void onRanks(const std::function<void(int, Backend&)>& body) {
+  void onRanks(const std::function<void(int, test::BackendCalls&)>& body) {
     test::onGlooThreadRanks(GetParam(), kTimeout, "mesh",
-                            [&](int rank, std::shared_ptr<Backend> gloo) { body(rank, *gloo); });
+                            [&](int rank, std::shared_ptr<Backend> gloo) {
+                              test::BackendCalls calls(gloo, kTimeout);
+                              body(rank, calls);
+                            });
   }
 };
 
@@ -40,7 +44,7 @@ Tensor ints(int64_t count, const std::function<int32_t(int64_t)>& value) {
 const int64_t kCounts[] = {1, 3, 7, 1000, 4099};
 
 TEST_P(SyncMeshTest, AllreduceSumsEveryRanksValues) {
-  onRanks([](int rank, Backend& gloo) {
+  onRanks([](int rank, test::BackendCalls& gloo) {
     const int size = gloo.size();
     for (int64_t n : kCounts) {
       Tensor t = ints(n, [&](int64_t i) { return static_cast<int32_t>(rank * 1000 + i); });
@@ -54,7 +58,7 @@ TEST_P(SyncMeshTest, AllreduceSumsEveryRanksValues) {
 }
 
 TEST_P(SyncMeshTest, BroadcastFromEveryRoot) {
-  onRanks([](int rank, Backend& gloo) {
+  onRanks([](int rank, test::BackendCalls& gloo) {
     for (int root = 0; root < gloo.size(); ++root) {
       for (int64_t n : kCounts) {
         Tensor t = ints(
@@ -67,7 +71,7 @@ TEST_P(SyncMeshTest, BroadcastFromEveryRoot) {
 }
 
 TEST_P(SyncMeshTest, AllgatherAndReduceScatterAreEachOthersShape) {
-  onRanks([](int rank, Backend& gloo) {
+  onRanks([](int rank, test::BackendCalls& gloo) {
     const int size = gloo.size();
     for (int64_t n : kCounts) {
       Tensor mine = ints(n, [&](int64_t i) { return static_cast<int32_t>(rank * 100000 + i); });
@@ -88,7 +92,7 @@ TEST_P(SyncMeshTest, AllgatherAndReduceScatterAreEachOthersShape) {
 }
 
 TEST_P(SyncMeshTest, AlltoallSendsEachRankItsRow) {
-  onRanks([](int rank, Backend& gloo) {
+  onRanks([](int rank, test::BackendCalls& gloo) {
     const int size = gloo.size();
     for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{300}}) {
       Tensor in = ints(n * size, [&](int64_t i) { return static_cast<int32_t>(rank * 10000 + i); });
@@ -104,7 +108,7 @@ TEST_P(SyncMeshTest, AlltoallSendsEachRankItsRow) {
 }
 
 TEST_P(SyncMeshTest, ReduceAndBarrier) {
-  onRanks([](int rank, Backend& gloo) {
+  onRanks([](int rank, test::BackendCalls& gloo) {
     const int size = gloo.size();
     for (int root = 0; root < size; ++root) {
       Tensor t = ints(13, [&](int64_t i) { return static_cast<int32_t>(rank + i); });
@@ -118,7 +122,7 @@ TEST_P(SyncMeshTest, ReduceAndBarrier) {
 }
 
 TEST_P(SyncMeshTest, PointToPointRingsOfEveryFramingAndAMismatch) {
-  onRanks([](int rank, Backend& gloo) {
+  onRanks([](int rank, test::BackendCalls& gloo) {
     const int size = gloo.size();
     const int right = (rank + 1) % size, left = (rank + size - 1) % size;
     // In the head, at the head's limit, and with a bulk; any-source and posted after the send.
@@ -156,7 +160,9 @@ TEST_P(SyncMeshHostsTest, EveryLayeredOpIsExact) {
   const int size = static_cast<int>(hostOf.size());
   test::onGlooThreadRanks(
       size, kTimeout, "hosts",
-      [&](int rank, std::shared_ptr<Backend> gloo) {
+      [&](int rank, std::shared_ptr<Backend> backend) {
+        test::BackendCalls calls(backend, kTimeout);
+        test::BackendCalls* gloo = &calls;
         for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{70001}}) {  // 70001: 280 KB, 2 messages
           Tensor mine = ints(n, [&](int64_t i) { return static_cast<int32_t>(rank * 100000 + i); });
           Tensor all = Tensor::zeros({n * size}, ScalarType::Int32);

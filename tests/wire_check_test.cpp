@@ -59,7 +59,7 @@ TEST(WireCheckTest, AllreducesOfDifferentSizesFailOnBothRanks) {
         Tensor t = filled(env.rank == 0 ? 4 : 8, 1.0f);
         env.pg.allreduce(t)->wait();
       },
-      {"allreduce float32 x 4 sum (seq 0)", "allreduce float32 x 8 sum (seq 0)"});
+      {"allreduce float32 x 4 sum (#0)", "allreduce float32 x 8 sum (#0)"});
 }
 
 TEST(WireCheckTest, DifferentDtypesAndReduceOpsFailOnBothRanks) {
@@ -87,7 +87,7 @@ TEST(WireCheckTest, ABroadcastMatchedWithAnAllreduceFails) {
           env.pg.allreduce(t)->wait();
         }
       },
-      {"broadcast float32 x 4 root 0 (seq 0)", "allreduce float32 x 4 sum (seq 0)"});
+      {"broadcast float32 x 4 root 0 (#0)", "allreduce float32 x 4 sum (#0)"});
 }
 
 TEST(WireCheckTest, ABarrierMatchedWithAnAllreduceFails) {
@@ -100,10 +100,10 @@ TEST(WireCheckTest, ABarrierMatchedWithAnAllreduceFails) {
           env.pg.allreduce(t)->wait();
         }
       },
-      {"barrier uint8 x 0 (seq 0)", "allreduce float32 x 4 sum (seq 0)"});
+      {"barrier (#0)", "allreduce float32 x 4 sum (#0)"});
 }
 
-// Ops that take Gloo's own algorithms (here: a per-op timeout; below: the fast path off) agree
+// Ops that take Gloo's own algorithms (here: gather and scatter; below: the fast path off) agree
 // on the call first, so every rank gets the same error and the group stays usable.
 void expectSameErrorAndAUsableGroup(const std::function<void(test::RankEnv&)>& mismatched,
                                     std::initializer_list<std::string_view> needles) {
@@ -120,17 +120,26 @@ TEST(WireCheckTest, OnGloosOwnAlgorithmsEveryRankNamesEveryCallAndTheGroupStaysU
   expectSameErrorAndAUsableGroup(
       [](test::RankEnv& env) {
         Tensor t = filled(env.rank == 2 ? 6 : 5, 1.0f);
-        env.pg.allreduce(t, {.timeout = 10s})->wait();
+        std::vector<Tensor> gathered;
+        if (env.rank == 0) {
+          for (int r = 0; r < env.size; ++r) gathered.push_back(filled(5, 0.0f));
+        }
+        env.pg.gather(gathered, t, {.rootRank = 0})->wait();
       },
-      {"rank(s) 0, 1: allreduce float32 x 5 sum (seq 0); rank(s) 2: allreduce float32 x 6 sum "
-       "(seq 0)"});
+      {"rank(s) 0, 1: gather float32 x 5 root 0 (#0); rank(s) 2: gather float32 x 6 root 0 "
+       "(#0)"});
   expectSameErrorAndAUsableGroup(
       [](test::RankEnv& env) {
+        const int root = env.rank == 1 ? 1 : 0;
         Tensor t = filled(5, 1.0f);
-        env.pg.broadcast(t, {.rootRank = env.rank == 1 ? 1 : 0, .timeout = 10s})->wait();
+        std::vector<Tensor> parts;
+        if (env.rank == root) {
+          for (int r = 0; r < env.size; ++r) parts.push_back(filled(5, 2.0f));
+        }
+        env.pg.scatter(t, parts, {.rootRank = root})->wait();
       },
-      {"rank(s) 0, 2: broadcast float32 x 5 root 0 (seq 0); rank(s) 1: broadcast float32 x 5 "
-       "root 1 (seq 0)"});
+      {"rank(s) 0, 2: scatter float32 x 5 root 0 (#0); rank(s) 1: scatter float32 x 5 root 1 "
+       "(#0)"});
 }
 
 TEST(WireCheckTest, WithTheFastPathOffASizeMismatchIsAnErrorNotAnAbort) {
@@ -140,8 +149,8 @@ TEST(WireCheckTest, WithTheFastPathOffASizeMismatchIsAnErrorNotAnAbort) {
         Tensor t = filled(env.rank == 0 ? 1000 : 5, 1.0f);
         env.pg.allreduce(t)->wait();
       },
-      {"rank(s) 0: allreduce float32 x 1000 sum (seq 0); rank(s) 1, 2: allreduce float32 x 5 sum "
-       "(seq 0)"});
+      {"rank(s) 0: allreduce float32 x 1000 sum (#0); rank(s) 1, 2: allreduce float32 x 5 sum "
+       "(#0)"});
 }
 
 TEST(WireCheckTest, AlltoallSplitsThatDisagreeBetweenRanksAreFoundOnEveryRank) {

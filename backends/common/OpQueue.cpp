@@ -1,8 +1,13 @@
 #include "backends/common/OpQueue.hpp"
 
-#include <sys/prctl.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <mutex>
+#include <thread>
 
 #include "c10d/core/Exception.hpp"
+#include "c10d/core/Futex.hpp"
 #include "c10d/core/Signals.hpp"
 #include "c10d/core/ThreadName.hpp"
 
@@ -10,179 +15,302 @@ namespace c10d::inline v0 {
 
 namespace {
 
-// How long the worker leaves a new operation to its caller. A blocking call (op, then wait)
-// runs the op on the caller's thread, which saves two thread hand-offs (about 10 us on a loaded
-// host, more than a small MPI collective costs). Most callers wait within a few microseconds,
-// but on an oversubscribed host one is descheduled for tens of them often enough that 20 us
-// lost half the iterations to the worker. The grace adapts: while callers claim their ops it is
-// long; once the worker had to take one (its caller was not waiting: async use), new ops start
-// on the worker at once until a caller claims one again. The grace counts from when the worker
-// first sees the op, so that enqueueing reads no clock.
-constexpr std::chrono::microseconds kBlockingCallerGrace{200};
-constexpr std::chrono::microseconds kAsyncCallerGrace{0};
+// How often the worker looks at a queue whose ops are claimed by their callers: from kFirstLook,
+// doubling to kLastLook while ops flow; a look that finds nothing new puts it to sleep until an
+// op wakes it. An op it finds unclaimed at two looks in a row has no caller coming for it.
+constexpr std::chrono::milliseconds kFirstLook{1};
+constexpr std::chrono::milliseconds kLastLook{16};
 
-// Waking the worker for every op of a blocking caller (to time its grace) cost more than the
-// grace saved: on a host with no idle core the woken worker preempts a rank busy in an MPI
-// call. While callers claim their ops, the worker instead looks at the queue once per
-// kPollInterval (so an op nobody waits for starts within about a millisecond), and after
-// kPollingSpell without a new op it sleeps until woken.
-constexpr std::chrono::milliseconds kPollInterval{1};
-constexpr std::chrono::milliseconds kPollingSpell{200};
+// Ops issued and not yet run, at most: an issuer beyond waits for room.
+constexpr uint64_t kSlots = 1024;
+
+// The worker's slot marker for a position whose Work was drained by abort() or close().
+QueuedWork* const kDrained = reinterpret_cast<QueuedWork*>(uintptr_t{1});
 
 }  // namespace
 
 struct QueuedWork::QueueState {
-  std::string name;
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::deque<std::shared_ptr<QueuedWork>> pending;
-  bool running = false;  // an operation is executing (on any thread)
-  bool stopping = false;
-  // The worker blocks without a deadline: only then does enqueue() need to wake it.
-  bool workerIdle = false;
-  std::chrono::microseconds callerGrace = kBlockingCallerGrace;
-  // Counts enqueues: the worker tells a busy queue from an idle one by it, so that enqueue()
-  // reads no clock (the worker times the grace from when it first sees an op instead).
-  uint64_t enqueues = 0;
-  std::exception_ptr abortError;
+  explicit QueueState(std::string queueName) : name(std::move(queueName)), slots(kSlots) {}
 
-  // Runs work outside the lock; mutex is held on entry and on return, unless relock is false (a
-  // caller that ran its own op is done with the queue). The queue moves on before the Work
-  // completes, so a callback of the Work may issue the next op and wait for it (that op then
-  // runs on the callback's thread, or on the worker).
-  void execute(std::unique_lock<std::mutex>& lock, const std::shared_ptr<QueuedWork>& work,
-               bool relock = true) {
-    running = true;
-    lock.unlock();
-    std::function<void(QueuedWork&)> run = std::move(work->run_);
+  const std::string name;
+  // Position p's Work is in slots[p % kSlots] from its enqueue until it runs.
+  std::vector<std::atomic<QueuedWork*>> slots;
+  alignas(64) std::atomic<uint64_t> tail{0};  // positions handed out
+  alignas(64) std::atomic<uint64_t> head{0};  // the next position to run
+  // Who runs the op at head: 0 nobody, kCaller or kWorker. A try-lock nobody waits on.
+  static constexpr uint32_t kCaller = 1, kWorker = 2;
+  std::atomic<uint32_t> runner{0};
+  // The worker sleeps on bell, which every wake-up bumps; urgent counts the wake-ups that mean
+  // "an op waits for nobody but you" (the others only start the worker's looks).
+  alignas(64) std::atomic<uint32_t> bell{0};
+  std::atomic<uint32_t> urgent{0};
+  std::atomic<bool> workerSleeps{false};  // in a sleep: a wake-up must make a system call
+  std::atomic<bool> workerParked{false};  // asleep without a deadline: an enqueue must wake it
+  std::atomic<bool> refusing{false};      // abort() or close(): enqueues fail
+  std::atomic<bool> stopping{false};      // close(): the worker ends
+  std::exception_ptr abortError;          // set once, before refusing
+
+  void wake(bool run) {
+    if (run) urgent.fetch_add(1, std::memory_order_seq_cst);
+    bell.fetch_add(1, std::memory_order_seq_cst);
+    if (workerSleeps.load(std::memory_order_seq_cst)) detail::futexWake(bell);
+  }
+  void ring() { wake(true); }
+
+  // Runs the op at head if nobody else runs one: as who (kCaller or kWorker), and only when
+  // head is position (any position when position is UINT64_MAX). Whether it ran one.
+  bool runHead(uint32_t who, uint64_t position = UINT64_MAX) {
+    uint32_t idle = 0;
+    // Sequentially consistent with abort()'s refusing, so that no op starts after it returned.
+    if (!runner.compare_exchange_strong(idle, who, std::memory_order_seq_cst)) return false;
+    const uint64_t h = head.load(std::memory_order_relaxed);
+    if (refusing.load(std::memory_order_seq_cst) || h >= tail.load(std::memory_order_acquire) ||
+        (position != UINT64_MAX && h != position)) {
+      runner.store(0, std::memory_order_release);
+      return false;
+    }
+    // The issuer stores its Work right after taking the position; abort() may have failed it.
+    std::atomic<QueuedWork*>& slot = slots[h % kSlots];
+    QueuedWork* work = nullptr;
+    for (int spins = 0;; ++spins) {
+      work = slot.load(std::memory_order_acquire);
+      if (work != nullptr && slot.compare_exchange_strong(work, nullptr)) break;
+      if (work == kDrained) break;
+      if (spins > 64) sched_yield();
+    }
+    if (work == kDrained) {
+      runner.store(0, std::memory_order_release);
+      return false;
+    }
+    std::shared_ptr<QueuedWork> self = std::move(work->self_);
     std::exception_ptr error;
     try {
-      run(*work);
+      work->run();
     } catch (...) {
       error = std::current_exception();
     }
-    run = nullptr;  // drop captured tensors before waking waiters
-    lock.lock();
-    running = false;
-    // Only the worker waits for running to clear, and only while something is pending.
-    if (!pending.empty()) changed.notify_all();
-    lock.unlock();
-    if (error) {
-      work->finishWithError(error);
-    } else {
-      work->finish();
-    }
-    if (relock) lock.lock();
+    // The queue moves on before the Work completes, so that a callback of the Work may issue
+    // the next op and wait for it (that op then runs on the callback's thread, or the worker's).
+    head.store(h + 1, std::memory_order_release);
+    runner.store(0, std::memory_order_seq_cst);
+    // An op behind this one was issued while this ran: its caller is not waiting at the head.
+    if (tail.load(std::memory_order_seq_cst) > h + 1) ring();
+    work->complete(std::move(error));
+    return true;
   }
+
+  // Fails every op not yet started, with a copy of abortError each (every Work fills its own
+  // context into its error). refusing is set: nothing starts or joins after this.
+  void drain() {
+    const uint64_t end = tail.load(std::memory_order_seq_cst);
+    for (uint64_t p = head.load(std::memory_order_seq_cst); p < end; ++p) {
+      // nullptr: its issuer has not stored it yet (it then finds the mark and fails it itself),
+      // or a runner took it.
+      QueuedWork* taken = slots[p % kSlots].exchange(kDrained, std::memory_order_acq_rel);
+      if (taken != nullptr && taken != kDrained) {
+        std::shared_ptr<QueuedWork> self = std::move(taken->self_);
+        taken->complete(detail::copyError(abortError));
+      }
+    }
+  }
+
+  void work();
 };
 
-QueuedWork::QueuedWork(Describe describe, std::chrono::milliseconds timeout,
-                       std::vector<Tensor> outputs, std::function<void(QueuedWork&)> run)
-    : Work(std::move(describe), timeout, std::move(outputs)), run_(std::move(run)) {}
-
-void QueuedWork::beforeWait() {
-  std::shared_ptr<QueueState> state = queue_;
-  if (!state) return;
-  std::unique_lock<std::mutex> lock(state->mutex);
-  if (state->running || state->pending.empty() || state->pending.front().get() != this) return;
-  std::shared_ptr<QueuedWork> self = state->pending.front();
-  state->pending.pop_front();
-  state->callerGrace = kBlockingCallerGrace;
-  state->execute(lock, self, /*relock=*/false);
+void QueuedWork::QueueState::work() {
+  detail::nameThisThread("c10d-ops");
+  detail::blockSigpipeInThisThread();
+  std::chrono::milliseconds interval = kFirstLook;
+  uint32_t lastUrgent = urgent.load(std::memory_order_acquire);
+  uint64_t lastTail = tail.load(std::memory_order_acquire);
+  uint64_t waitingAtLastLook = UINT64_MAX;  // the position found unclaimed at the last look
+  while (!stopping.load(std::memory_order_acquire)) {
+    const uint32_t rung = bell.load(std::memory_order_acquire);
+    const uint32_t asked = urgent.load(std::memory_order_acquire);
+    const uint64_t h = head.load(std::memory_order_acquire);
+    const uint64_t t = tail.load(std::memory_order_acquire);
+    if (h < t && (asked != lastUrgent || h == waitingAtLastLook)) {
+      lastUrgent = asked;
+      waitingAtLastLook = UINT64_MAX;
+      interval = kFirstLook;
+      // A caller may run the head op now, and rings when it is done.
+      if (runHead(kWorker)) continue;
+    }
+    lastUrgent = asked;
+    waitingAtLastLook = h < t ? h : UINT64_MAX;
+    const bool flowing = h < t || t != lastTail;
+    if (t != lastTail) interval = std::min(interval * 2, kLastLook);
+    lastTail = t;
+    workerSleeps.store(true, std::memory_order_seq_cst);
+    if (!flowing) workerParked.store(true, std::memory_order_seq_cst);
+    // Woken since the look above, or an op came while parking: look again.
+    if (bell.load(std::memory_order_seq_cst) == rung &&
+        tail.load(std::memory_order_seq_cst) == t && !stopping.load()) {
+      detail::futexWait(bell, rung, flowing ? std::chrono::nanoseconds(interval)
+                                            : std::chrono::nanoseconds(std::chrono::hours(24)));
+    }
+    workerParked.store(false, std::memory_order_relaxed);
+    workerSleeps.store(false, std::memory_order_relaxed);
+  }
 }
 
-OpQueue::OpQueue(std::string name) : state_(std::make_shared<QueuedWork::QueueState>()) {
-  state_->name = std::move(name);
-  worker_ = std::thread([state = state_] {
-    detail::nameThisThread("c10d-ops");
-    detail::blockSigpipeInThisThread();
-    // Timed waits of a few microseconds; the default 50 us slack would stretch the grace.
-    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-    using Clock = std::chrono::steady_clock;
-    uint64_t enqueuesSeen = 0;
-    Clock::time_point lastEnqueueSeen;
-    std::unique_lock<std::mutex> lock(state->mutex);
-    while (!state->stopping) {
-      const Clock::time_point now = Clock::now();
-      if (state->enqueues != enqueuesSeen) {
-        enqueuesSeen = state->enqueues;
-        lastEnqueueSeen = now;
-      }
-      if (state->running || state->pending.empty()) {
-        if (state->callerGrace == kBlockingCallerGrace && now - lastEnqueueSeen < kPollingSpell) {
-          state->changed.wait_for(lock, kPollInterval);
-        } else {
-          state->workerIdle = true;
-          state->changed.wait(lock);
-          state->workerIdle = false;
-        }
-        continue;
-      }
-      QueuedWork& front = *state->pending.front();
-      if (front.firstSeen_ == Clock::time_point{}) front.firstSeen_ = now;
-      auto claimBy = front.firstSeen_ + state->callerGrace;
-      if (now < claimBy) {
-        // Its caller may still run it; look again afterwards (or when woken).
-        state->changed.wait_until(lock, claimBy);
-        continue;
-      }
-      state->callerGrace = kAsyncCallerGrace;
-      std::shared_ptr<QueuedWork> work = state->pending.front();
-      state->pending.pop_front();
-      state->execute(lock, work);
+QueuedWork::QueuedWork(const Op& op, std::shared_ptr<detail::GroupTrace> trace,
+                       const OpTensors& tensors)
+    : Work(op, std::move(trace)) {
+  rebind(op);
+  capture(tensors);
+}
+
+QueuedWork::QueuedWork(std::shared_ptr<detail::GroupTrace> trace) : Work(Op{}, std::move(trace)) {}
+
+void QueuedWork::rebind(const Op& op) {
+  Work::rebind(op);
+  switch (op.type) {
+    case OpType::Broadcast:
+    case OpType::Allreduce:
+    case OpType::Reduce:
+    case OpType::Recv:
+    case OpType::RecvAnysource:
+    case OpType::AllreduceCoalesced:
+      inPlace_ = true;
+      break;
+    default:
+      inPlace_ = false;
+      break;
+  }
+}
+
+void QueuedWork::capture(const OpTensors& tensors) {
+  // Most ops: one tensor, written in place.
+  if (inPlace_ && tensors.input != nullptr && tensors.inputs == nullptr) {
+    output_ = *tensors.input;
+    return;
+  }
+  if (tensors.input != nullptr) (inPlace_ ? output_ : input_) = *tensors.input;
+  if (tensors.inputs != nullptr) (inPlace_ ? outputs_ : inputs_) = *tensors.inputs;
+  if (tensors.output != nullptr) output_ = *tensors.output;
+  if (tensors.outputs != nullptr) outputs_ = *tensors.outputs;
+  if (tensors.inputSplits != nullptr) inputSplits_ = *tensors.inputSplits;
+  if (tensors.outputSplits != nullptr) outputSplits_ = *tensors.outputSplits;
+}
+
+void QueuedWork::recycle() {
+  input_.reset();
+  if (!inputs_.empty()) inputs_.clear();
+  inputSplits_.clear();
+  outputSplits_.clear();
+  Work::recycle();
+}
+
+OpTensors QueuedWork::tensors() const {
+  OpTensors t;
+  if (inPlace_) {
+    if (output_.defined()) t.input = &output_;
+    if (op().type == OpType::AllreduceCoalesced) t.inputs = &outputs_;
+  } else {
+    if (input_.defined()) t.input = &input_;
+    if (output_.defined()) t.output = &output_;
+    if (!inputs_.empty() || op().type == OpType::Scatter || op().type == OpType::ReduceScatter ||
+        op().type == OpType::Alltoall) {
+      t.inputs = &inputs_;
     }
-  });
+    if (!outputs_.empty() || op().type == OpType::Allgather || op().type == OpType::Gather ||
+        op().type == OpType::Alltoall) {
+      t.outputs = &outputs_;
+    }
+  }
+  if (op().type == OpType::AlltoallBase) {
+    t.inputSplits = &inputSplits_;
+    t.outputSplits = &outputSplits_;
+  }
+  return t;
+}
+
+void QueuedWork::beforeWait() {
+  QueueState* state = queue_.get();
+  if (state == nullptr) return;
+  if (state->head.load(std::memory_order_acquire) == position_ &&
+      state->runHead(QueueState::kCaller, position_)) {
+    return;
+  }
+  // Ops ahead of this one wait for nobody but the worker (or another thread runs one now, and
+  // rings when it is done).
+  state->ring();
+}
+
+void QueuedWork::startAsync() const {
+  QueueState* state = queue_.get();
+  if (state != nullptr && state->head.load(std::memory_order_acquire) <= position_) state->ring();
+}
+
+OpQueue::OpQueue(std::string name)
+    : state_(std::make_shared<QueuedWork::QueueState>(std::move(name))) {
+  worker_ = std::thread([state = state_] { state->work(); });
 }
 
 OpQueue::~OpQueue() {
   close();
 }
 
-void OpQueue::close() {
-  abort(std::make_exception_ptr(
-      StateError(detail::concat(state_->name, ": backend shut down before the operation ran"))));
-  {
-    std::lock_guard<std::mutex> guard(state_->mutex);
-    state_->stopping = true;
-  }
-  state_->changed.notify_all();
-  std::lock_guard<std::mutex> joining(joinMutex_);
-  if (worker_.joinable()) worker_.join();
-}
-
 void OpQueue::enqueue(const std::shared_ptr<QueuedWork>& work) {
-  std::exception_ptr error;
-  bool wake = false;
-  {
-    std::lock_guard<std::mutex> guard(state_->mutex);
-    if (state_->abortError) {
-      error = state_->abortError;
-    } else {
-      work->queue_ = state_;
-      ++state_->enqueues;
-      state_->pending.push_back(work);
-      // A polling worker finds a blocking caller's op by itself; an async caller's must start now.
-      wake = state_->workerIdle || state_->callerGrace == kAsyncCallerGrace;
-    }
-  }
-  if (error) {
-    work->run_ = nullptr;
-    work->finishWithError(detail::copyError(error));  // its own: the Work fills its context in
+  QueuedWork::QueueState& state = *state_;
+  if (state.refusing.load(std::memory_order_seq_cst)) {
+    work->complete(detail::copyError(state.abortError));
     return;
   }
-  if (wake) state_->changed.notify_all();
+  if (work->queue_ != state_) work->queue_ = state_;  // a pooled Work has it from its last op
+  work->self_ = work;
+  const uint64_t position = state.tail.fetch_add(1, std::memory_order_seq_cst);
+  work->position_ = position;
+  // A full queue: the worker must make room.
+  while (position - state.head.load(std::memory_order_acquire) >= kSlots &&
+         !state.refusing.load(std::memory_order_acquire)) {
+    state.ring();
+    sched_yield();
+  }
+  std::atomic<QueuedWork*>& slot = state.slots[position % kSlots];
+  QueuedWork* empty = nullptr;
+  bool stored = slot.compare_exchange_strong(empty, work.get(), std::memory_order_seq_cst);
+  // Refused meanwhile: whoever takes the Work out of its slot first fails it (abort() marks
+  // the slots it drained, so a Work stored after it finds the mark).
+  if (!stored || state.refusing.load(std::memory_order_seq_cst)) {
+    if (!stored || slot.exchange(kDrained, std::memory_order_acq_rel) == work.get()) {
+      std::shared_ptr<QueuedWork> self = std::move(work->self_);
+      work->complete(detail::copyError(state.abortError));
+    }
+    return;
+  }
+  // Behind an op still waiting to start, whose caller does not wait for it: the worker runs
+  // both. With the worker asleep until woken: it starts its looks.
+  if (position != state.head.load(std::memory_order_seq_cst)) {
+    state.ring();
+  } else if (state.workerParked.load(std::memory_order_seq_cst)) {
+    state.wake(false);
+  }
 }
 
 void OpQueue::abort(std::exception_ptr error) {
-  std::deque<std::shared_ptr<QueuedWork>> dropped;
+  QueuedWork::QueueState& state = *state_;
   {
-    std::lock_guard<std::mutex> guard(state_->mutex);
-    if (!state_->abortError) state_->abortError = error;
-    dropped.swap(state_->pending);
+    static std::mutex settingError;  // abort() and close() may race: the first error stays
+    std::lock_guard<std::mutex> guard(settingError);
+    if (!state.refusing.load(std::memory_order_relaxed)) {
+      state.abortError = std::move(error);
+      state.refusing.store(true, std::memory_order_seq_cst);
+    }
   }
-  for (auto& work : dropped) {
-    work->run_ = nullptr;
-    work->finishWithError(detail::copyError(error));  // each its own: each fills its context in
+  state.drain();
+}
+
+void OpQueue::close() {
+  abort(std::make_exception_ptr(
+      StateError(detail::concat(state_->name, ": backend shut down before the operation ran"))));
+  state_->stopping.store(true, std::memory_order_seq_cst);
+  state_->ring();
+  if (!joined_.exchange(true) && worker_.joinable()) worker_.join();
+  // An op a caller runs on its own thread ends too before this returns.
+  while (state_->runner.load(std::memory_order_seq_cst) != 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
 }
 

@@ -1,44 +1,71 @@
 #pragma once
 
+// The order in which a backend runs its collectives (Gloo, MPI): one at a time, in issue order,
+// on the first thread that waits for the op next in line, or on the queue's worker for ops
+// nobody is waiting for. A blocking call (op, then wait) so runs on its own thread with no
+// hand-off, no lock and no wake-up of the worker.
+//
+// The worker learns of an op only when it must run it: when the op's caller shows it will not
+// wait for it now (asks for its Future, polls it, waits less than its timeout: Work::startAsync),
+// when an op is issued behind one still waiting to start, when the op next in line is left over
+// by whoever ran the one before it, or when the worker is asleep without a deadline. Otherwise it
+// looks at the queue now and then while ops flow (from every 1 ms, doubling to every 16 ms while
+// callers claim their own ops) and runs an op it finds waiting at two looks in a row; once ops
+// stop it sleeps until woken.
+
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <functional>
+#include <cstdint>
+#include <exception>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "c10d/Backend.hpp"
 #include "c10d/Work.hpp"
 
 namespace c10d::inline v0 {
 
 class OpQueue;
 
-// A Work whose operation runs later, in issue order: on the queue's worker thread, or on the
-// first thread that waits for it when it is next in line and the worker is idle. The second path
-// is what makes a blocking call (op then wait) cost no thread hand-off; the worker leaves a new
-// op to its caller for a while (see kBlockingCallerGrace) before taking it.
+// A Work whose op runs later, in issue order (see OpQueue). It keeps the op's tensors alive
+// until it completes; a backend derives from it and says how the op runs (run()).
 class QueuedWork : public Work {
  public:
-  // run gets this Work (for its description): capturing a copy of the description instead cost
-  // several allocations per op.
-  QueuedWork(Describe describe, std::chrono::milliseconds timeout, std::vector<Tensor> outputs,
-             std::function<void(QueuedWork&)> run);
+  QueuedWork(const Op& op, std::shared_ptr<detail::GroupTrace> trace, const OpTensors& tensors);
+
+  // Keeps the op's tensors (as start() got them) for its run.
+  void capture(const OpTensors& tensors);
+  // The op's tensors, as start() got them.
+  OpTensors tensors() const;
 
  protected:
+  // A Work to be rebound to each op it runs (c10d/WorkPool.hpp).
+  explicit QueuedWork(std::shared_ptr<detail::GroupTrace> trace);
+  // Runs the op on the thread that claimed it; throws the op's error.
+  virtual void run() = 0;
   void beforeWait() override;
+  void startAsync() const override;
+  void rebind(const Op& op) override;
+  void recycle() override;
 
  private:
   friend class OpQueue;
+  template <typename T>
+  friend class detail::WorkPool;
   struct QueueState;
-  std::function<void(QueuedWork&)> run_;  // throws the operation's error; released after running
+  // The op's tensors: its outputs are the Work's (result()), the rest are kept here.
+  Tensor input_;
+  std::vector<Tensor> inputs_;
+  std::vector<int64_t> inputSplits_, outputSplits_;
+  bool inPlace_ = false;  // input_ is the output (allreduce_coalesced: inputs_ are the outputs)
   std::shared_ptr<QueueState> queue_;
-  // When the worker first saw it pending (its caller's grace counts from there).
-  std::chrono::steady_clock::time_point firstSeen_;
+  uint64_t position_ = 0;
+  std::shared_ptr<QueuedWork> self_;  // while queued: the caller may drop its Work
 };
 
-// Runs QueuedWork one at a time in enqueue order, so the collectives of a group hit the wire in
+// Runs QueuedWorks one at a time in enqueue order, so the collectives of a group hit the wire in
 // the order the caller issued them on every rank. Thread-safe. The destructor stops the worker
 // and fails whatever has not run with the error given to abort() (or a shutdown error).
 class OpQueue {
@@ -58,8 +85,8 @@ class OpQueue {
 
  private:
   std::shared_ptr<QueuedWork::QueueState> state_;
-  std::mutex joinMutex_;
   std::thread worker_;
+  std::atomic<bool> joined_{false};
 };
 
 }  // namespace c10d::inline v0

@@ -5,7 +5,9 @@
 namespace c10d::inline v0 {
 
 QueuedBackend::QueuedBackend(std::string name, const BackendContext& context)
-    : Backend(std::move(name), context.rank, context.size), groupName_(context.groupName) {}
+    : Backend(std::move(name), context.rank, context.size),
+      groupName_(context.groupName),
+      trace_(context.trace) {}
 
 QueuedBackend::~QueuedBackend() = default;
 
@@ -22,43 +24,27 @@ void QueuedBackend::shutdown() {
   stopAfterQueue();
 }
 
-void QueuedBackend::checkNotShutDown(const char* op) const {
-  C10D_CHECK(!shutDown_.load(), StateError, op, ": ", name(), " backend of group '", groupName_,
-             "' was shut down");
+void QueuedBackend::checkNotShutDown(const Op& op) const {
+  C10D_CHECK(!shutDown_.load(std::memory_order_relaxed), StateError, c10d::name(op.type), ": ", name(),
+             " backend of group '", groupName_, "' was shut down");
 }
 
-void QueuedBackend::checkCPU(const Tensor& tensor, const char* op) const {
-  C10D_CHECK(tensor.device().isCPU(), InvalidArgument, name(), " backend: ", op, " got ",
-             tensor.describe(), "; it takes CPU tensors only");
-}
-
-uint64_t QueuedBackend::number(const char* op) {
+std::shared_ptr<Work> QueuedBackend::start(const Op& op, const OpTensors& tensors) {
+  C10D_CHECK(op.device == DeviceType::CPU || op.ndim == Op::kNoTensor, InvalidArgument, name(),
+             " backend: ", describe(op), ": it takes CPU tensors only");
+  if (!op.traits().collective) return startP2P(op, *tensors.input);
   checkNotShutDown(op);
-  return sequence_.fetch_add(1);
-}
-
-void QueuedBackend::queue(const std::shared_ptr<QueuedWork>& work) {
+  std::shared_ptr<QueuedWork> work = makeCollective(op, tensors);
   queue_->enqueue(work);
+  return work;
 }
 
-std::shared_ptr<Work> QueuedBackend::send(const Tensor& tensor, int dstRank, int tag,
-                                          std::chrono::milliseconds timeout) {
-  return startP2P(true, tensor, dstRank, tag, timeout);
-}
-
-std::shared_ptr<Work> QueuedBackend::recv(const Tensor& tensor, int srcRank, int tag,
-                                          std::chrono::milliseconds timeout) {
-  return startP2P(false, tensor, srcRank, tag, timeout);
-}
-
-std::shared_ptr<Work> QueuedBackend::recvAnysource(const Tensor& tensor, int tag,
-                                                   std::chrono::milliseconds timeout) {
-  return startP2P(false, tensor, -1, tag, timeout);
-}
-
-std::vector<std::shared_ptr<Work>> QueuedBackend::batchIsendIrecv(
-    const std::vector<P2POp>& ops, std::chrono::milliseconds timeout) {
-  return postEachInTurn(ops, timeout);
+std::vector<std::shared_ptr<Work>> QueuedBackend::startBatch(const std::vector<Op>& ops,
+                                                             const std::vector<P2POp>& p2p) {
+  std::vector<std::shared_ptr<Work>> works;
+  works.reserve(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) works.push_back(start(ops[i], {.input = &p2p[i].tensor}));
+  return works;
 }
 
 }  // namespace c10d::inline v0

@@ -1,4 +1,5 @@
-// allreduce and allreduce_coalesced over gloo::allreduce, with our reduce functions so every
+// allreduce and allreduce_coalesced: on the SyncMesh (recursive doubling, a ring for large
+// buffers, layered across hosts), else gloo::allreduce; with our reduce functions, so every
 // dtype (bfloat16 included) and every ReduceOp works.
 
 #include <gloo/allreduce.h>
@@ -6,15 +7,15 @@
 #include <cstring>
 
 #include "backends/common/Reduce.hpp"
-#include "backends/gloo/GlooRuntime.hpp"
+#include "backends/gloo/Collectives.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v0::gloo_ops {
 namespace {
 
-void allreduceInPlace(GlooBackend::Runtime& runtime, void* data, ScalarType dtype, size_t count,
+void allreduceInPlace(Runtime& runtime, void* data, ScalarType dtype, size_t count,
                       const ReduceOp& op, uint32_t tag, std::chrono::milliseconds timeout) {
   prepareReduce(op, dtype, data, count);
-  if (SyncMesh* fast = runtime.fastPath(timeout, count * elementSize(dtype));
+  if (SyncMesh* fast = runtime.fastPath(count * elementSize(dtype));
       fast != nullptr && count > 0) {
     fast->allreduce(data, count, elementSize(dtype), reduceFunction(op, dtype));
   } else if (count > 0 && runtime.size > 1) {
@@ -32,51 +33,28 @@ void allreduceInPlace(GlooBackend::Runtime& runtime, void* data, ScalarType dtyp
 
 }  // namespace
 
-std::shared_ptr<Work> GlooBackend::allreduce(const Tensor& tensor,
-                                             const AllreduceOptions& options) {
-  checkCPU(tensor, "allreduce");
-  std::shared_ptr<Runtime> runtime = runtime_;
-  return enqueue(
-      WireCall::of("allreduce", tensor.dtype(), tensor.numel(), options.reduceOp.kind()),
-      [=] { return detail::concat(tensor.describe(), " ", options.reduceOp); }, options.timeout,
-      {tensor},
-      [runtime, tensor, options](uint32_t tag) {
-        allreduceInPlace(*runtime, tensor.data(), tensor.dtype(), tensor.numel(), options.reduceOp,
-                         tag, options.timeout);
-      });
+void allreduce(Runtime& runtime, const Op& op, const OpTensors& tensors) {
+  const Tensor& tensor = *tensors.input;
+  allreduceInPlace(runtime, tensor.data(), tensor.dtype(), tensor.numel(), op.reduceOp,
+                   static_cast<uint32_t>(op.seq), op.timeout);
 }
 
-std::shared_ptr<Work> GlooBackend::allreduceCoalesced(const std::vector<Tensor>& tensors,
-                                                      const AllreduceOptions& options) {
-  for (const Tensor& tensor : tensors) checkCPU(tensor, "allreduce_coalesced");
-  std::shared_ptr<Runtime> runtime = runtime_;
-  size_t total = 0;
-  for (const Tensor& tensor : tensors) total += tensor.numel();
-  // One flat buffer, one allreduce: many small tensors cost one round of latency.
-  return enqueue(
-      WireCall::of("allreduce_coalesced", tensors[0].dtype(), total, options.reduceOp.kind()),
-      [=] {
-        return detail::concat(tensors.size(), " tensors, ", total, " ", tensors[0].dtype(), " ",
-                              options.reduceOp);
-      },
-      options.timeout, tensors,
-      [runtime, tensors, total, options](uint32_t tag) {
-        ScalarType dtype = tensors[0].dtype();
-        size_t elementBytes = elementSize(dtype);
-        std::vector<uint8_t> flat(total * elementBytes);
-        size_t offset = 0;
-        for (const Tensor& tensor : tensors) {
-          copyBytes(flat.data() + offset, tensor.data(), tensor.nbytes());
-          offset += tensor.nbytes();
-        }
-        allreduceInPlace(*runtime, flat.data(), dtype, total, options.reduceOp, tag,
-                         options.timeout);
-        offset = 0;
-        for (const Tensor& tensor : tensors) {
-          copyBytes(tensor.data(), flat.data() + offset, tensor.nbytes());
-          offset += tensor.nbytes();
-        }
-      });
+// One flat buffer, one allreduce: many small tensors cost one round of latency.
+void allreduceCoalesced(Runtime& runtime, const Op& op, const OpTensors& tensors) {
+  const std::vector<Tensor>& list = *tensors.inputs;
+  uint8_t* flat = runtime.scratch(static_cast<size_t>(op.count) * elementSize(op.dtype));
+  size_t offset = 0;
+  for (const Tensor& tensor : list) {
+    copyBytes(flat + offset, tensor.data(), tensor.nbytes());
+    offset += tensor.nbytes();
+  }
+  allreduceInPlace(runtime, flat, op.dtype, static_cast<size_t>(op.count), op.reduceOp,
+                   static_cast<uint32_t>(op.seq), op.timeout);
+  offset = 0;
+  for (const Tensor& tensor : list) {
+    copyBytes(tensor.data(), flat + offset, tensor.nbytes());
+    offset += tensor.nbytes();
+  }
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v0::gloo_ops

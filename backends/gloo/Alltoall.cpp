@@ -1,130 +1,114 @@
-// alltoall (lists), and alltoall_base: equal splits over gloo::alltoall, uneven ones (AlltoAllV)
-// over gloo::alltoallv.
+// alltoall (lists), and alltoall_base: equal splits on the SyncMesh (pairwise exchange) or over
+// gloo::alltoall, uneven ones (AlltoAllV) over gloo::alltoallv.
 
 #include <gloo/alltoall.h>
 #include <gloo/alltoallv.h>
 
 #include <cstring>
 
-#include "backends/gloo/GlooRuntime.hpp"
+#include "backends/gloo/Collectives.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v0::gloo_ops {
 namespace {
 
-void alltoallEqual(GlooBackend::Runtime& runtime, uint8_t* input, uint8_t* output, size_t bytes,
-                   uint32_t tag, std::chrono::milliseconds timeout) {
+void alltoallEqual(Runtime& runtime, const Op& op, uint8_t* input, uint8_t* output,
+                   size_t bytes) {
   if (runtime.size == 1 || bytes == 0) {
     copyBytes(output, input, bytes);
     return;
   }
-  if (SyncMesh* fast = runtime.fastPath(timeout, bytes)) {
+  if (SyncMesh* fast = runtime.fastPath(bytes)) {
     fast->alltoall(input, output, bytes / runtime.size);
     return;
   }
+  const auto tag = static_cast<uint32_t>(op.seq);
   gloo::AlltoallOptions options(runtime.context);
   options.setInput<uint8_t>(input, bytes);
   options.setOutput<uint8_t>(output, bytes);
   options.setTag(tag);
-  options.setTimeout(timeout);
-  runtime.agree(tag, timeout);
+  options.setTimeout(op.timeout);
+  runtime.agree(tag, op.timeout);
   gloo::alltoall(options);
+}
+
+// Gloo's alltoallv with the bytes this rank sends to and expects from each rank, agreed first.
+void alltoallv(Runtime& runtime, const Op& op, uint8_t* input, std::vector<int64_t>& sendBytes,
+               uint8_t* output, std::vector<int64_t>& recvBytes) {
+  // Gloo's unbound buffers need memory even when every count is zero.
+  uint8_t dummyIn = 0, dummyOut = 0;
+  const auto tag = static_cast<uint32_t>(op.seq);
+  gloo::AlltoallvOptions gloo(runtime.context);
+  gloo.setInput<uint8_t>(input != nullptr ? input : &dummyIn, sendBytes);
+  gloo.setOutput<uint8_t>(output != nullptr ? output : &dummyOut, recvBytes);
+  gloo.setTag(tag);
+  gloo.setTimeout(op.timeout);
+  runtime.agree(tag, op.timeout, &sendBytes, &recvBytes);
+  gloo::alltoallv(gloo);
 }
 
 }  // namespace
 
-std::shared_ptr<Work> GlooBackend::alltoall(const std::vector<Tensor>& outputs,
-                                            const std::vector<Tensor>& inputs,
-                                            const AllToAllOptions& options) {
-  checkCPU(inputs[0], "alltoall");
-  std::shared_ptr<Runtime> runtime = runtime_;
-  return enqueue(
-      // Counts may differ between ranks (lists of any sizes): the bytes each pair exchanges are
-      // agreed before Gloo's alltoallv instead.
-      WireCall::of("alltoall", inputs[0].dtype(), 0),
-      [=] { return detail::concat(inputs.size(), " x ", inputs[0].describe()); }, options.timeout,
-      outputs,
-      [runtime, outputs, inputs, options](uint32_t tag) {
-        // Lists may differ in size per peer: pack them and go through alltoallv.
-        std::vector<int64_t> sendBytes, recvBytes;
-        std::vector<uint8_t> in, out;
-        for (const Tensor& t : inputs) {
-          sendBytes.push_back(static_cast<int64_t>(t.nbytes()));
-          in.insert(in.end(), bytesOf(t), bytesOf(t) + t.nbytes());
-        }
-        size_t total = 0;
-        for (const Tensor& t : outputs) {
-          recvBytes.push_back(static_cast<int64_t>(t.nbytes()));
-          total += t.nbytes();
-        }
-        out.resize(total);
-        if (runtime->size == 1) {
-          out = in;
-        } else {
-          // Gloo's unbound buffers need memory even when every count is zero.
-          uint8_t dummyIn = 0, dummyOut = 0;
-          gloo::AlltoallvOptions gloo(runtime->context);
-          gloo.setInput<uint8_t>(in.empty() ? &dummyIn : in.data(), sendBytes);
-          gloo.setOutput<uint8_t>(out.empty() ? &dummyOut : out.data(), recvBytes);
-          gloo.setTag(tag);
-          gloo.setTimeout(options.timeout);
-          runtime->agree(tag, options.timeout, &sendBytes, &recvBytes);
-          gloo::alltoallv(gloo);
-        }
-        size_t offset = 0;
-        for (const Tensor& t : outputs) {
-          copyBytes(t.data(), out.data() + offset, t.nbytes());
-          offset += t.nbytes();
-        }
-      });
+void alltoall(Runtime& runtime, const Op& op, const OpTensors& tensors) {
+  const std::vector<Tensor>& inputs = *tensors.inputs;
+  const std::vector<Tensor>& outputs = *tensors.outputs;
+  // Lists may differ in size per peer: pack them and go through alltoallv. Counts may differ
+  // between ranks, so the bytes each pair exchanges are agreed before it instead of on the wire.
+  std::vector<int64_t> sendBytes, recvBytes;
+  size_t in = 0, out = 0;
+  for (const Tensor& t : inputs) {
+    sendBytes.push_back(static_cast<int64_t>(t.nbytes()));
+    in += t.nbytes();
+  }
+  for (const Tensor& t : outputs) {
+    recvBytes.push_back(static_cast<int64_t>(t.nbytes()));
+    out += t.nbytes();
+  }
+  uint8_t* packed = runtime.scratch(in + out);
+  size_t offset = 0;
+  for (const Tensor& t : inputs) {
+    copyBytes(packed + offset, t.data(), t.nbytes());
+    offset += t.nbytes();
+  }
+  uint8_t* received = packed + in;
+  if (runtime.size == 1) {
+    copyBytes(received, packed, in);
+  } else {
+    alltoallv(runtime, op, in ? packed : nullptr, sendBytes, out ? received : nullptr, recvBytes);
+  }
+  offset = 0;
+  for (const Tensor& t : outputs) {
+    copyBytes(t.data(), received + offset, t.nbytes());
+    offset += t.nbytes();
+  }
 }
 
-std::shared_ptr<Work> GlooBackend::alltoallBase(const Tensor& output, const Tensor& input,
-                                                const std::vector<int64_t>& outputSplitSizes,
-                                                const std::vector<int64_t>& inputSplitSizes,
-                                                const AllToAllOptions& options) {
-  checkCPU(input, "alltoall_base");
-  std::shared_ptr<Runtime> runtime = runtime_;
-  bool equal = outputSplitSizes.empty() && inputSplitSizes.empty();
-  return enqueue(
-      WireCall::of("alltoall_base", input.dtype(), equal ? input.numel() : 0),
-      [=] {
-        return detail::concat(input.describe(), " -> ", output.describe(),
-                              equal ? "" : " (uneven splits)");
-      },
-      options.timeout, {output},
-      [runtime, output, input, outputSplitSizes, inputSplitSizes, options](uint32_t tag) {
-        if (outputSplitSizes.empty() && inputSplitSizes.empty()) {
-          alltoallEqual(*runtime, bytesOf(input), bytesOf(output), input.nbytes(), tag,
-                        options.timeout);
-          return;
-        }
-        // Splits are rows of dim 0; Gloo wants bytes per rank.
-        auto bytesPerRank = [&](const std::vector<int64_t>& splits, const Tensor& t) {
-          int64_t rows = t.dim() == 0 ? 1 : t.sizes()[0];
-          int64_t rowBytes = rows == 0 ? 0 : static_cast<int64_t>(t.nbytes()) / rows;
-          std::vector<int64_t> bytes(runtime->size,
-                                     static_cast<int64_t>(t.nbytes()) / runtime->size);
-          if (!splits.empty()) {
-            for (int r = 0; r < runtime->size; ++r) bytes[r] = splits[r] * rowBytes;
-          }
-          return bytes;
-        };
-        std::vector<int64_t> sendBytes = bytesPerRank(inputSplitSizes, input);
-        std::vector<int64_t> recvBytes = bytesPerRank(outputSplitSizes, output);
-        if (runtime->size == 1) {
-          copyBytes(output.data(), input.data(), static_cast<size_t>(sendBytes[0]));
-          return;
-        }
-        // Gloo's unbound buffers need memory even when every count is zero.
-        uint8_t dummyIn = 0, dummyOut = 0;
-        gloo::AlltoallvOptions gloo(runtime->context);
-        gloo.setInput<uint8_t>(input.nbytes() ? bytesOf(input) : &dummyIn, sendBytes);
-        gloo.setOutput<uint8_t>(output.nbytes() ? bytesOf(output) : &dummyOut, recvBytes);
-        gloo.setTag(tag);
-        gloo.setTimeout(options.timeout);
-        runtime->agree(tag, options.timeout, &sendBytes, &recvBytes);
-        gloo::alltoallv(gloo);
-      });
+void alltoallBase(Runtime& runtime, const Op& op, const OpTensors& tensors) {
+  const Tensor& input = *tensors.input;
+  const Tensor& output = *tensors.output;
+  const std::vector<int64_t>& inputSplits = *tensors.inputSplits;
+  const std::vector<int64_t>& outputSplits = *tensors.outputSplits;
+  if (outputSplits.empty() && inputSplits.empty()) {
+    alltoallEqual(runtime, op, bytesOf(input), bytesOf(output), input.nbytes());
+    return;
+  }
+  // Splits are rows of dim 0; Gloo wants bytes per rank.
+  auto bytesPerRank = [&](const std::vector<int64_t>& splits, const Tensor& t) {
+    const int64_t rows = t.dim() == 0 ? 1 : t.sizes()[0];
+    const int64_t rowBytes = rows == 0 ? 0 : static_cast<int64_t>(t.nbytes()) / rows;
+    std::vector<int64_t> bytes(runtime.size, static_cast<int64_t>(t.nbytes()) / runtime.size);
+    if (!splits.empty()) {
+      for (int r = 0; r < runtime.size; ++r) bytes[r] = splits[r] * rowBytes;
+    }
+    return bytes;
+  };
+  std::vector<int64_t> sendBytes = bytesPerRank(inputSplits, input);
+  std::vector<int64_t> recvBytes = bytesPerRank(outputSplits, output);
+  if (runtime.size == 1) {
+    copyBytes(output.data(), input.data(), static_cast<size_t>(sendBytes[0]));
+    return;
+  }
+  alltoallv(runtime, op, input.nbytes() ? bytesOf(input) : nullptr, sendBytes,
+            output.nbytes() ? bytesOf(output) : nullptr, recvBytes);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v0::gloo_ops

@@ -1,28 +1,23 @@
-// barrier over gloo::barrier.
+// barrier: the SyncMesh's dissemination, else gloo::barrier.
 
 #include <gloo/barrier.h>
 
-#include "backends/gloo/GlooRuntime.hpp"
+#include "backends/gloo/Collectives.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v0::gloo_ops {
 
-std::shared_ptr<Work> GlooBackend::barrier(const BarrierOptions& options) {
-  std::shared_ptr<Runtime> runtime = runtime_;
-  return enqueue(
-      WireCall::of("barrier", ScalarType::UInt8, 0), [] { return std::string(); }, options.timeout,
-      {},
-      [runtime, options](uint32_t tag) {
-        if (runtime->size == 1) return;
-        if (SyncMesh* fast = runtime->fastPath(options.timeout, 0)) {
-          fast->barrier();
-          return;
-        }
-        gloo::BarrierOptions gloo(runtime->context);
-        gloo.setTag(tag);
-        gloo.setTimeout(options.timeout);
-        runtime->agree(tag, options.timeout);
-        gloo::barrier(gloo);
-      });
+void barrier(Runtime& runtime, const Op& op, const OpTensors&) {
+  if (runtime.size == 1) return;
+  if (SyncMesh* fast = runtime.fastPath(0)) {
+    fast->barrier();
+    return;
+  }
+  const auto tag = static_cast<uint32_t>(op.seq);
+  gloo::BarrierOptions gloo(runtime.context);
+  gloo.setTag(tag);
+  gloo.setTimeout(op.timeout);
+  runtime.agree(tag, op.timeout);
+  gloo::barrier(gloo);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v0::gloo_ops

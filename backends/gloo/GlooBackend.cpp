@@ -10,20 +10,23 @@
 #include <map>
 #include <sstream>
 
-#include "backends/common/Describe.hpp"
 #include "backends/common/OpQueue.hpp"
+#include "backends/gloo/Collectives.hpp"
 #include "backends/gloo/GlooFailure.hpp"
 #include "backends/gloo/GlooRuntime.hpp"
 #include "backends/gloo/GlooSetup.hpp"
 #include "backends/gloo/PointToPoint.hpp"
 #include "backends/gloo/SharedPointToPoint.hpp"
 #include "c10d/core/Logging.hpp"
+#include "c10d/WorkPool.hpp"
 #include "c10d/core/ThreadName.hpp"
 #include "c10d/net/SharedMemory.hpp"
 #include "store/PrefixStore.hpp"
 
 namespace c10d::inline v0 {
 namespace {
+
+using GlooWorkPool = detail::WorkPool<GlooWork>;
 
 // Spinning on reads saves the wake-up of a sleeping thread (tens of microseconds on virtual
 // machines) but holds a core: only when the launcher tells us how many ranks share this host and
@@ -50,11 +53,11 @@ bool busyPollWanted(const config::Settings& settings) {
 
 // ---- Runtime ----
 
-void GlooBackend::Runtime::checkUsable(const Work::Describe& describe) {
+void GlooBackend::Runtime::checkUsable(const Work& work) {
   if (!broken_.load(std::memory_order_acquire)) return;  // every op passes here: no lock
   std::lock_guard<std::mutex> guard(mutex_);
   if (!brokenBy_.empty()) {
-    C10D_THROW(BackendError, describe(),
+    C10D_THROW(BackendError, work.description(),
                ": the group's Gloo context was closed by an earlier "
                "failure (",
                brokenBy_, "); create a new process group to continue");
@@ -92,6 +95,7 @@ GlooBackend::Runtime::GroupFacts GlooBackend::Runtime::exchangePeerFacts(
   }
   GroupFacts facts{!spin, std::vector<int>(size, 0), wanted};
   if (size == 1) return facts;
+  fastPeerAddresses.assign(size, std::string());
   // First line "<host> <counted host> <pid> <spin> <hierarchy>", then the listening address of
   // each of this rank's pairs in both contexts (a pair's address may carry "$<sequence number>",
   // which messages leave out).
@@ -130,8 +134,15 @@ GlooBackend::Runtime::GroupFacts GlooBackend::Runtime::exchangePeerFacts(
     if (peerHost == host && peerCounted == counted && pid > 0) {
       localPeerPids.emplace_back(peers[i], pid);
     }
-    for (std::string line; std::getline(lines, line);) {
-      if (!line.empty()) peerAddresses.emplace_back(line, peers[i]);
+    // The peer's pairs' addresses: the main context's toward each other rank, then the fast
+    // one's. Its fast pair toward this rank is the one this rank's fast pair connected with.
+    int line = 0;
+    const int ownIndex = rank < peers[i] ? rank : rank - 1;
+    for (std::string address; std::getline(lines, address);) {
+      if (address.empty()) continue;
+      peerAddresses.emplace_back(address, peers[i]);
+      if (fast && line == (size - 1) + ownIndex) fastPeerAddresses[peers[i]] = address;
+      ++line;
     }
   }
   // Hosts numbered in the order of their lowest rank.
@@ -296,8 +307,8 @@ void GlooBackend::Runtime::agree(uint32_t tag, std::chrono::milliseconds timeout
   mine.flags |= WireCall::kAgreeing;
   // Every rank's record of `bytes` into records, whose block `rank` holds ours.
   auto gather = [&](void* records, size_t bytes) {
-    if (fast && timeout == defaultTimeout) {
-      fast->setCall(mine);
+    if (fast) {
+      fast->setCall(mine, timeout);
       fast->allgather(records, bytes);
       return;
     }
@@ -460,17 +471,30 @@ void GlooBackend::Runtime::startWatcher() {
     detail::nameThisThread("c10d-gloo-watch");
     detail::blockSigpipeInThisThread();
     std::unique_lock<std::mutex> lock(mutex_);
+    // Looks with nothing outstanding before it parks until an op wakes it.
+    constexpr int kIdleLooks = 10;
+    int idle = 0;
     while (!p2pStopping_ && !broken_.load()) {
       bool outstanding = std::any_of(p2pAll_.begin(), p2pAll_.end(), [](const auto& weak) {
         auto work = weak.lock();
         return work && !work->isCompleted();
       });
-      if (!outstanding) {
+      outstanding = outstanding || (sharedP2p && sharedP2p->outstanding());
+      idle = outstanding ? 0 : idle + 1;
+      if (idle > kIdleLooks) {
         watcherAsleep_ = true;
-        watchChanged_.wait(lock, [&] { return p2pStopping_ || !watcherAsleep_; });
+        watcherParked_.store(true, std::memory_order_seq_cst);
+        // An op of the shared-memory engine posted meanwhile did not see the flag.
+        if (!(sharedP2p && sharedP2p->outstanding())) {
+          watchChanged_.wait(lock, [&] { return p2pStopping_ || !watcherAsleep_; });
+        }
+        watcherParked_.store(false, std::memory_order_relaxed);
+        watcherAsleep_ = false;
+        idle = 0;
         continue;
       }
       if (watchChanged_.wait_for(lock, kWatchInterval, [&] { return p2pStopping_; })) break;
+      if (!outstanding) continue;
       lock.unlock();
       std::string loss = lookForLoss();
       if (!loss.empty()) {
@@ -483,6 +507,15 @@ void GlooBackend::Runtime::startWatcher() {
   });
 }
 
+void GlooBackend::Runtime::wakeWatcher() {
+  if (!watcherParked_.load(std::memory_order_seq_cst)) return;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    watcherAsleep_ = false;
+  }
+  watchChanged_.notify_one();
+}
+
 void GlooBackend::Runtime::abortP2P(const std::string& reason, bool shutDown) {
   std::vector<std::shared_ptr<P2PWork>> outstanding;
   {
@@ -492,6 +525,7 @@ void GlooBackend::Runtime::abortP2P(const std::string& reason, bool shutDown) {
     }
   }
   for (auto& work : outstanding) work->abortWait(reason, shutDown);
+  if (sharedP2p) sharedP2p->abortAll(reason, shutDown);
 }
 
 void GlooBackend::Runtime::stopP2P() {
@@ -511,7 +545,9 @@ void GlooBackend::Runtime::stopP2P() {
 // ---- GlooBackend ----
 
 GlooBackend::GlooBackend(const BackendContext& context)
-    : QueuedBackend("gloo", context), runtime_(std::make_shared<Runtime>()) {
+    : QueuedBackend("gloo", context),
+      runtime_(std::make_shared<Runtime>()),
+      pool_(std::make_shared<GlooWorkPool>()) {
   runtime_->rank = context.rank;
   runtime_->size = context.size;
   runtime_->group = context.groupName;
@@ -524,7 +560,6 @@ GlooBackend::GlooBackend(const BackendContext& context)
     runtime_->device = gloo::transport::tcp::CreateDevice(attr);
     runtime_->context = std::make_shared<gloo::rendezvous::Context>(context.rank, context.size);
     runtime_->context->setTimeout(context.timeout);
-    runtime_->defaultTimeout = context.timeout;
     GlooStore store(std::make_shared<PrefixStore>("main", context.store), context.timeout);
     runtime_->context->connectFullMesh(store, runtime_->device);
     // C10D_GLOO_FAST_PATH: 0 never, all for every size, size by size (same on every rank).
@@ -546,6 +581,7 @@ GlooBackend::GlooBackend(const BackendContext& context)
                                                        : SyncMesh::Hierarchy::Auto,
                                     context.settings.value("C10D_HOST_ID"));
     if (runtime_->fast) {
+      runtime_->fast->findSockets(runtime_->fastPeerAddresses);
       const bool shm = context.settings.flag("C10D_SHM").value_or(true);
       std::string chosen =
           runtime_->fast->connectSharedMemory(peerStore, runtime_->localPeerPids, shm);
@@ -578,78 +614,71 @@ GlooBackend::GlooBackend(const BackendContext& context)
 
 GlooBackend::~GlooBackend() {
   shutdown();
+  pool_->close();
 }
 
 void GlooBackend::stopAfterQueue() {
   runtime_->stopP2P();
 }
 
-std::shared_ptr<Work> GlooBackend::enqueue(const WireCall& call,
-                                           std::function<std::string()> details,
-                                           std::chrono::milliseconds timeout,
-                                           std::vector<Tensor> outputs,
-                                           std::function<void(uint32_t tag)> fn) {
-  std::shared_ptr<Runtime> runtime = runtime_;
-  return QueuedBackend::enqueue(
-      WireCall::kWireOps[call.op], std::move(details), timeout, std::move(outputs),
-      [runtime, call, fn = std::move(fn)](QueuedWork& self, uint64_t sequence) {
-        // The sequence number is the Gloo tag, and what this rank's messages say it runs.
-        auto tag = static_cast<uint32_t>(sequence);
-        WireCall numbered = call;
-        numbered.seq = tag;
-        runtime->guarded(
-            self.describer(),
-            [&] {
-              runtime->beginCall(numbered);
-              fn(tag);
-            },
-            self.timeout());
-      });
+std::shared_ptr<QueuedWork> GlooBackend::makeCollective(const Op& op, const OpTensors& tensors) {
+  std::shared_ptr<GlooWork> work = GlooWorkPool::acquire(
+      pool_, op, [&] { return new GlooWork(trace(), runtime_.get()); });
+  work->capture(tensors);
+  return work;
 }
 
-std::shared_ptr<Work> GlooBackend::startP2P(bool isSend, const Tensor& tensor, int peer, int tag,
-                                            std::chrono::milliseconds timeout) {
-  const char* op = isSend ? "send" : (peer < 0 ? "recv_anysource" : "recv");
-  checkCPU(tensor, op);
+namespace {
+
+// Each collective's function, by OpType.
+constexpr void (*kRun[])(GlooBackend::Runtime&, const Op&, const OpTensors&) = {
+    gloo_ops::broadcast,           gloo_ops::allreduce,     gloo_ops::allreduceCoalesced,
+    gloo_ops::reduce,              gloo_ops::allgather,     gloo_ops::allgatherIntoTensor,
+    gloo_ops::gather,              gloo_ops::scatter,       gloo_ops::reduceScatter,
+    gloo_ops::reduceScatterTensor, gloo_ops::alltoall,      gloo_ops::alltoallBase,
+    gloo_ops::barrier,
+};
+static_assert(std::size(kRun) == static_cast<size_t>(OpType::Barrier) + 1);
+
+}  // namespace
+
+void GlooWork::run() {
+  const Op& call = op();
+  // The sequence number is the Gloo tag, and what this rank's messages say it runs.
+  struct Release {
+    GlooBackend::Runtime& runtime;
+    ~Release() { runtime.releaseScratch(); }
+  } release{*runtime_};
+  runtime_->guarded(
+      *this,
+      [&] {
+        runtime_->beginCall(WireCall::of(call), call.timeout);
+        kRun[static_cast<size_t>(call.type)](*runtime_, call, tensors());
+      },
+      call.timeout);
+}
+
+std::shared_ptr<Work> GlooBackend::startP2P(const Op& op, const Tensor& tensor) {
+  const bool isSend = op.type == OpType::Send;
   checkNotShutDown(op);
-  Work::Describe describe = describePointToPoint(op, tensor, isSend, peer, tag, groupName());
-  C10D_CHECK(runtime_->p2p != nullptr, InvalidArgument, describe(),
-             ": a group of one has no peer to exchange with");
+  C10D_CHECK(runtime_->p2p != nullptr, InvalidArgument, describe(op), " (group '", groupName(),
+             "'): a group of one has no peer to exchange with");
+  if (runtime_->sharedP2p) return runtime_->sharedP2p->start(op, tensor, trace(), runtime_);
   std::shared_ptr<P2PWork> work;
-  if (runtime_->sharedP2p) {
-    SharedP2P& shared = *runtime_->sharedP2p;
-    runtime_->checkUsable(describe);
-    shared.ensureStarted();
-    if (isSend) {
-      auto send = std::make_shared<SharedSend>(describe, timeout, std::vector<Tensor>{}, tensor,
-                                               peer, tag, runtime_);
-      shared.send(send);
-      work = send;
-    } else {
-      auto recv = std::make_shared<SharedRecv>(describe, timeout, std::vector<Tensor>{tensor},
-                                               tensor, peer, tag, runtime_);
-      shared.post(recv);
-      work = recv;
-    }
-    runtime_->trackP2P(work);
-    return work;
-  }
   P2PEngine& engine = *runtime_->p2p;
   if (isSend) {
-    auto send = std::make_shared<P2PSend>(describe, timeout, std::vector<Tensor>{}, tensor, peer,
-                                          tag, runtime_);
-    runtime_->guarded(describe, [&] {
+    auto send = std::make_shared<P2PSend>(op, trace(), tensor, runtime_);
+    runtime_->guarded(*send, [&] {
       engine.ensureStarted();
       send->post(engine.nextId());
     });
     work = send;
   } else {
-    runtime_->checkUsable(describe);
+    auto recv = std::make_shared<P2PRecv>(op, trace(), tensor, runtime_);
+    runtime_->checkUsable(*recv);
     // Posting a receive calls into Gloo only the first time (the head receives).
-    if (!engine.started()) runtime_->guarded(describe, [&] { engine.ensureStarted(); });
-    auto recv = std::make_shared<P2PRecv>(describe, timeout, std::vector<Tensor>{tensor}, tensor,
-                                          peer, tag, runtime_);
-    engine.post(recv, peer, tag);
+    if (!engine.started()) runtime_->guarded(*recv, [&] { engine.ensureStarted(); });
+    engine.post(recv, op.peer, op.tag);
     work = recv;
   }
   runtime_->trackP2P(work);

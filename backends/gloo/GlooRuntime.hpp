@@ -77,7 +77,6 @@ struct GlooBackend::Runtime {
   std::shared_ptr<gloo::rendezvous::Context> context;
   // Small messages take this path (see SyncMesh); null for a group of one.
   std::unique_ptr<SyncMesh> fast;
-  std::chrono::milliseconds defaultTimeout{0};
 
   // Messages from this size on go to Gloo's own algorithms when any rank of the group sleeps in
   // its reads (more ranks than cores on its host): there, many 256 KiB pieces each paying a
@@ -86,31 +85,46 @@ struct GlooBackend::Runtime {
   static constexpr size_t kLargeBytes = 2 * 1024 * 1024;
   bool largeViaGloo = false;
 
-  // The SyncMesh, or null when an op must take Gloo's own algorithms: a group of one, a
-  // per-op timeout other than the group's (sync sockets carry the group's timeout, fixed when
-  // they connected), a large message where largeViaGloo, or one over an op's own limit.
-  // bytes: the op's whole buffer. The size rules are about sockets: a group whose every pair is
-  // on shared memory keeps every size on the SyncMesh (its 4 MiB broadcast took 97 µs where
-  // Gloo's took 1.9 ms: docs/performance.md).
-  SyncMesh* fastPath(std::chrono::milliseconds timeout, size_t bytes,
-                     size_t limit = SIZE_MAX) const {
-    if (!fast || timeout != defaultTimeout) return nullptr;
+  // The SyncMesh, or null when an op must take Gloo's own algorithms: a group of one, a large
+  // message where largeViaGloo, or one over an op's own limit. bytes: the op's whole buffer.
+  // The size rules are about sockets: a group whose every pair is on shared memory keeps every
+  // size on the SyncMesh (its 4 MiB broadcast took 97 µs where Gloo's took 1.9 ms:
+  // docs/performance.md). An op's own timeout does not choose: the SyncMesh keeps it
+  // (SyncMesh::setCall).
+  SyncMesh* fastPath(size_t bytes, size_t limit = SIZE_MAX) const {
+    if (!fast) return nullptr;
     if (fast->allShared()) return fast.get();
     if (bytes > limit) return nullptr;
     return largeViaGloo && bytes >= kLargeBytes ? nullptr : fast.get();
   }
 
-  // Throws BackendError when an earlier failure closed the context.
-  void checkUsable(const Work::Describe& describe);
+  // Throws BackendError naming work when an earlier failure closed the context.
+  void checkUsable(const Work& work);
+
+  // Memory for one collective to pack its tensors in (collectives run one at a time): kept
+  // between ops up to kKeptScratch bytes, so that a small op allocates nothing; a larger buffer
+  // is released when the op ends (releaseScratch).
+  static constexpr size_t kKeptScratch = 1 << 20;
+  uint8_t* scratch(size_t bytes) {
+    if (bytes <= kKeptScratch) {
+      if (scratch_.size() < bytes) scratch_.resize(kKeptScratch);
+      return scratch_.data();
+    }
+    largeScratch_ = Tensor::empty({static_cast<int64_t>(bytes)}, ScalarType::UInt8);
+    return static_cast<uint8_t*>(largeScratch_.data());
+  }
+  void releaseScratch() {
+    if (largeScratch_.defined()) largeScratch_ = Tensor();
+  }
 
   // Runs fn (which calls Gloo) and turns Gloo's exceptions into TimeoutError / BackendError
   // whose message names the operation; the first failure marks the context unusable. SIGPIPE is
   // blocked meanwhile, so a write to a lost peer's socket fails instead of killing the process.
   // collective: the op's timeout when fn runs a collective (a timeout then says who is behind).
   template <typename Fn>
-  void guarded(const Work::Describe& describe, Fn&& fn,
+  void guarded(const Work& work, Fn&& fn,
                std::optional<std::chrono::milliseconds> collective = std::nullopt) {
-    checkUsable(describe);
+    checkUsable(work);
     // A collective arms the guard before its first socket write (SyncMesh, agree()): one that
     // stays in shared memory makes no system call for it.
     detail::SigpipeGuard quiet(collective ? detail::SigpipeGuard::kWhenWriting
@@ -118,11 +132,11 @@ struct GlooBackend::Runtime {
     try {
       fn();
     } catch (const gloo::Exception& e) {
-      fail(describe(), e.what(), collective);
+      fail(work.description(), e.what(), collective);
     } catch (const gloo::EnforceNotMet& e) {
-      fail(describe(), e.what(), collective);
+      fail(work.description(), e.what(), collective);
     } catch (const WireMismatch& e) {
-      failMismatch(describe(), e.message);
+      failMismatch(work.description(), e.message);
     }
   }
   [[noreturn]] void fail(const std::string& description, const std::string& glooMessage,
@@ -139,16 +153,16 @@ struct GlooBackend::Runtime {
 
   // The collective this rank runs now (ops run one at a time), as its messages state it.
   WireCall current;
-  void beginCall(const WireCall& call) {
+  void beginCall(const WireCall& call, std::chrono::milliseconds timeout) {
     current = call;
-    if (fast) fast->setCall(call);
+    if (fast) fast->setCall(call, timeout);
   }
   // Before Gloo's own algorithm: every rank's call is gathered and compared (and for alltoallv
-  // the bytes each pair will exchange), over the SyncMesh when the op's timeout allows, else
-  // over Gloo with a fixed size. Calls that differ throw InvalidArgument on every rank alike,
-  // naming each rank's call, and the group stays usable: Gloo's algorithm never sees them (its
-  // checks abort the process from its device thread). Costs one small allgather, on paths whose
-  // ops take far longer (large messages, gather, scatter, uneven alltoall, per-op timeouts).
+  // the bytes each pair will exchange), over the SyncMesh (or, where C10D_GLOO_FAST_PATH=0 made
+  // none, over Gloo with a fixed size). Calls that differ throw InvalidArgument on every rank
+  // alike, naming each rank's call, and the group stays usable: Gloo's algorithm never sees them
+  // (its checks abort the process from its device thread). Costs one small allgather, on paths
+  // whose ops take far longer (large messages, gather, scatter, uneven alltoall).
   void agree(uint32_t tag, std::chrono::milliseconds timeout,
              const std::vector<int64_t>* sendBytes = nullptr,
              const std::vector<int64_t>* recvBytes = nullptr);
@@ -174,6 +188,8 @@ struct GlooBackend::Runtime {
                                SyncMesh::Hierarchy wanted, std::string counted);
   std::vector<std::pair<int, long>> localPeerPids;         // (rank, pid)
   std::vector<std::pair<std::string, int>> peerAddresses;  // (address, rank)
+  // By rank: the listening address of that rank's SyncMesh pair toward this rank.
+  std::vector<std::string> fastPeerAddresses;
   // " (rank 2 of group 'g' is no longer running on this host)", or an address match, or "";
   // ranks gets the ranks it names.
   std::string lostPeers(const std::string& glooMessage, std::vector<int>* ranks) const;
@@ -233,11 +249,15 @@ struct GlooBackend::Runtime {
   // with it, so such waits fail within about this interval instead of at their timeout.
   static constexpr std::chrono::milliseconds kWatchInterval{500};
   void startWatcher();
+  // Wakes a watcher parked for want of outstanding ops: the shared-memory engine posted one.
+  void wakeWatcher();
   // The group's first failure as another rank logged it, else what this rank finds itself (a
   // peer on this host ended, the store unreachable), recorded in the log; "" when neither.
   std::string lookForLoss();
 
  private:
+  std::vector<uint8_t> scratch_;
+  Tensor largeScratch_;
   std::mutex mutex_;
   std::string brokenBy_;  // the first failure's message; empty while healthy
   std::atomic<bool> broken_{false};
@@ -255,6 +275,7 @@ struct GlooBackend::Runtime {
   std::thread watcher_;
   std::condition_variable watchChanged_;
   bool watcherAsleep_ = false;  // no outstanding point-to-point Work: the next op must wake it
+  std::atomic<bool> watcherParked_{false};  // watcherAsleep_, for lock-free posters to read
   void abortP2P(const std::string& reason, bool shutDown);
   IdlePool<gloo::transport::UnboundBuffer> idleBuffers_;
   IdlePool<Staging> idleStaging_;

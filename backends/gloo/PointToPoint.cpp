@@ -28,15 +28,40 @@ constexpr std::chrono::hours kListenTimeout{24};
 
 // ---- P2PWork ----
 
-P2PWork::P2PWork(Describe describe, std::chrono::milliseconds timeout, std::vector<Tensor> outputs,
-                 Tensor tensor, int peer, int tag, std::shared_ptr<GlooBackend::Runtime> runtime)
-    : Work(std::move(describe), timeout, std::move(outputs)),
+P2PWork::P2PWork(const Op& op, std::shared_ptr<detail::GroupTrace> trace, Tensor tensor,
+                 std::shared_ptr<GlooBackend::Runtime> runtime)
+    : Work(op, std::move(trace)),
       tensor_(std::move(tensor)),
-      peer_(peer),
-      tag_(tag),
-      runtime_(std::move(runtime)) {}
+      peer_(op.peer),
+      tag_(op.tag),
+      runtime_(std::move(runtime)) {
+  if (op.type != OpType::Send) output_ = tensor_;
+}
+
+P2PWork::P2PWork(std::shared_ptr<detail::GroupTrace> trace,
+                 std::shared_ptr<GlooBackend::Runtime> runtime)
+    : Work(Op{}, std::move(trace)), runtime_(std::move(runtime)) {}
 
 P2PWork::~P2PWork() = default;
+
+void P2PWork::setTensor(const Tensor& tensor) {
+  tensor_ = tensor;
+  if (op().type != OpType::Send) output_ = tensor;
+}
+
+void P2PWork::rebind(const Op& op) {
+  Work::rebind(op);
+  peer_ = op.peer;
+  tag_ = op.tag;
+  claimed_.store(false, std::memory_order_relaxed);
+  if (!abortReason_.empty()) abortReason_.clear();
+  abortedByShutdown_ = false;
+}
+
+void P2PWork::recycle() {
+  tensor_.reset();
+  Work::recycle();
+}
 
 void P2PWork::completeIfUnclaimed() {
   if (claimed_.exchange(true)) return;
@@ -85,7 +110,7 @@ void P2PWork::waitFor(gloo::transport::UnboundBuffer& buffer, bool send, int* pe
   }
   bool completed = false;
   try {
-    runtime_->guarded([this] { return description(); },
+    runtime_->guarded(*this,
                       [&] {
                         detail::SigpipeGuard::mayHaveFailedWrites();  // asynchronous pairs
                         completed = send ? buffer.waitSend(peer, remaining(deadline))
@@ -156,7 +181,7 @@ void P2PRecv::deliver(int source, const Header& header, const uint8_t* eager) {
   if (fits && eagerBytes > 0) std::memcpy(tensor_.data(), eager, eagerBytes);
   std::exception_ptr error;
   try {
-    runtime_->guarded([this] { return description(); },
+    runtime_->guarded(*this,
                       [&] {
                         detail::SigpipeGuard::mayHaveFailedWrites();  // asynchronous pairs
                         if (header.bytes > eagerBytes) {

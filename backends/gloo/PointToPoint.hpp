@@ -128,9 +128,12 @@ class P2PMatcher {
 // Work::wait, or the runtime's progress thread.
 class P2PWork : public Work {
  public:
-  P2PWork(Describe describe, std::chrono::milliseconds timeout, std::vector<Tensor> outputs,
-          Tensor tensor, int peer, int tag, std::shared_ptr<GlooBackend::Runtime> runtime);
+  // op: the send or receive of tensor (its peer and tag).
+  P2PWork(const Op& op, std::shared_ptr<detail::GroupTrace> trace, Tensor tensor,
+          std::shared_ptr<GlooBackend::Runtime> runtime);
   ~P2PWork() override;
+  // The tensor the op sends or receives into (a pooled Work's, per op).
+  void setTensor(const Tensor& tensor);
 
   // Runs the stages unless someone else claimed the work; then completes it.
   void completeIfUnclaimed();
@@ -141,6 +144,10 @@ class P2PWork : public Work {
  protected:
   using Clock = std::chrono::steady_clock;
   using Staging = GlooBackend::Runtime::Staging;
+  // A Work to be rebound to each op it runs (c10d/WorkPool.hpp).
+  P2PWork(std::shared_ptr<detail::GroupTrace> trace, std::shared_ptr<GlooBackend::Runtime> runtime);
+  void rebind(const Op& op) override;
+  void recycle() override;
   void beforeWait() override { completeIfUnclaimed(); }
   // The stages after posting; throws the op's error.
   virtual void run(Clock::time_point deadline) = 0;
@@ -155,8 +162,8 @@ class P2PWork : public Work {
   std::exception_ptr abortError(const std::string& reason) const;
 
   Tensor tensor_;
-  int peer_;  // < 0: any source (a receive)
-  int tag_;
+  int peer_ = -1;  // < 0: any source (a receive)
+  int tag_ = 0;
   std::shared_ptr<GlooBackend::Runtime> runtime_;
   std::unique_ptr<Staging> head_;
   std::unique_ptr<Staging> verdict_;

@@ -1,47 +1,38 @@
-// reduce to one root over gloo::reduce.
+// reduce to one root: the SyncMesh's binomial tree (layered across hosts), else gloo::reduce.
 
 #include <gloo/reduce.h>
 
 #include "backends/common/Reduce.hpp"
-#include "backends/gloo/GlooRuntime.hpp"
+#include "backends/gloo/Collectives.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v0::gloo_ops {
 
-std::shared_ptr<Work> GlooBackend::reduce(const Tensor& tensor, const ReduceOptions& options) {
-  checkCPU(tensor, "reduce");
-  std::shared_ptr<Runtime> runtime = runtime_;
-  return enqueue(
-      WireCall::of("reduce", tensor.dtype(), tensor.numel(), options.reduceOp.kind(),
-                   options.rootRank),
-      [=] {
-        return detail::concat(tensor.describe(), " ", options.reduceOp, " root ", options.rootRank);
-      },
-      options.timeout, {tensor},
-      [runtime, tensor, options](uint32_t tag) {
-        ScalarType dtype = tensor.dtype();
-        size_t count = tensor.numel();
-        prepareReduce(options.reduceOp, dtype, tensor.data(), count);
-        if (SyncMesh* fast = runtime->fastPath(options.timeout, tensor.nbytes());
-            fast != nullptr && count > 0) {
-          fast->reduce(tensor.data(), count, elementSize(dtype),
-                       reduceFunction(options.reduceOp, dtype), options.rootRank);
-        } else if (count > 0 && runtime->size > 1) {
-          gloo::ReduceOptions gloo(runtime->context);
-          withWordOfSize(elementSize(dtype), [&]<typename W>() {
-            gloo.setInput<W>(static_cast<W*>(tensor.data()), count);
-            gloo.setOutput<W>(static_cast<W*>(tensor.data()), count);
-          });
-          gloo.setRoot(options.rootRank);
-          gloo.setReduceFunction(reduceFunction(options.reduceOp, dtype));
-          gloo.setTag(tag);
-          gloo.setTimeout(options.timeout);
-          runtime->agree(tag, options.timeout);
-          gloo::reduce(gloo);
-        }
-        if (runtime->rank == options.rootRank) {
-          finishReduce(options.reduceOp, dtype, tensor.data(), count, runtime->size);
-        }
-      });
+void reduce(Runtime& runtime, const Op& op, const OpTensors& tensors) {
+  const Tensor& tensor = *tensors.input;
+  const ScalarType dtype = tensor.dtype();
+  const size_t count = tensor.numel();
+  prepareReduce(op.reduceOp, dtype, tensor.data(), count);
+  if (SyncMesh* fast = runtime.fastPath(tensor.nbytes());
+      fast != nullptr && count > 0) {
+    fast->reduce(tensor.data(), count, elementSize(dtype), reduceFunction(op.reduceOp, dtype),
+                 op.root);
+  } else if (count > 0 && runtime.size > 1) {
+    const auto tag = static_cast<uint32_t>(op.seq);
+    gloo::ReduceOptions gloo(runtime.context);
+    withWordOfSize(elementSize(dtype), [&]<typename W>() {
+      gloo.setInput<W>(static_cast<W*>(tensor.data()), count);
+      gloo.setOutput<W>(static_cast<W*>(tensor.data()), count);
+    });
+    gloo.setRoot(op.root);
+    gloo.setReduceFunction(reduceFunction(op.reduceOp, dtype));
+    gloo.setTag(tag);
+    gloo.setTimeout(op.timeout);
+    runtime.agree(tag, op.timeout);
+    gloo::reduce(gloo);
+  }
+  if (runtime.rank == op.root) {
+    finishReduce(op.reduceOp, dtype, tensor.data(), count, runtime.size);
+  }
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v0::gloo_ops

@@ -1,76 +1,58 @@
 // reduce_scatter (list in) and reduce_scatter_tensor (flat in): on the SyncMesh (a ring, or
-// layered across hosts). Gloo 0.5 has none over unbound buffers, so with a per-op timeout we
-// allreduce a copy of the whole input there and keep our block (twice the bytes).
+// layered across hosts). Gloo 0.5 has none over unbound buffers, so off the SyncMesh we allreduce
+// a copy of the whole input there and keep our block (twice the bytes).
+
+#include <gloo/allreduce.h>
 
 #include <cstring>
 
 #include "backends/common/Reduce.hpp"
-#include "backends/gloo/GlooRuntime.hpp"
+#include "backends/gloo/Collectives.hpp"
 
-#include <gloo/allreduce.h>
-
-namespace c10d::inline v0 {
+namespace c10d::inline v0::gloo_ops {
 namespace {
 
-void reduceScatterFlat(GlooBackend::Runtime& runtime, std::vector<uint8_t>& flat,
-                       const Tensor& output, const ReduceOp& op, uint32_t tag,
-                       std::chrono::milliseconds timeout) {
-  ScalarType dtype = output.dtype();
-  size_t count = static_cast<size_t>(output.numel()) * runtime.size;
-  prepareReduce(op, dtype, flat.data(), count);
-  if (SyncMesh* fast = runtime.fastPath(timeout, flat.size()); fast != nullptr && count > 0) {
-    fast->reduceScatter(flat.data(), output.numel(), elementSize(dtype), reduceFunction(op, dtype));
+// flat: size() blocks of output's size, the op's input; output gets our block's reduction.
+void reduceScatterFlat(Runtime& runtime, const Op& op, uint8_t* flat, const Tensor& output) {
+  const ScalarType dtype = output.dtype();
+  const size_t count = static_cast<size_t>(output.numel()) * runtime.size;
+  const size_t bytes = count * elementSize(dtype);
+  prepareReduce(op.reduceOp, dtype, flat, count);
+  if (SyncMesh* fast = runtime.fastPath(bytes); fast != nullptr && count > 0) {
+    fast->reduceScatter(flat, output.numel(), elementSize(dtype),
+                        reduceFunction(op.reduceOp, dtype));
   } else if (count > 0 && runtime.size > 1) {
+    const auto tag = static_cast<uint32_t>(op.seq);
     gloo::AllreduceOptions options(runtime.context);
-    withWordOfSize(elementSize(dtype), [&]<typename W>() {
-      options.setOutput<W>(reinterpret_cast<W*>(flat.data()), count);
-    });
-    options.setReduceFunction(reduceFunction(op, dtype));
+    withWordOfSize(elementSize(dtype),
+                   [&]<typename W>() { options.setOutput<W>(reinterpret_cast<W*>(flat), count); });
+    options.setReduceFunction(reduceFunction(op.reduceOp, dtype));
     options.setTag(tag);
-    options.setTimeout(timeout);
-    runtime.agree(tag, timeout);
+    options.setTimeout(op.timeout);
+    runtime.agree(tag, op.timeout);
     gloo::allreduce(options);
   }
-  copyBytes(output.data(), flat.data() + runtime.rank * output.nbytes(), output.nbytes());
-  finishReduce(op, dtype, output.data(), output.numel(), runtime.size);
+  copyBytes(output.data(), flat + runtime.rank * output.nbytes(), output.nbytes());
+  finishReduce(op.reduceOp, dtype, output.data(), output.numel(), runtime.size);
 }
 
 }  // namespace
 
-std::shared_ptr<Work> GlooBackend::reduceScatter(const Tensor& output,
-                                                 const std::vector<Tensor>& inputs,
-                                                 const ReduceScatterOptions& options) {
-  checkCPU(output, "reduce_scatter");
-  std::shared_ptr<Runtime> runtime = runtime_;
-  return enqueue(
-      WireCall::of("reduce_scatter", output.dtype(), output.numel(), options.reduceOp.kind()),
-      [=] { return detail::concat(output.describe(), " ", options.reduceOp); }, options.timeout,
-      {output},
-      [runtime, output, inputs, options](uint32_t tag) {
-        std::vector<uint8_t> flat(output.nbytes() * inputs.size());
-        for (size_t r = 0; r < inputs.size(); ++r) {
-          copyBytes(flat.data() + r * output.nbytes(), inputs[r].data(), output.nbytes());
-        }
-        reduceScatterFlat(*runtime, flat, output, options.reduceOp, tag, options.timeout);
-      });
+void reduceScatter(Runtime& runtime, const Op& op, const OpTensors& tensors) {
+  const Tensor& output = *tensors.output;
+  const std::vector<Tensor>& inputs = *tensors.inputs;
+  uint8_t* flat = runtime.scratch(output.nbytes() * inputs.size());
+  for (size_t r = 0; r < inputs.size(); ++r) {
+    copyBytes(flat + r * output.nbytes(), inputs[r].data(), output.nbytes());
+  }
+  reduceScatterFlat(runtime, op, flat, output);
 }
 
-std::shared_ptr<Work> GlooBackend::reduceScatterTensor(const Tensor& output, const Tensor& input,
-                                                       const ReduceScatterOptions& options) {
-  checkCPU(output, "reduce_scatter_tensor");
-  std::shared_ptr<Runtime> runtime = runtime_;
-  return enqueue(
-      WireCall::of("reduce_scatter_tensor", output.dtype(), output.numel(),
-                   options.reduceOp.kind()),
-      [=] {
-        return detail::concat(input.describe(), " -> ", output.describe(), " ", options.reduceOp);
-      },
-      options.timeout, {output},
-      [runtime, output, input, options](uint32_t tag) {
-        const auto* begin = static_cast<const uint8_t*>(input.data());
-        std::vector<uint8_t> flat(begin, begin + input.nbytes());
-        reduceScatterFlat(*runtime, flat, output, options.reduceOp, tag, options.timeout);
-      });
+void reduceScatterTensor(Runtime& runtime, const Op& op, const OpTensors& tensors) {
+  const Tensor& input = *tensors.input;
+  uint8_t* flat = runtime.scratch(input.nbytes());
+  copyBytes(flat, input.data(), input.nbytes());
+  reduceScatterFlat(runtime, op, flat, *tensors.output);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v0::gloo_ops

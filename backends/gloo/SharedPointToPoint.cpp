@@ -1,9 +1,13 @@
 #include "backends/gloo/SharedPointToPoint.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 
+#include "c10d/WorkPool.hpp"
 #include "c10d/core/Exception.hpp"
+#include "c10d/core/Futex.hpp"
 #include "c10d/core/Signals.hpp"
 #include "c10d/core/ThreadName.hpp"
 
@@ -14,9 +18,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Message = SharedFrame::Message;
 
-// A waiter that sleeps in its reads (more ranks than cores), and the progress thread, poll this
-// long before they leave the channels to the listener and wait to be told; a waiter with a core
-// of its own polls until done.
+// A waiter that sleeps in its reads (more ranks than cores), and the listener completing an op
+// nobody waits for, poll this long before they leave the channels to the listener and sleep; a
+// waiter with a core of its own polls until done.
 constexpr std::chrono::microseconds kPollBeforeSleep{50};
 // How often a wait looks at the clock and at its peer's process (a read of /proc).
 constexpr std::chrono::milliseconds kLookInterval{10};
@@ -33,12 +37,46 @@ constexpr std::chrono::milliseconds kHandOver{2};
 // Whole messages are in the channel when their head is: its payload never waits.
 const shm::Waiting kNoWait{Clock::time_point::max(), 0, true};
 
+int64_t nowNs() {
+  return Clock::now().time_since_epoch().count();
+}
+
 }  // namespace
+
+// ---- SharedP2P::List ----
+
+void SharedP2P::List::push(SharedWork* work) {
+  work->next_ = nullptr;
+  if (last != nullptr) {
+    last->next_ = work;
+  } else {
+    first = work;
+  }
+  last = work;
+}
+
+template <typename Match>
+SharedWork* SharedP2P::List::take(Match&& match) {
+  SharedWork* previous = nullptr;
+  for (SharedWork* work = first; work != nullptr; previous = work, work = work->next_) {
+    if (!match(*work)) continue;
+    (previous != nullptr ? previous->next_ : first) = work->next_;
+    if (last == work) last = previous;
+    work->next_ = nullptr;
+    return work;
+  }
+  return nullptr;
+}
 
 // ---- SharedP2P ----
 
 SharedP2P::SharedP2P(GlooBackend::Runtime& runtime, SyncMesh& mesh)
-    : runtime_(runtime), mesh_(mesh), doorbell_(mesh.p2pDoorbell()), spin_(mesh.busyPoll()) {
+    : runtime_(runtime),
+      mesh_(mesh),
+      doorbell_(mesh.p2pDoorbell()),
+      spin_(mesh.busyPoll()),
+      sends_(std::make_shared<detail::WorkPool<SharedSend>>()),
+      recvs_(std::make_shared<detail::WorkPool<SharedRecv>>()) {
   links_.resize(runtime_.size);
   for (int r = 0; r < runtime_.size; ++r) {
     if (r == runtime_.rank) continue;
@@ -53,35 +91,78 @@ SharedP2P::~SharedP2P() {
 
 void SharedP2P::ensureStarted() {
   if (started_.load(std::memory_order_acquire)) return;
-  std::lock_guard<std::mutex> guard(mutex_);
-  if (listener_.joinable() || stopping_) return;
+  bool idle = false;
+  if (!started_.compare_exchange_strong(idle, true)) return;
+  if (stopping_.load()) return;
+  // Made on the group's first op, so a group that only runs collectives has no thread for it.
   listener_ = std::thread([this] { listen(); });
-  started_.store(true, std::memory_order_release);
 }
 
-void SharedP2P::stop() {
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    stopping_ = true;
+std::shared_ptr<Work> SharedP2P::start(const Op& op, const Tensor& tensor,
+                                       const std::shared_ptr<detail::GroupTrace>& trace,
+                                       const std::shared_ptr<GlooBackend::Runtime>& runtime) {
+  ensureStarted();
+  std::shared_ptr<SharedWork> work;
+  if (op.type == OpType::Send) {
+    work = detail::WorkPool<SharedSend>::acquire(
+        sends_, op, [&] { return new SharedSend(trace, runtime, *this); });
+  } else {
+    work = detail::WorkPool<SharedRecv>::acquire(
+        recvs_, op, [&] { return new SharedRecv(trace, runtime, *this); });
   }
-  listenerChanged_.notify_all();
-  doorbell_.ring();
-  if (listener_.joinable() && listener_.get_id() != std::this_thread::get_id()) listener_.join();
-  // Freed outside the lock.
-  decltype(unanswered_) unanswered;
-  decltype(matcher_) matcher;
-  decltype(pulls_) pulls;
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    unanswered.swap(unanswered_);
-    std::swap(matcher, matcher_);
-    pulls.swap(pulls_);
+  work->setTensor(tensor);
+  runtime_.checkUsable(*work);
+  work->self_ = work;  // the engine's until it lets the op go
+  submit(work.get());
+  return work;
+}
+
+void SharedP2P::acquire() {
+  for (unsigned spins = 0; !tryAcquire(); ++spins) {
+    if (spins > 64) sched_yield();
   }
 }
 
-void SharedP2P::wakeWaiters() {
-  { std::lock_guard<std::mutex> guard(mutex_); }
-  changed_.notify_all();
+void SharedP2P::release() {
+  for (;;) {
+    token_.store(0, std::memory_order_seq_cst);
+    // An op put into the inbox while this thread held the token found it taken: take it in.
+    if (inbox_.load(std::memory_order_seq_cst) == nullptr || !tryAcquire()) return;
+    takeInbox();
+  }
+}
+
+void SharedP2P::submit(SharedWork* request) {
+  SharedWork* head = inbox_.load(std::memory_order_relaxed);
+  do {
+    request->next_ = head;
+  } while (!inbox_.compare_exchange_weak(head, request, std::memory_order_seq_cst,
+                                         std::memory_order_relaxed));
+  if (tryAcquire()) {
+    takeInbox();
+    release();
+  }
+}
+
+void SharedP2P::takeInbox() {
+  SharedWork* taken = inbox_.exchange(nullptr, std::memory_order_acquire);
+  // A stack: reversed, the ops come in the order they were put in.
+  SharedWork* ordered = nullptr;
+  while (taken != nullptr) {
+    SharedWork* next = taken->next_;
+    taken->next_ = ordered;
+    ordered = taken;
+    taken = next;
+  }
+  while (ordered != nullptr) {
+    SharedWork* next = ordered->next_;
+    if (ordered->op().type == OpType::Send) {
+      postSend(static_cast<SharedSend&>(*ordered));
+    } else {
+      postRecv(static_cast<SharedRecv&>(*ordered));
+    }
+    ordered = next;
+  }
 }
 
 void SharedP2P::write(int peer, const Message& message, const void* payload, size_t bytes) {
@@ -95,79 +176,105 @@ void SharedP2P::write(int peer, const Message& message, const void* payload, siz
   link.queued.push_back({message, std::vector<uint8_t>(from, from + bytes)});
 }
 
-void SharedP2P::send(const std::shared_ptr<SharedSend>& send) {
-  const uint64_t bytes = send->tensor_.nbytes();
-  std::lock_guard<std::mutex> guard(mutex_);
-  Message head{SharedFrame::kHead, 0, bytes, nextId_++, send->tag_, 0};
+void SharedP2P::postSend(SharedSend& send) {
+  const uint64_t bytes = send.tensor_.nbytes();
+  Message head{SharedFrame::kHead, 0, bytes, nextId_++, send.tag_, 0};
   if (SharedFrame::eagerBytes(bytes) == 0 && bytes > 0) {
-    head.address = reinterpret_cast<uintptr_t>(send->tensor_.data());
+    head.address = reinterpret_cast<uintptr_t>(send.tensor_.data());
   }
-  unanswered_.emplace(head.id, send);
-  write(send->peer_, head, send->tensor_.data(), SharedFrame::eagerBytes(bytes));
+  send.answer_.id = head.id;
+  unanswered_.push(&send);
+  addOutstanding();
+  write(send.peer_, head, send.tensor_.data(), SharedFrame::eagerBytes(bytes));
+}
+
+void SharedP2P::postRecv(SharedRecv& recv) {
+  addOutstanding();
+  // The first head kept for its source and tag, in arrival order.
+  for (size_t i = 0; i < keptOrder_.size(); ++i) {
+    Kept& kept = kept_[keptOrder_[i]];
+    if ((recv.peer_ >= 0 && kept.source != recv.peer_) || kept.head.tag != recv.tag_) continue;
+    const size_t slot = keptOrder_[i];
+    keptOrder_.erase(keptOrder_.begin() + static_cast<ptrdiff_t>(i));
+    keptFree_.push_back(slot);
+    deliver(recv, kept.source, kept.head,
+            [&](uint8_t* into) { std::memcpy(into, kept.eager.data(), kept.eager.size()); });
+    return;
+  }
+  posted_.push(&recv);
 }
 
 template <typename Fill>
-void SharedP2P::deliver(const std::shared_ptr<SharedRecv>& recv, int source, const Message& head,
-                        Fill&& fill) {
-  const uint64_t taken = recv->tensor_.nbytes();
+void SharedP2P::deliver(SharedRecv& recv, int source, const Message& head, Fill&& fill) {
+  const uint64_t taken = recv.tensor_.nbytes();
   const bool fits = head.bytes <= taken;
-  recv->source_ = source;
-  recv->matchedHead_ = head;
+  recv.source_ = source;
+  recv.matchedHead_ = head;
   if (head.address != 0 && fits) {
-    pulls_.push_back(recv);
+    pulls_.push(&recv);
+    moved();  // a waiter that sleeps copies its own payload
     return;
   }
-  recv->matched_ = true;
-  if (SharedFrame::eagerBytes(head.bytes) > 0 && fits)
-    fill(static_cast<uint8_t*>(recv->tensor_.data()));
+  if (SharedFrame::eagerBytes(head.bytes) > 0 && fits) {
+    fill(static_cast<uint8_t*>(recv.tensor_.data()));
+  }
   write(source, Message{SharedFrame::kVerdict, head.bytes == taken ? 1u : 0u, taken, head.id, 0, 0},
         nullptr, 0);
+  determine(recv);
 }
 
-bool SharedP2P::takePulls(std::unique_lock<std::mutex>& lock, const SharedRecv* own) {
+void SharedP2P::addOutstanding() {
+  const int before = outstanding_.load(std::memory_order_relaxed);
+  outstanding_.store(before + 1, std::memory_order_seq_cst);
+  // The watcher looks for lost peers while ops are in flight; parked, it must hear of them.
+  if (before == 0) runtime_.wakeWatcher();
+}
+
+void SharedP2P::determine(SharedWork& work) {
+  outstanding_.store(outstanding_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  determined_.push(&work);
+  work.determined_.store(true, std::memory_order_release);
+  moved();
+}
+
+void SharedP2P::moved() {
+  changed_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) detail::futexWake(changed_);
+}
+
+void SharedP2P::wakeWaiters() {
+  moved();
+}
+
+bool SharedP2P::takePulls(SharedWork* own) {
   bool copied = false;
   for (;;) {
-    auto it = std::find_if(pulls_.begin(), pulls_.end(), [&](const auto& recv) {
-      return recv.get() == own || !recv->claimed();
+    SharedWork* taken = pulls_.take([&](SharedWork& recv) {
+      return &recv == own || !recv.claimed_.load(std::memory_order_acquire);
     });
-    if (it == pulls_.end()) return copied;
-    std::shared_ptr<SharedRecv> recv = std::move(*it);
-    pulls_.erase(it);
-    const long pid = links_[recv->source_].channels.pid;
-    const Message head = recv->matchedHead_;
-    lock.unlock();
+    if (taken == nullptr) return copied;
+    auto& recv = static_cast<SharedRecv&>(*taken);
+    const long pid = links_[recv.source_].channels.pid;
+    const Message head = recv.matchedHead_;
+    release();
     // The tensor is this receive's alone until it completes; the sender keeps its memory until
-    // the verdict.
-    std::string error = shm::readProcessMemory(pid, head.address, recv->tensor_.data(), head.bytes);
-    lock.lock();
-    recv->matched_ = true;
-    recv->pullError_ = std::move(error);
-    if (recv->pullError_.empty()) {  // else the sender is gone: no verdict
-      const uint64_t taken = recv->tensor_.nbytes();
-      write(recv->source_,
+    // the verdict. The token is free meanwhile: one large receive holds up nothing else.
+    std::string error = shm::readProcessMemory(pid, head.address, recv.tensor_.data(), head.bytes);
+    acquire();
+    recv.pullError_ = std::move(error);
+    if (recv.pullError_.empty()) {  // else the sender is gone: no verdict
+      const uint64_t taken = recv.tensor_.nbytes();
+      write(recv.source_,
             Message{SharedFrame::kVerdict, head.bytes == taken ? 1u : 0u, taken, head.id, 0, 0},
             nullptr, 0);
     }
-    changed_.notify_all();
+    determine(recv);
     copied = true;
   }
 }
 
-void SharedP2P::post(const std::shared_ptr<SharedRecv>& recv) {
-  std::lock_guard<std::mutex> guard(mutex_);
-  std::optional<Kept> kept = matcher_.post(recv, recv->peer_, recv->tag_);
-  if (!kept) return;
-  deliver(recv, kept->source, kept->header,
-          [&](uint8_t* into) { std::memcpy(into, kept->eager.data(), kept->eager.size()); });
-}
-
-bool SharedP2P::withdraw(const SharedRecv* recv) {
-  std::lock_guard<std::mutex> guard(mutex_);
-  return matcher_.withdraw(recv);
-}
-
 bool SharedP2P::poll() {
-  bool moved = false;
+  bool movedAny = false;
   for (int peer : peers_) {
     Link& link = links_[peer];
     while (!link.queued.empty()) {
@@ -178,36 +285,51 @@ bool SharedP2P::poll() {
       }
       link.queued.pop_front();
       link.channels.doorbell->ring();
-      moved = true;
+      movedAny = true;
     }
     Message message;
     while (link.channels.in->tryReadHeader(&message, sizeof message)) {
-      moved = true;
-      const size_t eager =
-          message.kind == SharedFrame::kHead ? SharedFrame::eagerBytes(message.bytes) : 0;
+      movedAny = true;
       if (message.kind == SharedFrame::kVerdict) {
         link.channels.in->readPayload(0, kNoWait, [](const uint8_t*, size_t) {});
-        auto it = unanswered_.find(message.id);
-        if (it != unanswered_.end()) {
-          it->second->answer_ = message;
-          it->second->answered_ = true;
-          unanswered_.erase(it);
+        SharedWork* send = unanswered_.take([&](SharedWork& s) {
+          return static_cast<SharedSend&>(s).answer_.id == message.id;
+        });
+        if (send != nullptr) {
+          static_cast<SharedSend*>(send)->answer_ = message;
+          determine(*send);
         }
         continue;
       }
-      std::shared_ptr<SharedRecv> recv = matcher_.match(peer, message.tag);
-      if (!recv) {
-        Kept kept{peer, message, std::vector<uint8_t>(eager)};
+      const size_t eager = SharedFrame::eagerBytes(message.bytes);
+      auto matches = [&](SharedWork& r) {
+        return (r.peer_ < 0 || r.peer_ == peer) && r.tag_ == message.tag;
+      };
+      SharedWork* recv = posted_.take(matches);
+      if (recv == nullptr) {
+        // Kept, with its payload, in a slot whose buffer stays for the next.
+        size_t slot;
+        if (keptFree_.empty()) {
+          slot = kept_.size();
+          kept_.emplace_back();
+        } else {
+          slot = keptFree_.back();
+          keptFree_.pop_back();
+        }
+        Kept& kept = kept_[slot];
+        kept.source = peer;
+        kept.head = message;
+        kept.eager.resize(eager);
         uint8_t* into = kept.eager.data();
         link.channels.in->readPayload(eager, kNoWait, [&](const uint8_t* piece, size_t n) {
           std::memcpy(into, piece, n);
           into += n;
         });
-        matcher_.keep(std::move(kept));
+        keptOrder_.push_back(slot);
         continue;
       }
       bool filled = false;
-      deliver(recv, peer, message, [&](uint8_t* into) {
+      deliver(static_cast<SharedRecv&>(*recv), peer, message, [&](uint8_t* into) {
         filled = true;
         link.channels.in->readPayload(eager, kNoWait, [&](const uint8_t* piece, size_t n) {
           std::memcpy(into, piece, n);
@@ -217,8 +339,65 @@ bool SharedP2P::poll() {
       if (!filled) link.channels.in->readPayload(eager, kNoWait, [](const uint8_t*, size_t) {});
     }
   }
-  if (moved) changed_.notify_all();
-  return moved;
+  return movedAny;
+}
+
+void SharedP2P::sweepDetermined(std::vector<std::shared_ptr<SharedWork>>* unclaimed) {
+  for (SharedWork* work = determined_.first; work != nullptr;) {
+    SharedWork* next = work->next_;
+    const bool completed = work->isCompleted();
+    const bool nobodyRuns = unclaimed != nullptr && !work->claimed_.load(std::memory_order_acquire);
+    if (completed || nobodyRuns) {
+      determined_.take([&](SharedWork& w) { return &w == work; });
+      if (nobodyRuns && !completed) {
+        unclaimed->push_back(std::move(work->self_));
+      } else {
+        // The engine's hold goes: the Work may go back to its pool now (nothing here touches it
+        // after).
+        std::shared_ptr<SharedWork> hold = std::move(work->self_);
+      }
+    }
+    work = next;
+  }
+}
+
+bool SharedP2P::progressOnce(SharedWork* own, bool* movedAny) {
+  if (!tryAcquire()) return false;
+  takeInbox();
+  bool m = poll();
+  if (pulls_.first != nullptr) m = takePulls(own) || m;
+  if (determined_.first != nullptr) sweepDetermined(nullptr);
+  release();
+  *movedAny = m;
+  return true;
+}
+
+bool SharedP2P::withdraw(SharedRecv* recv) {
+  acquire();
+  const bool found = posted_.take([&](SharedWork& r) { return &r == recv; }) != nullptr;
+  if (found) {
+    outstanding_.store(outstanding_.load(std::memory_order_relaxed) - 1,
+                       std::memory_order_relaxed);
+    // Released by a later sweep, once its wait has failed it.
+    determined_.push(recv);
+  }
+  release();
+  return found;
+}
+
+void SharedP2P::abortAll(const std::string& reason, bool shutDown) {
+  std::vector<std::shared_ptr<SharedWork>> hit;
+  acquire();
+  takeInbox();
+  for (List* list : {&posted_, &unanswered_, &pulls_}) {
+    while (SharedWork* work = list->take([](SharedWork&) { return true; })) {
+      hit.push_back(work->self_);
+      determined_.push(work);  // released by a later sweep, once failed
+    }
+  }
+  outstanding_.store(0, std::memory_order_relaxed);
+  release();
+  for (auto& work : hit) work->abortWait(reason, shutDown);
 }
 
 std::string SharedP2P::lostPeer(int peer) {
@@ -235,30 +414,18 @@ std::string SharedP2P::lostPeer(int peer) {
   return "";
 }
 
-template <typename Done>
-SharedP2P::Progress SharedP2P::progressUntil(Done&& done, Clock::time_point deadline, int peer,
-                                             std::string* lost, const SharedRecv* own) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  ++activeWaiters_;
-  bool active = true;
-  // Going to sleep, this waiter leaves the channels to the listener at once.
-  auto passive = [&] {
-    if (!active) return;
-    active = false;
-    --activeWaiters_;
-    ++sleepingWaiters_;
-    listenerChanged_.notify_one();
+SharedP2P::Progress SharedP2P::progressUntil(SharedWork& work, Clock::time_point deadline,
+                                             int peer, std::string* lost) {
+  auto done = [&] {
+    return work.determined_.load(std::memory_order_acquire) ||
+           work.aborted_.load(std::memory_order_acquire);
   };
-  // Leaving, it wakes the listener only for waiters that sleep: otherwise the listener takes
-  // over after kHandOver without a waiter.
+  if (done()) return Progress::Done;
+  activeWaiters_.fetch_add(1, std::memory_order_seq_cst);
+  bool active = true;
   auto leave = [&](Progress progress) {
-    if (active) {
-      --activeWaiters_;
-      if (sleepingWaiters_ > 0) listenerChanged_.notify_one();
-    } else {
-      --sleepingWaiters_;
-    }
-    lastWaiter_ = Clock::now();
+    (active ? activeWaiters_ : sleepers_).fetch_sub(1, std::memory_order_seq_cst);
+    lastWaiterNs_.store(nowNs(), std::memory_order_relaxed);
     return progress;
   };
   auto lastLook = Clock::now();
@@ -267,19 +434,14 @@ SharedP2P::Progress SharedP2P::progressUntil(Done&& done, Clock::time_point dead
   for (unsigned round = 1;; ++round) {
     if (done()) break;
     // Asleep, it still copies its own payload: nobody else does.
-    const bool copied = !pulls_.empty() && takePulls(lock, own);
+    const uint32_t seen = changed_.load(std::memory_order_seq_cst);
+    bool movedAny = false;
+    progressOnce(&work, &movedAny);
     if (done()) break;
-    if (active) {
-      const bool moved = poll() || copied;
-      // Every 64th round goes on to the clock and the peer, even while others' messages flow.
-      if (round % 64 != 0) {
-        if (!moved) {
-          lock.unlock();
-          shm::cpuRelax();
-          lock.lock();
-        }
-        continue;
-      }
+    // Every 64th round goes on to the clock and the peer, even while others' messages flow.
+    if (active && round % 64 != 0) {
+      if (!movedAny) shm::cpuRelax();
+      continue;
     }
     const auto now = Clock::now();
     if (now >= deadline) return leave(Progress::TimedOut);
@@ -288,54 +450,119 @@ SharedP2P::Progress SharedP2P::progressUntil(Done&& done, Clock::time_point dead
       *lost = lostPeer(peer);
       if (!lost->empty()) return leave(Progress::PeerLost);
     }
-    if (active && now >= pollUntil) passive();
-    if (!active) changed_.wait_until(lock, std::min(deadline, now + kLookInterval));
+    if (active && now >= pollUntil) {
+      // Going to sleep, this waiter leaves the channels to the listener at once.
+      active = false;
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      activeWaiters_.fetch_sub(1, std::memory_order_seq_cst);
+      doorbell_.ring();
+    }
+    if (!active) {
+      detail::futexWait(changed_, seen, std::min(deadline, now + kLookInterval) - now);
+    }
   }
   return leave(Progress::Done);
+}
+
+bool SharedP2P::anyQueued() const {
+  return std::any_of(peers_.begin(), peers_.end(),
+                     [&](int r) { return !links_[r].queued.empty(); });
 }
 
 void SharedP2P::listen() {
   detail::nameThisThread("c10d-gloo-shm");
   detail::blockSigpipeInThisThread();
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (!stopping_) {
-    // Timed: a waiter that finishes does not say so (see kHandOver).
-    if (activeWaiters_ > 0) {
-      listenerChanged_.wait_for(lock, kHandOver);
+  GlooBackend::Runtime::onProgressThread() = true;
+  std::vector<std::shared_ptr<SharedWork>> unclaimed;
+  while (!stopping_.load(std::memory_order_acquire)) {
+    // A waiter that polls makes progress itself; one that finishes does not say so (kHandOver).
+    if (activeWaiters_.load(std::memory_order_acquire) > 0) {
+      std::this_thread::sleep_for(kHandOver);
       continue;
     }
-    if (const auto handOver = lastWaiter_ + kHandOver;
-        sleepingWaiters_ == 0 && Clock::now() < handOver) {
-      listenerChanged_.wait_until(lock, handOver);
+    const int64_t handOver =
+        lastWaiterNs_.load(std::memory_order_relaxed) +
+        std::chrono::duration_cast<std::chrono::nanoseconds>(kHandOver).count();
+    if (sleepers_.load(std::memory_order_acquire) == 0 && nowNs() < handOver) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(handOver - nowNs()));
       continue;
     }
-    if (poll() || takePulls(lock, nullptr)) continue;
-    const uint32_t armed = doorbell_.arm();
-    const bool moved = poll() || takePulls(lock, nullptr);
-    const bool queued =
-        std::any_of(peers_.begin(), peers_.end(), [&](int r) { return !links_[r].queued.empty(); });
-    lock.unlock();
-    if (!moved) doorbell_.sleep(armed, queued ? kRetryQueued : kListenerSleep);
-    doorbell_.disarm();
-    lock.lock();
+    bool movedAny = false;
+    if (tryAcquire()) {
+      takeInbox();
+      movedAny = poll();
+      if (pulls_.first != nullptr) movedAny = takePulls(nullptr) || movedAny;
+      if (determined_.first != nullptr) sweepDetermined(&unclaimed);
+      const bool queued = anyQueued();
+      release();
+      // Ops nobody waits for: completed here, without the token (a completion may issue ops).
+      for (auto& work : unclaimed) work->completeIfUnclaimed();
+      if (!unclaimed.empty()) {
+        unclaimed.clear();
+        continue;
+      }
+      if (movedAny) continue;
+      const uint32_t armed = doorbell_.arm();
+      bool again = false;
+      if (tryAcquire()) {
+        again = poll();
+        release();
+      } else {
+        again = true;  // someone else makes progress now
+      }
+      if (!again) doorbell_.sleep(armed, queued ? kRetryQueued : kListenerSleep);
+      doorbell_.disarm();
+    } else {
+      std::this_thread::sleep_for(kHandOver);
+    }
   }
+}
+
+void SharedP2P::stop() {
+  if (stopping_.exchange(true)) return;
+  doorbell_.ring();
+  if (listener_.joinable() && listener_.get_id() != std::this_thread::get_id()) listener_.join();
+  // The engine lets every op go (the runtime failed those in flight before: abortAll).
+  acquire();
+  std::vector<std::shared_ptr<SharedWork>> held;
+  for (List* list : {&posted_, &unanswered_, &pulls_, &determined_}) {
+    while (SharedWork* work = list->take([](SharedWork&) { return true; })) {
+      held.push_back(std::move(work->self_));
+    }
+  }
+  keptOrder_.clear();
+  release();
+  held.clear();
+  // Idle Works hold the runtime, which holds this engine: they go now, the others as they come
+  // back.
+  sends_->close();
+  recvs_->close();
 }
 
 // ---- SharedWork ----
 
+void SharedWork::rebind(const Op& op) {
+  P2PWork::rebind(op);
+  aborted_.store(false, std::memory_order_relaxed);
+  determined_.store(false, std::memory_order_relaxed);
+  next_ = nullptr;
+}
+
+void SharedWork::recycle() {
+  P2PWork::recycle();
+}
+
 void SharedWork::aborting(bool /*claimedHere*/) {
-  aborted_.store(true);
-  runtime_->sharedP2p->wakeWaiters();
+  aborted_.store(true, std::memory_order_release);
+  engine_.wakeWaiters();
 }
 
 // ---- SharedSend ----
 
 void SharedSend::run(Clock::time_point deadline) {
-  SharedP2P& engine = *runtime_->sharedP2p;
   std::string lost;
-  const SharedP2P::Progress progress =
-      engine.progressUntil([&] { return answered_ || aborted_.load(); }, deadline, peer_, &lost);
-  if (aborted_.load()) {
+  const SharedP2P::Progress progress = engine_.progressUntil(*this, deadline, peer_, &lost);
+  if (aborted_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> guard(mutex_);
     std::rethrow_exception(abortError(abortReason_));
   }
@@ -350,20 +577,24 @@ void SharedSend::run(Clock::time_point deadline) {
 
 // ---- SharedRecv ----
 
+void SharedRecv::recycle() {
+  if (!pullError_.empty()) pullError_.clear();
+  source_ = -1;
+  SharedWork::recycle();
+}
+
 void SharedRecv::aborting(bool claimedHere) {
   // Failed here: no head may be delivered into it any more.
-  if (claimedHere) runtime_->sharedP2p->withdraw(this);
+  if (claimedHere) engine_.withdraw(this);
   SharedWork::aborting(claimedHere);
 }
 
 void SharedRecv::run(Clock::time_point deadline) {
-  SharedP2P& engine = *runtime_->sharedP2p;
   std::string lost;
-  SharedP2P::Progress progress = engine.progressUntil(
-      [&] { return matched_ || aborted_.load(); }, deadline, peer_, &lost, this);
-  if (progress != SharedP2P::Progress::Done || aborted_.load()) {
-    const bool withdrawn = engine.withdraw(this);
-    if (aborted_.load()) {
+  SharedP2P::Progress progress = engine_.progressUntil(*this, deadline, peer_, &lost);
+  if (progress != SharedP2P::Progress::Done || aborted_.load(std::memory_order_acquire)) {
+    const bool withdrawn = engine_.withdraw(this);
+    if (aborted_.load(std::memory_order_acquire)) {
       std::lock_guard<std::mutex> guard(mutex_);
       std::rethrow_exception(abortError(abortReason_));
     }
@@ -374,12 +605,18 @@ void SharedRecv::run(Clock::time_point deadline) {
       runtime_->fail(description(), detail::concat("Timed out waiting ", timeout().count(),
                                                    "ms for a matching send"));
     }
+    // Matched meanwhile: its payload may still be on its way.
+    while (!determined_.load(std::memory_order_acquire) &&
+           !aborted_.load(std::memory_order_acquire)) {
+      progress = engine_.progressUntil(*this, Clock::now() + timeout(), peer_, &lost);
+      if (progress == SharedP2P::Progress::PeerLost) runtime_->fail(description(), lost);
+    }
   }
   setSourceRank(source_);
   const uint64_t taken = tensor_.nbytes();
   if (!pullError_.empty()) {
     runtime_->fail(description(),
-                   detail::concat(engine.mesh().lossText(shm::Wait::Closed, source_, false), ": ",
+                   detail::concat(engine_.mesh().lossText(shm::Wait::Closed, source_, false), ": ",
                                   pullError_));
   }
   C10D_CHECK(matchedHead_.bytes == taken, InvalidArgument,

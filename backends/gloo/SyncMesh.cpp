@@ -2,10 +2,18 @@
 
 #include <gloo/common/error.h>
 #include <gloo/transport/pair.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -16,12 +24,74 @@
 
 namespace c10d::inline v0 {
 
+namespace {
+
+// A socket address as Gloo's tcp::Address::str() prints it ("[10.0.0.2]:<port>", the port as
+// the bytes of sockaddr's field read as a number), or "" for none.
+std::string glooText(const sockaddr_storage& address) {
+  char text[INET6_ADDRSTRLEN + 2] = {};
+  int port = 0;
+  if (address.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&address);
+    inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+    port = in->sin_port;
+  } else if (address.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&address);
+    inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+    port = in6->sin6_port;
+  } else {
+    return "";
+  }
+  return detail::concat("[", text, "]:", port);
+}
+
+std::string withoutSequence(const std::string& address) {
+  return address.substr(0, address.find('$'));
+}
+
+}  // namespace
+
+void SyncMesh::findSockets(const std::vector<std::string>& peerAddresses) {
+  // Each connection by the address at one end.
+  std::map<std::string, int> byAddress;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    byAddress[withoutSequence(context_->getPair(peer)->address().str())] = peer;
+    if (static_cast<size_t>(peer) < peerAddresses.size() && !peerAddresses[peer].empty()) {
+      byAddress[withoutSequence(peerAddresses[peer])] = peer;
+    }
+  }
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", error)) {
+    int fd = -1;
+    try {
+      fd = std::stoi(entry.path().filename().string());
+    } catch (const std::exception&) {
+      continue;
+    }
+    sockaddr_storage local{}, remote{};
+    socklen_t localBytes = sizeof(local), remoteBytes = sizeof(remote);
+    // Listening sockets have no peer: only connected ones are a pair's.
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &localBytes) != 0 ||
+        ::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &remoteBytes) != 0) {
+      continue;
+    }
+    for (const std::string& end : {glooText(local), glooText(remote)}) {
+      auto found = byAddress.find(end);
+      if (found != byAddress.end() && !peers_[found->second].shared) {
+        peers_[found->second].fd = fd;
+      }
+    }
+  }
+}
+
 SyncMesh::SyncMesh(std::shared_ptr<gloo::rendezvous::Context> context, bool busyPoll)
     : context_(std::move(context)),
       rank_(context_->rank),
       size_(context_->size),
       peers_(size_),
       busyPoll_(busyPoll) {
+  timeout_ = context_->getTimeout();  // set-up's messages: the group's
   std::vector<int> everyone(size_);
   for (int r = 0; r < size_; ++r) everyone[r] = r;
   all_ = teamOf(everyone);
@@ -98,6 +168,7 @@ void SyncMesh::recv(int peer, void* data, size_t bytes) {
     return;
   }
   detail::SigpipeGuard::beforeSocketWrites();  // a reading pair may write (Gloo's notifications)
+  if (timeout_ != context_->getTimeout()) awaitReadable(peer);
   p.recvBuffer->waitRecv();
   WireCall header;
   std::memcpy(&header, p.recvStage.data(), kHeaderBytes);
@@ -127,12 +198,40 @@ void SyncMesh::recvReduce(int peer, void* target, size_t count, size_t elementSi
   });
 }
 
-shm::Waiting SyncMesh::waiting(int peer) {
+std::chrono::steady_clock::time_point SyncMesh::deadline() {
   if (!deadlineSet_) {
-    deadline_ = std::chrono::steady_clock::now() + context_->getTimeout();
+    deadline_ = std::chrono::steady_clock::now() + timeout_;
     deadlineSet_ = true;
   }
-  return {deadline_, peers_[peer].pid, busyPoll_, yieldWhenWaiting_};
+  return deadline_;
+}
+
+shm::Waiting SyncMesh::waiting(int peer) {
+  return {deadline(), peers_[peer].pid, busyPoll_, yieldWhenWaiting_};
+}
+
+void SyncMesh::awaitReadable(int peer) {
+  const int fd = peers_[peer].fd;
+  if (fd < 0) return;
+  const auto until = deadline();
+  for (unsigned spins = 0;; ++spins) {
+    if (busyPoll_) {
+      char byte;
+      const ssize_t got = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      // Data, a closed connection or an error: Gloo's read sees it and says what it is.
+      if (got != -1 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return;
+      if ((spins & 255) != 255 || std::chrono::steady_clock::now() < until) continue;
+    } else {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
+      pollfd readable{fd, POLLIN, 0};
+      const int ready = left.count() > 0 ? ::poll(&readable, 1, static_cast<int>(left.count()) + 1)
+                                         : 0;
+      if (ready != 0 && !(ready < 0 && errno == EINTR)) return;
+      if (ready < 0 || std::chrono::steady_clock::now() < until) continue;
+    }
+    lost(shm::Wait::TimedOut, peer, false);
+  }
 }
 
 std::string SyncMesh::lossText(shm::Wait wait, int peer, bool sending) const {
@@ -141,7 +240,7 @@ std::string SyncMesh::lossText(shm::Wait wait, int peer, bool sending) const {
   switch (wait) {
     case shm::Wait::TimedOut:
       return detail::concat(sending ? "Write timeout " : "Read timeout ", where, " after ",
-                            context_->getTimeout().count(), " ms");
+                            timeout_.count(), " ms");
     case shm::Wait::PeerEnded:
       return detail::concat("Connection closed by peer ", where, ": its process ", peers_[peer].pid,
                             " ended");
@@ -329,8 +428,8 @@ WireMismatch SyncMesh::mismatch(int peer, const WireCall& header, bool sameCall,
   std::string why;
   if (header.flags != call_.flags) {
     why =
-        " (one of them runs it over Gloo's own algorithm: do their per-op timeouts, sizes or "
-        "C10D_GLOO_FAST_PATH differ?)";
+        " (one of them runs it over Gloo's own algorithm: do their sizes or C10D_GLOO_FAST_PATH "
+        "differ?)";
   } else if (sameCall) {
     why = detail::concat(" (", header.payloadBytes, " bytes where ", expectedBytes,
                          " were expected)");

@@ -48,6 +48,11 @@ class SyncMesh {
   // Switches every pair of context (already connected) to sync mode; busyPoll spins on reads
   // instead of sleeping (only sensible with a core per rank).
   SyncMesh(std::shared_ptr<gloo::rendezvous::Context> context, bool busyPoll);
+  // Finds each TCP pair's socket (Gloo keeps them to itself), for the calls whose timeout is
+  // not the group's: a pair's connection has, at one end, the address its listening side
+  // published (this rank's pair's own, or peerAddresses[peer], the peer's pair toward this
+  // rank). A pair whose socket is not found waits with the group's timeout.
+  void findSockets(const std::vector<std::string>& peerAddresses);
   // Closes the shared memory channels, so that a peer still waiting on this rank fails at once,
   // as it would on the closed sockets.
   ~SyncMesh() { closeSharedMemory(); }
@@ -107,10 +112,13 @@ class SyncMesh {
 
   // The call that the next messages carry, and that messages received must match (see
   // WireCall.hpp); with WireCall::kAgreeing, received ones need only be agreeing too.
-  // Starts the call's deadline too: its waits share one timeout, read from the clock once.
-  void setCall(const WireCall& call) {
+  // Starts the call's deadline too, timeout from its first wait: its waits share it, read from
+  // the clock once. A timeout other than the group's (the one Gloo's pairs were made with) is
+  // honoured on sockets too, by waiting for each read's data before Gloo reads.
+  void setCall(const WireCall& call, std::chrono::milliseconds timeout) {
     if (call.seq != call_.seq) previous_ = call_;
     call_ = call;
+    timeout_ = timeout;
     deadlineSet_ = false;
   }
 
@@ -187,6 +195,7 @@ class SyncMesh {
     shm::Channel p2pOut, p2pIn;
     shm::Doorbell doorbell;  // the peer's, in its segment
     long pid = 0;
+    int fd = -1;  // the TCP pair's socket
   };
   // The header of a message from peer, checked against call_ (throws WireMismatch).
   void checkHeader(int peer, const WireCall& header, size_t bytes) const;
@@ -196,6 +205,13 @@ class SyncMesh {
   // How a wait on peer ends: at the call's deadline (set at its first wait), or when the peer's
   // process ends.
   shm::Waiting waiting(int peer);
+  // The call's deadline, read from the clock at its first wait.
+  std::chrono::steady_clock::time_point deadline();
+  // Before Gloo reads from peer's socket under a call whose timeout is not the group's: waits for
+  // the message's first byte until the call's deadline (Gloo's own read would give up at the
+  // group's), throwing Gloo's read timeout when it passes.
+  void awaitReadable(int peer);
+  std::chrono::milliseconds timeout_{0};  // the call's
   std::chrono::steady_clock::time_point deadline_;
   bool deadlineSet_ = false;
   // A shared memory wait that did not end Ready, as Gloo's exception for a pair (lossText).

@@ -10,51 +10,39 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <string_view>
 
+#include "c10d/Op.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/ReduceOp.hpp"
 #include "c10d/core/ScalarType.hpp"
 
 namespace c10d::inline v0 {
 
-// 24 bytes on the wire, in the sender's byte order (ranks of a group share an architecture).
+// 24 bytes on the wire, in the sender's byte order (ranks of a group share an architecture): the
+// fields of the sender's Op (c10d/Op.hpp) that every rank's must match.
 struct WireCall {
   static constexpr uint8_t kAgreeing = 1;  // sent by agree(), before Gloo's own algorithm
+  static constexpr uint8_t kCheck = 2;     // C10D_DEBUG=DETAIL's exchange (Op::kCheck)
 
-  uint32_t seq = 0;  // the backend's collective sequence number (low 32 bits)
-  uint8_t op = 0;    // index into kWireOps
+  uint32_t seq = 0;  // the group's collective sequence number (low 32 bits)
+  uint8_t op = 0;    // OpType
   uint8_t dtype = 0;
   uint8_t reduceOp = 0;
   uint8_t flags = 0;
   uint32_t root = 0;
   uint32_t payloadBytes = 0;  // this message's payload, after the header; not part of the call
-  uint64_t count = 0;         // elements of the sender's call (per rank; 0 where they may differ)
+  uint64_t count = 0;         // Op::count
 
-  static constexpr const char* kWireOps[] = {
-      "allreduce",      "allreduce_coalesced",   "broadcast", "reduce",
-      "allgather",      "allgather_into_tensor", "gather",    "scatter",
-      "reduce_scatter", "reduce_scatter_tensor", "alltoall",  "alltoall_base",
-      "barrier"};
-
-  // The call of one rank; op must be one of kWireOps.
-  static WireCall of(std::string_view op, ScalarType dtype, uint64_t count,
-                     ReduceOp::Kind reduce = ReduceOp::SUM, int root = 0) {
+  // The call of op, as this rank makes it.
+  static WireCall of(const Op& op) {
     WireCall call;
-    // Literals are merged by the linker: the pointer usually matches, without a compare.
-    size_t i = 0;
-    while (i < std::size(kWireOps) && kWireOps[i] != op.data()) ++i;
-    if (i == std::size(kWireOps)) {
-      i = 0;
-      while (i < std::size(kWireOps) && kWireOps[i] != op) ++i;
-    }
-    if (i < std::size(kWireOps)) call.op = static_cast<uint8_t>(i);
-    C10D_CHECK(std::string_view(kWireOps[call.op]) == op, InvalidArgument,
-               "gloo backend: no wire code for '", op, "'");
-    call.dtype = static_cast<uint8_t>(dtype);
-    call.reduceOp = static_cast<uint8_t>(reduce);
-    call.root = static_cast<uint32_t>(root);
-    call.count = count;
+    call.seq = static_cast<uint32_t>(op.seq);
+    call.op = static_cast<uint8_t>(op.type);
+    call.dtype = static_cast<uint8_t>(op.dtype);
+    call.reduceOp = op.traits().reduces ? static_cast<uint8_t>(op.reduceOp.kind()) : 0;
+    call.flags = (op.flags & Op::kCheck) ? kCheck : 0;
+    call.root = op.traits().rooted ? static_cast<uint32_t>(op.root) : 0;
+    call.count = static_cast<uint64_t>(op.count);
     return call;
   }
 
@@ -65,17 +53,21 @@ struct WireCall {
            count == other.count;
   }
 
-  // "allreduce float32 x 4 sum (seq 5)", "broadcast int64 x 8 root 1 (seq 2)".
+  // The Op this describes (no sizes: "allreduce float32 x 4 sum (#5)").
+  Op asOp() const {
+    Op call;
+    call.type = op < kOpTypes ? static_cast<OpType>(op) : OpType::Barrier;
+    call.dtype = static_cast<ScalarType>(dtype);
+    call.ndim = Op::kCountOnly;
+    call.count = static_cast<int64_t>(count);
+    call.reduceOp = ReduceOp(static_cast<ReduceOp::Kind>(reduceOp));
+    call.root = static_cast<int32_t>(root);
+    call.seq = seq;
+    return call;
+  }
   std::string describe() const {
-    std::string_view name = op < std::size(kWireOps) ? kWireOps[op] : "an unknown op";
-    std::string text = detail::concat(name, " ", static_cast<ScalarType>(dtype), " x ", count);
-    if (name.find("reduce") != std::string_view::npos) {
-      text += detail::concat(" ", c10d::name(static_cast<ReduceOp::Kind>(reduceOp)));
-    }
-    if (name == "broadcast" || name == "reduce" || name == "gather" || name == "scatter") {
-      text += detail::concat(" root ", root);
-    }
-    return text + detail::concat(" (seq ", seq, ")");
+    if (op >= kOpTypes) return detail::concat("an unknown op (#", seq, ")");
+    return describeNumbered(asOp()) + (flags & kCheck ? " (C10D_DEBUG=DETAIL's check)" : "");
   }
 };
 static_assert(sizeof(WireCall) == 24);

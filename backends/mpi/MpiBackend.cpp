@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/common/Describe.hpp"
 #include "backends/common/Flatten.hpp"
 #include "backends/common/OpQueue.hpp"
 #include "backends/common/Reduce.hpp"
@@ -15,11 +14,13 @@
 #include "backends/mpi/MpiTypes.hpp"
 #include "c10d/BackendLibrary.hpp"
 #include "c10d/core/Exception.hpp"
+#include "c10d/WorkPool.hpp"
 #include "store/HashStore.hpp"
 
 namespace c10d::inline v0 {
 
-MpiBackend::MpiBackend(const BackendContext& context) : QueuedBackend("mpi", context) {
+MpiBackend::MpiBackend(const BackendContext& context)
+    : QueuedBackend("mpi", context), pool_(std::make_shared<detail::WorkPool<MpiWork>>()) {
   mpi::ensureInitialized();
   auto where = [&] { return detail::concat("mpi backend of group '", groupName(), "'"); };
   if (context.fromParent) {
@@ -52,26 +53,254 @@ MpiBackend::MpiBackend(const BackendContext& context) : QueuedBackend("mpi", con
 
 MpiBackend::~MpiBackend() {
   shutdown();
+  pool_->close();
 }
 
 void MpiBackend::stopAfterQueue() {
   progress_->stop();
 }
 
-std::shared_ptr<Work> MpiBackend::enqueue(const char* op, std::function<std::string()> details,
-                                          std::chrono::milliseconds timeout,
-                                          std::vector<Tensor> outputs, std::function<void()> fn) {
-  return QueuedBackend::enqueue(
-      op, std::move(details), timeout, std::move(outputs),
-      [progress = progress_, timeout, rank = rank(), fn = std::move(fn)](QueuedWork& self,
-                                                                         uint64_t) {
-        Progress::RunningCollective running(*progress, self.describer(), timeout);
-        try {
-          fn();
-        } catch (const BackendError& e) {
-          C10D_THROW(BackendError, self.description(), " on rank ", rank, ": ", e.what());
-        }
-      });
+// What a collective runs with: the communicator, this group's size and this rank.
+struct MpiComm {
+  MPI_Comm comm;
+  int size;
+  int rank;
+};
+
+namespace {
+
+using Comm = MpiComm;
+
+auto named(const Op& op) {
+  return [&op] { return std::string(name(op.type)); };
+}
+
+void allreduceInPlace(const Comm& c, const Op& op, const Tensor& tensor) {
+  ScalarType dtype = tensor.dtype();
+  size_t n = tensor.numel();
+  prepareReduce(op.reduceOp, dtype, tensor.data(), n);
+  C10D_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, tensor.data(), mpi::count(n, named(op)),
+                               mpi::datatype(dtype), mpi::combineOp(op.reduceOp, dtype), c.comm),
+                 named(op));
+  finishReduce(op.reduceOp, dtype, tensor.data(), n, c.size);
+}
+
+void broadcast(const Comm& c, const Op& op, const OpTensors& t) {
+  const Tensor& tensor = *t.input;
+  C10D_MPI_CHECK(MPI_Bcast(tensor.data(), mpi::count(tensor.numel(), named(op)),
+                           mpi::datatype(tensor.dtype()), op.root, c.comm),
+                 named(op));
+}
+
+void allreduce(const Comm& c, const Op& op, const OpTensors& t) {
+  allreduceInPlace(c, op, *t.input);
+}
+
+void allreduceCoalesced(const Comm& c, const Op& op, const OpTensors& t) {
+  for (const Tensor& tensor : *t.inputs) allreduceInPlace(c, op, tensor);
+}
+
+void reduce(const Comm& c, const Op& op, const OpTensors& t) {
+  const Tensor& tensor = *t.input;
+  const bool root = c.rank == op.root;
+  ScalarType dtype = tensor.dtype();
+  size_t n = tensor.numel();
+  prepareReduce(op.reduceOp, dtype, tensor.data(), n);
+  C10D_MPI_CHECK(MPI_Reduce(root ? MPI_IN_PLACE : tensor.data(), root ? tensor.data() : nullptr,
+                            mpi::count(n, named(op)), mpi::datatype(dtype),
+                            mpi::combineOp(op.reduceOp, dtype), op.root, c.comm),
+                 named(op));
+  if (root) finishReduce(op.reduceOp, dtype, tensor.data(), n, c.size);
+}
+
+void allgather(const Comm& c, const Op& op, const OpTensors& t) {
+  const Tensor& input = *t.input;
+  const std::vector<Tensor>& outputs = *t.outputs;
+  Tensor flat =
+      Tensor::empty({input.numel() * static_cast<int64_t>(outputs.size())}, input.dtype());
+  int n = mpi::count(input.numel(), named(op));
+  MPI_Datatype type = mpi::datatype(input.dtype());
+  C10D_MPI_CHECK(MPI_Allgather(input.data(), n, type, flat.data(), n, type, c.comm), named(op));
+  unpackTensors(flat, outputs);
+}
+
+void allgatherIntoTensor(const Comm& c, const Op& op, const OpTensors& t) {
+  const Tensor& input = *t.input;
+  int n = mpi::count(input.numel(), named(op));
+  MPI_Datatype type = mpi::datatype(input.dtype());
+  C10D_MPI_CHECK(MPI_Allgather(input.data(), n, type, t.output->data(), n, type, c.comm),
+                 named(op));
+}
+
+void gather(const Comm& c, const Op& op, const OpTensors& t) {
+  const Tensor& input = *t.input;
+  const bool root = c.rank == op.root;
+  int n = mpi::count(input.numel(), named(op));
+  MPI_Datatype type = mpi::datatype(input.dtype());
+  Tensor flat;
+  if (root) flat = Tensor::empty({input.numel() * c.size}, input.dtype());
+  C10D_MPI_CHECK(MPI_Gather(input.data(), n, type, root ? flat.data() : nullptr, n, type, op.root,
+                            c.comm),
+                 named(op));
+  if (root) unpackTensors(flat, *t.outputs);
+}
+
+void scatter(const Comm& c, const Op& op, const OpTensors& t) {
+  const Tensor& output = *t.output;
+  const bool root = c.rank == op.root;
+  int n = mpi::count(output.numel(), named(op));
+  MPI_Datatype type = mpi::datatype(output.dtype());
+  Tensor flat;
+  if (root) flat = packTensors(*t.inputs, output.dtype());
+  C10D_MPI_CHECK(MPI_Scatter(root ? flat.data() : nullptr, n, type, output.data(), n, type,
+                             op.root, c.comm),
+                 named(op));
+}
+
+// MPI_Reduce_scatter_block of flat (which it may scale for PREMUL_SUM) into output.
+void reduceScatterFlat(const Comm& c, const Op& op, const Tensor& output, const Tensor& flat) {
+  ScalarType dtype = output.dtype();
+  prepareReduce(op.reduceOp, dtype, flat.data(), flat.numel());
+  C10D_MPI_CHECK(
+      MPI_Reduce_scatter_block(flat.data(), output.data(), mpi::count(output.numel(), named(op)),
+                               mpi::datatype(dtype), mpi::combineOp(op.reduceOp, dtype), c.comm),
+      named(op));
+  finishReduce(op.reduceOp, dtype, output.data(), output.numel(), c.size);
+}
+
+void reduceScatter(const Comm& c, const Op& op, const OpTensors& t) {
+  reduceScatterFlat(c, op, *t.output, packTensors(*t.inputs, t.output->dtype()));
+}
+
+void reduceScatterTensor(const Comm& c, const Op& op, const OpTensors& t) {
+  const Tensor& input = *t.input;
+  Tensor flat = input;
+  if (op.reduceOp.kind() == ReduceOp::PREMUL_SUM) {
+    // The input must stay as the caller gave it: scale a copy.
+    flat = Tensor::empty({input.numel()}, input.dtype());
+    copyBytes(flat.data(), input.data(), input.nbytes());
+  }
+  reduceScatterFlat(c, op, *t.output, flat);
+}
+
+void alltoall(const Comm& c, const Op& op, const OpTensors& t) {
+  const std::vector<Tensor>& inputs = *t.inputs;
+  const std::vector<Tensor>& outputs = *t.outputs;
+  // Per-peer sizes may differ: alltoallv over packed buffers.
+  std::vector<int> sendCounts(c.size), sendOffsets(c.size), recvCounts(c.size),
+      recvOffsets(c.size);
+  int64_t sendTotal = 0, recvTotal = 0;
+  for (int r = 0; r < c.size; ++r) {
+    sendCounts[r] = mpi::count(static_cast<int64_t>(inputs[r].nbytes()), named(op));
+    recvCounts[r] = mpi::count(static_cast<int64_t>(outputs[r].nbytes()), named(op));
+    sendOffsets[r] = mpi::count(sendTotal, named(op));
+    recvOffsets[r] = mpi::count(recvTotal, named(op));
+    sendTotal += sendCounts[r];
+    recvTotal += recvCounts[r];
+  }
+  Tensor sendFlat = packTensors(inputs, ScalarType::UInt8);
+  Tensor recvFlat = Tensor::empty({recvTotal}, ScalarType::UInt8);
+  C10D_MPI_CHECK(MPI_Alltoallv(sendFlat.data(), sendCounts.data(), sendOffsets.data(), MPI_BYTE,
+                               recvFlat.data(), recvCounts.data(), recvOffsets.data(), MPI_BYTE,
+                               c.comm),
+                 named(op));
+  unpackTensors(recvFlat, outputs);
+}
+
+void alltoallBase(const Comm& c, const Op& op, const OpTensors& t) {
+  const Tensor& input = *t.input;
+  const Tensor& output = *t.output;
+  const std::vector<int64_t>& inputSplits = *t.inputSplits;
+  const std::vector<int64_t>& outputSplits = *t.outputSplits;
+  MPI_Datatype type = mpi::datatype(input.dtype());
+  if (outputSplits.empty() && inputSplits.empty()) {
+    int n = mpi::count(input.numel() / c.size, named(op));
+    C10D_MPI_CHECK(MPI_Alltoall(input.data(), n, type, output.data(), n, type, c.comm),
+                   named(op));
+    return;
+  }
+  // Splits count rows of dim 0; MPI counts elements.
+  auto layout = [&](const Tensor& tensor, const std::vector<int64_t>& splits,
+                    std::vector<int>& counts, std::vector<int>& offsets) {
+    int64_t row = tensor.dim() > 0 && tensor.sizes()[0] > 0 ? tensor.numel() / tensor.sizes()[0]
+                                                            : 0;
+    int64_t offset = 0;
+    for (int r = 0; r < c.size; ++r) {
+      int64_t rows = splits.empty() ? tensor.sizes()[0] / c.size : splits[r];
+      counts[r] = mpi::count(rows * row, named(op));
+      offsets[r] = mpi::count(offset, named(op));
+      offset += rows * row;
+    }
+  };
+  std::vector<int> sendCounts(c.size), sendOffsets(c.size), recvCounts(c.size),
+      recvOffsets(c.size);
+  layout(input, inputSplits, sendCounts, sendOffsets);
+  layout(output, outputSplits, recvCounts, recvOffsets);
+  C10D_MPI_CHECK(MPI_Alltoallv(input.data(), sendCounts.data(), sendOffsets.data(), type,
+                               output.data(), recvCounts.data(), recvOffsets.data(), type, c.comm),
+                 named(op));
+}
+
+void barrier(const Comm& c, const Op& op, const OpTensors&) {
+  C10D_MPI_CHECK(MPI_Barrier(c.comm), named(op));
+}
+
+// Each collective's function, by OpType.
+constexpr void (*kRun[])(const Comm&, const Op&, const OpTensors&) = {
+    broadcast,     allreduce,           allreduceCoalesced, reduce,   allgather,
+    allgatherIntoTensor, gather,        scatter,            reduceScatter, reduceScatterTensor,
+    alltoall,      alltoallBase,        barrier,
+};
+static_assert(std::size(kRun) == static_cast<size_t>(OpType::Barrier) + 1);
+
+// MPI_Comm_split, run in issue order with the collectives (MPI needs the same order on every
+// rank). A barrier-typed op of no number of its own: it is not recorded.
+class SplitWork final : public QueuedWork {
+ public:
+  SplitWork(const Op& op, MPI_Comm parent, int color, int key)
+      : QueuedWork(op, nullptr, {}), parent_(parent), color_(color), key_(key) {}
+  MPI_Comm result = MPI_COMM_NULL;
+
+ private:
+  void run() override {
+    C10D_MPI_CHECK(MPI_Comm_split(parent_, color_, key_, &result),
+                   [] { return std::string("communicator split"); });
+  }
+  MPI_Comm parent_;
+  int color_;
+  int key_;
+};
+
+}  // namespace
+
+// A collective of the MPI backend: one MPI call, watched by the progress thread for its timeout.
+class MpiWork final : public QueuedWork {
+ public:
+  // Pooled by the backend (c10d/WorkPool.hpp): made once, rebound to each op it runs.
+  MpiWork(std::shared_ptr<detail::GroupTrace> trace, MpiComm comm, MpiBackend::Progress* progress)
+      : QueuedWork(std::move(trace)), comm_(comm), progress_(progress) {}
+
+ private:
+  void run() override {
+    const Op& call = op();
+    MpiBackend::Progress::RunningCollective running(*progress_, call);
+    try {
+      kRun[static_cast<size_t>(call.type)](comm_, call, tensors());
+    } catch (const BackendError& e) {
+      C10D_THROW(BackendError, description(), " on rank ", comm_.rank, ": ", e.what());
+    }
+  }
+  MpiComm comm_;
+  // The backend's: its shutdown closes the queue (failing what has not run) before it stops.
+  MpiBackend::Progress* progress_;
+};
+
+std::shared_ptr<QueuedWork> MpiBackend::makeCollective(const Op& op, const OpTensors& tensors) {
+  std::shared_ptr<MpiWork> work = detail::WorkPool<MpiWork>::acquire(pool_, op, [&] {
+    return new MpiWork(trace(), MpiComm{comm_, size(), rank()}, progress_.get());
+  });
+  work->capture(tensors);
+  return work;
 }
 
 std::shared_ptr<void> MpiBackend::splitForSubgroup(const std::vector<int>& ranksInParent) {
@@ -81,331 +310,34 @@ std::shared_ptr<void> MpiBackend::splitForSubgroup(const std::vector<int>& ranks
   int color =
       member ? *std::min_element(ranksInParent.begin(), ranksInParent.end()) : MPI_UNDEFINED;
   int key = member ? static_cast<int>(position - ranksInParent.begin()) : 0;
-  auto result = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
-  MPI_Comm comm = comm_;
-  enqueue("new_group", nullptr, std::chrono::hours(24), {}, [comm, color, key, result] {
-    C10D_MPI_CHECK(MPI_Comm_split(comm, color, key, result.get()),
-                   [] { return std::string("communicator split"); });
-  })->wait();
-  if (*result == MPI_COMM_NULL) return nullptr;
-  return std::make_shared<mpi::Communicator>(*result);
-}
-
-// ---- collectives ----
-
-std::shared_ptr<Work> MpiBackend::broadcast(const Tensor& tensor, const BroadcastOptions& options) {
-  checkCPU(tensor, "broadcast");
-  MPI_Comm comm = comm_;
-  return enqueue(
-      "broadcast", [=] { return detail::concat(tensor.describe(), " root ", options.rootRank); },
-      options.timeout, {tensor},
-      [=] {
-        auto what = [] { return std::string("broadcast"); };
-        C10D_MPI_CHECK(MPI_Bcast(tensor.data(), mpi::count(tensor.numel(), what),
-                                 mpi::datatype(tensor.dtype()), options.rootRank, comm),
-                       what);
-      });
-}
-
-namespace {
-
-void allreduceInPlace(const Tensor& tensor, const ReduceOp& op, int groupSize, MPI_Comm comm,
-                      const char* name) {
-  auto what = [name] { return std::string(name); };
-  ScalarType dtype = tensor.dtype();
-  size_t n = tensor.numel();
-  prepareReduce(op, dtype, tensor.data(), n);
-  C10D_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, tensor.data(), mpi::count(n, what),
-                               mpi::datatype(dtype), mpi::combineOp(op, dtype), comm),
-                 what);
-  finishReduce(op, dtype, tensor.data(), n, groupSize);
-}
-
-}  // namespace
-
-std::shared_ptr<Work> MpiBackend::allreduce(const Tensor& tensor, const AllreduceOptions& options) {
-  checkCPU(tensor, "allreduce");
-  MPI_Comm comm = comm_;
-  int groupSize = size();
-  return enqueue(
-      "allreduce", [=] { return detail::concat(tensor.describe(), " ", options.reduceOp); },
-      options.timeout, {tensor},
-      [=] { allreduceInPlace(tensor, options.reduceOp, groupSize, comm, "allreduce"); });
-}
-
-std::shared_ptr<Work> MpiBackend::allreduceCoalesced(const std::vector<Tensor>& tensors,
-                                                     const AllreduceOptions& options) {
-  for (const Tensor& t : tensors) checkCPU(t, "allreduce_coalesced");
-  MPI_Comm comm = comm_;
-  int groupSize = size();
-  return enqueue(
-      "allreduce_coalesced",
-      [=] { return detail::concat(tensors.size(), " tensors ", options.reduceOp); },
-      options.timeout, tensors,
-      [=] {
-        for (const Tensor& tensor : tensors) {
-          allreduceInPlace(tensor, options.reduceOp, groupSize, comm, "allreduce_coalesced");
-        }
-      });
-}
-
-std::shared_ptr<Work> MpiBackend::reduce(const Tensor& tensor, const ReduceOptions& options) {
-  checkCPU(tensor, "reduce");
-  MPI_Comm comm = comm_;
-  int groupSize = size();
-  bool root = rank() == options.rootRank;
-  return enqueue(
-      "reduce",
-      [=] {
-        return detail::concat(tensor.describe(), " ", options.reduceOp, " root ", options.rootRank);
-      },
-      options.timeout, {tensor},
-      [=] {
-        auto what = [] { return std::string("reduce"); };
-        ScalarType dtype = tensor.dtype();
-        size_t n = tensor.numel();
-        prepareReduce(options.reduceOp, dtype, tensor.data(), n);
-        C10D_MPI_CHECK(
-            MPI_Reduce(root ? MPI_IN_PLACE : tensor.data(), root ? tensor.data() : nullptr,
-                       mpi::count(n, what), mpi::datatype(dtype),
-                       mpi::combineOp(options.reduceOp, dtype), options.rootRank, comm),
-            what);
-        if (root) finishReduce(options.reduceOp, dtype, tensor.data(), n, groupSize);
-      });
-}
-
-std::shared_ptr<Work> MpiBackend::allgather(const std::vector<Tensor>& outputs, const Tensor& input,
-                                            const AllgatherOptions& options) {
-  checkCPU(input, "allgather");
-  for (const Tensor& t : outputs) checkCPU(t, "allgather");
-  MPI_Comm comm = comm_;
-  return enqueue(
-      "allgather", [=] { return input.describe(); }, options.timeout, outputs,
-      [=] {
-        auto what = [] { return std::string("allgather"); };
-        Tensor flat =
-            Tensor::empty({input.numel() * static_cast<int64_t>(outputs.size())}, input.dtype());
-        int n = mpi::count(input.numel(), what);
-        MPI_Datatype type = mpi::datatype(input.dtype());
-        C10D_MPI_CHECK(MPI_Allgather(input.data(), n, type, flat.data(), n, type, comm), what);
-        unpackTensors(flat, outputs);
-      });
-}
-
-std::shared_ptr<Work> MpiBackend::allgatherIntoTensor(const Tensor& output, const Tensor& input,
-                                                      const AllgatherOptions& options) {
-  checkCPU(input, "allgather_into_tensor");
-  checkCPU(output, "allgather_into_tensor");
-  MPI_Comm comm = comm_;
-  return enqueue(
-      "allgather_into_tensor", [=] { return input.describe(); }, options.timeout, {output},
-      [=] {
-        auto what = [] { return std::string("allgather_into_tensor"); };
-        int n = mpi::count(input.numel(), what);
-        MPI_Datatype type = mpi::datatype(input.dtype());
-        C10D_MPI_CHECK(MPI_Allgather(input.data(), n, type, output.data(), n, type, comm), what);
-      });
-}
-
-std::shared_ptr<Work> MpiBackend::gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                                         const GatherOptions& options) {
-  checkCPU(input, "gather");
-  for (const Tensor& t : outputs) checkCPU(t, "gather");
-  MPI_Comm comm = comm_;
-  bool root = rank() == options.rootRank;
-  int groupSize = size();
-  return enqueue(
-      "gather", [=] { return detail::concat(input.describe(), " root ", options.rootRank); },
-      options.timeout, outputs,
-      [=] {
-        auto what = [] { return std::string("gather"); };
-        int n = mpi::count(input.numel(), what);
-        MPI_Datatype type = mpi::datatype(input.dtype());
-        Tensor flat;
-        if (root) flat = Tensor::empty({input.numel() * groupSize}, input.dtype());
-        C10D_MPI_CHECK(MPI_Gather(input.data(), n, type, root ? flat.data() : nullptr, n, type,
-                                  options.rootRank, comm),
-                       what);
-        if (root) unpackTensors(flat, outputs);
-      });
-}
-
-std::shared_ptr<Work> MpiBackend::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                          const ScatterOptions& options) {
-  checkCPU(output, "scatter");
-  for (const Tensor& t : inputs) checkCPU(t, "scatter");
-  MPI_Comm comm = comm_;
-  bool root = rank() == options.rootRank;
-  return enqueue(
-      "scatter", [=] { return detail::concat(output.describe(), " root ", options.rootRank); },
-      options.timeout, {output},
-      [=] {
-        auto what = [] { return std::string("scatter"); };
-        int n = mpi::count(output.numel(), what);
-        MPI_Datatype type = mpi::datatype(output.dtype());
-        Tensor flat;
-        if (root) flat = packTensors(inputs, output.dtype());
-        C10D_MPI_CHECK(MPI_Scatter(root ? flat.data() : nullptr, n, type, output.data(), n, type,
-                                   options.rootRank, comm),
-                       what);
-      });
-}
-
-namespace {
-
-// MPI_Reduce_scatter_block of flat (which it may scale for PREMUL_SUM) into output.
-void reduceScatterFlat(const Tensor& output, const Tensor& flat, const ReduceOp& op, int groupSize,
-                       MPI_Comm comm, const char* name) {
-  auto what = [name] { return std::string(name); };
-  ScalarType dtype = output.dtype();
-  prepareReduce(op, dtype, flat.data(), flat.numel());
-  C10D_MPI_CHECK(
-      MPI_Reduce_scatter_block(flat.data(), output.data(), mpi::count(output.numel(), what),
-                               mpi::datatype(dtype), mpi::combineOp(op, dtype), comm),
-      what);
-  finishReduce(op, dtype, output.data(), output.numel(), groupSize);
-}
-
-}  // namespace
-
-std::shared_ptr<Work> MpiBackend::reduceScatter(const Tensor& output,
-                                                const std::vector<Tensor>& inputs,
-                                                const ReduceScatterOptions& options) {
-  checkCPU(output, "reduce_scatter");
-  for (const Tensor& t : inputs) checkCPU(t, "reduce_scatter");
-  MPI_Comm comm = comm_;
-  int groupSize = size();
-  return enqueue(
-      "reduce_scatter", [=] { return detail::concat(output.describe(), " ", options.reduceOp); },
-      options.timeout, {output},
-      [=] {
-        Tensor flat = packTensors(inputs, output.dtype());
-        reduceScatterFlat(output, flat, options.reduceOp, groupSize, comm, "reduce_scatter");
-      });
-}
-
-std::shared_ptr<Work> MpiBackend::reduceScatterTensor(const Tensor& output, const Tensor& input,
-                                                      const ReduceScatterOptions& options) {
-  checkCPU(output, "reduce_scatter_tensor");
-  checkCPU(input, "reduce_scatter_tensor");
-  MPI_Comm comm = comm_;
-  int groupSize = size();
-  return enqueue(
-      "reduce_scatter_tensor",
-      [=] { return detail::concat(input.describe(), " ", options.reduceOp); }, options.timeout,
-      {output},
-      [=] {
-        Tensor flat = input;
-        if (options.reduceOp.kind() == ReduceOp::PREMUL_SUM) {
-          // The input must stay as the caller gave it: scale a copy.
-          flat = Tensor::empty({input.numel()}, input.dtype());
-          copyBytes(flat.data(), input.data(), input.nbytes());
-        }
-        reduceScatterFlat(output, flat, options.reduceOp, groupSize, comm, "reduce_scatter_tensor");
-      });
-}
-
-std::shared_ptr<Work> MpiBackend::alltoall(const std::vector<Tensor>& outputs,
-                                           const std::vector<Tensor>& inputs,
-                                           const AllToAllOptions& options) {
-  for (const Tensor& t : outputs) checkCPU(t, "alltoall");
-  for (const Tensor& t : inputs) checkCPU(t, "alltoall");
-  MPI_Comm comm = comm_;
-  int groupSize = size();
-  return enqueue(
-      "alltoall", [=] { return detail::concat(inputs.size(), " tensors"); }, options.timeout,
-      outputs,
-      [=] {
-        auto what = [] { return std::string("alltoall"); };
-        // Per-peer sizes may differ: alltoallv over packed buffers.
-        std::vector<int> sendCounts(groupSize), sendOffsets(groupSize), recvCounts(groupSize),
-            recvOffsets(groupSize);
-        int64_t sendTotal = 0, recvTotal = 0;
-        for (int r = 0; r < groupSize; ++r) {
-          sendCounts[r] = mpi::count(static_cast<int64_t>(inputs[r].nbytes()), what);
-          recvCounts[r] = mpi::count(static_cast<int64_t>(outputs[r].nbytes()), what);
-          sendOffsets[r] = mpi::count(sendTotal, what);
-          recvOffsets[r] = mpi::count(recvTotal, what);
-          sendTotal += sendCounts[r];
-          recvTotal += recvCounts[r];
-        }
-        Tensor sendFlat = packTensors(inputs, ScalarType::UInt8);
-        Tensor recvFlat = Tensor::empty({recvTotal}, ScalarType::UInt8);
-        C10D_MPI_CHECK(
-            MPI_Alltoallv(sendFlat.data(), sendCounts.data(), sendOffsets.data(), MPI_BYTE,
-                          recvFlat.data(), recvCounts.data(), recvOffsets.data(), MPI_BYTE, comm),
-            what);
-        unpackTensors(recvFlat, outputs);
-      });
-}
-
-std::shared_ptr<Work> MpiBackend::alltoallBase(const Tensor& output, const Tensor& input,
-                                               const std::vector<int64_t>& outputSplitSizes,
-                                               const std::vector<int64_t>& inputSplitSizes,
-                                               const AllToAllOptions& options) {
-  checkCPU(output, "alltoall_base");
-  checkCPU(input, "alltoall_base");
-  MPI_Comm comm = comm_;
-  int groupSize = size();
-  return enqueue(
-      "alltoall_base", [=] { return input.describe(); }, options.timeout, {output},
-      [=] {
-        auto what = [] { return std::string("alltoall_base"); };
-        MPI_Datatype type = mpi::datatype(input.dtype());
-        if (outputSplitSizes.empty() && inputSplitSizes.empty()) {
-          int n = mpi::count(input.numel() / groupSize, what);
-          C10D_MPI_CHECK(MPI_Alltoall(input.data(), n, type, output.data(), n, type, comm), what);
-          return;
-        }
-        // Splits count rows of dim 0; MPI counts elements.
-        auto layout = [&](const Tensor& t, const std::vector<int64_t>& splits,
-                          std::vector<int>& counts, std::vector<int>& offsets) {
-          int64_t row = t.dim() > 0 && t.sizes()[0] > 0 ? t.numel() / t.sizes()[0] : 0;
-          int64_t offset = 0;
-          for (int r = 0; r < groupSize; ++r) {
-            int64_t rows = splits.empty() ? t.sizes()[0] / groupSize : splits[r];
-            counts[r] = mpi::count(rows * row, what);
-            offsets[r] = mpi::count(offset, what);
-            offset += rows * row;
-          }
-        };
-        std::vector<int> sendCounts(groupSize), sendOffsets(groupSize), recvCounts(groupSize),
-            recvOffsets(groupSize);
-        layout(input, inputSplitSizes, sendCounts, sendOffsets);
-        layout(output, outputSplitSizes, recvCounts, recvOffsets);
-        C10D_MPI_CHECK(
-            MPI_Alltoallv(input.data(), sendCounts.data(), sendOffsets.data(), type, output.data(),
-                          recvCounts.data(), recvOffsets.data(), type, comm),
-            what);
-      });
-}
-
-std::shared_ptr<Work> MpiBackend::barrier(const BarrierOptions& options) {
-  MPI_Comm comm = comm_;
-  return enqueue("barrier", nullptr, options.timeout, {}, [comm] {
-    C10D_MPI_CHECK(MPI_Barrier(comm), [] { return std::string("barrier"); });
-  });
+  Op op;
+  op.timeout = std::chrono::hours(24);
+  op.flags = Op::kStaged;
+  auto split = std::make_shared<SplitWork>(op, comm_, color, key);
+  checkNotShutDown(op);
+  enqueueInternal(split);
+  split->wait();
+  if (split->result == MPI_COMM_NULL) return nullptr;
+  return std::make_shared<mpi::Communicator>(split->result);
 }
 
 // ---- point-to-point ----
 
-std::shared_ptr<Work> MpiBackend::startP2P(bool isSend, const Tensor& tensor, int peer, int tag,
-                                           std::chrono::milliseconds timeout) {
-  const char* op = isSend ? "send" : (peer < 0 ? "recv_anysource" : "recv");
-  checkCPU(tensor, op);
+std::shared_ptr<Work> MpiBackend::startP2P(const Op& op, const Tensor& tensor) {
   checkNotShutDown(op);
-  Work::Describe describe = describePointToPoint(op, tensor, isSend, peer, tag, groupName());
-  C10D_CHECK(tag <= tagUpperBound_, InvalidArgument, describe(), ": MPI tags go from 0 to ",
-             tagUpperBound_);
-  auto what = [&] { return detail::concat(describe(), " on rank ", rank()); };
+  C10D_CHECK(op.tag <= tagUpperBound_, InvalidArgument, describe(op), " (group '", groupName(),
+             "'): MPI tags go from 0 to ", tagUpperBound_);
+  auto what = [&] { return detail::concat(describe(op), " on rank ", rank()); };
   int bytes = mpi::count(static_cast<int64_t>(tensor.nbytes()), what);
-  auto work = std::make_shared<MpiP2PWork>(describe, timeout, tensor, !isSend, progress_);
-  if (isSend) {
-    C10D_MPI_CHECK(MPI_Isend(tensor.data(), bytes, MPI_BYTE, peer, tag, comm_, work->request()),
+  auto work = std::make_shared<MpiP2PWork>(op, trace(), tensor, progress_);
+  if (op.type == OpType::Send) {
+    C10D_MPI_CHECK(MPI_Isend(tensor.data(), bytes, MPI_BYTE, op.peer, op.tag, comm_,
+                             work->request()),
                    what);
   } else {
-    C10D_MPI_CHECK(MPI_Irecv(tensor.data(), bytes, MPI_BYTE, peer < 0 ? MPI_ANY_SOURCE : peer, tag,
-                             comm_, work->request()),
+    C10D_MPI_CHECK(MPI_Irecv(tensor.data(), bytes, MPI_BYTE,
+                             op.peer < 0 ? MPI_ANY_SOURCE : op.peer, op.tag, comm_,
+                             work->request()),
                    what);
   }
   progress_->track(work);

@@ -26,6 +26,11 @@ namespace c10d::inline v0 {
 namespace mpi {
 struct Communicator;
 }
+class MpiWork;  // private to backends/mpi
+namespace detail {
+template <typename T>
+class WorkPool;
+}  // namespace detail
 
 // Collectives run in issue order on the backend's own thread, or on the caller's thread when it
 // waits for the op it just issued (no hand-off); point-to-point ops are posted at once
@@ -46,31 +51,6 @@ class MpiBackend : public QueuedBackend {
   explicit MpiBackend(const BackendContext& context);
   ~MpiBackend() override;
 
-  std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& options) override;
-  std::shared_ptr<Work> allreduce(const Tensor& tensor, const AllreduceOptions& options) override;
-  std::shared_ptr<Work> allreduceCoalesced(const std::vector<Tensor>& tensors,
-                                           const AllreduceOptions& options) override;
-  std::shared_ptr<Work> reduce(const Tensor& tensor, const ReduceOptions& options) override;
-  std::shared_ptr<Work> allgather(const std::vector<Tensor>& outputs, const Tensor& input,
-                                  const AllgatherOptions& options) override;
-  std::shared_ptr<Work> allgatherIntoTensor(const Tensor& output, const Tensor& input,
-                                            const AllgatherOptions& options) override;
-  std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                               const GatherOptions& options) override;
-  std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                const ScatterOptions& options) override;
-  std::shared_ptr<Work> reduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                      const ReduceScatterOptions& options) override;
-  std::shared_ptr<Work> reduceScatterTensor(const Tensor& output, const Tensor& input,
-                                            const ReduceScatterOptions& options) override;
-  std::shared_ptr<Work> alltoall(const std::vector<Tensor>& outputs,
-                                 const std::vector<Tensor>& inputs,
-                                 const AllToAllOptions& options) override;
-  std::shared_ptr<Work> alltoallBase(const Tensor& output, const Tensor& input,
-                                     const std::vector<int64_t>& outputSplitSizes,
-                                     const std::vector<int64_t>& inputSplitSizes,
-                                     const AllToAllOptions& options) override;
-  std::shared_ptr<Work> barrier(const BarrierOptions& options) override;
   // MPI_Comm_split of this backend's communicator, run in issue order with the collectives.
   std::shared_ptr<void> splitForSubgroup(const std::vector<int>& ranksInParent) override;
 
@@ -81,17 +61,15 @@ class MpiBackend : public QueuedBackend {
   struct Progress;
 
  private:
-  std::shared_ptr<Work> enqueue(const char* op, std::function<std::string()> details,
-                                std::chrono::milliseconds timeout, std::vector<Tensor> outputs,
-                                std::function<void()> fn);
-  std::shared_ptr<Work> startP2P(bool isSend, const Tensor& tensor, int peer, int tag,
-                                 std::chrono::milliseconds timeout) override;
+  std::shared_ptr<QueuedWork> makeCollective(const Op& op, const OpTensors& tensors) override;
+  std::shared_ptr<Work> startP2P(const Op& op, const Tensor& tensor) override;
   void stopAfterQueue() override;
 
   std::shared_ptr<mpi::Communicator> owned_;  // a duplicate or a split: ours alone
   MPI_Comm comm_ = MPI_COMM_NULL;
   int tagUpperBound_ = 32767;  // MPI_TAG_UB; the standard guarantees at least this
   std::shared_ptr<Progress> progress_;
+  std::shared_ptr<detail::WorkPool<MpiWork>> pool_;  // the collectives' Works, for reuse
 };
 
 // A process group over comm, for a program that initialised MPI itself (with

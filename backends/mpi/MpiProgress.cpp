@@ -14,13 +14,15 @@ namespace c10d::inline v0 {
 
 // ---- MpiP2PWork ----
 
-MpiP2PWork::MpiP2PWork(Describe describe, std::chrono::milliseconds timeout, Tensor tensor,
-                       bool isRecv, std::shared_ptr<MpiBackend::Progress> progress)
-    : Work(std::move(describe), timeout, isRecv ? std::vector{tensor} : std::vector<Tensor>{}),
+MpiP2PWork::MpiP2PWork(const Op& op, std::shared_ptr<detail::GroupTrace> trace, Tensor tensor,
+                       std::shared_ptr<MpiBackend::Progress> progress)
+    : Work(op, std::move(trace)),
       tensor_(std::move(tensor)),
-      isRecv_(isRecv),
+      isRecv_(op.type != OpType::Send),
       progress_(std::move(progress)),
-      deadline_(std::chrono::steady_clock::now() + timeout) {}
+      deadline_(std::chrono::steady_clock::now() + op.timeout) {
+  if (isRecv_) output_ = tensor_;
+}
 
 MpiP2PWork::~MpiP2PWork() {
   // Still posted (the group shut down first): MPI may yet write the tensor, so keep it alive.
@@ -154,31 +156,37 @@ void MpiBackend::Progress::abandon(MPI_Request request, Tensor tensor) {
   abandoned_.emplace_back(request, std::move(tensor));
 }
 
-MpiBackend::Progress::RunningCollective::RunningCollective(Progress& progress,
-                                                           const Work::Describe& describe,
-                                                           std::chrono::milliseconds timeout)
+MpiBackend::Progress::RunningCollective::RunningCollective(Progress& progress, const Op& op)
     : progress_(progress) {
-  std::lock_guard<std::mutex> guard(progress_.collectiveMutex_);
-  progress_.running_ = &describe;
-  progress_.runningDeadline_ = std::chrono::steady_clock::now() + timeout;
-  progress_.reported_ = false;
+  const auto deadline = std::chrono::steady_clock::now() + op.timeout;
+  progress_.running_.begin();
+  progress_.running_.store(op);
+  progress_.runningDeadline_.store(deadline.time_since_epoch().count(), std::memory_order_relaxed);
+  progress_.started_.store(progress_.started_.load(std::memory_order_relaxed) + 1,
+                           std::memory_order_relaxed);
+  progress_.running_.end();
 }
 
 MpiBackend::Progress::RunningCollective::~RunningCollective() {
-  std::lock_guard<std::mutex> guard(progress_.collectiveMutex_);
-  progress_.running_ = nullptr;
+  progress_.running_.begin();
+  progress_.runningDeadline_.store(0, std::memory_order_relaxed);
+  progress_.running_.end();
 }
 
 void MpiBackend::Progress::checkCollective(std::chrono::steady_clock::time_point now) {
-  std::string what;
-  {
-    std::lock_guard<std::mutex> guard(collectiveMutex_);
-    if (!running_ || reported_ || now < runningDeadline_) return;
-    reported_ = true;
-    what = (*running_)();
+  int64_t deadline = 0;
+  uint64_t started = 0;
+  std::optional<Op> op = running_.read([&] {
+    deadline = runningDeadline_.load(std::memory_order_relaxed);
+    started = started_.load(std::memory_order_relaxed);
+  });
+  if (!op || deadline == 0 || started == reported_ ||
+      now.time_since_epoch().count() < deadline) {
+    return;
   }
+  reported_ = started;
   std::string message = detail::concat(
-      "mpi backend: ", what, " on rank ", rank,
+      "mpi backend: ", describeNumbered(*op, &group), " on rank ", rank,
       " passed its timeout; MPI cannot abandon a collective, so a rank of the group probably "
       "never called it (or called a different one)");
   if (!abortOnTimeout_) {

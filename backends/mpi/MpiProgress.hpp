@@ -13,6 +13,7 @@
 
 #include "backends/mpi/MpiBackend.hpp"
 #include "backends/mpi/MpiTypes.hpp"
+#include "c10d/AtomicOp.hpp"
 
 namespace c10d::inline v0 {
 
@@ -20,7 +21,7 @@ namespace c10d::inline v0 {
 // first and sees it complete finishes the Work: the caller in wait(), or the progress thread.
 class MpiP2PWork : public Work {
  public:
-  MpiP2PWork(Describe describe, std::chrono::milliseconds timeout, Tensor tensor, bool isRecv,
+  MpiP2PWork(const Op& op, std::shared_ptr<detail::GroupTrace> trace, Tensor tensor,
              std::shared_ptr<MpiBackend::Progress> progress);
   ~MpiP2PWork() override;
 
@@ -57,12 +58,11 @@ struct MpiBackend::Progress {
   // with the tensor it reads kept alive.
   void abandon(MPI_Request request, Tensor tensor);
 
-  // Marks a collective as running for its scope, for the watchdog: no wake-up and no copy of
-  // its description (which outlives the scope).
+  // Marks collective op as running for its scope, for the watchdog: no wake-up and no lock (the
+  // op is copied where the watchdog reads it; see c10d/AtomicOp.hpp).
   class RunningCollective {
    public:
-    RunningCollective(Progress& progress, const Work::Describe& describe,
-                      std::chrono::milliseconds timeout);
+    RunningCollective(Progress& progress, const Op& op);
     ~RunningCollective();
     RunningCollective(const RunningCollective&) = delete;
     RunningCollective& operator=(const RunningCollective&) = delete;
@@ -90,11 +90,12 @@ struct MpiBackend::Progress {
   std::chrono::steady_clock::time_point lastPosted_;
   std::deque<std::pair<std::weak_ptr<MpiP2PWork>, std::chrono::steady_clock::time_point>> pending_;
   std::vector<std::pair<MPI_Request, Tensor>> abandoned_;
-  // The running collective.
-  std::mutex collectiveMutex_;
-  const Work::Describe* running_ = nullptr;
-  std::chrono::steady_clock::time_point runningDeadline_;
-  bool reported_ = false;
+  // The running collective: its op and deadline (steady clock nanoseconds; 0 while none runs),
+  // and the number of the one the watchdog reported (collectives are counted as they start).
+  detail::AtomicOp running_;
+  std::atomic<int64_t> runningDeadline_{0};
+  std::atomic<uint64_t> started_{0};
+  uint64_t reported_ = 0;  // the watchdog's
   bool abortOnTimeout_ = true;
   std::thread thread_;
 };

@@ -16,7 +16,6 @@
 #include <utility>
 #include <vector>
 
-#include "backends/common/Describe.hpp"
 #include "backends/nccl/NcclCommunicator.hpp"
 #include "backends/nccl/NcclTypes.hpp"
 #include "backends/nccl/NcclWatchdog.hpp"
@@ -32,27 +31,29 @@ struct NcclBackend::Impl {
       : communicator(context),
         watchdog(mutex, communicator),
         blockingWait(context.settings.flag("C10D_NCCL_BLOCKING_WAIT").value_or(false)),
-        timeout(context.timeout) {}
+        timeout(context.timeout),
+        trace(context.trace) {}
 
   std::mutex mutex;  // issue order of ops, the communicator, the watchdog's in-flight Works
   nccl::Communicator communicator;
   nccl::Watchdog watchdog;
   bool blockingWait;
   std::chrono::milliseconds timeout;  // the group's: how long shutdown waits for pending ops
-  uint64_t sequence = 0;
+  std::shared_ptr<detail::GroupTrace> trace;
 
-  // Enqueues launch(comm, stream) after the caller's current stream and returns its Work.
+  // Enqueues launch(comm, stream) for op after the caller's current stream and returns its Work.
   template <typename Launch>
-  std::shared_ptr<Work> run(const char* op, std::function<std::string()> details, int onDevice,
-                            std::chrono::milliseconds opTimeout, std::vector<Tensor> outputs,
+  std::shared_ptr<Work> run(const Op& op, int onDevice, std::vector<Tensor> outputs,
                             std::vector<Tensor> inputs, Launch&& launch) {
     std::lock_guard<std::mutex> guard(mutex);
-    C10D_CHECK(!watchdog.stopping(), StateError, op, ": ", communicator.where(), " was shut down");
+    C10D_CHECK(!watchdog.stopping(), StateError, c10d::name(op.type), ": ", communicator.where(),
+               " was shut down");
     // The group's first op makes the communicator, and the watchdog's thread with it.
     if (communicator.ensure(onDevice)) watchdog.start();
-    uint64_t seq = sequence++;
-    Work::Describe describe = describeCollective(op, std::move(details), communicator.group(), seq);
-    auto what = [&] { return detail::concat(describe(), " on rank ", communicator.rank()); };
+    auto what = [&] {
+      return detail::concat(describeNumbered(op, &communicator.group()), " on rank ",
+                            communicator.rank());
+    };
     ncclComm_t comm = communicator.comm();
     cudaStream_t stream = communicator.stream();
     CudaDeviceGuard deviceGuard(communicator.device());
@@ -71,8 +72,9 @@ struct NcclBackend::Impl {
     }
     cudaEventDestroy(before);
     inputs.insert(inputs.end(), outputs.begin(), outputs.end());
-    auto work = std::make_shared<NcclWork>(describe, opTimeout, std::move(outputs),
-                                           std::move(inputs), done, blockingWait);
+    auto work =
+        std::make_shared<NcclWork>(op, trace, std::move(outputs), std::move(inputs), done,
+                                   blockingWait);
     watchdog.track(work);
     return work;
   }
@@ -134,35 +136,30 @@ std::shared_ptr<void> NcclBackend::splitForSubgroup(const std::vector<int>& rank
 
 namespace {
 
-int deviceOf(const Tensor& tensor, const char* op) {
-  C10D_CHECK(tensor.device().isCUDA(), InvalidArgument, "nccl backend: ", op, " got ",
+using Impl = NcclBackend::Impl;
+using What = std::function<std::string()>;
+
+int deviceOf(const Tensor& tensor, const Op& op) {
+  C10D_CHECK(tensor.device().isCUDA(), InvalidArgument, "nccl backend: ", name(op.type), " got ",
              tensor.describe(), "; the NCCL backend takes CUDA tensors");
   return tensor.device().index;
 }
 
-int deviceOf(const std::vector<Tensor>& tensors, const char* op) {
+int deviceOf(const std::vector<Tensor>& tensors, const Op& op) {
   int device = -1;
   for (const Tensor& t : tensors) device = deviceOf(t, op);
   return device;
 }
 
-using What = std::function<std::string()>;
-
-}  // namespace
-
-std::shared_ptr<Work> NcclBackend::broadcast(const Tensor& tensor,
-                                             const BroadcastOptions& options) {
-  return impl_->run(
-      "broadcast", [=] { return detail::concat(tensor.describe(), " root ", options.rootRank); },
-      deviceOf(tensor, "broadcast"), options.timeout, {tensor}, {},
-      [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        C10D_NCCL(ncclBroadcast(tensor.data(), tensor.data(), tensor.nbytes(), ncclUint8,
-                                options.rootRank, comm, stream),
-                  comm, what);
-      });
+std::shared_ptr<Work> broadcast(Impl& impl, const Op& op, const OpTensors& t) {
+  const Tensor& tensor = *t.input;
+  return impl.run(op, deviceOf(tensor, op), {tensor}, {},
+                  [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
+                    C10D_NCCL(ncclBroadcast(tensor.data(), tensor.data(), tensor.nbytes(),
+                                            ncclUint8, op.root, comm, stream),
+                              comm, what);
+                  });
 }
-
-namespace {
 
 void allreduceOne(const Tensor& tensor, const ReduceOp& op, ncclComm_t comm, cudaStream_t stream,
                   const What& what) {
@@ -174,71 +171,63 @@ void allreduceOne(const Tensor& tensor, const ReduceOp& op, ncclComm_t comm, cud
   nccl::check(status, "ncclAllReduce", comm, what);
 }
 
-}  // namespace
-
-std::shared_ptr<Work> NcclBackend::allreduce(const Tensor& tensor,
-                                             const AllreduceOptions& options) {
-  nccl::checkReducible("allreduce", tensor.dtype(), options.reduceOp);
-  return impl_->run(
-      "allreduce", [=] { return detail::concat(tensor.describe(), " ", options.reduceOp); },
-      deviceOf(tensor, "allreduce"), options.timeout, {tensor}, {},
-      [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        allreduceOne(tensor, options.reduceOp, comm, stream, what);
-      });
+std::shared_ptr<Work> allreduce(Impl& impl, const Op& op, const OpTensors& t) {
+  const Tensor& tensor = *t.input;
+  nccl::checkReducible("allreduce", tensor.dtype(), op.reduceOp);
+  return impl.run(op, deviceOf(tensor, op), {tensor}, {},
+                  [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
+                    allreduceOne(tensor, op.reduceOp, comm, stream, what);
+                  });
 }
 
-std::shared_ptr<Work> NcclBackend::allreduceCoalesced(const std::vector<Tensor>& tensors,
-                                                      const AllreduceOptions& options) {
-  for (const Tensor& t : tensors)
-    nccl::checkReducible("allreduce_coalesced", t.dtype(), options.reduceOp);
-  return impl_->run(
-      "allreduce_coalesced",
-      [=] { return detail::concat(tensors.size(), " tensors ", options.reduceOp); },
-      deviceOf(tensors, "allreduce_coalesced"), options.timeout, tensors, {},
-      [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        nccl::GroupGuard group(comm, what);
-        for (const Tensor& t : tensors) allreduceOne(t, options.reduceOp, comm, stream, what);
-        group.end();
-      });
+std::shared_ptr<Work> allreduceCoalesced(Impl& impl, const Op& op, const OpTensors& t) {
+  const std::vector<Tensor>& tensors = *t.inputs;
+  for (const Tensor& tensor : tensors) {
+    nccl::checkReducible("allreduce_coalesced", tensor.dtype(), op.reduceOp);
+  }
+  return impl.run(op, deviceOf(tensors, op), tensors, {},
+                  [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
+                    nccl::GroupGuard group(comm, what);
+                    for (const Tensor& tensor : tensors) {
+                      allreduceOne(tensor, op.reduceOp, comm, stream, what);
+                    }
+                    group.end();
+                  });
 }
 
-std::shared_ptr<Work> NcclBackend::reduce(const Tensor& tensor, const ReduceOptions& options) {
-  nccl::checkReducible("reduce", tensor.dtype(), options.reduceOp);
-  return impl_->run(
-      "reduce",
-      [=] {
-        return detail::concat(tensor.describe(), " ", options.reduceOp, " root ", options.rootRank);
-      },
-      deviceOf(tensor, "reduce"), options.timeout, {tensor}, {},
-      [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        nccl::Reduction reduce = nccl::reduction(options.reduceOp, tensor.dtype(), comm, "reduce");
-        ncclResult_t status = ncclReduce(tensor.data(), tensor.data(), tensor.numel(),
-                                         nccl::dataType(tensor.dtype(), "reduce"), reduce.op,
-                                         options.rootRank, comm, stream);
-        if (reduce.created) ncclRedOpDestroy(reduce.op, comm);
-        nccl::check(status, "ncclReduce", comm, what);
-      });
+std::shared_ptr<Work> reduce(Impl& impl, const Op& op, const OpTensors& t) {
+  const Tensor& tensor = *t.input;
+  nccl::checkReducible("reduce", tensor.dtype(), op.reduceOp);
+  return impl.run(op, deviceOf(tensor, op), {tensor}, {},
+                  [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
+                    nccl::Reduction reduce =
+                        nccl::reduction(op.reduceOp, tensor.dtype(), comm, "reduce");
+                    ncclResult_t status = ncclReduce(
+                        tensor.data(), tensor.data(), tensor.numel(),
+                        nccl::dataType(tensor.dtype(), "reduce"), reduce.op, op.root, comm, stream);
+                    if (reduce.created) ncclRedOpDestroy(reduce.op, comm);
+                    nccl::check(status, "ncclReduce", comm, what);
+                  });
 }
 
-std::shared_ptr<Work> NcclBackend::allgatherIntoTensor(const Tensor& output, const Tensor& input,
-                                                       const AllgatherOptions& options) {
-  deviceOf(output, "allgather_into_tensor");
-  return impl_->run(
-      "allgather_into_tensor", [=] { return input.describe(); },
-      deviceOf(input, "allgather_into_tensor"), options.timeout, {output}, {input},
-      [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        C10D_NCCL(
-            ncclAllGather(input.data(), output.data(), input.nbytes(), ncclUint8, comm, stream),
-            comm, what);
-      });
+std::shared_ptr<Work> allgatherIntoTensor(Impl& impl, const Op& op, const OpTensors& t) {
+  const Tensor& input = *t.input;
+  const Tensor& output = *t.output;
+  deviceOf(output, op);
+  return impl.run(op, deviceOf(input, op), {output}, {input},
+                  [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
+                    C10D_NCCL(ncclAllGather(input.data(), output.data(), input.nbytes(), ncclUint8,
+                                            comm, stream),
+                              comm, what);
+                  });
 }
 
-std::shared_ptr<Work> NcclBackend::allgather(const std::vector<Tensor>& outputs,
-                                             const Tensor& input, const AllgatherOptions& options) {
-  deviceOf(outputs, "allgather");
-  return impl_->run(
-      "allgather", [=] { return input.describe(); }, deviceOf(input, "allgather"), options.timeout,
-      outputs, {input},
+std::shared_ptr<Work> allgather(Impl& impl, const Op& op, const OpTensors& t) {
+  const Tensor& input = *t.input;
+  const std::vector<Tensor>& outputs = *t.outputs;
+  deviceOf(outputs, op);
+  return impl.run(
+      op, deviceOf(input, op), outputs, {input},
       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
         void* flat = nullptr;
         size_t bytes = input.nbytes();
@@ -254,15 +243,15 @@ std::shared_ptr<Work> NcclBackend::allgather(const std::vector<Tensor>& outputs,
       });
 }
 
-std::shared_ptr<Work> NcclBackend::gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                                          const GatherOptions& options) {
-  int self = rank();
-  return impl_->run(
-      "gather", [=] { return detail::concat(input.describe(), " root ", options.rootRank); },
-      deviceOf(input, "gather"), options.timeout, outputs, {input},
+std::shared_ptr<Work> gather(Impl& impl, const Op& op, const OpTensors& t) {
+  const Tensor& input = *t.input;
+  const std::vector<Tensor>& outputs = *t.outputs;
+  const int self = impl.communicator.rank();
+  return impl.run(
+      op, deviceOf(input, op), outputs, {input},
       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
         nccl::GroupGuard group(comm, what);
-        if (self == options.rootRank) {
+        if (self == op.root) {
           for (size_t r = 0; r < outputs.size(); ++r) {
             if (static_cast<int>(r) == self) {
               C10D_CUDA(cudaMemcpyAsync(outputs[r].data(), input.data(), input.nbytes(),
@@ -275,23 +264,22 @@ std::shared_ptr<Work> NcclBackend::gather(const std::vector<Tensor>& outputs, co
             }
           }
         } else {
-          C10D_NCCL(
-              ncclSend(input.data(), input.nbytes(), ncclUint8, options.rootRank, comm, stream),
-              comm, what);
+          C10D_NCCL(ncclSend(input.data(), input.nbytes(), ncclUint8, op.root, comm, stream), comm,
+                    what);
         }
         group.end();
       });
 }
 
-std::shared_ptr<Work> NcclBackend::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                           const ScatterOptions& options) {
-  int self = rank();
-  return impl_->run(
-      "scatter", [=] { return detail::concat(output.describe(), " root ", options.rootRank); },
-      deviceOf(output, "scatter"), options.timeout, {output}, inputs,
+std::shared_ptr<Work> scatter(Impl& impl, const Op& op, const OpTensors& t) {
+  const Tensor& output = *t.output;
+  const std::vector<Tensor>& inputs = *t.inputs;
+  const int self = impl.communicator.rank();
+  return impl.run(
+      op, deviceOf(output, op), {output}, inputs,
       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
         nccl::GroupGuard group(comm, what);
-        if (self == options.rootRank) {
+        if (self == op.root) {
           for (size_t r = 0; r < inputs.size(); ++r) {
             if (static_cast<int>(r) == self) {
               C10D_CUDA(cudaMemcpyAsync(output.data(), inputs[r].data(), output.nbytes(),
@@ -304,41 +292,37 @@ std::shared_ptr<Work> NcclBackend::scatter(const Tensor& output, const std::vect
             }
           }
         } else {
-          C10D_NCCL(
-              ncclRecv(output.data(), output.nbytes(), ncclUint8, options.rootRank, comm, stream),
-              comm, what);
+          C10D_NCCL(ncclRecv(output.data(), output.nbytes(), ncclUint8, op.root, comm, stream),
+                    comm, what);
         }
         group.end();
       });
 }
 
-std::shared_ptr<Work> NcclBackend::reduceScatterTensor(const Tensor& output, const Tensor& input,
-                                                       const ReduceScatterOptions& options) {
-  nccl::checkReducible("reduce_scatter_tensor", output.dtype(), options.reduceOp);
-  deviceOf(input, "reduce_scatter_tensor");
-  return impl_->run(
-      "reduce_scatter_tensor",
-      [=] { return detail::concat(input.describe(), " ", options.reduceOp); },
-      deviceOf(output, "reduce_scatter_tensor"), options.timeout, {output}, {input},
-      [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        nccl::Reduction reduce =
-            nccl::reduction(options.reduceOp, output.dtype(), comm, "reduce_scatter");
-        ncclResult_t status = ncclReduceScatter(input.data(), output.data(), output.numel(),
-                                                nccl::dataType(output.dtype(), "reduce_scatter"),
-                                                reduce.op, comm, stream);
-        if (reduce.created) ncclRedOpDestroy(reduce.op, comm);
-        nccl::check(status, "ncclReduceScatter", comm, what);
-      });
+std::shared_ptr<Work> reduceScatterTensor(Impl& impl, const Op& op, const OpTensors& t) {
+  const Tensor& input = *t.input;
+  const Tensor& output = *t.output;
+  nccl::checkReducible("reduce_scatter_tensor", output.dtype(), op.reduceOp);
+  deviceOf(input, op);
+  return impl.run(op, deviceOf(output, op), {output}, {input},
+                  [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
+                    nccl::Reduction reduce =
+                        nccl::reduction(op.reduceOp, output.dtype(), comm, "reduce_scatter");
+                    ncclResult_t status = ncclReduceScatter(
+                        input.data(), output.data(), output.numel(),
+                        nccl::dataType(output.dtype(), "reduce_scatter"), reduce.op, comm, stream);
+                    if (reduce.created) ncclRedOpDestroy(reduce.op, comm);
+                    nccl::check(status, "ncclReduceScatter", comm, what);
+                  });
 }
 
-std::shared_ptr<Work> NcclBackend::reduceScatter(const Tensor& output,
-                                                 const std::vector<Tensor>& inputs,
-                                                 const ReduceScatterOptions& options) {
-  nccl::checkReducible("reduce_scatter", output.dtype(), options.reduceOp);
-  deviceOf(inputs, "reduce_scatter");
-  return impl_->run(
-      "reduce_scatter", [=] { return detail::concat(output.describe(), " ", options.reduceOp); },
-      deviceOf(output, "reduce_scatter"), options.timeout, {output}, inputs,
+std::shared_ptr<Work> reduceScatter(Impl& impl, const Op& op, const OpTensors& t) {
+  const Tensor& output = *t.output;
+  const std::vector<Tensor>& inputs = *t.inputs;
+  nccl::checkReducible("reduce_scatter", output.dtype(), op.reduceOp);
+  deviceOf(inputs, op);
+  return impl.run(
+      op, deviceOf(output, op), {output}, inputs,
       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
         size_t bytes = output.nbytes();
         void* flat = nullptr;
@@ -349,7 +333,7 @@ std::shared_ptr<Work> NcclBackend::reduceScatter(const Tensor& output,
                     what);
         }
         nccl::Reduction reduce =
-            nccl::reduction(options.reduceOp, output.dtype(), comm, "reduce_scatter");
+            nccl::reduction(op.reduceOp, output.dtype(), comm, "reduce_scatter");
         ncclResult_t status = ncclReduceScatter(flat, output.data(), output.numel(),
                                                 nccl::dataType(output.dtype(), "reduce_scatter"),
                                                 reduce.op, comm, stream);
@@ -359,13 +343,12 @@ std::shared_ptr<Work> NcclBackend::reduceScatter(const Tensor& output,
       });
 }
 
-std::shared_ptr<Work> NcclBackend::alltoall(const std::vector<Tensor>& outputs,
-                                            const std::vector<Tensor>& inputs,
-                                            const AllToAllOptions& options) {
-  deviceOf(outputs, "alltoall");
-  return impl_->run(
-      "alltoall", [=] { return detail::concat(inputs.size(), " tensors"); },
-      deviceOf(inputs, "alltoall"), options.timeout, outputs, inputs,
+std::shared_ptr<Work> alltoall(Impl& impl, const Op& op, const OpTensors& t) {
+  const std::vector<Tensor>& inputs = *t.inputs;
+  const std::vector<Tensor>& outputs = *t.outputs;
+  deviceOf(outputs, op);
+  return impl.run(
+      op, deviceOf(inputs, op), outputs, inputs,
       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
         nccl::GroupGuard group(comm, what);
         for (size_t r = 0; r < inputs.size(); ++r) {
@@ -380,28 +363,29 @@ std::shared_ptr<Work> NcclBackend::alltoall(const std::vector<Tensor>& outputs,
       });
 }
 
-std::shared_ptr<Work> NcclBackend::alltoallBase(const Tensor& output, const Tensor& input,
-                                                const std::vector<int64_t>& outputSplitSizes,
-                                                const std::vector<int64_t>& inputSplitSizes,
-                                                const AllToAllOptions& options) {
-  deviceOf(output, "alltoall_base");
-  int groupSize = size();
-  return impl_->run(
-      "alltoall_base", [=] { return input.describe(); }, deviceOf(input, "alltoall_base"),
-      options.timeout, {output}, {input},
+std::shared_ptr<Work> alltoallBase(Impl& impl, const Op& op, const OpTensors& t) {
+  const Tensor& input = *t.input;
+  const Tensor& output = *t.output;
+  const std::vector<int64_t>& inputSplits = *t.inputSplits;
+  const std::vector<int64_t>& outputSplits = *t.outputSplits;
+  deviceOf(output, op);
+  const int groupSize = impl.communicator.size();
+  return impl.run(
+      op, deviceOf(input, op), {output}, {input},
       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
         // Splits count rows of dim 0; empty means equal parts. Moved as bytes.
-        auto rowBytes = [](const Tensor& t) {
-          return t.dim() > 0 && t.sizes()[0] > 0 ? t.nbytes() / t.sizes()[0] : 0;
+        auto rowBytes = [](const Tensor& tensor) {
+          return tensor.dim() > 0 && tensor.sizes()[0] > 0 ? tensor.nbytes() / tensor.sizes()[0]
+                                                           : 0;
         };
-        auto rows = [&](const Tensor& t, const std::vector<int64_t>& splits, int r) {
-          return splits.empty() ? t.sizes()[0] / groupSize : splits[r];
+        auto rows = [&](const Tensor& tensor, const std::vector<int64_t>& splits, int r) {
+          return splits.empty() ? tensor.sizes()[0] / groupSize : splits[r];
         };
         size_t sendOffset = 0, recvOffset = 0;
         nccl::GroupGuard group(comm, what);
         for (int r = 0; r < groupSize; ++r) {
-          size_t sendBytes = rows(input, inputSplitSizes, r) * rowBytes(input);
-          size_t recvBytes = rows(output, outputSplitSizes, r) * rowBytes(output);
+          size_t sendBytes = rows(input, inputSplits, r) * rowBytes(input);
+          size_t recvBytes = rows(output, outputSplits, r) * rowBytes(output);
           C10D_NCCL(ncclSend(static_cast<char*>(input.data()) + sendOffset, sendBytes, ncclUint8, r,
                              comm, stream),
                     comm, what);
@@ -415,57 +399,68 @@ std::shared_ptr<Work> NcclBackend::alltoallBase(const Tensor& output, const Tens
       });
 }
 
-std::shared_ptr<Work> NcclBackend::barrier(const BarrierOptions& options) {
+std::shared_ptr<Work> barrier(Impl& impl, const Op& op, const OpTensors&) {
   // An allreduce of one element on the group's device.
-  return impl_->run("barrier", nullptr, -1, options.timeout, {}, {},
-                    [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-                      void* word = nullptr;
-                      C10D_CUDA(cudaMallocAsync(&word, sizeof(float), stream), what);
-                      C10D_CUDA(cudaMemsetAsync(word, 0, sizeof(float), stream), what);
-                      ncclResult_t status =
-                          ncclAllReduce(word, word, 1, ncclFloat32, ncclSum, comm, stream);
-                      cudaFreeAsync(word, stream);
-                      nccl::check(status, "ncclAllReduce", comm, what);
-                    });
+  return impl.run(op, -1, {}, {}, [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
+    void* word = nullptr;
+    C10D_CUDA(cudaMallocAsync(&word, sizeof(float), stream), what);
+    C10D_CUDA(cudaMemsetAsync(word, 0, sizeof(float), stream), what);
+    ncclResult_t status = ncclAllReduce(word, word, 1, ncclFloat32, ncclSum, comm, stream);
+    cudaFreeAsync(word, stream);
+    nccl::check(status, "ncclAllReduce", comm, what);
+  });
 }
 
-std::shared_ptr<Work> NcclBackend::send(const Tensor& tensor, int dstRank, int tag,
-                                        std::chrono::milliseconds timeout) {
-  return impl_->run(
-      "send", [=] { return detail::concat(tensor.describe(), " to rank ", dstRank, " tag ", tag); },
-      deviceOf(tensor, "send"), timeout, {}, {tensor},
-      [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        C10D_NCCL(ncclSend(tensor.data(), tensor.nbytes(), ncclUint8, dstRank, comm, stream), comm,
-                  what);
-      });
+std::shared_ptr<Work> send(Impl& impl, const Op& op, const OpTensors& t) {
+  const Tensor& tensor = *t.input;
+  return impl.run(op, deviceOf(tensor, op), {}, {tensor},
+                  [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
+                    C10D_NCCL(ncclSend(tensor.data(), tensor.nbytes(), ncclUint8, op.peer, comm,
+                                       stream),
+                              comm, what);
+                  });
 }
 
-std::shared_ptr<Work> NcclBackend::recv(const Tensor& tensor, int srcRank, int tag,
-                                        std::chrono::milliseconds timeout) {
-  auto work = impl_->run(
-      "recv",
-      [=] { return detail::concat(tensor.describe(), " from rank ", srcRank, " tag ", tag); },
-      deviceOf(tensor, "recv"), timeout, {tensor}, {},
-      [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        C10D_NCCL(ncclRecv(tensor.data(), tensor.nbytes(), ncclUint8, srcRank, comm, stream), comm,
-                  what);
-      });
-  work->setSourceRank(srcRank);
+std::shared_ptr<Work> recv(Impl& impl, const Op& op, const OpTensors& t) {
+  const Tensor& tensor = *t.input;
+  auto work = impl.run(op, deviceOf(tensor, op), {tensor}, {},
+                       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
+                         C10D_NCCL(ncclRecv(tensor.data(), tensor.nbytes(), ncclUint8, op.peer,
+                                            comm, stream),
+                                   comm, what);
+                       });
+  work->setSourceRank(op.peer);
   return work;
 }
 
-std::vector<std::shared_ptr<Work>> NcclBackend::batchIsendIrecv(const std::vector<P2POp>& ops,
-                                                                std::chrono::milliseconds timeout) {
+// Each op's function, by OpType (null: NCCL has no receive from any source).
+constexpr std::shared_ptr<Work> (*kStart[])(Impl&, const Op&, const OpTensors&) = {
+    broadcast, allreduce, allreduceCoalesced, reduce,   allgather, allgatherIntoTensor,
+    gather,    scatter,   reduceScatter,      reduceScatterTensor, alltoall, alltoallBase,
+    barrier,   send,      recv,               nullptr,
+};
+static_assert(std::size(kStart) == kOpTypes);
+
+}  // namespace
+
+std::shared_ptr<Work> NcclBackend::start(const Op& op, const OpTensors& tensors) {
+  auto fn = kStart[static_cast<size_t>(op.type)];
+  if (fn == nullptr) unsupported(std::string(c10d::name(op.type)).c_str());
+  return fn(*impl_, op, tensors);
+}
+
+std::vector<std::shared_ptr<Work>> NcclBackend::startBatch(const std::vector<Op>& ops,
+                                                           const std::vector<P2POp>& p2p) {
   // One NCCL group for all, so sends and receives that depend on each other cannot deadlock;
-  // every op's Work completes with the group.
+  // every op's Work completes with the group (it is the first op's).
   std::vector<Tensor> tensors;
-  for (const P2POp& op : ops) tensors.push_back(op.tensor);
+  for (const P2POp& op : p2p) tensors.push_back(op.tensor);
+  Op first = ops.at(0);
   auto work = impl_->run(
-      "batch_isend_irecv", [n = ops.size()] { return detail::concat(n, " ops"); },
-      deviceOf(tensors, "batch_isend_irecv"), timeout, tensors, {},
+      first, deviceOf(tensors, first), tensors, {},
       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
         nccl::GroupGuard group(comm, what);
-        for (const P2POp& op : ops) {
+        for (const P2POp& op : p2p) {
           if (op.kind == P2POp::Send) {
             C10D_NCCL(
                 ncclSend(op.tensor.data(), op.tensor.nbytes(), ncclUint8, op.peer, comm, stream),

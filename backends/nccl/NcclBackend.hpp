@@ -31,37 +31,9 @@ class NcclBackend : public Backend {
   explicit NcclBackend(const BackendContext& context);
   ~NcclBackend() override;
 
-  std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& options) override;
-  std::shared_ptr<Work> allreduce(const Tensor& tensor, const AllreduceOptions& options) override;
-  std::shared_ptr<Work> allreduceCoalesced(const std::vector<Tensor>& tensors,
-                                           const AllreduceOptions& options) override;
-  std::shared_ptr<Work> reduce(const Tensor& tensor, const ReduceOptions& options) override;
-  std::shared_ptr<Work> allgather(const std::vector<Tensor>& outputs, const Tensor& input,
-                                  const AllgatherOptions& options) override;
-  std::shared_ptr<Work> allgatherIntoTensor(const Tensor& output, const Tensor& input,
-                                            const AllgatherOptions& options) override;
-  std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                               const GatherOptions& options) override;
-  std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                const ScatterOptions& options) override;
-  std::shared_ptr<Work> reduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                      const ReduceScatterOptions& options) override;
-  std::shared_ptr<Work> reduceScatterTensor(const Tensor& output, const Tensor& input,
-                                            const ReduceScatterOptions& options) override;
-  std::shared_ptr<Work> alltoall(const std::vector<Tensor>& outputs,
-                                 const std::vector<Tensor>& inputs,
-                                 const AllToAllOptions& options) override;
-  std::shared_ptr<Work> alltoallBase(const Tensor& output, const Tensor& input,
-                                     const std::vector<int64_t>& outputSplitSizes,
-                                     const std::vector<int64_t>& inputSplitSizes,
-                                     const AllToAllOptions& options) override;
-  std::shared_ptr<Work> barrier(const BarrierOptions& options) override;
-  std::shared_ptr<Work> send(const Tensor& tensor, int dstRank, int tag,
-                             std::chrono::milliseconds timeout) override;
-  std::shared_ptr<Work> recv(const Tensor& tensor, int srcRank, int tag,
-                             std::chrono::milliseconds timeout) override;
-  std::vector<std::shared_ptr<Work>> batchIsendIrecv(const std::vector<P2POp>& ops,
-                                                     std::chrono::milliseconds timeout) override;
+  std::shared_ptr<Work> start(const Op& op, const OpTensors& tensors) override;
+  std::vector<std::shared_ptr<Work>> startBatch(const std::vector<Op>& ops,
+                                                const std::vector<P2POp>& p2p) override;
   bool handlesDevice(DeviceType type) const override { return type == DeviceType::CUDA; }
   void shutdown() override;
   void abort(const std::string& reason) override;

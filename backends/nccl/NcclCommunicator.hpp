@@ -74,6 +74,7 @@ class Communicator {
   int device() const { return device_; }     // -1 before the first op
   cudaStream_t stream() const { return stream_; }
   int rank() const { return rank_; }
+  int size() const { return size_; }
   const std::string& group() const { return group_; }
 
  private:

@@ -12,14 +12,16 @@ namespace c10d::inline v0 {
 
 // ---- NcclWork ----
 
-NcclWork::NcclWork(Describe describe, std::chrono::milliseconds timeout,
+NcclWork::NcclWork(const Op& op, std::shared_ptr<detail::GroupTrace> trace,
                    std::vector<Tensor> outputs, std::vector<Tensor> keepAlive, cudaEvent_t done,
                    bool blockingWait)
-    : Work(std::move(describe), timeout, std::move(outputs)),
+    : Work(op, std::move(trace)),
       keepAlive_(std::move(keepAlive)),
       done_(done),
       blockingWait_(blockingWait),
-      deadline_(std::chrono::steady_clock::now() + timeout) {}
+      deadline_(std::chrono::steady_clock::now() + op.timeout) {
+  outputs_ = std::move(outputs);
+}
 
 NcclWork::~NcclWork() {
   if (done_ != nullptr) cudaEventDestroy(done_);

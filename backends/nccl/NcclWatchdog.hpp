@@ -32,7 +32,7 @@ class NcclWork : public Work {
  public:
   // done: the event recorded on the group's stream after the op, which the Work destroys.
   // keepAlive: the tensors the stream may still use. blockingWait: C10D_NCCL_BLOCKING_WAIT.
-  NcclWork(Describe describe, std::chrono::milliseconds timeout, std::vector<Tensor> outputs,
+  NcclWork(const Op& op, std::shared_ptr<detail::GroupTrace> trace, std::vector<Tensor> outputs,
            std::vector<Tensor> keepAlive, cudaEvent_t done, bool blockingWait);
   ~NcclWork() override;
 

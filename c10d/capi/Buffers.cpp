@@ -123,6 +123,9 @@ void deliver(std::shared_ptr<Work> work, const std::shared_ptr<ProcessGroup>& gr
     work->wait();
     return;
   }
+  // A caller that asks for a handle will not wait now: a poll starts a queued op at once rather
+  // than when the backend's worker next looks (Work::isCompleted).
+  work->isCompleted();
   *out = new c10d_work{std::move(work), group, stream.active(), stream.stream()};
 }
 

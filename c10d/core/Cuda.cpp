@@ -1,5 +1,6 @@
 #include "c10d/core/Cuda.hpp"
 
+#include <atomic>
 #include <cstring>
 
 #include "c10d/core/Exception.hpp"
@@ -13,8 +14,13 @@ namespace c10d::inline v0 {
 namespace {
 
 thread_local void* tlsCurrentStream = nullptr;
+std::atomic<int> deviceCountForTesting{-1};
 
 }  // namespace
+
+void detail::setCudaDeviceCountForTesting(int count) {
+  deviceCountForTesting.store(count < 0 ? -1 : count);
+}
 
 void setCurrentCudaStream(void* stream) {
   tlsCurrentStream = stream;
@@ -25,6 +31,7 @@ void* currentCudaStream() {
 }
 
 int cudaDeviceCount() {
+  if (const int testing = deviceCountForTesting.load(); testing >= 0) return testing;
 #ifdef C10D_WITH_CUDA
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {

@@ -17,6 +17,13 @@ void* currentCudaStream();
 // The number of CUDA devices this process sees (0 without CUDA support, a GPU or a driver).
 int cudaDeviceCount();
 
+namespace detail {
+// For tests on machines without a GPU: cudaDeviceCount() answers count from now on (a negative
+// count: CUDA's answer again), so that a test double registered as a group's CUDA backend gets
+// tensors that say cuda:N (whose memory is on the host). Call it before the process's first op.
+void setCudaDeviceCountForTesting(int count);
+}  // namespace detail
+
 // Copies src's elements into dst between any two devices (cpu and cuda:N in either direction,
 // or within one). Both must be contiguous with the same dtype and element count. A copy that
 // touches CUDA memory runs on the calling thread's current stream, so it follows the work

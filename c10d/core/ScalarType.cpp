@@ -6,15 +6,8 @@
 
 namespace c10d::inline v0 {
 
-size_t elementSize(ScalarType type) {
-  switch (type) {
-#define C10D_SIZE(name, type, bytes, ...) \
-  case ScalarType::name:                  \
-    return bytes;
-    C10D_FORALL_SCALAR_TYPES(C10D_SIZE)
-#undef C10D_SIZE
-  }
-  C10D_THROW(InvalidArgument, "elementSize: invalid ScalarType value ", static_cast<int>(type));
+void detail::invalidScalarType(const char* where, ScalarType type) {
+  C10D_THROW(InvalidArgument, where, ": invalid ScalarType value ", static_cast<int>(type));
 }
 
 std::string_view name(ScalarType type) {

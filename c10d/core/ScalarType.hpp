@@ -3,6 +3,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <ostream>
 #include <string_view>
 
@@ -44,8 +45,21 @@ inline constexpr std::array kAllScalarTypes = {
 #undef C10D_LIST
 };
 
-// Size of one element in bytes.
-size_t elementSize(ScalarType type);
+namespace detail {
+[[noreturn]] void invalidScalarType(const char* where, ScalarType type);
+}
+
+// Size of one element in bytes. Throws InvalidArgument for a value that is no ScalarType.
+inline size_t elementSize(ScalarType type) {
+  constexpr size_t kBytes[] = {
+#define C10D_BYTES(name, type, bytes, ...) bytes,
+      C10D_FORALL_SCALAR_TYPES(C10D_BYTES)
+#undef C10D_BYTES
+  };
+  const auto index = static_cast<size_t>(type);
+  if (index < std::size(kBytes)) return kBytes[index];
+  detail::invalidScalarType("elementSize", type);
+}
 
 // Lower-case name as PyTorch prints it without the "torch." prefix: "float32", "bfloat16".
 std::string_view name(ScalarType type);

@@ -63,7 +63,6 @@ class SigpipeGuard {
       return;
     }
     current_ = this;
-    exceptionsAtEntry_ = std::uncaught_exceptions();
     if (arming == kNow) arm();
   }
   ~SigpipeGuard() {
@@ -98,6 +97,7 @@ class SigpipeGuard {
  private:
   void arm() {
     armed_ = true;
+    exceptionsAtEntry_ = std::uncaught_exceptions();  // this scope's: nothing threw since entry
     pthread_sigmask(SIG_BLOCK, &sigpipeOnly(), &saved_);
     restore_ = !sigismember(&saved_, SIGPIPE);
   }

@@ -86,7 +86,9 @@ Tensor Tensor::fromBlob(void* data, ScalarType dtype, std::vector<int64_t> sizes
   tensor.data_ = data;
   tensor.dtype_ = dtype;
   tensor.device_ = device;
-  tensor.shape_ = std::make_shared<const Shape>(Shape{std::move(sizes), std::move(strides), numel});
+  const bool dense = contiguous(sizes, strides);
+  tensor.shape_ =
+      std::make_shared<const Shape>(Shape{std::move(sizes), std::move(strides), numel, dense});
   tensor.holder_ = std::move(holder);
   tensor.defined_ = true;
   return tensor;
@@ -107,9 +109,7 @@ Tensor Tensor::zeros(std::vector<int64_t> sizes, ScalarType dtype) {
 
 const Tensor::Shape Tensor::kNoShape{};
 
-bool Tensor::isContiguous() const {
-  const std::vector<int64_t>& sizes = shape().sizes;
-  const std::vector<int64_t>& strides = shape().strides;
+bool Tensor::contiguous(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
   int64_t expected = 1;
   for (size_t d = sizes.size(); d-- > 0;) {
     if (sizes[d] == 1) continue;

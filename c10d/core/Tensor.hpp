@@ -43,6 +43,13 @@ class Tensor {
   static Tensor zeros(std::vector<int64_t> sizes, ScalarType dtype);
 
   bool defined() const { return defined_; }
+  // Makes this an undefined tensor, releasing its memory and shape (as = Tensor() does).
+  void reset() {
+    shape_.reset();
+    holder_.reset();
+    data_ = nullptr;
+    defined_ = false;
+  }
 
   void* data() const { return data_; }
   template <typename T>
@@ -62,7 +69,8 @@ class Tensor {
   size_t nbytes() const { return static_cast<size_t>(numel()) * elementSize(); }
 
   // True when the elements are laid out row-major without gaps (size-1 dims may have any stride).
-  bool isContiguous() const;
+  // Known since the tensor was made: every op asks.
+  bool isContiguous() const { return shape().contiguous; }
 
   // The memory owner shared by all views of this memory (null for unowned blobs).
   const std::shared_ptr<void>& holder() const { return holder_; }
@@ -75,7 +83,9 @@ class Tensor {
     std::vector<int64_t> sizes;
     std::vector<int64_t> strides;
     int64_t numel = 1;  // the product of sizes (1 for none, as an undefined tensor has)
+    bool contiguous = true;
   };
+  static bool contiguous(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides);
   const Shape& shape() const { return shape_ ? *shape_ : kNoShape; }
   static const Shape kNoShape;
 
