@@ -33,11 +33,13 @@ class AtomicOp {
   void store(const Op& op) {
     static_assert(sizeof(Op) == kWords * 8 && offsetof(Op, dims) + sizeof(Op::dims) == sizeof(Op));
     const auto* bytes = reinterpret_cast<const unsigned char*>(&op);
-    const size_t words = kFixedWords + static_cast<size_t>(op.ndim > 0 ? op.ndim : 0);
-    for (size_t i = 0; i < words; ++i) {
-      uint64_t word;
-      std::memcpy(&word, bytes + 8 * i, 8);
-      words_[i].store(word, std::memory_order_relaxed);
+    uint64_t fixed[kFixedWords];
+    std::memcpy(fixed, bytes, sizeof(fixed));
+#pragma GCC unroll 16
+    for (size_t i = 0; i < kFixedWords; ++i) words_[i].store(fixed[i], std::memory_order_relaxed);
+    const int ndim = op.ndim < Op::kMaxDims ? op.ndim : Op::kMaxDims;
+    for (int d = 0; d < ndim; ++d) {
+      words_[kFixedWords + d].store(static_cast<uint64_t>(op.dims[d]), std::memory_order_relaxed);
     }
   }
   void end() { version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }

@@ -121,8 +121,16 @@ struct FlightRecorder::Ring {
   const size_t mask;
   const size_t capacity;
   const bool pointToPoint;
-  std::atomic<uint64_t> next{0};  // one past the highest number recorded
   Slot& of(uint64_t number) const { return slots[number & mask]; }
+  // One past the highest number recorded: found by a reader (a dump), so that recording keeps
+  // no shared counter.
+  uint64_t next() const {
+    uint64_t next = 0;
+    for (size_t i = 0; i <= mask; ++i) {
+      next = std::max(next, slots[i].status.load(std::memory_order_acquire) >> 2);
+    }
+    return next;
+  }
 };
 
 FlightRecorder::FlightRecorder(std::string group, int rank, int size, size_t capacity)
@@ -161,11 +169,6 @@ void FlightRecorder::record(Ring& ring, const Op& op, State state) {
   slot.finishedTicks.store(0, std::memory_order_relaxed);
   slot.status.store(statusOf(op.seq, state), std::memory_order_relaxed);
   slot.op.end();
-  // Several threads may record into one group: next only grows.
-  uint64_t next = ring.next.load(std::memory_order_relaxed);
-  while (next < op.seq + 1 &&
-         !ring.next.compare_exchange_weak(next, op.seq + 1, std::memory_order_relaxed)) {
-  }
 }
 
 void FlightRecorder::advance(Ring& ring, uint64_t number, State to, const std::string* error) {
@@ -222,7 +225,7 @@ void FlightRecorder::pointToPointFinished(uint64_t number, const std::string& er
 std::vector<FlightRecorder::Entry> FlightRecorder::read(const Ring& ring) const {
   const bool p2p = ring.pointToPoint;
   std::vector<Entry> out;
-  const uint64_t next = ring.next.load(std::memory_order_acquire);
+  const uint64_t next = ring.next();
   const uint64_t first = next > ring.capacity ? next - ring.capacity : 0;
   for (uint64_t number = first; number < next; ++number) {
     const Ring::Slot& slot = ring.of(number);

@@ -22,31 +22,6 @@ std::optional<OpType> opTypeFromName(std::string_view text) {
   return std::nullopt;
 }
 
-Op Op::on(OpType type, const Tensor& tensor, std::chrono::milliseconds timeout) {
-  Op op;
-  op.type = type;
-  op.setTensor(tensor);
-  op.count = tensor.numel();
-  op.tensors = 1;
-  op.timeout = timeout;
-  return op;
-}
-
-void Op::setTensor(const Tensor& tensor) {
-  dtype = tensor.dtype();
-  device = tensor.device().type;
-  const std::vector<int64_t>& sizes = tensor.sizes();
-  const auto n = static_cast<int>(sizes.size());
-  ndim = static_cast<int8_t>(std::min(n, kMaxDims));
-  for (int d = 0; d < n; ++d) {
-    if (d < kMaxDims) {
-      dims[d] = sizes[d];
-    } else {
-      dims[kMaxDims - 1] *= sizes[d];
-    }
-  }
-}
-
 std::string describe(const Op& op) {
   const OpTraits& t = op.traits();
   std::string text(name(op.type));

@@ -17,10 +17,9 @@
 #include "c10d/core/Device.hpp"
 #include "c10d/core/ReduceOp.hpp"
 #include "c10d/core/ScalarType.hpp"
+#include "c10d/core/Tensor.hpp"
 
 namespace c10d::inline v0 {
-
-class Tensor;
 
 // Every op, once: X(Enumerator, "name", collective, rooted, reduces, parts, shapes).
 //   collective  false for point-to-point ops (numbered apart: ranks make different ones)
@@ -141,5 +140,31 @@ std::string describe(const Op& op);
 // describe(op) and its number: " (#12)" for a collective, " (point-to-point #3)" otherwise;
 // with group, " (group 'g', seq 12)" and " (group 'g', point-to-point #3)".
 std::string describeNumbered(const Op& op, const std::string* group = nullptr);
+
+// Every op of the front door makes one of these: inline.
+inline Op Op::on(OpType type, const Tensor& tensor, std::chrono::milliseconds timeout) {
+  Op op;
+  op.type = type;
+  op.setTensor(tensor);
+  op.count = tensor.numel();
+  op.tensors = 1;
+  op.timeout = timeout;
+  return op;
+}
+
+inline void Op::setTensor(const Tensor& tensor) {
+  dtype = tensor.dtype();
+  device = tensor.device().type;
+  const std::vector<int64_t>& sizes = tensor.sizes();
+  const auto n = static_cast<int>(sizes.size());
+  if (n <= kMaxDims) {
+    ndim = static_cast<int8_t>(n);
+    for (int d = 0; d < n; ++d) dims[d] = sizes[d];
+    return;
+  }
+  ndim = kMaxDims;
+  for (int d = 0; d < kMaxDims; ++d) dims[d] = sizes[d];
+  for (int d = kMaxDims; d < n; ++d) dims[kMaxDims - 1] *= sizes[d];
+}
 
 }  // namespace c10d::inline v0

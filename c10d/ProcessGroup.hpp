@@ -216,7 +216,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::vector<Tensor> gatherCalls(const Op& op);
 
   // The op's timeout: the group's for kDefaultTimeout; anything not positive is refused, naming op.
-  std::chrono::milliseconds resolve(std::chrono::milliseconds timeout, const char* op) const;
+  std::chrono::milliseconds resolve(std::chrono::milliseconds timeout, const char* op) const {
+    return timeout == kDefaultTimeout ? options_.timeout : resolveGiven(timeout, op);
+  }
+  std::chrono::milliseconds resolveGiven(std::chrono::milliseconds timeout, const char* op) const;
   // The one way an op reaches a backend, once its public method validated the call and filled op
   // (all but its number): numbers it (the group's sequence for collectives, this rank's
   // point-to-point count otherwise), records it, at C10D_DEBUG=DETAIL checks that every rank

@@ -130,9 +130,8 @@ void ProcessGroup::checkRank(int rank, const char* what, const char* op) const {
              " out of range [0, ", size_, ") of group '", options_.groupName, "'");
 }
 
-std::chrono::milliseconds ProcessGroup::resolve(std::chrono::milliseconds timeout,
-                                                const char* op) const {
-  if (timeout == kDefaultTimeout) return options_.timeout;
+std::chrono::milliseconds ProcessGroup::resolveGiven(std::chrono::milliseconds timeout,
+                                                     const char* op) const {
   C10D_CHECK(timeout.count() > 0, InvalidArgument, op, " in group '", options_.groupName,
              "': timeout must be positive, got ", timeout.count(),
              " ms (leave it unset for the group's timeout)");
@@ -140,10 +139,15 @@ std::chrono::milliseconds ProcessGroup::resolve(std::chrono::milliseconds timeou
 }
 
 Backend& ProcessGroup::route(const Tensor& tensor, const char* op) const {
-  checkUsable(op);
-  detail::checkTensor(tensor, op, "the");
   const auto device = static_cast<size_t>(tensor.device().type);
   Backend* routed = device < routed_.size() ? routed_[device] : nullptr;
+  // Every op passes here: the common case (a usable group, a contiguous host tensor) in one test.
+  if (routed != nullptr && member_ && !shutdown_.load(std::memory_order_acquire) &&
+      tensor.defined() && tensor.device().isCPU() && tensor.isContiguous()) {
+    return *routed;
+  }
+  checkUsable(op);
+  detail::checkTensor(tensor, op, "the");
   if (routed == nullptr) backend(tensor.device().type);  // throws, naming the spec
   return *routed;
 }

@@ -294,6 +294,16 @@ bool Work::complete(std::exception_ptr error) {
   uint32_t state = state_.fetch_or(kClaimed, std::memory_order_acq_rel);
   if (state & kClaimed) return false;  // only the first outcome is the op's
   error_ = std::move(error);
+  settle(state | kClaimed);
+  return true;
+}
+
+void Work::completeAlone(std::exception_ptr error) {
+  error_ = std::move(error);
+  settle(state_.load(std::memory_order_acquire));
+}
+
+void Work::settle(uint32_t state) {
   // Whoever comes second of this and bind() fills in the op's context and records it.
   bool told = false;
   for (;;) {
@@ -303,7 +313,7 @@ bool Work::complete(std::exception_ptr error) {
       told = true;
     }
     // Without a Future, waiters may return at once; with one, its hooks run first.
-    const uint32_t next = state | kSettled | ((state & kFuture) ? 0 : kDone);
+    const uint32_t next = state | kClaimed | kSettled | ((state & kFuture) ? 0 : kDone);
     if (state_.compare_exchange_weak(state, next, std::memory_order_acq_rel)) break;
   }
   if (state & kFuture) {
@@ -312,13 +322,11 @@ bool Work::complete(std::exception_ptr error) {
   }
   if (state & kSleeping) detail::futexWake(state_);
   if (state & kFuture) completeFuture();
-  return true;
 }
 
-void Work::bind(const Op& op, std::shared_ptr<detail::GroupTrace> trace) {
-  if (state_.load(std::memory_order_acquire) & kBound) return;
+void Work::bindUnbound(const Op& op, const std::shared_ptr<detail::GroupTrace>& trace) {
   op_ = op;
-  trace_ = std::move(trace);
+  trace_ = trace;
   const uint32_t before = state_.fetch_or(kBound, std::memory_order_acq_rel);
   if (before & kSettled) {
     if (error_) fillContext(error_);

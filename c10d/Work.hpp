@@ -168,7 +168,9 @@ class Work {
   // reports to. The first call wins; the error the Work failed with before it (or fails with
   // later) gets the op's context either way. Works of this library's backends know both from
   // the start.
-  void bind(const Op& op, std::shared_ptr<detail::GroupTrace> trace);
+  void bind(const Op& op, const std::shared_ptr<detail::GroupTrace>& trace) {
+    if (!(state_.load(std::memory_order_acquire) & kBound)) bindUnbound(op, trace);
+  }
 
  protected:
   // This library's backends: a Work for op (numbered by its group), reporting to trace.
@@ -181,6 +183,9 @@ class Work {
   virtual void startAsync() const {}
   // Completes the Work with error (null: success); false if it was completed already.
   bool complete(std::exception_ptr error);
+  // The same, for a caller that is the op's only possible completer (an op queue's runner,
+  // which took the Work out of its slot): one atomic operation fewer.
+  void completeAlone(std::exception_ptr error);
   // A pooled Work (c10d/WorkPool.hpp): rebind makes it op's, as new; recycle releases what its
   // last op held (a derived Work releases its own tensors, then calls this one).
   virtual void rebind(const Op& op);
@@ -201,6 +206,9 @@ class Work {
   static constexpr uint32_t kBound = 32;    // op_ and trace_ are set
   static constexpr uint32_t kErrorReady = 64;  // a program's Work: error_ written before bind()
 
+  void bindUnbound(const Op& op, const std::shared_ptr<detail::GroupTrace>& trace);
+  // complete()'s rest once error_ is written: the record, then done (state: as last read).
+  void settle(uint32_t state);
   // Blocks until kDone or until; false on timeout.
   bool waitDone(std::chrono::steady_clock::time_point until) const;
   // Completes future_ (which exists) with the outcome: hooks then callbacks, or callbacks only

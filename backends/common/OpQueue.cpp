@@ -95,7 +95,7 @@ struct QueuedWork::QueueState {
     runner.store(0, std::memory_order_seq_cst);
     // An op behind this one was issued while this ran: its caller is not waiting at the head.
     if (tail.load(std::memory_order_seq_cst) > h + 1) ring();
-    work->complete(std::move(error));
+    work->completeAlone(std::move(error));
     return true;
   }
 

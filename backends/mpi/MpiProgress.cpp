@@ -9,6 +9,7 @@
 #include "c10d/core/Logging.hpp"
 #include "c10d/core/Signals.hpp"
 #include "c10d/core/ThreadName.hpp"
+#include "c10d/core/Ticks.hpp"
 
 namespace c10d::inline v0 {
 
@@ -158,10 +159,10 @@ void MpiBackend::Progress::abandon(MPI_Request request, Tensor tensor) {
 
 MpiBackend::Progress::RunningCollective::RunningCollective(Progress& progress, const Op& op)
     : progress_(progress) {
-  const auto deadline = std::chrono::steady_clock::now() + op.timeout;
+  const uint64_t now = detail::ticks();
   progress_.running_.begin();
   progress_.running_.store(op);
-  progress_.runningDeadline_.store(deadline.time_since_epoch().count(), std::memory_order_relaxed);
+  progress_.runningSince_.store(now, std::memory_order_relaxed);
   progress_.started_.store(progress_.started_.load(std::memory_order_relaxed) + 1,
                            std::memory_order_relaxed);
   progress_.running_.end();
@@ -169,19 +170,20 @@ MpiBackend::Progress::RunningCollective::RunningCollective(Progress& progress, c
 
 MpiBackend::Progress::RunningCollective::~RunningCollective() {
   progress_.running_.begin();
-  progress_.runningDeadline_.store(0, std::memory_order_relaxed);
+  progress_.runningSince_.store(0, std::memory_order_relaxed);
   progress_.running_.end();
 }
 
-void MpiBackend::Progress::checkCollective(std::chrono::steady_clock::time_point now) {
-  int64_t deadline = 0;
+void MpiBackend::Progress::checkCollective() {
+  uint64_t since = 0;
   uint64_t started = 0;
   std::optional<Op> op = running_.read([&] {
-    deadline = runningDeadline_.load(std::memory_order_relaxed);
+    since = runningSince_.load(std::memory_order_relaxed);
     started = started_.load(std::memory_order_relaxed);
   });
-  if (!op || deadline == 0 || started == reported_ ||
-      now.time_since_epoch().count() < deadline) {
+  if (!op || since == 0 || started == reported_) return;
+  const uint64_t now = detail::ticks();
+  if (now < since || std::chrono::nanoseconds(detail::ticksToNanos(now - since)) < op->timeout) {
     return;
   }
   reported_ = started;
@@ -225,7 +227,7 @@ void MpiBackend::Progress::run() {
       MPI_Test(&it->first, &flag, MPI_STATUS_IGNORE);
       it = flag ? abandoned.erase(it) : it + 1;
     }
-    checkCollective(now);
+    checkCollective();
     lock.lock();
     for (auto& entry : abandoned) abandoned_.push_back(std::move(entry));
     if (stopping_) break;

@@ -81,7 +81,7 @@ struct MpiBackend::Progress {
   static constexpr std::chrono::milliseconds kIdleAfter{200};
   static constexpr std::chrono::milliseconds kWatchdogTick{500};
   void run();
-  void checkCollective(std::chrono::steady_clock::time_point now);
+  void checkCollective();
 
   std::mutex mutex_;
   std::condition_variable changed_;
@@ -90,10 +90,11 @@ struct MpiBackend::Progress {
   std::chrono::steady_clock::time_point lastPosted_;
   std::deque<std::pair<std::weak_ptr<MpiP2PWork>, std::chrono::steady_clock::time_point>> pending_;
   std::vector<std::pair<MPI_Request, Tensor>> abandoned_;
-  // The running collective: its op and deadline (steady clock nanoseconds; 0 while none runs),
-  // and the number of the one the watchdog reported (collectives are counted as they start).
+  // The running collective: its op and when it started (detail::ticks(), the cheap clock: read
+  // per op; 0 while none runs), and the number of the one the watchdog reported (collectives
+  // are counted as they start).
   detail::AtomicOp running_;
-  std::atomic<int64_t> runningDeadline_{0};
+  std::atomic<uint64_t> runningSince_{0};
   std::atomic<uint64_t> started_{0};
   uint64_t reported_ = 0;  // the watchdog's
   bool abortOnTimeout_ = true;

@@ -104,12 +104,11 @@ void ensureInitialized() {
                          : "Use an MPI library built with thread support.");
 }
 
-void check(int code, const char* call, const std::function<std::string()>& what) {
-  if (code == MPI_SUCCESS) return;
+void failed(int code, const char* call, const std::string& what) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
   if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
-  C10D_THROW(BackendError, what(), ": ", call, " failed: ",
+  C10D_THROW(BackendError, what, ": ", call, " failed: ",
              length > 0 ? std::string(text, length) : "MPI error " + std::to_string(code));
 }
 
@@ -146,11 +145,9 @@ MPI_Op combineOp(const ReduceOp& op, ScalarType dtype) {
   }
 }
 
-int count(int64_t n, const std::function<std::string()>& what) {
-  C10D_CHECK(n >= 0 && n <= std::numeric_limits<int>::max(), InvalidArgument, what(), ": ", n,
-             " elements do not fit in an MPI count (at most ", std::numeric_limits<int>::max(),
-             ")");
-  return static_cast<int>(n);
+void countTooLarge(int64_t n, const std::string& what) {
+  C10D_THROW(InvalidArgument, what, ": ", n, " elements do not fit in an MPI count (at most ",
+             std::numeric_limits<int>::max(), ")");
 }
 
 Communicator::~Communicator() {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -23,8 +24,15 @@ namespace c10d::inline v0::mpi {
 // BackendError when MPI was initialised with a lower thread level, or is already finalised.
 void ensureInitialized();
 
+[[noreturn]] void failed(int code, const char* call, const std::string& what);
+[[noreturn]] void countTooLarge(int64_t n, const std::string& what);
+
 // Throws BackendError "<what()>: <call> failed: <MPI's message>" unless code is MPI_SUCCESS.
-void check(int code, const char* call, const std::function<std::string()>& what);
+// what is called only then (every op passes here).
+template <typename What>
+void check(int code, const char* call, What&& what) {
+  if (code != MPI_SUCCESS) failed(code, call, std::string(what()));
+}
 
 // The datatype that moves dtype's elements (float16 and bfloat16 as 16-bit words).
 MPI_Datatype datatype(ScalarType dtype);
@@ -35,8 +43,12 @@ MPI_Datatype datatype(ScalarType dtype);
 // (ProcessGroup checked it).
 MPI_Op combineOp(const ReduceOp& op, ScalarType dtype);
 
-// n as an MPI count; throws InvalidArgument naming what when it does not fit in an int.
-int count(int64_t n, const std::function<std::string()>& what);
+// n as an MPI count; throws InvalidArgument naming what() when it does not fit in an int.
+template <typename What>
+int count(int64_t n, What&& what) {
+  if (n < 0 || n > std::numeric_limits<int>::max()) countTooLarge(n, std::string(what()));
+  return static_cast<int>(n);
+}
 
 // An owned communicator, freed once nobody holds it (MPI_Comm_free while MPI is still up).
 struct Communicator {

@@ -75,6 +75,7 @@ struct Case {
   Tensor hostInput;   // host memory the checks fill and read: input itself on the CPU
   Tensor hostOutput;  // likewise for output
   void* scratch;      // raw Gloo reduce_scatter's full-size buffer (CPU only)
+  std::chrono::milliseconds timeout = c10d::kDefaultTimeout;  // each c10d op's own
 };
 
 // One blocking operation, timed as a whole.

@@ -82,37 +82,44 @@ Runner c10dRunner(c10d::ProcessGroup& pg, const Case& c) {
   Tensor output = c.output;
   ReduceOp redop = c.redop;
   int root = c.root;
+  std::chrono::milliseconds t = c.timeout;
   switch (c.op.op) {
     case Op::Allreduce:
-      return [&pg, input, redop] { pg.allreduce(input, {.reduceOp = redop})->wait(); };
+      return [&pg, input, redop, t] {
+        pg.allreduce(input, {.reduceOp = redop, .timeout = t})->wait();
+      };
     case Op::Allgather:
-      return [&pg, input, output] { pg.allgatherIntoTensor(output, input)->wait(); };
+      return [&pg, input, output, t] {
+        pg.allgatherIntoTensor(output, input, {.timeout = t})->wait();
+      };
     case Op::ReduceScatter:
-      return [&pg, input, output, redop] {
-        pg.reduceScatterTensor(output, input, {.reduceOp = redop})->wait();
+      return [&pg, input, output, redop, t] {
+        pg.reduceScatterTensor(output, input, {.reduceOp = redop, .timeout = t})->wait();
       };
     case Op::Broadcast:
-      return [&pg, input, root] { pg.broadcast(input, {.rootRank = root})->wait(); };
+      return [&pg, input, root, t] {
+        pg.broadcast(input, {.rootRank = root, .timeout = t})->wait();
+      };
     case Op::Reduce:
-      return [&pg, input, redop, root] {
-        pg.reduce(input, {.reduceOp = redop, .rootRank = root})->wait();
+      return [&pg, input, redop, root, t] {
+        pg.reduce(input, {.reduceOp = redop, .rootRank = root, .timeout = t})->wait();
       };
     case Op::Alltoall:
-      return [&pg, input, output] { pg.alltoallBase(output, input)->wait(); };
+      return [&pg, input, output, t] { pg.alltoallBase(output, input, {}, {}, {.timeout = t})->wait(); };
     case Op::SendRecv: {
       // Both posted before either is waited for, as nccl-tests groups its send and recv; the
       // receive first, in the same order as the raw path, so Gloo's rendezvous is the same.
       int to = (c.rank + 1) % c.ranks;
       int from = (c.rank - 1 + c.ranks) % c.ranks;
-      return [&pg, input, output, to, from] {
-        std::shared_ptr<c10d::Work> recv = pg.recv(output, from);
-        std::shared_ptr<c10d::Work> send = pg.send(input, to);
+      return [&pg, input, output, to, from, t] {
+        std::shared_ptr<c10d::Work> recv = pg.recv(output, from, 0, t);
+        std::shared_ptr<c10d::Work> send = pg.send(input, to, 0, t);
         recv->wait();
         send->wait();
       };
     }
     case Op::Barrier:
-      return [&pg] { pg.barrier()->wait(); };
+      return [&pg, t] { pg.barrier({.timeout = t})->wait(); };
   }
   return {};
 }

@@ -105,6 +105,10 @@ Options parseOptions(int argc, char** argv) {
   app.add_flag("--json", options.json, "Rank 0 prints one JSON line instead of tables");
   app.add_flag("--check,!--no-check", options.check,
                "Verify every size's result once before timing it (default: on)");
+  app.add_option("--op-timeout", options.opTimeoutMs,
+                 "Give every op its own timeout of this many ms (0: none, the group's applies)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);

@@ -23,6 +23,8 @@ struct Options {
   bool cuda = false;
   bool json = false;
   bool check = true;
+  // Each op's own timeout (ms; 0: none, the group's applies), to compare what one costs.
+  int64_t opTimeoutMs = 0;
 };
 
 // Exits the process on a usage error (status 2) and after --help (status 0).

@@ -54,22 +54,7 @@ ReduceOp::Kind reduceOpFromName(std::string_view text) {
              "'; expected sum, avg, product, min, max, band, bor, bxor or premul_sum");
 }
 
-bool supports(const ReduceOp& op, ScalarType dtype) {
-  switch (op.kind()) {
-    case ReduceOp::BAND:
-    case ReduceOp::BOR:
-    case ReduceOp::BXOR:
-      return isIntegral(dtype) || dtype == ScalarType::Bool;
-    case ReduceOp::AVG:
-    case ReduceOp::PREMUL_SUM:
-      return dtype != ScalarType::Bool;
-    default:
-      return true;
-  }
-}
-
-void checkReduceOp(const ReduceOp& op, ScalarType dtype, std::string_view where) {
-  if (supports(op, dtype)) return;
+void detail::refuseReduceOp(const ReduceOp& op, ScalarType dtype, std::string_view where) {
   bool bitwise =
       op.kind() == ReduceOp::BAND || op.kind() == ReduceOp::BOR || op.kind() == ReduceOp::BXOR;
   C10D_THROW(InvalidArgument, where, ": reduce op ", op, " is not defined on ", dtype,

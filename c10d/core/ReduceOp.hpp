@@ -36,10 +36,27 @@ ReduceOp::Kind reduceOpFromName(std::string_view text);
 
 // Whether op is defined on dtype: bitwise ops need integers or bool; AVG and PREMUL_SUM need
 // a number type that is not bool.
-bool supports(const ReduceOp& op, ScalarType dtype);
+inline bool supports(const ReduceOp& op, ScalarType dtype) {
+  switch (op.kind()) {
+    case ReduceOp::BAND:
+    case ReduceOp::BOR:
+    case ReduceOp::BXOR:
+      return isIntegral(dtype) || dtype == ScalarType::Bool;
+    case ReduceOp::AVG:
+    case ReduceOp::PREMUL_SUM:
+      return dtype != ScalarType::Bool;
+    default:
+      return true;
+  }
+}
 
 // Throws InvalidArgument when !supports(op, dtype), naming both and what op accepts.
 // where names the call for the message, e.g. "allreduce".
-void checkReduceOp(const ReduceOp& op, ScalarType dtype, std::string_view where);
+namespace detail {
+[[noreturn]] void refuseReduceOp(const ReduceOp& op, ScalarType dtype, std::string_view where);
+}
+inline void checkReduceOp(const ReduceOp& op, ScalarType dtype, std::string_view where) {
+  if (!supports(op, dtype)) detail::refuseReduceOp(op, dtype, where);
+}
 
 }  // namespace c10d::inline v0

@@ -50,9 +50,9 @@ const Anchor& origin() {
 // Made at load, so the rate is measured over the process's life, not from its first dump.
 [[maybe_unused]] const Anchor& loaded = origin();
 
-}  // namespace
-
-int64_t toSystemMicros(uint64_t t) {
+// The tick rate, from the process's first reading to now.
+double nanosPerTick() {
+  if (!ticksAreTsc()) return 1.0;
   const Anchor& start = origin();
   Anchor end = now();
   constexpr auto kBaseline = std::chrono::milliseconds(20);
@@ -60,12 +60,20 @@ int64_t toSystemMicros(uint64_t t) {
     std::this_thread::sleep_for(kBaseline - (end.steady - start.steady));
     end = now();
   }
-  const double nanosPerTick =
-      ticksAreTsc() ? std::chrono::duration<double, std::nano>(end.steady - start.steady).count() /
-                          static_cast<double>(end.ticks - start.ticks)
-                    : 1.0;
+  return std::chrono::duration<double, std::nano>(end.steady - start.steady).count() /
+         static_cast<double>(end.ticks - start.ticks);
+}
+
+}  // namespace
+
+int64_t ticksToNanos(uint64_t elapsedTicks) {
+  return static_cast<int64_t>(static_cast<double>(elapsedTicks) * nanosPerTick());
+}
+
+int64_t toSystemMicros(uint64_t t) {
+  const Anchor& start = origin();
   const double sinceStart =
-      (static_cast<double>(t) - static_cast<double>(start.ticks)) * nanosPerTick;
+      (static_cast<double>(t) - static_cast<double>(start.ticks)) * nanosPerTick();
   const auto system = start.system + std::chrono::duration_cast<System::duration>(
                                          std::chrono::duration<double, std::nano>(sinceStart));
   return std::chrono::duration_cast<std::chrono::microseconds>(system.time_since_epoch()).count();

@@ -30,5 +30,8 @@ inline uint64_t ticks() {
 // in this process. The rate is measured from the process's first reading to now, over at least
 // 20 ms (the first conversion may sleep for the rest).
 int64_t toSystemMicros(uint64_t ticks);
+// Nanoseconds between two ticks() readings of this process (later minus earlier), at the same
+// measured rate.
+int64_t ticksToNanos(uint64_t elapsedTicks);
 
 }  // namespace c10d::inline v0::detail
