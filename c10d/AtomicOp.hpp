@@ -42,7 +42,9 @@ class AtomicOp {
       words_[kFixedWords + d].store(static_cast<uint64_t>(op.dims[d]), std::memory_order_relaxed);
     }
   }
-  void end() { version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
+  void end() {
+    version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
 
   // A reader: read(fn) copies the Op and runs fn() (the reader's loads of other fields of the
   // same writer) between the version checks; nullopt when a write overlapped (after retries).

@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <bit>
 #include <atomic>
+#include <bit>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>

@@ -57,9 +57,9 @@ void GroupTrace::record(const Op& op, const std::exception_ptr& error,
     auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                   std::chrono::steady_clock::now() - started)
                   .count();
-    logLine(LogLevel::Info, concat("group '", group_, "' rank ", rank_, ": ", describeNumbered(op),
-                                   text.empty() ? " completed" : " failed", " in ", us / 1000.0,
-                                   " ms"));
+    logLine(LogLevel::Info,
+            concat("group '", group_, "' rank ", rank_, ": ", describeNumbered(op),
+                   text.empty() ? " completed" : " failed", " in ", us / 1000.0, " ms"));
   }
 }
 

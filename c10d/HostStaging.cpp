@@ -114,19 +114,7 @@ HostStagingBackend::HostStagingBackend(std::shared_ptr<Backend> inner, Copy copy
 std::shared_ptr<Work> HostStagingBackend::start(const Op& op, const OpTensors& tensors) {
   Staging s(copy_);
   // The op writes its own input where it runs in place.
-  bool inPlace = false;
-  switch (op.type) {
-    case OpType::Broadcast:
-    case OpType::Allreduce:
-    case OpType::AllreduceCoalesced:
-    case OpType::Reduce:
-    case OpType::Recv:
-    case OpType::RecvAnysource:
-      inPlace = true;
-      break;
-    default:
-      break;
-  }
+  const bool inPlace = op.traits().inPlace;
   Tensor input, output;
   std::vector<Tensor> inputs, outputs;
   OpTensors host = tensors;

@@ -21,32 +21,33 @@
 
 namespace c10d::inline v0 {
 
-// Every op, once: X(Enumerator, "name", collective, rooted, reduces, parts, shapes).
+// Every op, once: X(Enumerator, "name", collective, rooted, reduces, parts, inPlace, shapes).
 //   collective  false for point-to-point ops (numbered apart: ranks make different ones)
 //   rooted      root names the rank that broadcasts, reduces, gathers or scatters
 //   reduces     reduceOp applies
 //   parts       the op's tensor (Op::dims) is one of the group's N parts of its buffer
 //               (OpTraffic counts N of them)
+//   inPlace     the op writes its input (tensors.input, or allreduce_coalesced's inputs)
 //   shapes      how much of that tensor's shape every rank must share (C10D_DEBUG=DETAIL):
 //               Same, AnyRows (dim 0 may differ: uneven all-to-all), Any
 // The enumerators' order is the wire code of the Gloo backend's check: append, never reorder.
-#define C10D_FORALL_OPS(X)                                                                \
-  X(Broadcast, "broadcast", true, true, false, false, Same)                               \
-  X(Allreduce, "allreduce", true, false, true, false, Same)                               \
-  X(AllreduceCoalesced, "allreduce_coalesced", true, false, true, false, Same)            \
-  X(Reduce, "reduce", true, true, true, false, Same)                                      \
-  X(Allgather, "allgather", true, false, false, true, Same)                               \
-  X(AllgatherIntoTensor, "allgather_into_tensor", true, false, false, true, Same)         \
-  X(Gather, "gather", true, true, false, true, Same)                                      \
-  X(Scatter, "scatter", true, true, false, true, Same)                                    \
-  X(ReduceScatter, "reduce_scatter", true, false, true, true, Same)                       \
-  X(ReduceScatterTensor, "reduce_scatter_tensor", true, false, true, true, Same)          \
-  X(Alltoall, "alltoall", true, false, false, false, Any)                                 \
-  X(AlltoallBase, "alltoall_base", true, false, false, false, AnyRows)                    \
-  X(Barrier, "barrier", true, false, false, false, Same)                                  \
-  X(Send, "send", false, false, false, false, Same)                                       \
-  X(Recv, "recv", false, false, false, false, Same)                                       \
-  X(RecvAnysource, "recv_anysource", false, false, false, false, Same)
+#define C10D_FORALL_OPS(X)                                                               \
+  X(Broadcast, "broadcast", true, true, false, false, true, Same)                        \
+  X(Allreduce, "allreduce", true, false, true, false, true, Same)                        \
+  X(AllreduceCoalesced, "allreduce_coalesced", true, false, true, false, true, Same)     \
+  X(Reduce, "reduce", true, true, true, false, true, Same)                               \
+  X(Allgather, "allgather", true, false, false, true, false, Same)                       \
+  X(AllgatherIntoTensor, "allgather_into_tensor", true, false, false, true, false, Same) \
+  X(Gather, "gather", true, true, false, true, false, Same)                              \
+  X(Scatter, "scatter", true, true, false, true, false, Same)                            \
+  X(ReduceScatter, "reduce_scatter", true, false, true, true, false, Same)               \
+  X(ReduceScatterTensor, "reduce_scatter_tensor", true, false, true, true, false, Same)  \
+  X(Alltoall, "alltoall", true, false, false, false, false, Any)                         \
+  X(AlltoallBase, "alltoall_base", true, false, false, false, false, AnyRows)            \
+  X(Barrier, "barrier", true, false, false, false, false, Same)                          \
+  X(Send, "send", false, false, false, false, false, Same)                               \
+  X(Recv, "recv", false, false, false, false, true, Same)                                \
+  X(RecvAnysource, "recv_anysource", false, false, false, false, true, Same)
 
 enum class OpType : uint8_t {
 #define C10D_OP_ENUMERATOR(name, ...) name,
@@ -68,12 +69,13 @@ struct OpTraits {
   bool rooted;
   bool reduces;
   bool parts;
+  bool inPlace;
   Shapes shapes;
 };
 
 inline constexpr OpTraits kOpTraits[] = {
-#define C10D_OP_TRAITS(enumerator, text, collective, rooted, reduces, parts, shapes) \
-  {text, collective, rooted, reduces, parts, OpTraits::Shapes::shapes},
+#define C10D_OP_TRAITS(enumerator, text, collective, rooted, reduces, parts, inPlace, shapes) \
+  {text, collective, rooted, reduces, parts, inPlace, OpTraits::Shapes::shapes},
     C10D_FORALL_OPS(C10D_OP_TRAITS)
 #undef C10D_OP_TRAITS
 };

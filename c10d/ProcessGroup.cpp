@@ -140,8 +140,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
                            ", backend '", options_.backend, "', timeout ", options_.timeout.count(),
                            " ms, C10D_DEBUG=", detail_ ? "DETAIL" : "INFO"));
   }
-  if (detail_ && !options_.storeIsShared &&
-      backends_.count(DeviceType::CPU) == 0) {
+  if (detail_ && !options_.storeIsShared && backends_.count(DeviceType::CPU) == 0) {
     C10D_THROW(InvalidArgument, "C10D_DEBUG=DETAIL checks collectives over the group's store, ",
                "or without a shared store over its CPU backend, and group '", options_.groupName,
                "' (backend '", options_.backend, "') has neither; use e.g. ",
@@ -250,7 +249,7 @@ std::shared_ptr<Work> ProcessGroup::allreduceCoalesced(const std::vector<Tensor>
     }
     checkReduceOp(options.reduceOp, tensors[0].dtype(), "allreduce_coalesced");
     Op op = Op::on(OpType::AllreduceCoalesced, tensors[0],
-                 resolve(options.timeout, "allreduce_coalesced"));
+                   resolve(options.timeout, "allreduce_coalesced"));
     op.count = count;
     op.tensors = static_cast<int32_t>(tensors.size());
     op.reduceOp = options.reduceOp;
@@ -295,7 +294,7 @@ std::shared_ptr<Work> ProcessGroup::allgatherIntoTensor(const Tensor& output, co
                "allgather_into_tensor: output ", output.describe(), " must have size() * ",
                input.numel(), " = ", input.numel() * size_, " elements");
     Op op = Op::on(OpType::AllgatherIntoTensor, input,
-                 resolve(options.timeout, "allgather_into_tensor"));
+                   resolve(options.timeout, "allgather_into_tensor"));
     return issue(backend, op, {.input = &input, .output = &output}, input.nbytes() * size_);
   });
 }
@@ -352,7 +351,7 @@ std::shared_ptr<Work> ProcessGroup::reduceScatterTensor(const Tensor& output, co
                output.numel(), " = ", output.numel() * size_, " elements");
     checkReduceOp(options.reduceOp, output.dtype(), "reduce_scatter_tensor");
     Op op = Op::on(OpType::ReduceScatterTensor, output,
-                 resolve(options.timeout, "reduce_scatter_tensor"));
+                   resolve(options.timeout, "reduce_scatter_tensor"));
     op.reduceOp = options.reduceOp;
     return issue(backend, op, {.input = &input, .output = &output}, output.nbytes() * size_);
   });

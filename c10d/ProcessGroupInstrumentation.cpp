@@ -78,10 +78,10 @@ std::shared_ptr<Work> ProcessGroup::checkEveryRankMakes(const Op& op) {
   std::string mismatch = detail::describeMismatch(byRank);
   if (!mismatch.empty()) {
     trace_->failedBeforeStart(op, "C10D_DEBUG=DETAIL: the ranks' collectives differ");
-    throw InvalidArgument(detail::concat("C10D_DEBUG=DETAIL: rank ", rank_, " of group '",
-                                         options_.groupName,
-                                         "': the ranks' collectives differ: ", mismatch),
-                          trace_->context(op));
+    throw InvalidArgument(
+        detail::concat("C10D_DEBUG=DETAIL: rank ", rank_, " of group '", options_.groupName,
+                       "': the ranks' collectives differ: ", mismatch),
+        trace_->context(op));
   }
   return nullptr;
 }
@@ -135,14 +135,13 @@ std::vector<Tensor> ProcessGroup::gatherCalls(const Op& op) {
     return detail::concat("detail/", options_.groupName, "/", seq, "/");
   };
   const auto* bytes = static_cast<const uint8_t*>(mine.data());
-  std::vector<Store::Bytes> values =
-      exchangeThroughStore(prefix(sequence), Store::Bytes(bytes, bytes + mine.nbytes()), timeout,
-                           [&](const std::string& absent) {
-                             return detail::concat("rank(s) ", absent, " did not make ",
-                                                   describeNumbered(op), " of group '",
-                                                   options_.groupName, "' within ",
-                                                   timeout.count(), " ms");
-                           });
+  std::vector<Store::Bytes> values = exchangeThroughStore(
+      prefix(sequence), Store::Bytes(bytes, bytes + mine.nbytes()), timeout,
+      [&](const std::string& absent) {
+        return detail::concat("rank(s) ", absent, " did not make ", describeNumbered(op),
+                              " of group '", options_.groupName, "' within ", timeout.count(),
+                              " ms");
+      });
   // Every rank has read the previous collective's records once all of this one's exist.
   if (sequence > 0) store_->deleteKey(prefix(sequence - 1) + std::to_string(rank_));
   for (int r = 0; r < size_; ++r) {
@@ -159,8 +158,8 @@ const FlightRecorder* ProcessGroup::flightRecorder() const {
 }
 
 std::string ProcessGroup::dumpFlightRecorder(const std::string& reason) const {
-  C10D_CHECK(trace_->recorder() != nullptr, InvalidArgument, "process group '",
-             options_.groupName, "': the flight recorder is off (C10D_FLIGHT_RECORDER_SIZE=0)");
+  C10D_CHECK(trace_->recorder() != nullptr, InvalidArgument, "process group '", options_.groupName,
+             "': the flight recorder is off (C10D_FLIGHT_RECORDER_SIZE=0)");
   return trace_->recorder()->dump(reason);
 }
 

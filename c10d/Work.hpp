@@ -198,12 +198,12 @@ class Work {
  private:
   // state_'s bits. Done is what waiters wait for; a Work with a Future is Settled first (its
   // hooks run), Done after.
-  static constexpr uint32_t kClaimed = 1;   // a completion has begun
-  static constexpr uint32_t kSettled = 2;   // error_ is written; the op's record is made
-  static constexpr uint32_t kDone = 4;      // complete: waiters return
-  static constexpr uint32_t kSleeping = 8;  // a waiter may sleep on the futex
-  static constexpr uint32_t kFuture = 16;   // getFuture() made future_
-  static constexpr uint32_t kBound = 32;    // op_ and trace_ are set
+  static constexpr uint32_t kClaimed = 1;      // a completion has begun
+  static constexpr uint32_t kSettled = 2;      // error_ is written; the op's record is made
+  static constexpr uint32_t kDone = 4;         // complete: waiters return
+  static constexpr uint32_t kSleeping = 8;     // a waiter may sleep on the futex
+  static constexpr uint32_t kFuture = 16;      // getFuture() made future_
+  static constexpr uint32_t kBound = 32;       // op_ and trace_ are set
   static constexpr uint32_t kErrorReady = 64;  // a program's Work: error_ written before bind()
 
   void bindUnbound(const Op& op, const std::shared_ptr<detail::GroupTrace>& trace);

@@ -175,8 +175,8 @@ TEST(HotPathTest, APowerSgdStepAllocatesNoScratch) {
   EXPECT_LE(perStep, 2 * 3 + 2);
 }
 
-// Two ranks on shared memory: each collective and send/recv reaches the wire, and still allocates nothing,
-// takes no lock, and makes no signal-mask system call (no socket is written).
+// Two ranks on shared memory: each collective and send/recv reaches the wire, and still allocates
+// nothing, takes no lock, and makes no signal-mask system call (no socket is written).
 TEST(HotPathTest, BlockingOpsOverSharedMemoryAllocateNothingTakeNoLockAndLeaveTheMaskAlone) {
   auto outcomes = test::runRanks({.backend = "gloo", .worldSize = 2}, [](test::RankEnv& env) {
     ProcessGroup& pg = env.pg;

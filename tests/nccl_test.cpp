@@ -16,10 +16,10 @@
 #include "backends/nccl/NcclCommunicator.hpp"
 #include "backends/nccl/NcclTypes.hpp"
 #include "c10d/ProcessGroup.hpp"
-#include "tests/support/BackendCalls.hpp"
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
 #include "store/HashStore.hpp"
+#include "tests/support/BackendCalls.hpp"
 
 namespace c10d::inline v0 {
 namespace {

@@ -1461,8 +1461,9 @@ TEST_P(ProcessGroupConformance, AnOpsLongerTimeoutOutlastsTheGroups) {
     fill(values, [&](int64_t i) { return static_cast<double>(env.rank + i); });
     if (env.rank == env.size - 1) std::this_thread::sleep_for(1200ms);
     shortGroup->allreduce(values, {.timeout = 10s})->wait();
-    check(values.data<float>()[3] == static_cast<float>(env.size * 3 + env.size * (env.size - 1) / 2),
-          "the allreduce that waited past the group's timeout summed every rank");
+    check(
+        values.data<float>()[3] == static_cast<float>(env.size * 3 + env.size * (env.size - 1) / 2),
+        "the allreduce that waited past the group's timeout summed every rank");
     // The same group, its own timeout again.
     fill(values, [](int64_t) { return 1; });
     shortGroup->allreduce(values)->wait();

@@ -45,7 +45,8 @@ class NumberingDouble : public Backend {
 // What a dump says of collective seq: its "call" text.
 std::string callInDump(const std::string& json, uint64_t seq) {
   std::smatch match;
-  std::regex entry("\\{\"seq\":" + std::to_string(seq) + ",\"op\":\"[a-z_]+\",\"call\":\"([^\"]*)\"");
+  std::regex entry("\\{\"seq\":" + std::to_string(seq) +
+                   ",\"op\":\"[a-z_]+\",\"call\":\"([^\"]*)\"");
   return std::regex_search(json, match, entry) ? match[1].str() : std::string();
 }
 
@@ -66,21 +67,22 @@ void runNumbering(const char* debug) {
         Tensor cpu = Tensor::zeros({4}, ScalarType::Float32);
         static float deviceMemory[16];
         Tensor cuda = Tensor::fromBlob(deviceMemory, ScalarType::Float32, {4}, Device::cuda(0));
-        Tensor cudaAll = Tensor::fromBlob(deviceMemory + 4, ScalarType::Float32, {8},
-                                          Device::cuda(0));
+        Tensor cudaAll =
+            Tensor::fromBlob(deviceMemory + 4, ScalarType::Float32, {8}, Device::cuda(0));
         std::vector<std::shared_ptr<Work>> works;
-        works.push_back(pg.allreduce(cpu));                        // 0: gloo
-        works.push_back(pg.allreduce(cuda));                       // 1: the double
-        works.push_back(pg.broadcast(cpu, {.rootRank = 1}));       // 2: gloo
-        works.push_back(pg.barrier());                             // 3: gloo
-        works.push_back(pg.allgatherIntoTensor(cudaAll, cuda));    // 4: the double
+        works.push_back(pg.allreduce(cpu));                               // 0: gloo
+        works.push_back(pg.allreduce(cuda));                              // 1: the double
+        works.push_back(pg.broadcast(cpu, {.rootRank = 1}));              // 2: gloo
+        works.push_back(pg.barrier());                                    // 3: gloo
+        works.push_back(pg.allgatherIntoTensor(cudaAll, cuda));           // 4: the double
         works.push_back(pg.allreduce(cpu, {.reduceOp = ReduceOp::MAX}));  // 5: gloo
         for (size_t i = 0; i < works.size(); ++i) {
           works[i]->wait();
-          test::checkEq(uint64_t{i}, works[i]->op().seq, "Work::op().seq of op " + std::to_string(i));
-          test::check(works[i]->description().find("seq " + std::to_string(i) + ")") !=
-                          std::string::npos,
-                      "description of op " + std::to_string(i) + ": " + works[i]->description());
+          test::checkEq(uint64_t{i}, works[i]->op().seq,
+                        "Work::op().seq of op " + std::to_string(i));
+          test::check(
+              works[i]->description().find("seq " + std::to_string(i) + ")") != std::string::npos,
+              "description of op " + std::to_string(i) + ": " + works[i]->description());
         }
         test::checkEq(std::vector<uint64_t>{1, 4}, NumberingDouble::seen(),
                       "the numbers the CUDA backend got");
@@ -105,10 +107,9 @@ void runNumbering(const char* debug) {
         test::check(recorder != nullptr, "the group has a flight recorder");
         std::vector<FlightRecorder::Entry> entries = recorder->entries();
         test::checkEq(size_t{7}, entries.size(), "recorded collectives");
-        const std::vector<OpType> types{OpType::Allreduce, OpType::Allreduce,
-                                        OpType::Broadcast, OpType::Barrier,
-                                        OpType::AllgatherIntoTensor, OpType::Allreduce,
-                                        OpType::Allreduce};
+        const std::vector<OpType> types{
+            OpType::Allreduce,           OpType::Allreduce, OpType::Broadcast, OpType::Barrier,
+            OpType::AllgatherIntoTensor, OpType::Allreduce, OpType::Allreduce};
         for (size_t i = 0; i < entries.size() && i < types.size(); ++i) {
           test::checkEq(uint64_t{i}, entries[i].op.seq, "recorded number " + std::to_string(i));
           test::check(entries[i].op.type == types[i], "recorded op " + std::to_string(i));
@@ -117,8 +118,7 @@ void runNumbering(const char* debug) {
         }
         std::string dump = recorder->toJson("test");
         for (uint64_t i = 0; i < 7; ++i) {
-          test::check(callInDump(dump, i).find("(#" + std::to_string(i) + ")") !=
-                          std::string::npos,
+          test::check(callInDump(dump, i).find("(#" + std::to_string(i) + ")") != std::string::npos,
                       "the dump's call of " + std::to_string(i) + ": " + dump);
         }
         // Every rank publishes its dump's calls; rank 0 compares them.
@@ -141,8 +141,7 @@ void runNumbering(const char* debug) {
         } catch (const Error& e) {
           const std::string text = e.what();
           test::check(text.find("(#" + std::to_string(number) + ")") != std::string::npos,
-                      "the mismatch's message names call #" + std::to_string(number) + ": " +
-                          text);
+                      "the mismatch's message names call #" + std::to_string(number) + ": " + text);
           test::checkEq(static_cast<int64_t>(number), e.context().sequence,
                         "ErrorContext::sequence of the mismatch");
         }

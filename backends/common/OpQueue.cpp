@@ -144,10 +144,11 @@ void QueuedWork::QueueState::work() {
     workerSleeps.store(true, std::memory_order_seq_cst);
     if (!flowing) workerParked.store(true, std::memory_order_seq_cst);
     // Woken since the look above, or an op came while parking: look again.
-    if (bell.load(std::memory_order_seq_cst) == rung &&
-        tail.load(std::memory_order_seq_cst) == t && !stopping.load()) {
-      detail::futexWait(bell, rung, flowing ? std::chrono::nanoseconds(interval)
-                                            : std::chrono::nanoseconds(std::chrono::hours(24)));
+    if (bell.load(std::memory_order_seq_cst) == rung && tail.load(std::memory_order_seq_cst) == t &&
+        !stopping.load()) {
+      detail::futexWait(bell, rung,
+                        flowing ? std::chrono::nanoseconds(interval)
+                                : std::chrono::nanoseconds(std::chrono::hours(24)));
     }
     workerParked.store(false, std::memory_order_relaxed);
     workerSleeps.store(false, std::memory_order_relaxed);
@@ -165,19 +166,7 @@ QueuedWork::QueuedWork(std::shared_ptr<detail::GroupTrace> trace) : Work(Op{}, s
 
 void QueuedWork::rebind(const Op& op) {
   Work::rebind(op);
-  switch (op.type) {
-    case OpType::Broadcast:
-    case OpType::Allreduce:
-    case OpType::Reduce:
-    case OpType::Recv:
-    case OpType::RecvAnysource:
-    case OpType::AllreduceCoalesced:
-      inPlace_ = true;
-      break;
-    default:
-      inPlace_ = false;
-      break;
-  }
+  inPlace_ = op.traits().inPlace;
 }
 
 void QueuedWork::capture(const OpTensors& tensors) {

@@ -25,8 +25,8 @@ void QueuedBackend::shutdown() {
 }
 
 void QueuedBackend::checkNotShutDown(const Op& op) const {
-  C10D_CHECK(!shutDown_.load(std::memory_order_relaxed), StateError, c10d::name(op.type), ": ", name(),
-             " backend of group '", groupName_, "' was shut down");
+  C10D_CHECK(!shutDown_.load(std::memory_order_relaxed), StateError, c10d::name(op.type), ": ",
+             name(), " backend of group '", groupName_, "' was shut down");
 }
 
 std::shared_ptr<Work> QueuedBackend::start(const Op& op, const OpTensors& tensors) {

@@ -15,8 +15,7 @@ namespace {
 void allreduceInPlace(Runtime& runtime, void* data, ScalarType dtype, size_t count,
                       const ReduceOp& op, uint32_t tag, std::chrono::milliseconds timeout) {
   prepareReduce(op, dtype, data, count);
-  if (SyncMesh* fast = runtime.fastPath(count * elementSize(dtype));
-      fast != nullptr && count > 0) {
+  if (SyncMesh* fast = runtime.fastPath(count * elementSize(dtype)); fast != nullptr && count > 0) {
     fast->allreduce(data, count, elementSize(dtype), reduceFunction(op, dtype));
   } else if (count > 0 && runtime.size > 1) {
     gloo::AllreduceOptions options(runtime.context);

@@ -11,8 +11,7 @@
 namespace c10d::inline v0::gloo_ops {
 namespace {
 
-void alltoallEqual(Runtime& runtime, const Op& op, uint8_t* input, uint8_t* output,
-                   size_t bytes) {
+void alltoallEqual(Runtime& runtime, const Op& op, uint8_t* input, uint8_t* output, size_t bytes) {
   if (runtime.size == 1 || bytes == 0) {
     copyBytes(output, input, bytes);
     return;

@@ -10,8 +10,7 @@ namespace c10d::inline v0::gloo_ops {
 void broadcast(Runtime& runtime, const Op& op, const OpTensors& tensors) {
   const Tensor& tensor = *tensors.input;
   if (tensor.nbytes() == 0 || runtime.size == 1) return;
-  if (SyncMesh* fast =
-          runtime.fastPath(tensor.nbytes(), SyncMesh::kMaxMessageBytes)) {
+  if (SyncMesh* fast = runtime.fastPath(tensor.nbytes(), SyncMesh::kMaxMessageBytes)) {
     fast->broadcast(tensor.data(), tensor.nbytes(), op.root);
     return;
   }

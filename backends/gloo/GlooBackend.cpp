@@ -17,8 +17,8 @@
 #include "backends/gloo/GlooSetup.hpp"
 #include "backends/gloo/PointToPoint.hpp"
 #include "backends/gloo/SharedPointToPoint.hpp"
-#include "c10d/core/Logging.hpp"
 #include "c10d/WorkPool.hpp"
+#include "c10d/core/Logging.hpp"
 #include "c10d/core/ThreadName.hpp"
 #include "c10d/net/SharedMemory.hpp"
 #include "store/PrefixStore.hpp"
@@ -622,8 +622,8 @@ void GlooBackend::stopAfterQueue() {
 }
 
 std::shared_ptr<QueuedWork> GlooBackend::makeCollective(const Op& op, const OpTensors& tensors) {
-  std::shared_ptr<GlooWork> work = GlooWorkPool::acquire(
-      pool_, op, [&] { return new GlooWork(trace(), runtime_.get()); });
+  std::shared_ptr<GlooWork> work =
+      GlooWorkPool::acquire(pool_, op, [&] { return new GlooWork(trace(), runtime_.get()); });
   work->capture(tensors);
   return work;
 }
@@ -632,10 +632,18 @@ namespace {
 
 // Each collective's function, by OpType.
 constexpr void (*kRun[])(GlooBackend::Runtime&, const Op&, const OpTensors&) = {
-    gloo_ops::broadcast,           gloo_ops::allreduce,     gloo_ops::allreduceCoalesced,
-    gloo_ops::reduce,              gloo_ops::allgather,     gloo_ops::allgatherIntoTensor,
-    gloo_ops::gather,              gloo_ops::scatter,       gloo_ops::reduceScatter,
-    gloo_ops::reduceScatterTensor, gloo_ops::alltoall,      gloo_ops::alltoallBase,
+    gloo_ops::broadcast,
+    gloo_ops::allreduce,
+    gloo_ops::allreduceCoalesced,
+    gloo_ops::reduce,
+    gloo_ops::allgather,
+    gloo_ops::allgatherIntoTensor,
+    gloo_ops::gather,
+    gloo_ops::scatter,
+    gloo_ops::reduceScatter,
+    gloo_ops::reduceScatterTensor,
+    gloo_ops::alltoall,
+    gloo_ops::alltoallBase,
     gloo_ops::barrier,
 };
 static_assert(std::size(kRun) == static_cast<size_t>(OpType::Barrier) + 1);

@@ -110,12 +110,11 @@ void P2PWork::waitFor(gloo::transport::UnboundBuffer& buffer, bool send, int* pe
   }
   bool completed = false;
   try {
-    runtime_->guarded(*this,
-                      [&] {
-                        detail::SigpipeGuard::mayHaveFailedWrites();  // asynchronous pairs
-                        completed = send ? buffer.waitSend(peer, remaining(deadline))
-                                         : buffer.waitRecv(peer, remaining(deadline));
-                      });
+    runtime_->guarded(*this, [&] {
+      detail::SigpipeGuard::mayHaveFailedWrites();  // asynchronous pairs
+      completed = send ? buffer.waitSend(peer, remaining(deadline))
+                       : buffer.waitRecv(peer, remaining(deadline));
+    });
   } catch (...) {
     std::lock_guard<std::mutex> guard(mutex_);
     waiting_ = nullptr;
@@ -181,26 +180,25 @@ void P2PRecv::deliver(int source, const Header& header, const uint8_t* eager) {
   if (fits && eagerBytes > 0) std::memcpy(tensor_.data(), eager, eagerBytes);
   std::exception_ptr error;
   try {
-    runtime_->guarded(*this,
-                      [&] {
-                        detail::SigpipeGuard::mayHaveFailedWrites();  // asynchronous pairs
-                        if (header.bytes > eagerBytes) {
-                          const uint64_t rest = header.bytes - eagerBytes;
-                          uint8_t* into;
-                          if (fits) {
-                            into = static_cast<uint8_t*>(tensor_.data()) + eagerBytes;
-                          } else {
-                            discarded_.resize(rest);
-                            into = discarded_.data();
-                          }
-                          bulk_ = runtime_->acquireBuffer(into, rest);
-                          bulk_->recv(source, P2PFrame::bulkSlot(header.id));
-                        }
-                        verdict_ = runtime_->acquireStaging(sizeof(Verdict));
-                        Verdict verdict{taken, header.bytes == taken ? 1u : 0u};
-                        std::memcpy(verdict_->bytes.get(), &verdict, sizeof verdict);
-                        verdict_->buffer->send(source, P2PFrame::verdictSlot(header.id));
-                      });
+    runtime_->guarded(*this, [&] {
+      detail::SigpipeGuard::mayHaveFailedWrites();  // asynchronous pairs
+      if (header.bytes > eagerBytes) {
+        const uint64_t rest = header.bytes - eagerBytes;
+        uint8_t* into;
+        if (fits) {
+          into = static_cast<uint8_t*>(tensor_.data()) + eagerBytes;
+        } else {
+          discarded_.resize(rest);
+          into = discarded_.data();
+        }
+        bulk_ = runtime_->acquireBuffer(into, rest);
+        bulk_->recv(source, P2PFrame::bulkSlot(header.id));
+      }
+      verdict_ = runtime_->acquireStaging(sizeof(Verdict));
+      Verdict verdict{taken, header.bytes == taken ? 1u : 0u};
+      std::memcpy(verdict_->bytes.get(), &verdict, sizeof verdict);
+      verdict_->buffer->send(source, P2PFrame::verdictSlot(header.id));
+    });
   } catch (...) {
     error = std::current_exception();
   }

@@ -12,8 +12,7 @@ void reduce(Runtime& runtime, const Op& op, const OpTensors& tensors) {
   const ScalarType dtype = tensor.dtype();
   const size_t count = tensor.numel();
   prepareReduce(op.reduceOp, dtype, tensor.data(), count);
-  if (SyncMesh* fast = runtime.fastPath(tensor.nbytes());
-      fast != nullptr && count > 0) {
+  if (SyncMesh* fast = runtime.fastPath(tensor.nbytes()); fast != nullptr && count > 0) {
     fast->reduce(tensor.data(), count, elementSize(dtype), reduceFunction(op.reduceOp, dtype),
                  op.root);
   } else if (count > 0 && runtime.size > 1) {

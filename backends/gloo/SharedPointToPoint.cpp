@@ -292,9 +292,8 @@ bool SharedP2P::poll() {
       movedAny = true;
       if (message.kind == SharedFrame::kVerdict) {
         link.channels.in->readPayload(0, kNoWait, [](const uint8_t*, size_t) {});
-        SharedWork* send = unanswered_.take([&](SharedWork& s) {
-          return static_cast<SharedSend&>(s).answer_.id == message.id;
-        });
+        SharedWork* send = unanswered_.take(
+            [&](SharedWork& s) { return static_cast<SharedSend&>(s).answer_.id == message.id; });
         if (send != nullptr) {
           static_cast<SharedSend*>(send)->answer_ = message;
           determine(*send);
@@ -376,8 +375,7 @@ bool SharedP2P::withdraw(SharedRecv* recv) {
   acquire();
   const bool found = posted_.take([&](SharedWork& r) { return &r == recv; }) != nullptr;
   if (found) {
-    outstanding_.store(outstanding_.load(std::memory_order_relaxed) - 1,
-                       std::memory_order_relaxed);
+    outstanding_.store(outstanding_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     // Released by a later sweep, once its wait has failed it.
     determined_.push(recv);
   }
@@ -414,8 +412,8 @@ std::string SharedP2P::lostPeer(int peer) {
   return "";
 }
 
-SharedP2P::Progress SharedP2P::progressUntil(SharedWork& work, Clock::time_point deadline,
-                                             int peer, std::string* lost) {
+SharedP2P::Progress SharedP2P::progressUntil(SharedWork& work, Clock::time_point deadline, int peer,
+                                             std::string* lost) {
   auto done = [&] {
     return work.determined_.load(std::memory_order_acquire) ||
            work.aborted_.load(std::memory_order_acquire);

@@ -148,8 +148,8 @@ class SharedP2P {
   // 64 rounds however busy the channels are. Every 10 ms it looks at the op's peer (every peer
   // when peer < 0): PeerLost when one closed its channels or its process ended, with what
   // happened in *lost.
-  Progress progressUntil(SharedWork& work, std::chrono::steady_clock::time_point deadline,
-                         int peer, std::string* lost);
+  Progress progressUntil(SharedWork& work, std::chrono::steady_clock::time_point deadline, int peer,
+                         std::string* lost);
   // Forgets recv if it still waits for a head; false when one was delivered.
   bool withdraw(SharedRecv* recv);
   // Wakes the waits of aborted ops.
@@ -239,10 +239,10 @@ class SharedP2P {
   std::atomic<int> outstanding_{0};  // ops posted and not yet determined (the holder writes it)
 
   // The token's holder's:
-  List posted_;      // receives waiting for a head, in posting order
-  List unanswered_;  // sends waiting for their verdict
-  List pulls_;       // receives whose payload is to be copied from the sender
-  List determined_;  // ops whose outcome is known, not yet released by the engine
+  List posted_;                    // receives waiting for a head, in posting order
+  List unanswered_;                // sends waiting for their verdict
+  List pulls_;                     // receives whose payload is to be copied from the sender
+  List determined_;                // ops whose outcome is known, not yet released by the engine
   std::vector<Kept> kept_;         // slots
   std::vector<size_t> keptOrder_;  // slots in use, in arrival order
   std::vector<size_t> keptFree_;   // slots not in use

@@ -1,8 +1,8 @@
 #include "backends/gloo/SyncMesh.hpp"
 
+#include <arpa/inet.h>
 #include <gloo/common/error.h>
 #include <gloo/transport/pair.h>
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -225,8 +225,8 @@ void SyncMesh::awaitReadable(int peer) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           until - std::chrono::steady_clock::now());
       pollfd readable{fd, POLLIN, 0};
-      const int ready = left.count() > 0 ? ::poll(&readable, 1, static_cast<int>(left.count()) + 1)
-                                         : 0;
+      const int ready =
+          left.count() > 0 ? ::poll(&readable, 1, static_cast<int>(left.count()) + 1) : 0;
       if (ready != 0 && !(ready < 0 && errno == EINTR)) return;
       if (ready < 0 || std::chrono::steady_clock::now() < until) continue;
     }

@@ -13,8 +13,8 @@
 #include "backends/mpi/MpiProgress.hpp"
 #include "backends/mpi/MpiTypes.hpp"
 #include "c10d/BackendLibrary.hpp"
-#include "c10d/core/Exception.hpp"
 #include "c10d/WorkPool.hpp"
+#include "c10d/core/Exception.hpp"
 #include "store/HashStore.hpp"
 
 namespace c10d::inline v0 {
@@ -139,9 +139,9 @@ void gather(const Comm& c, const Op& op, const OpTensors& t) {
   MPI_Datatype type = mpi::datatype(input.dtype());
   Tensor flat;
   if (root) flat = Tensor::empty({input.numel() * c.size}, input.dtype());
-  C10D_MPI_CHECK(MPI_Gather(input.data(), n, type, root ? flat.data() : nullptr, n, type, op.root,
-                            c.comm),
-                 named(op));
+  C10D_MPI_CHECK(
+      MPI_Gather(input.data(), n, type, root ? flat.data() : nullptr, n, type, op.root, c.comm),
+      named(op));
   if (root) unpackTensors(flat, *t.outputs);
 }
 
@@ -152,9 +152,9 @@ void scatter(const Comm& c, const Op& op, const OpTensors& t) {
   MPI_Datatype type = mpi::datatype(output.dtype());
   Tensor flat;
   if (root) flat = packTensors(*t.inputs, output.dtype());
-  C10D_MPI_CHECK(MPI_Scatter(root ? flat.data() : nullptr, n, type, output.data(), n, type,
-                             op.root, c.comm),
-                 named(op));
+  C10D_MPI_CHECK(
+      MPI_Scatter(root ? flat.data() : nullptr, n, type, output.data(), n, type, op.root, c.comm),
+      named(op));
 }
 
 // MPI_Reduce_scatter_block of flat (which it may scale for PREMUL_SUM) into output.
@@ -187,8 +187,7 @@ void alltoall(const Comm& c, const Op& op, const OpTensors& t) {
   const std::vector<Tensor>& inputs = *t.inputs;
   const std::vector<Tensor>& outputs = *t.outputs;
   // Per-peer sizes may differ: alltoallv over packed buffers.
-  std::vector<int> sendCounts(c.size), sendOffsets(c.size), recvCounts(c.size),
-      recvOffsets(c.size);
+  std::vector<int> sendCounts(c.size), sendOffsets(c.size), recvCounts(c.size), recvOffsets(c.size);
   int64_t sendTotal = 0, recvTotal = 0;
   for (int r = 0; r < c.size; ++r) {
     sendCounts[r] = mpi::count(static_cast<int64_t>(inputs[r].nbytes()), named(op));
@@ -200,10 +199,10 @@ void alltoall(const Comm& c, const Op& op, const OpTensors& t) {
   }
   Tensor sendFlat = packTensors(inputs, ScalarType::UInt8);
   Tensor recvFlat = Tensor::empty({recvTotal}, ScalarType::UInt8);
-  C10D_MPI_CHECK(MPI_Alltoallv(sendFlat.data(), sendCounts.data(), sendOffsets.data(), MPI_BYTE,
-                               recvFlat.data(), recvCounts.data(), recvOffsets.data(), MPI_BYTE,
-                               c.comm),
-                 named(op));
+  C10D_MPI_CHECK(
+      MPI_Alltoallv(sendFlat.data(), sendCounts.data(), sendOffsets.data(), MPI_BYTE,
+                    recvFlat.data(), recvCounts.data(), recvOffsets.data(), MPI_BYTE, c.comm),
+      named(op));
   unpackTensors(recvFlat, outputs);
 }
 
@@ -215,15 +214,14 @@ void alltoallBase(const Comm& c, const Op& op, const OpTensors& t) {
   MPI_Datatype type = mpi::datatype(input.dtype());
   if (outputSplits.empty() && inputSplits.empty()) {
     int n = mpi::count(input.numel() / c.size, named(op));
-    C10D_MPI_CHECK(MPI_Alltoall(input.data(), n, type, output.data(), n, type, c.comm),
-                   named(op));
+    C10D_MPI_CHECK(MPI_Alltoall(input.data(), n, type, output.data(), n, type, c.comm), named(op));
     return;
   }
   // Splits count rows of dim 0; MPI counts elements.
   auto layout = [&](const Tensor& tensor, const std::vector<int64_t>& splits,
                     std::vector<int>& counts, std::vector<int>& offsets) {
-    int64_t row = tensor.dim() > 0 && tensor.sizes()[0] > 0 ? tensor.numel() / tensor.sizes()[0]
-                                                            : 0;
+    int64_t row =
+        tensor.dim() > 0 && tensor.sizes()[0] > 0 ? tensor.numel() / tensor.sizes()[0] : 0;
     int64_t offset = 0;
     for (int r = 0; r < c.size; ++r) {
       int64_t rows = splits.empty() ? tensor.sizes()[0] / c.size : splits[r];
@@ -232,8 +230,7 @@ void alltoallBase(const Comm& c, const Op& op, const OpTensors& t) {
       offset += rows * row;
     }
   };
-  std::vector<int> sendCounts(c.size), sendOffsets(c.size), recvCounts(c.size),
-      recvOffsets(c.size);
+  std::vector<int> sendCounts(c.size), sendOffsets(c.size), recvCounts(c.size), recvOffsets(c.size);
   layout(input, inputSplits, sendCounts, sendOffsets);
   layout(output, outputSplits, recvCounts, recvOffsets);
   C10D_MPI_CHECK(MPI_Alltoallv(input.data(), sendCounts.data(), sendOffsets.data(), type,
@@ -247,9 +244,19 @@ void barrier(const Comm& c, const Op& op, const OpTensors&) {
 
 // Each collective's function, by OpType.
 constexpr void (*kRun[])(const Comm&, const Op&, const OpTensors&) = {
-    broadcast,     allreduce,           allreduceCoalesced, reduce,   allgather,
-    allgatherIntoTensor, gather,        scatter,            reduceScatter, reduceScatterTensor,
-    alltoall,      alltoallBase,        barrier,
+    broadcast,
+    allreduce,
+    allreduceCoalesced,
+    reduce,
+    allgather,
+    allgatherIntoTensor,
+    gather,
+    scatter,
+    reduceScatter,
+    reduceScatterTensor,
+    alltoall,
+    alltoallBase,
+    barrier,
 };
 static_assert(std::size(kRun) == static_cast<size_t>(OpType::Barrier) + 1);
 
@@ -331,13 +338,11 @@ std::shared_ptr<Work> MpiBackend::startP2P(const Op& op, const Tensor& tensor) {
   int bytes = mpi::count(static_cast<int64_t>(tensor.nbytes()), what);
   auto work = std::make_shared<MpiP2PWork>(op, trace(), tensor, progress_);
   if (op.type == OpType::Send) {
-    C10D_MPI_CHECK(MPI_Isend(tensor.data(), bytes, MPI_BYTE, op.peer, op.tag, comm_,
-                             work->request()),
-                   what);
+    C10D_MPI_CHECK(
+        MPI_Isend(tensor.data(), bytes, MPI_BYTE, op.peer, op.tag, comm_, work->request()), what);
   } else {
-    C10D_MPI_CHECK(MPI_Irecv(tensor.data(), bytes, MPI_BYTE,
-                             op.peer < 0 ? MPI_ANY_SOURCE : op.peer, op.tag, comm_,
-                             work->request()),
+    C10D_MPI_CHECK(MPI_Irecv(tensor.data(), bytes, MPI_BYTE, op.peer < 0 ? MPI_ANY_SOURCE : op.peer,
+                             op.tag, comm_, work->request()),
                    what);
   }
   progress_->track(work);

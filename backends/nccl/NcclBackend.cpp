@@ -72,9 +72,8 @@ struct NcclBackend::Impl {
     }
     cudaEventDestroy(before);
     inputs.insert(inputs.end(), outputs.begin(), outputs.end());
-    auto work =
-        std::make_shared<NcclWork>(op, trace, std::move(outputs), std::move(inputs), done,
-                                   blockingWait);
+    auto work = std::make_shared<NcclWork>(op, trace, std::move(outputs), std::move(inputs), done,
+                                           blockingWait);
     watchdog.track(work);
     return work;
   }
@@ -202,9 +201,9 @@ std::shared_ptr<Work> reduce(Impl& impl, const Op& op, const OpTensors& t) {
                   [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
                     nccl::Reduction reduce =
                         nccl::reduction(op.reduceOp, tensor.dtype(), comm, "reduce");
-                    ncclResult_t status = ncclReduce(
-                        tensor.data(), tensor.data(), tensor.numel(),
-                        nccl::dataType(tensor.dtype(), "reduce"), reduce.op, op.root, comm, stream);
+                    ncclResult_t status = ncclReduce(tensor.data(), tensor.data(), tensor.numel(),
+                                                     nccl::dataType(tensor.dtype(), "reduce"),
+                                                     reduce.op, op.root, comm, stream);
                     if (reduce.created) ncclRedOpDestroy(reduce.op, comm);
                     nccl::check(status, "ncclReduce", comm, what);
                   });
@@ -415,29 +414,42 @@ std::shared_ptr<Work> send(Impl& impl, const Op& op, const OpTensors& t) {
   const Tensor& tensor = *t.input;
   return impl.run(op, deviceOf(tensor, op), {}, {tensor},
                   [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-                    C10D_NCCL(ncclSend(tensor.data(), tensor.nbytes(), ncclUint8, op.peer, comm,
-                                       stream),
-                              comm, what);
+                    C10D_NCCL(
+                        ncclSend(tensor.data(), tensor.nbytes(), ncclUint8, op.peer, comm, stream),
+                        comm, what);
                   });
 }
 
 std::shared_ptr<Work> recv(Impl& impl, const Op& op, const OpTensors& t) {
   const Tensor& tensor = *t.input;
-  auto work = impl.run(op, deviceOf(tensor, op), {tensor}, {},
-                       [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-                         C10D_NCCL(ncclRecv(tensor.data(), tensor.nbytes(), ncclUint8, op.peer,
-                                            comm, stream),
-                                   comm, what);
-                       });
+  auto work = impl.run(
+      op, deviceOf(tensor, op), {tensor}, {},
+      [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
+        C10D_NCCL(ncclRecv(tensor.data(), tensor.nbytes(), ncclUint8, op.peer, comm, stream), comm,
+                  what);
+      });
   work->setSourceRank(op.peer);
   return work;
 }
 
 // Each op's function, by OpType (null: NCCL has no receive from any source).
 constexpr std::shared_ptr<Work> (*kStart[])(Impl&, const Op&, const OpTensors&) = {
-    broadcast, allreduce, allreduceCoalesced, reduce,   allgather, allgatherIntoTensor,
-    gather,    scatter,   reduceScatter,      reduceScatterTensor, alltoall, alltoallBase,
-    barrier,   send,      recv,               nullptr,
+    broadcast,
+    allreduce,
+    allreduceCoalesced,
+    reduce,
+    allgather,
+    allgatherIntoTensor,
+    gather,
+    scatter,
+    reduceScatter,
+    reduceScatterTensor,
+    alltoall,
+    alltoallBase,
+    barrier,
+    send,
+    recv,
+    nullptr,
 };
 static_assert(std::size(kStart) == kOpTypes);
 

@@ -97,15 +97,16 @@ Runner c10dRunner(c10d::ProcessGroup& pg, const Case& c) {
         pg.reduceScatterTensor(output, input, {.reduceOp = redop, .timeout = t})->wait();
       };
     case Op::Broadcast:
-      return [&pg, input, root, t] {
-        pg.broadcast(input, {.rootRank = root, .timeout = t})->wait();
-      };
+      return
+          [&pg, input, root, t] { pg.broadcast(input, {.rootRank = root, .timeout = t})->wait(); };
     case Op::Reduce:
       return [&pg, input, redop, root, t] {
         pg.reduce(input, {.reduceOp = redop, .rootRank = root, .timeout = t})->wait();
       };
     case Op::Alltoall:
-      return [&pg, input, output, t] { pg.alltoallBase(output, input, {}, {}, {.timeout = t})->wait(); };
+      return [&pg, input, output, t] {
+        pg.alltoallBase(output, input, {}, {}, {.timeout = t})->wait();
+      };
     case Op::SendRecv: {
       // Both posted before either is waited for, as nccl-tests groups its send and recv; the
       // receive first, in the same order as the raw path, so Gloo's rendezvous is the same.

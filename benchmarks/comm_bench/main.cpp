@@ -131,9 +131,8 @@ int run(const Options& options) {
                .hostInput = hostInput,
                .hostOutput = hostOutput,
                .scratch = buffers.scratch.defined() ? buffers.scratch.data() : nullptr,
-               .timeout = options.opTimeoutMs > 0
-                              ? std::chrono::milliseconds(options.opTimeoutMs)
-                              : c10d::kDefaultTimeout};
+               .timeout = options.opTimeoutMs > 0 ? std::chrono::milliseconds(options.opTimeoutMs)
+                                                  : c10d::kDefaultTimeout};
         std::vector<const char*> names{"c10d"};
         std::vector<Runner> runners{onDevice(c10dRunner(*pg, c), device)};
         if (rawHere) {

@@ -17,7 +17,9 @@ namespace c10d::inline v0::detail {
 
 // Whether ticks() reads the time-stamp counter (decided as the library loads).
 extern const bool tscTicks;
-inline bool ticksAreTsc() { return tscTicks; }
+inline bool ticksAreTsc() {
+  return tscTicks;
+}
 
 inline uint64_t ticks() {
 #if defined(__x86_64__) || defined(__i386__)
