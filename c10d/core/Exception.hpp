@@ -145,14 +145,19 @@ std::string concat(const Args&... args) {
 // The throw is a cold function of its own, so that a check costs the function it is in one
 // compare and branch: building the message would otherwise make every caller save registers
 // and set up a frame for it, on every call (it did on every op of a process group).
-#define C10D_CHECK(cond, ErrorType, ...)                      \
-  do {                                                        \
-    if (!(cond)) [[unlikely]] {                               \
-      [&]() __attribute__((noinline, cold)) {                 \
-        throw ErrorType(::c10d::detail::concat(__VA_ARGS__)); \
-      }                                                       \
-      ();                                                     \
-    }                                                         \
+#define C10D_CHECK(cond, ErrorType, ...)                         \
+  do {                                                           \
+    if (!(cond)) [[unlikely]] {                                  \
+      ::c10d::detail::throwConcatenated<ErrorType>(__VA_ARGS__); \
+    }                                                            \
   } while (0)
 
 #define C10D_THROW(ErrorType, ...) throw ErrorType(::c10d::detail::concat(__VA_ARGS__))
+
+namespace c10d::inline v0::detail {
+// C10D_CHECK's throw, out of line (its arguments are passed by reference).
+template <typename ErrorType, typename... Args>
+[[noreturn, gnu::cold, gnu::noinline]] void throwConcatenated(const Args&... args) {
+  throw ErrorType(concat(args...));
+}
+}  // namespace c10d::inline v0::detail
