@@ -173,7 +173,10 @@ void FlightRecorder::record(Ring& ring, const Op& op, State state) {
 
 void FlightRecorder::advance(Ring& ring, uint64_t number, State to, const std::string* error) {
   Ring::Slot& slot = ring.of(number);
-  // Ignored once overwritten (more ops in flight than the ring holds).
+  // Ignored once overwritten (more ops in flight than the ring holds). Not atomic with the
+  // store below: an op recorded into this slot right between (the ring's whole capacity of ops
+  // later, while this one is still in flight) may lose its entry; a compare-and-swap here would
+  // cost every op an atomic operation for that case.
   if ((slot.status.load(std::memory_order_relaxed) >> 2) != number + 1) return;
   (to == State::Started ? slot.startedTicks : slot.finishedTicks)
       .store(detail::ticks(), std::memory_order_relaxed);
@@ -242,8 +245,11 @@ std::vector<FlightRecorder::Entry> FlightRecorder::read(const Ring& ring) const 
     if (!consistent || (status >> 2) != number + 1) continue;
     entry.state = static_cast<State>(status & 3);
     entry.queuedUs = detail::toSystemMicros(queued);
-    entry.startedUs = entry.state >= State::Started ? detail::toSystemMicros(started) : 0;
-    entry.finishedUs = entry.state >= State::Completed ? detail::toSystemMicros(finished) : 0;
+    // An op that failed before it started (the DETAIL check) has no start time.
+    entry.startedUs =
+        entry.state >= State::Started && started != 0 ? detail::toSystemMicros(started) : 0;
+    entry.finishedUs =
+        entry.state >= State::Completed && finished != 0 ? detail::toSystemMicros(finished) : 0;
     if (entry.state == State::Failed) {
       std::lock_guard<std::mutex> guard(errorsMutex_);
       auto it = errors_.find({p2p, number});

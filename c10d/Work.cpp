@@ -128,7 +128,7 @@ bool Future::settle(std::vector<Tensor> value, std::exception_ptr error) {
   return true;
 }
 
-void Future::finishSettled() {
+Future::Callbacks Future::publishSettled() {
   Callbacks callbacks;
   {
     std::lock_guard<std::mutex> guard(mutex_);
@@ -136,7 +136,16 @@ void Future::finishSettled() {
     std::swap(callbacks, callbacks_);
   }
   done_.notify_all();
+  return callbacks;
+}
+
+void Future::runCallbacks(Callbacks& callbacks) {
   runAll(callbacks, *this);
+}
+
+void Future::finishSettled() {
+  Callbacks callbacks = publishSettled();
+  runCallbacks(callbacks);
 }
 
 bool Future::complete(std::vector<Tensor> value, std::exception_ptr error) {
@@ -209,8 +218,9 @@ void Work::wait(std::chrono::milliseconds timeout) {
       startAsync();
     }
     // The backend enforces the op's timeout and fails the work with its own, better message;
-    // the margin here only guards against a backend that fails to.
-    const auto limit = whole ? timeout_ + std::chrono::seconds(10) : timeout;
+    // the margin here only guards against a backend that fails to. A wait given its own
+    // timeout ends by it.
+    const auto limit = timeout == kDefaultTimeout ? timeout_ + std::chrono::seconds(10) : timeout;
     if (!(state_.load(std::memory_order_acquire) & kDone) &&
         !waitDone(std::chrono::steady_clock::now() + limit)) {
       C10D_THROW(TimeoutError, description(), ": not complete after ", limit.count(), " ms");
@@ -278,10 +288,6 @@ void Work::settleFuture() const {
   future_->settle(std::move(value), error_);
 }
 
-void Work::completeFuture() const {
-  future_->finishSettled();
-}
-
 void Work::finish() {
   complete(nullptr);
 }
@@ -316,12 +322,17 @@ void Work::settle(uint32_t state) {
     const uint32_t next = state | kClaimed | kSettled | ((state & kFuture) ? 0 : kDone);
     if (state_.compare_exchange_weak(state, next, std::memory_order_acq_rel)) break;
   }
-  if (state & kFuture) {
-    settleFuture();
-    state = state_.fetch_or(kDone, std::memory_order_acq_rel);
+  if (!(state & kFuture)) {
+    if (state & kSleeping) detail::futexWake(state_);
+    return;
   }
+  // The Future completes (hooks, then marked complete) before the Work's waiters return, so
+  // that whoever waited on the Work finds its Future complete; its callbacks run after.
+  settleFuture();
+  Future::Callbacks callbacks = future_->publishSettled();
+  state = state_.fetch_or(kDone, std::memory_order_acq_rel);
   if (state & kSleeping) detail::futexWake(state_);
-  if (state & kFuture) completeFuture();
+  future_->runCallbacks(callbacks);
 }
 
 void Work::bindUnbound(const Op& op, const std::shared_ptr<detail::GroupTrace>& trace) {

@@ -63,6 +63,11 @@ class Future : public std::enable_shared_from_this<Future> {
   // future complete and runs the callbacks.
   bool settle(std::vector<Tensor> value, std::exception_ptr error);
   void finishSettled();
+  struct Callbacks;
+  // finishSettled's two halves: marks the future complete (waiters return) and hands back the
+  // callbacks, which runCallbacks then runs.
+  Callbacks publishSettled();
+  void runCallbacks(Callbacks& callbacks);
   // Adds callback to the hooks (or the callbacks) until the future is settled (or completed);
   // then runs it at once.
   void addOrRun(bool hook, Callback callback);
@@ -214,7 +219,6 @@ class Work {
   // Completes future_ (which exists) with the outcome: hooks then callbacks, or callbacks only
   // once the hooks ran.
   void settleFuture() const;
-  void completeFuture() const;
   // The op's context, into error (when it is one of ours).
   void fillContext(const std::exception_ptr& error) const;
 

@@ -9,9 +9,10 @@
 // what the op sets.
 //
 // The idle Works are a lock-free stack (a tagged head against ABA, and a bit that close() sets
-// so that nothing joins a closed pool). Each Work holds its pool (set once, when it is made); the
-// backend closes the pool as it goes, which frees the idle Works, and frees the others as they
-// come back: the last one frees the pool.
+// so that nothing joins a closed pool). A pool keeps every Work it made until it is closed (as
+// many as were ever in flight at once), so that a Work a pop is reading is never freed. Each
+// Work holds its pool (set once, when it is made); the backend closes the pool as it goes, which
+// frees the idle Works, and frees the others as they come back: the last one frees the pool.
 //
 // Threading: acquire, close and the handles' release may run on any threads at once.
 
@@ -22,15 +23,13 @@
 #include <new>
 
 #include "c10d/Work.hpp"
+#include "c10d/core/Exception.hpp"
 
 namespace c10d::inline v0::detail {
 
 template <typename T>
 class WorkPool {
  public:
-  // Idle Works kept at most; more are freed as they come back.
-  static constexpr int kMaxIdle = 256;
-
   WorkPool() = default;
   WorkPool(const WorkPool&) = delete;
   WorkPool& operator=(const WorkPool&) = delete;
@@ -42,6 +41,12 @@ class WorkPool {
     T* work = self->pop();
     if (work == nullptr) {
       work = make();
+      // The stack's head packs a pointer in 48 bits (user space on x86-64 and arm64 without a
+      // hint for higher addresses).
+      if (reinterpret_cast<uintptr_t>(work) > kPointerMask) {
+        delete work;
+        C10D_THROW(Error, "a pooled Work was allocated above 2^48, where the pool cannot keep it");
+      }
       work->pool_ = self;
     }
     work->rebind(op);
@@ -97,9 +102,7 @@ class WorkPool {
   // Nothing of the pool is touched after the work is freed: it may have held the last reference.
   static void giveBack(T* work) {
     auto* pool = static_cast<WorkPool*>(work->pool_.get());
-    if (pool->idle_.load(std::memory_order_relaxed) >= kMaxIdle || !pool->push(work)) {
-      delete work;
-    }
+    if (!pool->push(work)) delete work;
   }
 
   static constexpr uint64_t kPointerBits = 48;
@@ -117,11 +120,10 @@ class WorkPool {
     for (;;) {
       T* top = pointerOf(head);
       if (top == nullptr) return nullptr;
-      // top stays allocated (idle or handed out, never freed while in the stack): reading its
-      // link is safe, and a stale one fails the exchange (the tag moved).
+      // top stays allocated (Works are freed only once the pool is closed, and nothing pops
+      // then): reading its link is safe, and a stale one fails the exchange (the tag moved).
       T* next = static_cast<T*>(top->poolNext_);
       if (head_.compare_exchange_weak(head, headOf(next, head), std::memory_order_acquire)) {
-        idle_.store(idle_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
         return top;
       }
     }
@@ -134,13 +136,10 @@ class WorkPool {
       work->poolNext_ = pointerOf(head);
     } while (!head_.compare_exchange_weak(head, headOf(work, head), std::memory_order_release,
                                           std::memory_order_relaxed));
-    // Approximate under races, which only moves when the cap bites.
-    idle_.store(idle_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return true;
   }
 
   std::atomic<uint64_t> head_{0};
-  std::atomic<int> idle_{0};
 };
 
 }  // namespace c10d::inline v0::detail

@@ -91,11 +91,12 @@ SharedP2P::~SharedP2P() {
 
 void SharedP2P::ensureStarted() {
   if (started_.load(std::memory_order_acquire)) return;
-  bool idle = false;
-  if (!started_.compare_exchange_strong(idle, true)) return;
-  if (stopping_.load()) return;
-  // Made on the group's first op, so a group that only runs collectives has no thread for it.
+  // Made on the group's first op, so a group that only runs collectives has no thread for it;
+  // under the lock stop() joins it with, so that it is never made after stop() looked.
+  std::lock_guard<std::mutex> guard(listenerMutex_);
+  if (started_.load(std::memory_order_relaxed) || stopping_.load()) return;
   listener_ = std::thread([this] { listen(); });
+  started_.store(true, std::memory_order_release);
 }
 
 std::shared_ptr<Work> SharedP2P::start(const Op& op, const Tensor& tensor,
@@ -141,6 +142,32 @@ void SharedP2P::submit(SharedWork* request) {
   if (tryAcquire()) {
     takeInbox();
     release();
+  }
+  // Posted while the engine stopped: nothing would make progress for it, nor fail it.
+  if (stopping_.load(std::memory_order_seq_cst)) failAll();
+}
+
+void SharedP2P::failAll() {
+  std::vector<std::shared_ptr<SharedWork>> held;
+  auto takeAll = [&] {
+    acquire();
+    takeInbox();
+    for (List* list : {&posted_, &unanswered_, &pulls_, &determined_}) {
+      while (SharedWork* work = list->take([](SharedWork&) { return true; })) {
+        held.push_back(std::move(work->self_));
+      }
+    }
+    keptOrder_.clear();
+    outstanding_.store(0, std::memory_order_relaxed);
+    release();
+  };
+  // Until nothing is left: without the token, a failed receive withdraws itself (back into
+  // determined_), and ops may still come in.
+  for (;;) {
+    held.clear();
+    takeAll();
+    if (held.empty()) return;
+    for (auto& work : held) work->abortWait("aborted because the process group shut down", true);
   }
 }
 
@@ -341,15 +368,21 @@ bool SharedP2P::poll() {
   return movedAny;
 }
 
-void SharedP2P::sweepDetermined(std::vector<std::shared_ptr<SharedWork>>* unclaimed) {
+void SharedP2P::sweepDetermined(std::vector<std::shared_ptr<SharedWork>>* unclaimed,
+                                std::shared_ptr<SharedWork>* one) {
   for (SharedWork* work = determined_.first; work != nullptr;) {
     SharedWork* next = work->next_;
     const bool completed = work->isCompleted();
-    const bool nobodyRuns = unclaimed != nullptr && !work->claimed_.load(std::memory_order_acquire);
+    const bool collecting = unclaimed != nullptr || (one != nullptr && !*one);
+    const bool nobodyRuns = collecting && !work->claimed_.load(std::memory_order_acquire);
     if (completed || nobodyRuns) {
       determined_.take([&](SharedWork& w) { return &w == work; });
       if (nobodyRuns && !completed) {
-        unclaimed->push_back(std::move(work->self_));
+        if (unclaimed != nullptr) {
+          unclaimed->push_back(std::move(work->self_));
+        } else {
+          *one = std::move(work->self_);
+        }
       } else {
         // The engine's hold goes: the Work may go back to its pool now (nothing here touches it
         // after).
@@ -365,8 +398,11 @@ bool SharedP2P::progressOnce(SharedWork* own, bool* movedAny) {
   takeInbox();
   bool m = poll();
   if (pulls_.first != nullptr) m = takePulls(own) || m;
-  if (determined_.first != nullptr) sweepDetermined(nullptr);
+  std::shared_ptr<SharedWork> orphan;
+  if (determined_.first != nullptr) sweepDetermined(nullptr, &orphan);
   release();
+  // Without the token: a completion may issue ops.
+  if (orphan) orphan->completeIfUnclaimed();
   *movedAny = m;
   return true;
 }
@@ -519,18 +555,15 @@ void SharedP2P::listen() {
 void SharedP2P::stop() {
   if (stopping_.exchange(true)) return;
   doorbell_.ring();
-  if (listener_.joinable() && listener_.get_id() != std::this_thread::get_id()) listener_.join();
-  // The engine lets every op go (the runtime failed those in flight before: abortAll).
-  acquire();
-  std::vector<std::shared_ptr<SharedWork>> held;
-  for (List* list : {&posted_, &unanswered_, &pulls_, &determined_}) {
-    while (SharedWork* work = list->take([](SharedWork&) { return true; })) {
-      held.push_back(std::move(work->self_));
+  {
+    std::lock_guard<std::mutex> guard(listenerMutex_);
+    if (listener_.joinable() && listener_.get_id() != std::this_thread::get_id()) {
+      listener_.join();
     }
   }
-  keptOrder_.clear();
-  release();
-  held.clear();
+  // The engine lets every op go, failing any still in flight (the runtime failed those it knew
+  // of before: abortAll).
+  failAll();
   // Idle Works hold the runtime, which holds this engine: they go now, the others as they come
   // back.
   sends_->close();

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -209,8 +210,11 @@ class SharedP2P {
   // other sends and receives; then determines the receive and answers. Whether it copied any.
   bool takePulls(SharedWork* own);
   // The determined ops: those completed lose the engine's hold; with unclaimed, those nobody
-  // claimed yet are moved there (for the listener to complete, without the token).
-  void sweepDetermined(std::vector<std::shared_ptr<SharedWork>>* unclaimed);
+  // claimed yet are moved there (for the listener to complete, without the token); with one,
+  // the first of them (a waiter completes it, so that ops nobody waits for still complete while
+  // waiters keep the listener away).
+  void sweepDetermined(std::vector<std::shared_ptr<SharedWork>>* unclaimed,
+                       std::shared_ptr<SharedWork>* one = nullptr);
   // One round of progress with the token; false when it was taken.
   bool progressOnce(SharedWork* own, bool* moved);
   // Bumps the waiters' futex word, and wakes the ones asleep on it.
@@ -220,6 +224,9 @@ class SharedP2P {
   void ensureStarted();
   // Whether a peer this rank sends to has messages queued for want of room.
   bool anyQueued() const;
+  // Once stopping: fails every op the engine holds or has in its inbox (StateError) and lets it
+  // go. Takes the token.
+  void failAll();
 
   GlooBackend::Runtime& runtime_;
   const SyncMesh& mesh_;
@@ -250,6 +257,7 @@ class SharedP2P {
 
   std::shared_ptr<detail::WorkPool<SharedSend>> sends_;
   std::shared_ptr<detail::WorkPool<SharedRecv>> recvs_;
+  std::mutex listenerMutex_;  // starting the listener against stop()'s join
   std::thread listener_;
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};
