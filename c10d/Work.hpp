@@ -136,8 +136,9 @@ class Work {
   // operation itself goes on and still completes or fails by its own timeout).
   // An op of this library's CPU backends that is next in line runs on the waiting thread (no
   // hand-off); one that nobody waits for starts on the backend's thread once its Future is asked
-  // for, it is polled, its group's next op is issued behind it, or the backend's thread finds it
-  // still unclaimed at two of its looks (1 to 16 ms apart while ops flow).
+  // for, it is polled, its group's next op is issued behind it, the backend's thread ran the op
+  // before it (a caller that issues ahead), or the backend's thread finds it still unclaimed at
+  // two of its looks (1 to 16 ms apart while ops flow).
   // Virtual for device backends, whose wait may order the caller's stream after the op instead
   // (NCCL).
   virtual void wait(std::chrono::milliseconds timeout = kDefaultTimeout);

@@ -46,6 +46,9 @@ struct QueuedWork::QueueState {
   std::atomic<uint32_t> urgent{0};
   std::atomic<bool> workerSleeps{false};  // in a sleep: a wake-up must make a system call
   std::atomic<bool> workerParked{false};  // asleep without a deadline: an enqueue must wake it
+  // The last op ran on the worker: its caller issues ops without waiting for them (async use,
+  // a prefetch), so a new op starts at once; the next op its caller runs itself clears it.
+  std::atomic<bool> workerRanLast{false};
   std::atomic<bool> refusing{false};      // abort() or close(): enqueues fail
   std::atomic<bool> stopping{false};      // close(): the worker ends
   std::exception_ptr abortError;          // set once, before refusing
@@ -81,6 +84,9 @@ struct QueuedWork::QueueState {
     if (work == kDrained) {
       runner.store(0, std::memory_order_release);
       return false;
+    }
+    if (workerRanLast.load(std::memory_order_relaxed) != (who == kWorker)) {
+      workerRanLast.store(who == kWorker, std::memory_order_relaxed);
     }
     std::shared_ptr<QueuedWork> self = std::move(work->self_);
     std::exception_ptr error;
@@ -269,9 +275,11 @@ void OpQueue::enqueue(const std::shared_ptr<QueuedWork>& work) {
     }
     return;
   }
-  // Behind an op still waiting to start, whose caller does not wait for it: the worker runs
-  // both. With the worker asleep until woken: it starts its looks.
-  if (position != state.head.load(std::memory_order_seq_cst)) {
+  // Behind an op still waiting to start, whose caller does not wait for it, or after one the
+  // worker had to run: the worker runs it now. With the worker asleep until woken: it starts its
+  // looks.
+  if (position != state.head.load(std::memory_order_seq_cst) ||
+      state.workerRanLast.load(std::memory_order_relaxed)) {
     state.ring();
   } else if (state.workerParked.load(std::memory_order_seq_cst)) {
     state.wake(false);

@@ -7,11 +7,12 @@
 //
 // The worker learns of an op only when it must run it: when the op's caller shows it will not
 // wait for it now (asks for its Future, polls it, waits less than its timeout: Work::startAsync),
-// when an op is issued behind one still waiting to start, when the op next in line is left over
-// by whoever ran the one before it, or when the worker is asleep without a deadline. Otherwise it
-// looks at the queue now and then while ops flow (from every 1 ms, doubling to every 16 ms while
-// callers claim their own ops) and runs an op it finds waiting at two looks in a row; once ops
-// stop it sleeps until woken.
+// when an op is issued behind one still waiting to start or after one the worker had to run
+// (async use: the ops of a caller that issues ahead start at once), when the op next in line is
+// left over by whoever ran the one before it, or when the worker is asleep without a deadline.
+// Otherwise it looks at the queue now and then while ops flow (from every 1 ms, doubling to
+// every 16 ms while callers claim their own ops) and runs an op it finds waiting at two looks in
+// a row; once ops stop it sleeps until woken.
 
 #include <atomic>
 #include <chrono>
