@@ -1,5 +1,6 @@
 #include "python/torch_backend/TorchProcessGroup.hpp"
 
+#include <Python.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
@@ -383,7 +384,17 @@ TorchProcessGroup::TorchProcessGroup(c10::intrusive_ptr<::c10d::Store> store, in
   init();
 }
 
-TorchProcessGroup::~TorchProcessGroup() = default;
+// Python's holder drops its reference without the GIL, but the last one may be torch's (DDP's
+// Reducer, freed by Python with the GIL held). Destroying the group joins our threads, and one
+// may be dropping the last reference to a tensor, whose destructor takes the GIL: without the
+// GIL released here, that join never ends.
+TorchProcessGroup::~TorchProcessGroup() {
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    PyThreadState* saved = PyEval_SaveThread();
+    group_.reset();
+    PyEval_RestoreThread(saved);
+  }
+}
 
 c10::intrusive_ptr<::c10d::Work> TorchProcessGroup::work(std::shared_ptr<torch_bridge::Op> op,
                                                          ::c10d::OpType type,
