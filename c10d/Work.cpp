@@ -329,10 +329,13 @@ void Work::settle(uint32_t state) {
   // The Future completes (hooks, then marked complete) before the Work's waiters return, so
   // that whoever waited on the Work finds its Future complete; its callbacks run after.
   settleFuture();
-  Future::Callbacks callbacks = future_->publishSettled();
+  // Once kDone is set, a waiter may drop the last hold on this Work, which a pool then recycles
+  // (future_ reset): the callbacks run on the Future held here.
+  std::shared_ptr<Future> future = future_;
+  Future::Callbacks callbacks = future->publishSettled();
   state = state_.fetch_or(kDone, std::memory_order_acq_rel);
   if (state & kSleeping) detail::futexWake(state_);
-  future_->runCallbacks(callbacks);
+  future->runCallbacks(callbacks);
 }
 
 void Work::bindUnbound(const Op& op, const std::shared_ptr<detail::GroupTrace>& trace) {
