@@ -3,6 +3,7 @@
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Logging.hpp"
 #include "c10d/net/Auth.hpp"
+#include "store/CountingStore.hpp"
 #include "store/PrefixStore.hpp"
 #include "store/tcp/StoreConnection.hpp"
 #include "store/tcp/StoreProtocol.hpp"
@@ -284,8 +285,13 @@ std::optional<std::string> tcpStoreHost(const Store& store) {
   const Store* at = &store;
   while (at != nullptr) {
     if (auto* tcp = dynamic_cast<const TCPStore*>(at)) return tcp->host();
-    auto* prefix = dynamic_cast<const PrefixStore*>(at);
-    at = prefix != nullptr ? prefix->underlying().get() : nullptr;
+    if (auto* prefix = dynamic_cast<const PrefixStore*>(at)) {
+      at = prefix->underlying().get();
+    } else if (auto* counting = dynamic_cast<const CountingStore*>(at)) {
+      at = counting->underlying().get();
+    } else {
+      at = nullptr;
+    }
   }
   return std::nullopt;
 }

@@ -8,9 +8,11 @@
 #include <atomic>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <thread>
 
 #include "c10d/core/Exception.hpp"
+#include "store/CountingStore.hpp"
 #include "store/FileStore.hpp"
 #include "store/HashStore.hpp"
 #include "store/PrefixStore.hpp"
@@ -73,6 +75,15 @@ class TCPStoreFactory : public StoreFactory {
 
  private:
   std::shared_ptr<TCPStore> server_;
+};
+
+// Counting in front of a TCPStore: the counts change nothing a caller sees.
+class CountingStoreFactory : public StoreFactory {
+ public:
+  std::shared_ptr<Store> open() override { return std::make_shared<CountingStore>(tcp_.open()); }
+
+ private:
+  TCPStoreFactory tcp_;
 };
 
 // Our server's PyTorch dialect, through our client of PyTorch's server speaking each protocol:
@@ -357,6 +368,7 @@ INSTANTIATE_TEST_SUITE_P(
         StoreKind{"FileStore", [] { return std::make_unique<FileStoreFactory>(); }},
         StoreKind{"PrefixStore", [] { return std::make_unique<PrefixStoreFactory>(); }},
         StoreKind{"TCPStore", [] { return std::make_unique<TCPStoreFactory>(); }},
+        StoreKind{"CountingStore", [] { return std::make_unique<CountingStoreFactory>(); }},
         StoreKind{
             "PyTorchV1Client",
             [] { return std::make_unique<PyTorchClientFactory>(PyTorchTCPStore::Protocol::V1); },
@@ -377,6 +389,44 @@ TEST(PrefixStoreTest, NamespacesDoNotCollide) {
   PrefixStore nested("inner", std::make_shared<PrefixStore>("outer", base));
   nested.setString("k", "deep");
   EXPECT_EQ(base->getString("outer/inner/k"), "deep");
+}
+
+TEST(CountingStoreTest, CountsEachRequestOnceWithItsKeys) {
+  auto base = std::make_shared<HashStore>();
+  CountingStore store(base);
+  store.setString("a", "1");
+  store.multiSet({"b", "c", "d"}, {toBytes("2"), toBytes("3"), toBytes("4")});
+  EXPECT_EQ(store.multiGet({"a", "b", "c", "d"}).size(), 4u);
+  const CountingStore::Counts before = store.counts();
+  EXPECT_EQ(store.add("n", 5), 5);
+  EXPECT_THROW(store.get("missing", 10ms), TimeoutError);  // a failed request counts too
+  store.wait({"a", "b"});
+  const CountingStore::Counts after = store.counts();
+
+  EXPECT_EQ(before[CountingStore::Request::Set], 1);
+  EXPECT_EQ(before[CountingStore::Request::MultiSet], 1);
+  EXPECT_EQ(before[CountingStore::Request::MultiGet], 1);
+  EXPECT_EQ(before.keys[static_cast<size_t>(CountingStore::Request::MultiGet)], 4);
+  EXPECT_EQ(before.totalRequests(), 3);
+  EXPECT_EQ(before.totalKeys(), 8);
+  const CountingStore::Counts between = after - before;
+  EXPECT_EQ(between[CountingStore::Request::Add], 1);
+  EXPECT_EQ(between[CountingStore::Request::Get], 1);
+  EXPECT_EQ(between[CountingStore::Request::Wait], 1);
+  EXPECT_EQ(between.totalRequests(), 3);
+  EXPECT_EQ(between.totalKeys(), 4);
+  EXPECT_STREQ(CountingStore::name(CountingStore::Request::MultiGet), "multiGet");
+  EXPECT_EQ(base->getString("n"), "5");  // the calls reached the store underneath
+  EXPECT_THROW(CountingStore(nullptr), InvalidArgument);
+}
+
+TEST(CountingStoreTest, TheTcpStoreHostIsFoundThroughIt) {
+  TCPStore server("127.0.0.1", 0,
+                  TCPStoreOptions{.isServer = true, .listenAddress = "127.0.0.1"});
+  auto client = std::make_shared<TCPStore>("127.0.0.1", server.port());
+  CountingStore counting(std::make_shared<PrefixStore>("group0", client));
+  EXPECT_EQ(tcpStoreHost(counting), std::optional<std::string>("127.0.0.1"));
+  EXPECT_EQ(tcpStoreHost(CountingStore(std::make_shared<HashStore>())), std::nullopt);
 }
 
 }  // namespace

@@ -1,0 +1,80 @@
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "store/Store.hpp"
+
+namespace c10d::inline v0 {
+
+// Passes every call to another store and counts them by kind, with the keys they name: how
+// many round trips a rendezvous, a group's creation or a reform costs (c10d-scale-bench reads
+// it; a test can assert that a count does not grow with the world size). A call counts once
+// however many keys it names (multiGet of 100 keys is one request, 100 keys), and whether or not
+// it succeeds. Timeout: its own, initialised from the store underneath. Errors as the store
+// underneath.
+//
+// Threading: as the store underneath; the counters are atomic, so counts() may run beside calls
+// (a snapshot of each counter, not of all of them at one instant).
+class CountingStore : public Store {
+ public:
+  enum class Request : uint8_t {
+    Set,
+    Get,
+    Add,
+    CompareSet,
+    DeleteKey,
+    Check,
+    Wait,
+    NumKeys,
+    MultiGet,
+    MultiSet,
+    Append,
+  };
+  static constexpr size_t kRequestKinds = static_cast<size_t>(Request::Append) + 1;
+  // "set", "multiGet", ...
+  static const char* name(Request request);
+
+  struct Counts {
+    std::array<int64_t, kRequestKinds> requests{};
+    std::array<int64_t, kRequestKinds> keys{};
+    int64_t operator[](Request request) const { return requests[static_cast<size_t>(request)]; }
+    int64_t totalRequests() const;
+    int64_t totalKeys() const;
+    // Per kind, this minus earlier (the calls made between two snapshots).
+    Counts operator-(const Counts& earlier) const;
+  };
+
+  // Throws InvalidArgument for a null store.
+  explicit CountingStore(std::shared_ptr<Store> store);
+
+  const std::shared_ptr<Store>& underlying() const { return store_; }
+  Counts counts() const;
+
+  using Store::get;
+  using Store::multiGet;
+  using Store::wait;
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key, std::chrono::milliseconds timeout) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override;
+  bool deleteKey(const std::string& key) override;
+  bool check(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  int64_t numKeys() override;
+  std::vector<Bytes> multiGet(const std::vector<std::string>& keys,
+                              std::chrono::milliseconds timeout) override;
+  void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
+  void append(const std::string& key, const Bytes& value) override;
+
+ private:
+  void count(Request request, size_t keys);
+
+  std::shared_ptr<Store> store_;
+  std::array<std::atomic<int64_t>, kRequestKinds> requests_{};
+  std::array<std::atomic<int64_t>, kRequestKinds> keys_{};
+};
+
+}  // namespace c10d::inline v0
