@@ -104,8 +104,9 @@ void useOnce(ProcessGroup& group) {
 
 int main(int argc, char** argv) {
   const auto start = Clock::now();
-  CLI::App app{"c10d-scale-bench: per-rank cost of a job's size (init, subgroups, threads, "
-               "descriptors, memory, store requests)"};
+  CLI::App app{
+      "c10d-scale-bench: per-rank cost of a job's size (init, subgroups, threads, "
+      "descriptors, memory, store requests)"};
   int extraGroups = 0;
   bool json = false;
   app.add_option("--extra-groups", extraGroups, "groups made after the three subgroups")
@@ -120,7 +121,8 @@ int main(int argc, char** argv) {
     options.timeout = resolveTimeout(options.timeout);
     const WorldInfo world = detectWorld(options);
     C10D_CHECK(world.worldSize % 8 == 0, InvalidArgument, "c10d-scale-bench: world size ",
-               world.worldSize, " is not a multiple of 8 (tensor groups of 2, pipeline groups of 4)");
+               world.worldSize,
+               " is not a multiple of 8 (tensor groups of 2, pipeline groups of 4)");
     auto store = std::make_shared<CountingStore>(connectStore(options, world));
     const double connectSeconds = secondsSince(start);
 
@@ -178,17 +180,16 @@ int main(int argc, char** argv) {
     std::vector<double> all(kMetricCount * world.worldSize);
     group
         .allgatherIntoTensor(
-            Tensor::fromBlob(all.data(), ScalarType::Float64,
-                             {static_cast<int64_t>(all.size())}),
-            Tensor::fromBlob(mine.data(), ScalarType::Float64, {static_cast<int64_t>(kMetricCount)}))
+            Tensor::fromBlob(all.data(), ScalarType::Float64, {static_cast<int64_t>(all.size())}),
+            Tensor::fromBlob(mine.data(), ScalarType::Float64,
+                             {static_cast<int64_t>(kMetricCount)}))
         ->wait();
 
     if (rank == 0) {
       const unsigned cores = std::thread::hardware_concurrency();
       if (!json) {
         std::printf("%d ranks (one process each) on %u cores; backend %s; %d extra groups\n",
-                    world.worldSize, cores, options.backend.c_str(),
-                    extraGroups);
+                    world.worldSize, cores, options.backend.c_str(), extraGroups);
         std::printf("%-40s %12s %12s %12s\n", "per rank", "min", "median", "max");
       }
       for (size_t m = 0; m < kMetricCount; ++m) {
@@ -197,10 +198,11 @@ int main(int argc, char** argv) {
         std::sort(values.begin(), values.end());
         const double median = values[values.size() / 2];
         if (json) {
-          std::printf("{\"ranks\": %d, \"cores\": %u, \"extra_groups\": %d, \"figure\": \"%s\", "
-                      "\"unit\": \"%s\", \"min\": %.6g, \"median\": %.6g, \"max\": %.6g}\n",
-                      world.worldSize, cores, extraGroups, kMetrics[m].name, kMetrics[m].unit,
-                      values.front(), median, values.back());
+          std::printf(
+              "{\"ranks\": %d, \"cores\": %u, \"extra_groups\": %d, \"figure\": \"%s\", "
+              "\"unit\": \"%s\", \"min\": %.6g, \"median\": %.6g, \"max\": %.6g}\n",
+              world.worldSize, cores, extraGroups, kMetrics[m].name, kMetrics[m].unit,
+              values.front(), median, values.back());
         } else {
           std::printf("%-40s %12.4g %12.4g %12.4g %s\n", kMetrics[m].name, values.front(), median,
                       values.back(), kMetrics[m].unit);

@@ -421,8 +421,7 @@ TEST(CountingStoreTest, CountsEachRequestOnceWithItsKeys) {
 }
 
 TEST(CountingStoreTest, TheTcpStoreHostIsFoundThroughIt) {
-  TCPStore server("127.0.0.1", 0,
-                  TCPStoreOptions{.isServer = true, .listenAddress = "127.0.0.1"});
+  TCPStore server("127.0.0.1", 0, TCPStoreOptions{.isServer = true, .listenAddress = "127.0.0.1"});
   auto client = std::make_shared<TCPStore>("127.0.0.1", server.port());
   CountingStore counting(std::make_shared<PrefixStore>("group0", client));
   EXPECT_EQ(tcpStoreHost(counting), std::optional<std::string>("127.0.0.1"));

@@ -1,8 +1,8 @@
 #include "python/torch_backend/TorchProcessGroup.hpp"
 
-#include <Python.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
+#include <Python.h>
 #include <c10/util/Exception.h>
 
 #include <pthread.h>
