@@ -50,7 +50,6 @@ class CountingStore : public Store {
   // Throws InvalidArgument for a null store.
   explicit CountingStore(std::shared_ptr<Store> store);
 
-  const std::shared_ptr<Store>& underlying() const { return store_; }
   Counts counts() const;
 
   using Store::get;
@@ -68,6 +67,7 @@ class CountingStore : public Store {
                               std::chrono::milliseconds timeout) override;
   void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
   void append(const std::string& key, const Bytes& value) override;
+  const Store* forwardsTo() const override { return store_.get(); }
 
  private:
   void count(Request request, size_t keys);

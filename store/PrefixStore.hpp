@@ -32,6 +32,7 @@ class PrefixStore : public Store {
                               std::chrono::milliseconds timeout) override;
   void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
   void append(const std::string& key, const Bytes& value) override;
+  const Store* forwardsTo() const override { return store_.get(); }
 
  private:
   std::string join(const std::string& key) const;

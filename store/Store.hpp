@@ -82,6 +82,10 @@ class Store {
   // Appends value to key's value, creating the key when absent.
   virtual void append(const std::string& key, const Bytes& value) = 0;
 
+  // The store this one passes its calls to (PrefixStore, CountingStore), else nullptr: how
+  // tcpStoreHost finds the TCPStore under any wrappers.
+  virtual const Store* forwardsTo() const { return nullptr; }
+
   std::chrono::milliseconds timeout() const { return timeout_; }
   // Throws InvalidArgument unless timeout > 0.
   void setTimeout(std::chrono::milliseconds timeout);

@@ -3,8 +3,6 @@
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Logging.hpp"
 #include "c10d/net/Auth.hpp"
-#include "store/CountingStore.hpp"
-#include "store/PrefixStore.hpp"
 #include "store/tcp/StoreConnection.hpp"
 #include "store/tcp/StoreProtocol.hpp"
 
@@ -282,16 +280,8 @@ void TCPStore::append(const std::string& key, const Bytes& value) {
 }
 
 std::optional<std::string> tcpStoreHost(const Store& store) {
-  const Store* at = &store;
-  while (at != nullptr) {
+  for (const Store* at = &store; at != nullptr; at = at->forwardsTo()) {
     if (auto* tcp = dynamic_cast<const TCPStore*>(at)) return tcp->host();
-    if (auto* prefix = dynamic_cast<const PrefixStore*>(at)) {
-      at = prefix->underlying().get();
-    } else if (auto* counting = dynamic_cast<const CountingStore*>(at)) {
-      at = counting->underlying().get();
-    } else {
-      at = nullptr;
-    }
   }
   return std::nullopt;
 }

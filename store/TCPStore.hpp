@@ -122,8 +122,8 @@ class TCPStoreServer {
   std::unique_ptr<Impl> impl_;
 };
 
-// The host of the TCPStore under store and any PrefixStores or CountingStores over it; nullopt
-// for the stores of one host (FileStore, HashStore).
+// The host of the TCPStore under store and the stores that forward to it (Store::forwardsTo:
+// PrefixStore, CountingStore); nullopt for the stores of one host (FileStore, HashStore).
 std::optional<std::string> tcpStoreHost(const Store& store);
 
 }  // namespace c10d::inline v0
