@@ -15,13 +15,6 @@ std::string_view name(OpType type) {
              : std::string_view("an unknown op");
 }
 
-std::optional<OpType> opTypeFromName(std::string_view text) {
-  for (size_t i = 0; i < std::size(kOpTraits); ++i) {
-    if (kOpTraits[i].name == text) return static_cast<OpType>(i);
-  }
-  return std::nullopt;
-}
-
 std::string describe(const Op& op) {
   const OpTraits& t = op.traits();
   std::string text(name(op.type));

@@ -10,7 +10,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -87,8 +86,6 @@ inline const OpTraits& traits(OpType type) {
                                                          : static_cast<size_t>(OpType::Barrier)];
 }
 std::string_view name(OpType type);
-// The op type of name(), or nullopt.
-std::optional<OpType> opTypeFromName(std::string_view name);
 
 // One operation as its ProcessGroup issued it. Fields an op type has no use for keep their
 // defaults (root -1 for ops that are not rooted, reduceOp SUM for ops that do not reduce, peer

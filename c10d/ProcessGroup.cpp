@@ -496,7 +496,8 @@ std::vector<std::shared_ptr<Work>> ProcessGroup::batchIsendIrecv(const std::vect
         continue;
       }
       // One Work for several ops (a backend that fuses the batch): the later ones are recorded
-      // as it completes.
+      // as it completes, when anything records them (GroupTrace::finished does nothing else).
+      if (!trace_->recorder() && !trace_->timesOps()) continue;
       works[i]->getFuture()->addCompletionHook(
           [trace = trace_, op = described[i], start = std::chrono::steady_clock::now()](
               Future& done) { trace->finished(op, done.error(), start); });

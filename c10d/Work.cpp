@@ -143,14 +143,10 @@ void Future::runCallbacks(Callbacks& callbacks) {
   runAll(callbacks, *this);
 }
 
-void Future::finishSettled() {
-  Callbacks callbacks = publishSettled();
-  runCallbacks(callbacks);
-}
-
 bool Future::complete(std::vector<Tensor> value, std::exception_ptr error) {
   if (!settle(std::move(value), std::move(error))) return false;
-  finishSettled();
+  Callbacks callbacks = publishSettled();
+  runCallbacks(callbacks);
   return true;
 }
 
@@ -254,6 +250,11 @@ int Work::sourceRank() const {
 std::vector<Tensor> Work::result() const {
   C10D_CHECK(isCompleted(), Error, description(), ": result() before completion");
   if (error_) std::rethrow_exception(error_);
+  return futureValue();
+}
+
+std::vector<Tensor> Work::futureValue() const {
+  if (error_) return {};
   if (!outputs_.empty() || !output_.defined()) return outputs_;
   return {output_};
 }
@@ -273,19 +274,13 @@ std::shared_ptr<Future> Work::getFuture() const {
       // Whoever sets its bit second completes the future: here when the op settled first.
       const uint32_t before = state_.fetch_or(kFuture, std::memory_order_acq_rel);
       if (before & kSettled) {
-        future_->complete(error_ ? std::vector<Tensor>{} : result(), error_);
+        future_->complete(futureValue(), error_);
       } else {
         startAsync();
       }
     }
   }
   return future_;
-}
-
-void Work::settleFuture() const {
-  std::vector<Tensor> value;
-  if (!error_) value = !outputs_.empty() || !output_.defined() ? outputs_ : std::vector{output_};
-  future_->settle(std::move(value), error_);
 }
 
 void Work::finish() {
@@ -328,7 +323,7 @@ void Work::settle(uint32_t state) {
   }
   // The Future completes (hooks, then marked complete) before the Work's waiters return, so
   // that whoever waited on the Work finds its Future complete; its callbacks run after.
-  settleFuture();
+  future_->settle(futureValue(), error_);
   // Once kDone is set, a waiter may drop the last hold on this Work, which a pool then recycles
   // (future_ reset): the callbacks run on the Future held here.
   std::shared_ptr<Future> future = future_;

@@ -58,14 +58,11 @@ class Future : public std::enable_shared_from_this<Future> {
  private:
   friend class Work;
   bool complete(std::vector<Tensor> value, std::exception_ptr error);
-  // complete()'s two halves, for a Work that publishes its own completion between them: settle
-  // sets the outcome and runs the hooks (false if it was set already); finishSettled marks the
-  // future complete and runs the callbacks.
+  // complete()'s three steps, for a Work that publishes its own completion between them: settle
+  // sets the outcome and runs the hooks (false if it was set already); publishSettled marks the
+  // future complete (waiters return) and hands back the callbacks, which runCallbacks then runs.
   bool settle(std::vector<Tensor> value, std::exception_ptr error);
-  void finishSettled();
   struct Callbacks;
-  // finishSettled's two halves: marks the future complete (waiters return) and hands back the
-  // callbacks, which runCallbacks then runs.
   Callbacks publishSettled();
   void runCallbacks(Callbacks& callbacks);
   // Adds callback to the hooks (or the callbacks) until the future is settled (or completed);
@@ -210,16 +207,14 @@ class Work {
   static constexpr uint32_t kSleeping = 8;     // a waiter may sleep on the futex
   static constexpr uint32_t kFuture = 16;      // getFuture() made future_
   static constexpr uint32_t kBound = 32;       // op_ and trace_ are set
-  static constexpr uint32_t kErrorReady = 64;  // a program's Work: error_ written before bind()
 
   void bindUnbound(const Op& op, const std::shared_ptr<detail::GroupTrace>& trace);
   // complete()'s rest once error_ is written: the record, then done (state: as last read).
   void settle(uint32_t state);
   // Blocks until kDone or until; false on timeout.
   bool waitDone(std::chrono::steady_clock::time_point until) const;
-  // Completes future_ (which exists) with the outcome: hooks then callbacks, or callbacks only
-  // once the hooks ran.
-  void settleFuture() const;
+  // What the Future completes with: result()'s tensors, or none after an error.
+  std::vector<Tensor> futureValue() const;
   // The op's context, into error (when it is one of ours).
   void fillContext(const std::exception_ptr& error) const;
 

@@ -14,7 +14,8 @@
 // Work holds its pool (set once, when it is made); the backend closes the pool as it goes, which
 // frees the idle Works, and frees the others as they come back: the last one frees the pool.
 //
-// Threading: acquire, close and the handles' release may run on any threads at once.
+// Threading: acquire and the handles' release may run on any threads at once, and close beside
+// releases; close must not race an acquire (it frees the idle Works a pop may be reading).
 
 #include <atomic>
 #include <cstddef>

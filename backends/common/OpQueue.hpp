@@ -80,8 +80,9 @@ class OpQueue {
   // Fails every queued operation with error and every later enqueue too. Running ones finish.
   void abort(std::exception_ptr error);
   // Fails what is queued and every later enqueue with a shutdown error, and returns once the
-  // running operation has finished and the worker has stopped. Idempotent and thread-safe, so a
-  // backend's shutdown may race other threads' enqueues (they fail cleanly).
+  // running operation has finished and the worker has stopped. Idempotent, and a backend's
+  // shutdown may race other threads' enqueues (they fail cleanly); a second close() racing the
+  // first may return before the worker has stopped (QueuedBackend::shutdown serialises its own).
   void close();
 
  private:

@@ -579,10 +579,6 @@ void SharedWork::rebind(const Op& op) {
   next_ = nullptr;
 }
 
-void SharedWork::recycle() {
-  P2PWork::recycle();
-}
-
 void SharedWork::aborting(bool /*claimedHere*/) {
   aborted_.store(true, std::memory_order_release);
   engine_.wakeWaiters();
@@ -611,7 +607,7 @@ void SharedSend::run(Clock::time_point deadline) {
 void SharedRecv::recycle() {
   if (!pullError_.empty()) pullError_.clear();
   source_ = -1;
-  SharedWork::recycle();
+  P2PWork::recycle();
 }
 
 void SharedRecv::aborting(bool claimedHere) {

@@ -85,7 +85,6 @@ class SharedWork : public P2PWork {
   friend class detail::WorkPool;
   void aborting(bool claimedHere) override;
   void rebind(const Op& op) override;
-  void recycle() override;
   // The engine's, under its token: the list this op is in (its inbox, the posted receives, the
   // unanswered sends, the receives to copy, the ops done but not yet completed).
   SharedP2P& engine_;
