@@ -419,6 +419,15 @@ bool SharedP2P::withdraw(SharedRecv* recv) {
   return found;
 }
 
+void SharedP2P::letGo(SharedWork& work) {
+  std::shared_ptr<SharedWork> hold;  // dropped without the token; the waiter holds the Work too
+  acquire();
+  if (determined_.take([&](SharedWork& w) { return &w == &work; }) != nullptr) {
+    hold = std::move(work.self_);
+  }
+  release();
+}
+
 void SharedP2P::abortAll(const std::string& reason, bool shutDown) {
   std::vector<std::shared_ptr<SharedWork>> hit;
   acquire();
@@ -598,6 +607,7 @@ void SharedSend::run(Clock::time_point deadline) {
                                                  "ms for a matching recv"));
   }
   if (progress == SharedP2P::Progress::PeerLost) runtime_->fail(description(), lost);
+  engine_.letGo(*this);
   C10D_CHECK(answer_.matched == 1, InvalidArgument,
              sizesDisagree(tensor_.nbytes(), answer_.bytes, runtime_->rank, peer_));
 }
@@ -639,6 +649,7 @@ void SharedRecv::run(Clock::time_point deadline) {
       if (progress == SharedP2P::Progress::PeerLost) runtime_->fail(description(), lost);
     }
   }
+  engine_.letGo(*this);
   setSourceRank(source_);
   const uint64_t taken = tensor_.nbytes();
   if (!pullError_.empty()) {

@@ -152,6 +152,10 @@ class SharedP2P {
                          std::string* lost);
   // Forgets recv if it still waits for a head; false when one was delivered.
   bool withdraw(SharedRecv* recv);
+  // The waiter of work, determined, lets the engine's hold go at once rather than at a later
+  // sweep: the caller's next op then finds the Work back in its pool, however threads are
+  // scheduled.
+  void letGo(SharedWork& work);
   // Wakes the waits of aborted ops.
   void wakeWaiters();
 
