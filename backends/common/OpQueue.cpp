@@ -1,5 +1,7 @@
 #include "backends/common/OpQueue.hpp"
 
+#include "backends/common/OpWorkers.hpp"
+
 #include <sched.h>
 
 #include <algorithm>
@@ -29,10 +31,12 @@ QueuedWork* const kDrained = reinterpret_cast<QueuedWork*>(uintptr_t{1});
 
 }  // namespace
 
-struct QueuedWork::QueueState {
-  explicit QueueState(std::string queueName) : name(std::move(queueName)), slots(kSlots) {}
+struct QueuedWork::QueueState : OpWorkers::Client {
+  explicit QueueState(std::string queueName)
+      : name(std::move(queueName)), workers(OpWorkers::instance()), slots(kSlots) {}
 
   const std::string name;
+  OpWorkers& workers;  // the process's, looked up once (its lookup takes a lock)
   // Position p's Work is in slots[p % kSlots] from its enqueue until it runs.
   std::vector<std::atomic<QueuedWork*>> slots;
   alignas(64) std::atomic<uint64_t> tail{0};  // positions handed out
@@ -40,25 +44,34 @@ struct QueuedWork::QueueState {
   // Who runs the op at head: 0 nobody, kCaller or kWorker. A try-lock nobody waits on.
   static constexpr uint32_t kCaller = 1, kWorker = 2;
   std::atomic<uint32_t> runner{0};
-  // The worker sleeps on bell, which every wake-up bumps; urgent counts the wake-ups that mean
-  // "an op waits for nobody but you" (the others only start the worker's looks).
+  // Every wake-up bumps bell (a look at this queue now); urgent counts the wake-ups that mean
+  // "an op waits for nobody but a worker" (the others only start the looks).
   alignas(64) std::atomic<uint32_t> bell{0};
   std::atomic<uint32_t> urgent{0};
-  std::atomic<bool> workerSleeps{false};  // in a sleep: a wake-up must make a system call
-  std::atomic<bool> workerParked{false};  // asleep without a deadline: an enqueue must wake it
-  // The last op ran on the worker: its caller issues ops without waiting for them (async use,
+  std::atomic<bool> parked{true};  // no look planned: an enqueue must wake the workers
+  // The last op ran on a worker: its caller issues ops without waiting for them (async use,
   // a prefetch), so a new op starts at once; the next op its caller runs itself clears it.
   std::atomic<bool> workerRanLast{false};
   std::atomic<bool> refusing{false};      // abort() or close(): enqueues fail
-  std::atomic<bool> stopping{false};      // close(): the worker ends
   std::exception_ptr abortError;          // set once, before refusing
+
+  // The looks' state, read and written only by the worker that looks (OpWorkers orders them).
+  std::chrono::milliseconds interval = kFirstLook;
+  uint32_t lastUrgent = 0;
+  uint32_t lastBell = 0;
+  uint64_t lastTail = 0;
+  uint64_t waitingAtLastLook = UINT64_MAX;  // the position found unclaimed at the last look
+  OpWorkers::Clock::time_point nextLook = OpWorkers::Clock::time_point::max();
 
   void wake(bool run) {
     if (run) urgent.fetch_add(1, std::memory_order_seq_cst);
     bell.fetch_add(1, std::memory_order_seq_cst);
-    if (workerSleeps.load(std::memory_order_seq_cst)) detail::futexWake(bell);
+    workers.wake();
   }
   void ring() { wake(true); }
+
+  bool due(OpWorkers::Clock::time_point now, OpWorkers::Clock::time_point* next) override;
+  bool runOne() override { return runHead(kWorker); }
 
   // Runs the op at head if nobody else runs one: as who (kCaller or kWorker), and only when
   // head is position (any position when position is UINT64_MAX). Whether it ran one.
@@ -120,45 +133,48 @@ struct QueuedWork::QueueState {
     }
   }
 
-  void work();
 };
 
-void QueuedWork::QueueState::work() {
-  detail::nameThisThread("c10d-ops");
-  detail::blockSigpipeInThisThread();
-  std::chrono::milliseconds interval = kFirstLook;
-  uint32_t lastUrgent = urgent.load(std::memory_order_acquire);
-  uint64_t lastTail = tail.load(std::memory_order_acquire);
-  uint64_t waitingAtLastLook = UINT64_MAX;  // the position found unclaimed at the last look
-  while (!stopping.load(std::memory_order_acquire)) {
-    const uint32_t rung = bell.load(std::memory_order_acquire);
-    const uint32_t asked = urgent.load(std::memory_order_acquire);
-    const uint64_t h = head.load(std::memory_order_acquire);
-    const uint64_t t = tail.load(std::memory_order_acquire);
-    if (h < t && (asked != lastUrgent || h == waitingAtLastLook)) {
-      lastUrgent = asked;
-      waitingAtLastLook = UINT64_MAX;
-      interval = kFirstLook;
-      // A caller may run the head op now, and rings when it is done.
-      if (runHead(kWorker)) continue;
-    }
-    lastUrgent = asked;
-    waitingAtLastLook = h < t ? h : UINT64_MAX;
-    const bool flowing = h < t || t != lastTail;
-    if (t != lastTail) interval = std::min(interval * 2, kLastLook);
-    lastTail = t;
-    workerSleeps.store(true, std::memory_order_seq_cst);
-    if (!flowing) workerParked.store(true, std::memory_order_seq_cst);
-    // Woken since the look above, or an op came while parking: look again.
-    if (bell.load(std::memory_order_seq_cst) == rung && tail.load(std::memory_order_seq_cst) == t &&
-        !stopping.load()) {
-      detail::futexWait(bell, rung,
-                        flowing ? std::chrono::nanoseconds(interval)
-                                : std::chrono::nanoseconds(std::chrono::hours(24)));
-    }
-    workerParked.store(false, std::memory_order_relaxed);
-    workerSleeps.store(false, std::memory_order_relaxed);
+bool QueuedWork::QueueState::due(OpWorkers::Clock::time_point now,
+                                  OpWorkers::Clock::time_point* next) {
+  const uint32_t asked = urgent.load(std::memory_order_acquire);
+  const uint32_t rung = bell.load(std::memory_order_acquire);
+  const uint64_t h = head.load(std::memory_order_acquire);
+  const uint64_t t = tail.load(std::memory_order_acquire);
+  // Only a wake-up of this queue or its own time makes a look (a look for another queue does
+  // not count as one of the two that find an op unclaimed).
+  if (rung == lastBell && now < nextLook) {
+    *next = nextLook;
+    return false;
   }
+  lastBell = rung;
+  parked.store(false, std::memory_order_relaxed);
+  if (h < t && (asked != lastUrgent || h == waitingAtLastLook)) {
+    lastUrgent = asked;
+    waitingAtLastLook = UINT64_MAX;
+    interval = kFirstLook;
+    // A caller may run the head op now, and rings when it is done.
+    nextLook = now;
+    return true;
+  }
+  lastUrgent = asked;
+  waitingAtLastLook = h < t ? h : UINT64_MAX;
+  const bool flowing = h < t || t != lastTail;
+  if (t != lastTail) interval = std::min(interval * 2, kLastLook);
+  lastTail = t;
+  if (flowing) {
+    nextLook = now + interval;
+  } else {
+    nextLook = OpWorkers::Clock::time_point::max();
+    parked.store(true, std::memory_order_seq_cst);
+    // An op came while parking: look again.
+    if (tail.load(std::memory_order_seq_cst) != t || bell.load(std::memory_order_seq_cst) != rung) {
+      parked.store(false, std::memory_order_relaxed);
+      nextLook = now;
+    }
+  }
+  *next = nextLook;
+  return false;
 }
 
 QueuedWork::QueuedWork(const Op& op, std::shared_ptr<detail::GroupTrace> trace,
@@ -240,7 +256,7 @@ void QueuedWork::startAsync() const {
 
 OpQueue::OpQueue(std::string name)
     : state_(std::make_shared<QueuedWork::QueueState>(std::move(name))) {
-  worker_ = std::thread([state = state_] { state->work(); });
+  state_->workers.add(state_);
 }
 
 OpQueue::~OpQueue() {
@@ -281,7 +297,7 @@ void OpQueue::enqueue(const std::shared_ptr<QueuedWork>& work) {
   if (position != state.head.load(std::memory_order_seq_cst) ||
       state.workerRanLast.load(std::memory_order_relaxed)) {
     state.ring();
-  } else if (state.workerParked.load(std::memory_order_seq_cst)) {
+  } else if (state.parked.load(std::memory_order_seq_cst)) {
     state.wake(false);
   }
 }
@@ -302,9 +318,7 @@ void OpQueue::abort(std::exception_ptr error) {
 void OpQueue::close() {
   abort(std::make_exception_ptr(
       StateError(detail::concat(state_->name, ": backend shut down before the operation ran"))));
-  state_->stopping.store(true, std::memory_order_seq_cst);
-  state_->ring();
-  if (!joined_.exchange(true) && worker_.joinable()) worker_.join();
+  if (!removed_.exchange(true)) state_->workers.remove(state_.get());
   // An op a caller runs on its own thread ends too before this returns.
   while (state_->runner.load(std::memory_order_seq_cst) != 0) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));

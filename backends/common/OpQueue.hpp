@@ -1,18 +1,18 @@
 #pragma once
 
 // The order in which a backend runs its collectives (Gloo, MPI): one at a time, in issue order,
-// on the first thread that waits for the op next in line, or on the queue's worker for ops
-// nobody is waiting for. A blocking call (op, then wait) so runs on its own thread with no
-// hand-off, no lock and no wake-up of the worker.
+// on the first thread that waits for the op next in line, or on one of the process's op workers
+// (OpWorkers.hpp, shared by every queue) for ops nobody is waiting for. A blocking call (op,
+// then wait) so runs on its own thread with no hand-off, no lock and no wake-up of a worker.
 //
-// The worker learns of an op only when it must run it: when the op's caller shows it will not
+// The workers learn of an op only when one must run it: when the op's caller shows it will not
 // wait for it now (asks for its Future, polls it, waits less than its timeout: Work::startAsync),
-// when an op is issued behind one still waiting to start or after one the worker had to run
+// when an op is issued behind one still waiting to start or after one a worker had to run
 // (async use: the ops of a caller that issues ahead start at once), when the op next in line is
-// left over by whoever ran the one before it, or when the worker is asleep without a deadline.
-// Otherwise it looks at the queue now and then while ops flow (from every 1 ms, doubling to
-// every 16 ms while callers claim their own ops) and runs an op it finds waiting at two looks in
-// a row; once ops stop it sleeps until woken.
+// left over by whoever ran the one before it, or when the queue is parked. Otherwise a worker
+// looks at the queue now and then while ops flow (from every 1 ms, doubling to every 16 ms while
+// callers claim their own ops) and runs an op it finds waiting at two looks in a row; once ops
+// stop the queue is parked until an op wakes the workers.
 
 #include <atomic>
 #include <chrono>
@@ -67,8 +67,8 @@ class QueuedWork : public Work {
 };
 
 // Runs QueuedWorks one at a time in enqueue order, so the collectives of a group hit the wire in
-// the order the caller issued them on every rank. Thread-safe. The destructor stops the worker
-// and fails whatever has not run with the error given to abort() (or a shutdown error).
+// the order the caller issued them on every rank. Thread-safe. The destructor leaves the
+// workers and fails whatever has not run with the error given to abort() (or a shutdown error).
 class OpQueue {
  public:
   explicit OpQueue(std::string name);
@@ -80,15 +80,15 @@ class OpQueue {
   // Fails every queued operation with error and every later enqueue too. Running ones finish.
   void abort(std::exception_ptr error);
   // Fails what is queued and every later enqueue with a shutdown error, and returns once the
-  // running operation has finished and the worker has stopped. Idempotent, and a backend's
+  // running operation has finished and no worker serves the queue. Idempotent, and a backend's
   // shutdown may race other threads' enqueues (they fail cleanly); a second close() racing the
-  // first may return before the worker has stopped (QueuedBackend::shutdown serialises its own).
+  // first may return before the running operation has finished (QueuedBackend::shutdown
+  // serialises its own).
   void close();
 
  private:
   std::shared_ptr<QueuedWork::QueueState> state_;
-  std::thread worker_;
-  std::atomic<bool> joined_{false};
+  std::atomic<bool> removed_{false};  // from the process's workers (OpWorkers.hpp)
 };
 
 }  // namespace c10d::inline v0
