@@ -23,7 +23,7 @@ void allgatherFlat(Runtime& runtime, const Op& op, const Tensor& input, uint8_t*
     return;
   }
   const auto tag = static_cast<uint32_t>(op.seq);
-  gloo::AllgatherOptions options(runtime.context);
+  gloo::AllgatherOptions options(runtime.context());
   options.setInput<uint8_t>(bytesOf(input), bytes);
   options.setOutput<uint8_t>(flat, bytes * runtime.size);
   options.setTag(tag);

@@ -18,7 +18,7 @@ void allreduceInPlace(Runtime& runtime, void* data, ScalarType dtype, size_t cou
   if (SyncMesh* fast = runtime.fastPath(count * elementSize(dtype)); fast != nullptr && count > 0) {
     fast->allreduce(data, count, elementSize(dtype), reduceFunction(op, dtype));
   } else if (count > 0 && runtime.size > 1) {
-    gloo::AllreduceOptions options(runtime.context);
+    gloo::AllreduceOptions options(runtime.context());
     withWordOfSize(elementSize(dtype),
                    [&]<typename W>() { options.setOutput<W>(static_cast<W*>(data), count); });
     options.setReduceFunction(reduceFunction(op, dtype));

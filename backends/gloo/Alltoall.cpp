@@ -21,7 +21,7 @@ void alltoallEqual(Runtime& runtime, const Op& op, uint8_t* input, uint8_t* outp
     return;
   }
   const auto tag = static_cast<uint32_t>(op.seq);
-  gloo::AlltoallOptions options(runtime.context);
+  gloo::AlltoallOptions options(runtime.context());
   options.setInput<uint8_t>(input, bytes);
   options.setOutput<uint8_t>(output, bytes);
   options.setTag(tag);
@@ -36,7 +36,7 @@ void alltoallv(Runtime& runtime, const Op& op, uint8_t* input, std::vector<int64
   // Gloo's unbound buffers need memory even when every count is zero.
   uint8_t dummyIn = 0, dummyOut = 0;
   const auto tag = static_cast<uint32_t>(op.seq);
-  gloo::AlltoallvOptions gloo(runtime.context);
+  gloo::AlltoallvOptions gloo(runtime.context());
   gloo.setInput<uint8_t>(input != nullptr ? input : &dummyIn, sendBytes);
   gloo.setOutput<uint8_t>(output != nullptr ? output : &dummyOut, recvBytes);
   gloo.setTag(tag);

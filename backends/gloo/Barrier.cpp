@@ -13,7 +13,7 @@ void barrier(Runtime& runtime, const Op& op, const OpTensors&) {
     return;
   }
   const auto tag = static_cast<uint32_t>(op.seq);
-  gloo::BarrierOptions gloo(runtime.context);
+  gloo::BarrierOptions gloo(runtime.context());
   gloo.setTag(tag);
   gloo.setTimeout(op.timeout);
   runtime.agree(tag, op.timeout);

@@ -15,7 +15,7 @@ void broadcast(Runtime& runtime, const Op& op, const OpTensors& tensors) {
     return;
   }
   const auto tag = static_cast<uint32_t>(op.seq);
-  gloo::BroadcastOptions gloo(runtime.context);
+  gloo::BroadcastOptions gloo(runtime.context());
   gloo.setOutput<uint8_t>(bytesOf(tensor), tensor.nbytes());
   gloo.setRoot(op.root);
   gloo.setTag(tag);

@@ -18,7 +18,7 @@ void gather(Runtime& runtime, const Op& op, const OpTensors& tensors) {
     if (root) copyBytes(flat, input.data(), bytes);
   } else {
     const auto tag = static_cast<uint32_t>(op.seq);
-    gloo::GatherOptions gloo(runtime.context);
+    gloo::GatherOptions gloo(runtime.context());
     gloo.setInput<uint8_t>(bytesOf(input), bytes);
     if (root) gloo.setOutput<uint8_t>(flat, bytes * runtime.size);
     gloo.setRoot(op.root);

@@ -95,20 +95,9 @@ GlooBackend::Runtime::GroupFacts GlooBackend::Runtime::exchangePeerFacts(
   }
   GroupFacts facts{!spin, std::vector<int>(size, 0), wanted};
   if (size == 1) return facts;
-  fastPeerAddresses.assign(size, std::string());
-  // First line "<host> <counted host> <pid> <spin> <hierarchy>", then the listening address of
-  // each of this rank's pairs in both contexts (a pair's address may carry "$<sequence number>",
-  // which messages leave out).
-  std::string mine = detail::concat(host, " ", counted, " ", ::getpid(), " ", spin ? 1 : 0, " ",
-                                    static_cast<int>(wanted), "\n");
-  for (gloo::rendezvous::Context* c : {context.get(), fast ? &fast->context() : nullptr}) {
-    if (c == nullptr) continue;
-    for (int peer = 0; peer < size; ++peer) {
-      if (peer == rank) continue;
-      std::string address = c->getPair(peer)->address().str();
-      mine += address.substr(0, address.find('$')) + "\n";
-    }
-  }
+  // "<host> <counted host> <pid> <spin> <hierarchy>": a few words, whatever the group's size.
+  const std::string mine = detail::concat(host, " ", counted, " ", ::getpid(), " ", spin ? 1 : 0,
+                                          " ", static_cast<int>(wanted));
   store.setString("facts/" + std::to_string(rank), mine);
   std::vector<std::string> keys;
   std::vector<int> peers;
@@ -121,28 +110,18 @@ GlooBackend::Runtime::GroupFacts GlooBackend::Runtime::exchangePeerFacts(
   std::vector<std::string> hosts(size);
   hosts[rank] = counted;
   for (size_t i = 0; i < peers.size(); ++i) {
-    std::istringstream lines(toString(values[i]));
+    std::istringstream words(toString(values[i]));
     std::string peerHost, peerCounted;
     long pid = 0;
     int peerSpins = 0;
     int peerHierarchy = 0;
-    lines >> peerHost >> peerCounted >> pid >> peerSpins >> peerHierarchy;
+    words >> peerHost >> peerCounted >> pid >> peerSpins >> peerHierarchy;
     facts.anySleeps = facts.anySleeps || peerSpins == 0;
     facts.hierarchy =
         SyncMesh::agreedHierarchy(facts.hierarchy, static_cast<SyncMesh::Hierarchy>(peerHierarchy));
     hosts[peers[i]] = peerCounted;
     if (peerHost == host && peerCounted == counted && pid > 0) {
       localPeerPids.emplace_back(peers[i], pid);
-    }
-    // The peer's pairs' addresses: the main context's toward each other rank, then the fast
-    // one's. Its fast pair toward this rank is the one this rank's fast pair connected with.
-    int line = 0;
-    const int ownIndex = rank < peers[i] ? rank : rank - 1;
-    for (std::string address; std::getline(lines, address);) {
-      if (address.empty()) continue;
-      peerAddresses.emplace_back(address, peers[i]);
-      if (fast && line == (size - 1) + ownIndex) fastPeerAddresses[peers[i]] = address;
-      ++line;
     }
   }
   // Hosts numbered in the order of their lowest rank.
@@ -168,7 +147,8 @@ std::string GlooBackend::Runtime::lostPeers(const std::string& glooMessage,
     if (std::chrono::steady_clock::now() >= until) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   } while (true);
-  for (const auto& [address, peer] : peerAddresses) {
+  std::lock_guard<std::mutex> guard(addressesMutex_);
+  for (const auto& [address, peer] : peerAddresses_) {
     if (glooMessage.find(address) != std::string::npos) {
       *ranks = {peer};
       return detail::concat(" (", address, " is rank ", peer, " of group '", group, "'",
@@ -195,11 +175,42 @@ std::string GlooBackend::Runtime::recordFailure(const std::string& message) {
   }
 }
 
+const std::shared_ptr<gloo::rendezvous::Context>& GlooBackend::Runtime::context() {
+  if (contextReady_.load(std::memory_order_acquire)) return context_;
+  auto made = std::make_shared<GlooContext>(rank, size);
+  made->setTimeout(timeout);
+  GlooStore connecting(std::make_shared<PrefixStore>("main", store), timeout, rank, size);
+  try {
+    made->connect(connecting, device);
+  } catch (const Error& e) {
+    // Some ranks may have connected: the group cannot go on.
+    C10D_THROW(BackendError,
+               failAndBreak(detail::concat(
+                   "rank ", rank, " of group '", group,
+                   "' could not connect the Gloo context that Gloo's own algorithms take (every "
+                   "rank connects it at the first op that takes them): ",
+                   e.what())));
+  }
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer != rank) notePeerAddresses(*made, peer);
+  }
+  context_ = std::move(made);
+  contextReady_.store(true, std::memory_order_release);
+  return context_;
+}
+
+void GlooBackend::Runtime::notePeerAddresses(GlooContext& connected, int peer) {
+  std::lock_guard<std::mutex> guard(addressesMutex_);
+  for (const std::string& address : {connected.ownAddress(peer), connected.peerAddress(peer)}) {
+    if (!address.empty()) peerAddresses_.emplace_back(address, peer);
+  }
+}
+
 void GlooBackend::Runtime::closeConnections() {
   try {
-    context->closeConnections();
+    if (contextReady_.load(std::memory_order_acquire)) context_->closeConnections();
     if (fast) {
-      fast->context().closeConnections();
+      if (fast->context() != nullptr) fast->context()->closeConnections();
       fast->closeSharedMemory();
     }
   } catch (const std::exception& e) {
@@ -314,7 +325,7 @@ void GlooBackend::Runtime::agree(uint32_t tag, std::chrono::milliseconds timeout
     }
     auto* all = static_cast<uint8_t*>(records);
     std::vector<uint8_t> ours(all + rank * bytes, all + (rank + 1) * bytes);
-    gloo::AllgatherOptions options(context);
+    gloo::AllgatherOptions options(context());
     options.setInput<uint8_t>(ours.data(), bytes);
     options.setOutput<uint8_t>(all, bytes * size);
     options.setTag(tag);
@@ -369,6 +380,10 @@ void GlooBackend::Runtime::trackP2P(const std::shared_ptr<P2PWork>& work) {
     progressAsleep_ = false;
     wakeWatcher = watcherAsleep_;
     watcherAsleep_ = false;
+    // The threads start with the group's first point-to-point op: a group used only for
+    // collectives has none.
+    if (!p2pStopping_ && !progress_.joinable()) startProgressThread();
+    if (!p2pStopping_ && !watcher_.joinable()) startWatcher();
     lastPosted_ = std::chrono::steady_clock::now();
     p2pPending_.push_back({work, lastPosted_});
     p2pAll_.push_back(work);
@@ -389,7 +404,7 @@ std::unique_ptr<gloo::transport::UnboundBuffer> GlooBackend::Runtime::acquireBuf
     return b.ptr == data && b.size == size;
   };
   if (auto buffer = idleBuffers_.take(same)) return buffer;
-  return context->createUnboundBuffer(data, size);
+  return context()->createUnboundBuffer(data, size);
 }
 
 void GlooBackend::Runtime::releaseBuffer(std::unique_ptr<gloo::transport::UnboundBuffer> buffer) {
@@ -403,7 +418,7 @@ std::unique_ptr<GlooBackend::Runtime::Staging> GlooBackend::Runtime::acquireStag
   auto staging = std::make_unique<Staging>();
   staging->bytes = std::make_unique<uint8_t[]>(size);
   staging->size = size;
-  staging->buffer = context->createUnboundBuffer(staging->bytes.get(), size);
+  staging->buffer = context()->createUnboundBuffer(staging->bytes.get(), size);
   return staging;
 }
 
@@ -466,6 +481,7 @@ std::string GlooBackend::Runtime::lookForLoss() {
 }
 
 void GlooBackend::Runtime::startWatcher() {
+  watcherStarted_.store(true, std::memory_order_release);
   if (size == 1) return;
   watcher_ = std::thread([this] {
     detail::nameThisThread("c10d-gloo-watch");
@@ -508,6 +524,11 @@ void GlooBackend::Runtime::startWatcher() {
 }
 
 void GlooBackend::Runtime::wakeWatcher() {
+  if (!watcherStarted_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (!p2pStopping_ && !watcher_.joinable()) startWatcher();
+    return;
+  }
   if (!watcherParked_.load(std::memory_order_seq_cst)) return;
   {
     std::lock_guard<std::mutex> guard(mutex_);
@@ -544,6 +565,35 @@ void GlooBackend::Runtime::stopP2P() {
 
 // ---- GlooBackend ----
 
+namespace {
+
+// One Gloo device per process and local address, shared by every group: its loop thread serves
+// all their pairs (a device per group was a thread per group). A child of fork() makes its own,
+// as the parent's loop thread is not in it.
+std::shared_ptr<gloo::transport::Device> sharedDevice(const gloo::transport::tcp::attr& attr) {
+  struct Devices {
+    std::mutex mutex;
+    pid_t pid = 0;
+    std::map<std::string, std::weak_ptr<gloo::transport::Device>> byAddress;
+  };
+  static auto* devices = new Devices;  // never destroyed: groups may outlive static destructors
+  const std::string key = detail::concat(attr.iface, "|", attr.hostname, "|", attr.ai_family);
+  std::lock_guard<std::mutex> guard(devices->mutex);
+  if (devices->pid != ::getpid()) {
+    devices->byAddress.clear();
+    devices->pid = ::getpid();
+  }
+  std::weak_ptr<gloo::transport::Device>& known = devices->byAddress[key];
+  std::shared_ptr<gloo::transport::Device> device = known.lock();
+  if (!device) {
+    device = gloo::transport::tcp::CreateDevice(attr);
+    known = device;
+  }
+  return device;
+}
+
+}  // namespace
+
 GlooBackend::GlooBackend(const BackendContext& context)
     : QueuedBackend("gloo", context),
       runtime_(std::make_shared<Runtime>()),
@@ -557,21 +607,12 @@ GlooBackend::GlooBackend(const BackendContext& context)
   // blocked there for good.
   detail::SigpipeGuard quiet;
   try {
-    runtime_->device = gloo::transport::tcp::CreateDevice(attr);
-    runtime_->context = std::make_shared<gloo::rendezvous::Context>(context.rank, context.size);
-    runtime_->context->setTimeout(context.timeout);
-    GlooStore store(std::make_shared<PrefixStore>("main", context.store), context.timeout);
-    runtime_->context->connectFullMesh(store, runtime_->device);
+    runtime_->device = sharedDevice(attr);
+    runtime_->store = context.store;
+    runtime_->timeout = context.timeout;
     // C10D_GLOO_FAST_PATH: 0 never, all for every size, size by size (same on every rank).
     const std::string fastPath = context.settings.value("C10D_GLOO_FAST_PATH");
     const bool spin = busyPollWanted(context.settings);
-    if (context.size > 1 && fastPath != "0") {
-      auto fast = std::make_shared<gloo::rendezvous::Context>(context.rank, context.size);
-      fast->setTimeout(context.timeout);
-      GlooStore fastStore(std::make_shared<PrefixStore>("fast", context.store), context.timeout);
-      fast->connectFullMesh(fastStore, runtime_->device);
-      runtime_->fast = std::make_unique<SyncMesh>(fast, spin);
-    }
     PrefixStore peerStore("peers", context.store);
     const std::string hierarchy = context.settings.value("C10D_GLOO_HIERARCHICAL");
     const Runtime::GroupFacts facts =
@@ -580,18 +621,40 @@ GlooBackend::GlooBackend(const BackendContext& context)
                                     : hierarchy == "1" ? SyncMesh::Hierarchy::On
                                                        : SyncMesh::Hierarchy::Auto,
                                     context.settings.value("C10D_HOST_ID"));
-    if (runtime_->fast) {
-      runtime_->fast->findSockets(runtime_->fastPeerAddresses);
+    if (context.size > 1 && fastPath != "0") {
+      runtime_->fast = std::make_unique<SyncMesh>(context.rank, context.size, context.timeout, spin);
       const bool shm = context.settings.flag("C10D_SHM").value_or(true);
       std::string chosen =
           runtime_->fast->connectSharedMemory(peerStore, runtime_->localPeerPids, shm);
       C10D_LOG(Info, "gloo backend of group '", context.groupName, "' rank ", context.rank, ": ",
                chosen);
+      // Sockets only for the pairs that shared memory does not carry (none on one host).
+      if (runtime_->fast->needsSockets()) {
+        auto sockets = std::make_shared<GlooContext>(context.rank, context.size);
+        sockets->setTimeout(context.timeout);
+        GlooStore fastStore(std::make_shared<PrefixStore>("fast", context.store), context.timeout,
+                            context.rank, context.size);
+        sockets->connect(fastStore, runtime_->device);
+        std::vector<std::string> addresses(context.size);
+        for (int peer = 0; peer < context.size; ++peer) {
+          if (peer == context.rank) continue;
+          addresses[peer] = sockets->peerAddress(peer);
+          runtime_->notePeerAddresses(*sockets, peer);
+        }
+        runtime_->fast->attachSockets(sockets, addresses);
+      }
       if (std::string layout = runtime_->fast->setHosts(facts.hostOfRank, facts.hierarchy);
           !layout.empty()) {
         C10D_LOG(Info, "gloo backend of group '", context.groupName, "' rank ", context.rank, ": ",
                  layout);
       }
+    }
+    // Gloo's own algorithms and point-to-point over TCP take a context of their own. Where
+    // shared memory carries every pair both ways, only Gloo's algorithms need it (gather,
+    // scatter, uneven alltoall), and ranks connect it together, at the first op that does
+    // (Runtime::context).
+    if (!(runtime_->fast && !runtime_->fast->needsSockets() && runtime_->fast->pullsEverywhere())) {
+      runtime_->context();
     }
     runtime_->largeViaGloo = runtime_->fast && fastPath != "all" && facts.anySleeps;
     runtime_->failureLog = std::make_shared<PrefixStore>("errors", context.store);
@@ -608,8 +671,6 @@ GlooBackend::GlooBackend(const BackendContext& context)
   if (runtime_->fast && runtime_->fast->pullsEverywhere()) {
     runtime_->sharedP2p = std::make_shared<SharedP2P>(*runtime_, *runtime_->fast);
   }
-  runtime_->startProgressThread();
-  runtime_->startWatcher();
 }
 
 GlooBackend::~GlooBackend() {

@@ -73,8 +73,15 @@ struct GlooBackend::Runtime {
   int rank = 0;
   int size = 1;
   std::string group;
-  std::shared_ptr<gloo::transport::Device> device;
-  std::shared_ptr<gloo::rendezvous::Context> context;
+  std::shared_ptr<gloo::transport::Device> device;  // the process's (shared by its groups)
+  std::shared_ptr<Store> store;                     // the group's
+  std::chrono::milliseconds timeout{0};             // the group's
+  // The context of Gloo's own algorithms and of point-to-point over TCP, connected at set-up, or
+  // (where shared memory carries every pair) by the first op that takes Gloo's algorithms: every
+  // rank of the group reaches it in the same order. Call it only on the thread that runs the
+  // group's collectives, or once set-up connected it. Throws BackendError when a rank does not
+  // come to connect it within the group's timeout.
+  const std::shared_ptr<gloo::rendezvous::Context>& context();
   // Small messages take this path (see SyncMesh); null for a group of one.
   std::unique_ptr<SyncMesh> fast;
 
@@ -175,9 +182,8 @@ struct GlooBackend::Runtime {
   std::string failAndBreak(std::string message);
 
   // At set-up every rank publishes in one store key what the others need to know of it: its
-  // host and pid (a peer on this host whose process ended is lost for certain), its pairs'
-  // listening addresses (Gloo names a peer by the one it connected to, "[10.0.0.2]:41235"),
-  // whether it spins on fast-path reads, its C10D_GLOO_HIERARCHICAL (wanted) and the host it
+  // host and pid (a peer on this host whose process ended is lost for certain), whether it
+  // spins on fast-path reads, its C10D_GLOO_HIERARCHICAL (wanted) and the host it
   // counts as (C10D_HOST_ID, counted; empty: its own). What every rank then knows alike:
   struct GroupFacts {
     bool anySleeps;                 // some rank of the group sleeps in its reads
@@ -186,10 +192,10 @@ struct GlooBackend::Runtime {
   };
   GroupFacts exchangePeerFacts(Store& store, std::chrono::milliseconds timeout, bool spin,
                                SyncMesh::Hierarchy wanted, std::string counted);
-  std::vector<std::pair<int, long>> localPeerPids;         // (rank, pid)
-  std::vector<std::pair<std::string, int>> peerAddresses;  // (address, rank)
-  // By rank: the listening address of that rank's SyncMesh pair toward this rank.
-  std::vector<std::string> fastPeerAddresses;
+  std::vector<std::pair<int, long>> localPeerPids;  // (rank, pid)
+  // Notes the listening addresses of connected's pairs between this rank and peer, by which
+  // Gloo's errors name it.
+  void notePeerAddresses(GlooContext& connected, int peer);
   // " (rank 2 of group 'g' is no longer running on this host)", or an address match, or "";
   // ranks gets the ranks it names.
   std::string lostPeers(const std::string& glooMessage, std::vector<int>* ranks) const;
@@ -233,6 +239,7 @@ struct GlooBackend::Runtime {
   // Point-to-point over shared memory instead (SharedPointToPoint.hpp), where the whole group
   // can take it (SyncMesh::pullsEverywhere); else null.
   std::shared_ptr<SharedP2P> sharedP2p;
+  // Starts the progress thread; mutex_ held, from the group's first point-to-point op.
   void startProgressThread();
   // True on the progress thread, which claims ops nobody waits for: it must not spin on them.
   static bool& onProgressThread() {
@@ -248,8 +255,10 @@ struct GlooBackend::Runtime {
   // ended and for a failure another rank recorded in the group's log, and breaks the group
   // with it, so such waits fail within about this interval instead of at their timeout.
   static constexpr std::chrono::milliseconds kWatchInterval{500};
+  // Starts the watcher; mutex_ held, from the group's first point-to-point op.
   void startWatcher();
-  // Wakes a watcher parked for want of outstanding ops: the shared-memory engine posted one.
+  // Wakes a watcher parked for want of outstanding ops, or starts it: the shared-memory engine
+  // posted one.
   void wakeWatcher();
   // The group's first failure as another rank logged it, else what this rank finds itself (a
   // peer on this host ended, the store unreachable), recorded in the log; "" when neither.
@@ -258,6 +267,10 @@ struct GlooBackend::Runtime {
  private:
   std::vector<uint8_t> scratch_;
   Tensor largeScratch_;
+  std::shared_ptr<gloo::rendezvous::Context> context_;  // see context()
+  std::atomic<bool> contextReady_{false};
+  mutable std::mutex addressesMutex_;
+  std::vector<std::pair<std::string, int>> peerAddresses_;  // (address, rank)
   std::mutex mutex_;
   std::string brokenBy_;  // the first failure's message; empty while healthy
   std::atomic<bool> broken_{false};
@@ -276,6 +289,7 @@ struct GlooBackend::Runtime {
   std::condition_variable watchChanged_;
   bool watcherAsleep_ = false;  // no outstanding point-to-point Work: the next op must wake it
   std::atomic<bool> watcherParked_{false};  // watcherAsleep_, for lock-free posters to read
+  std::atomic<bool> watcherStarted_{false};  // watcher_ made (or a group of one: never)
   void abortP2P(const std::string& reason, bool shutDown);
   IdlePool<gloo::transport::UnboundBuffer> idleBuffers_;
   IdlePool<Staging> idleStaging_;

@@ -17,7 +17,7 @@ void reduce(Runtime& runtime, const Op& op, const OpTensors& tensors) {
                  op.root);
   } else if (count > 0 && runtime.size > 1) {
     const auto tag = static_cast<uint32_t>(op.seq);
-    gloo::ReduceOptions gloo(runtime.context);
+    gloo::ReduceOptions gloo(runtime.context());
     withWordOfSize(elementSize(dtype), [&]<typename W>() {
       gloo.setInput<W>(static_cast<W*>(tensor.data()), count);
       gloo.setOutput<W>(static_cast<W*>(tensor.data()), count);

@@ -23,7 +23,7 @@ void reduceScatterFlat(Runtime& runtime, const Op& op, uint8_t* flat, const Tens
                         reduceFunction(op.reduceOp, dtype));
   } else if (count > 0 && runtime.size > 1) {
     const auto tag = static_cast<uint32_t>(op.seq);
-    gloo::AllreduceOptions options(runtime.context);
+    gloo::AllreduceOptions options(runtime.context());
     withWordOfSize(elementSize(dtype),
                    [&]<typename W>() { options.setOutput<W>(reinterpret_cast<W*>(flat), count); });
     options.setReduceFunction(reduceFunction(op.reduceOp, dtype));

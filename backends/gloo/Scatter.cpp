@@ -17,7 +17,7 @@ void scatter(Runtime& runtime, const Op& op, const OpTensors& tensors) {
     return;
   }
   const auto tag = static_cast<uint32_t>(op.seq);
-  gloo::ScatterOptions gloo(runtime.context);
+  gloo::ScatterOptions gloo(runtime.context());
   if (runtime.rank == op.root) {
     std::vector<uint8_t*> pointers;
     for (const Tensor& input : inputs) pointers.push_back(bytesOf(input));

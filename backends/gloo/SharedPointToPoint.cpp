@@ -83,6 +83,15 @@ SharedP2P::SharedP2P(GlooBackend::Runtime& runtime, SyncMesh& mesh)
     peers_.push_back(r);
     links_[r].channels = mesh.p2pLink(r);
   }
+  // Room for a few heads that come before their receive is posted (which the scheduling alone
+  // decides), so that small messages allocate nothing once a group runs.
+  kept_.resize(kKeptAhead);
+  keptOrder_.reserve(kKeptAhead);
+  keptFree_.reserve(kKeptAhead);
+  for (size_t slot = kKeptAhead; slot-- > 0;) {
+    kept_[slot].eager.reserve(kKeptEagerBytes);
+    keptFree_.push_back(slot);
+  }
 }
 
 SharedP2P::~SharedP2P() {

@@ -253,6 +253,9 @@ class SharedP2P {
   List unanswered_;                // sends waiting for their verdict
   List pulls_;                     // receives whose payload is to be copied from the sender
   List determined_;                // ops whose outcome is known, not yet released by the engine
+  // Slots made up front, each with room for an eager payload this large.
+  static constexpr size_t kKeptAhead = 8;
+  static constexpr size_t kKeptEagerBytes = 256;
   std::vector<Kept> kept_;         // slots
   std::vector<size_t> keptOrder_;  // slots in use, in arrival order
   std::vector<size_t> keptFree_;   // slots not in use

@@ -55,7 +55,7 @@ void SyncMesh::findSockets(const std::vector<std::string>& peerAddresses) {
   // Each connection by the address at one end.
   std::map<std::string, int> byAddress;
   for (int peer = 0; peer < size_; ++peer) {
-    if (peer == rank_) continue;
+    if (peer == rank_ || peers_[peer].shared) continue;
     byAddress[withoutSequence(context_->getPair(peer)->address().str())] = peer;
     if (static_cast<size_t>(peer) < peerAddresses.size() && !peerAddresses[peer].empty()) {
       byAddress[withoutSequence(peerAddresses[peer])] = peer;
@@ -85,34 +85,36 @@ void SyncMesh::findSockets(const std::vector<std::string>& peerAddresses) {
   }
 }
 
-SyncMesh::SyncMesh(std::shared_ptr<gloo::rendezvous::Context> context, bool busyPoll)
-    : context_(std::move(context)),
-      rank_(context_->rank),
-      size_(context_->size),
-      peers_(size_),
-      busyPoll_(busyPoll) {
-  timeout_ = context_->getTimeout();  // set-up's messages: the group's
+SyncMesh::SyncMesh(int rank, int size, std::chrono::milliseconds groupTimeout, bool busyPoll)
+    : groupTimeout_(groupTimeout), rank_(rank), size_(size), peers_(size_), busyPoll_(busyPoll) {
+  timeout_ = groupTimeout_;  // set-up's messages: the group's
   std::vector<int> everyone(size_);
   for (int r = 0; r < size_; ++r) everyone[r] = r;
   all_ = teamOf(everyone);
   host_ = all_;
   hostOfRank_.assign(size_, 0);
+}
+
+void SyncMesh::attachSockets(std::shared_ptr<gloo::rendezvous::Context> context,
+                             const std::vector<std::string>& peerAddresses) {
+  context_ = std::move(context);
   for (int peer = 0; peer < size_; ++peer) {
-    if (peer == rank_) continue;
+    if (peer == rank_ || peers_[peer].shared) continue;
     auto& pair = context_->getPair(peer);
-    pair->setSync(true, busyPoll);
+    pair->setSync(true, busyPoll_);
     Peer& p = peers_[peer];
     p.sendStage.resize(kHeaderBytes + kStageBytes);
     p.recvStage.resize(kHeaderBytes + kStageBytes);
     // One slot per pair: this context carries nothing else, and a pair delivers in order.
     p.sendBuffer = pair->createSendBuffer(0, p.sendStage.data(), p.sendStage.size());
     p.recvBuffer = pair->createRecvBuffer(0, p.recvStage.data(), p.recvStage.size());
+    scratch_.resize(kStageBytes);
   }
-  scratch_.resize(kStageBytes);
+  findSockets(peerAddresses);
   // Size every socket's send buffer now (see kStageBytes). The lower rank of a pair sends first,
   // so no two blocking writes ever wait on each other.
   for (int peer = 0; peer < size_; ++peer) {
-    if (peer == rank_) continue;
+    if (peer == rank_ || peers_[peer].shared) continue;
     if (rank_ < peer) {
       send(peer, scratch_.data(), kStageBytes);
       recv(peer, scratch_.data(), kStageBytes);
@@ -168,7 +170,7 @@ void SyncMesh::recv(int peer, void* data, size_t bytes) {
     return;
   }
   detail::SigpipeGuard::beforeSocketWrites();  // a reading pair may write (Gloo's notifications)
-  if (timeout_ != context_->getTimeout()) awaitReadable(peer);
+  if (timeout_ != groupTimeout_) awaitReadable(peer);
   p.recvBuffer->waitRecv();
   WireCall header;
   std::memcpy(&header, p.recvStage.data(), kHeaderBytes);
@@ -264,7 +266,7 @@ std::string SyncMesh::connectSharedMemory(Store& store,
   if (local.empty()) return "no other rank of the group on this host: TCP only";
   yieldWhenWaiting_ =
       !busyPoll_ && local.size() + 1 > static_cast<size_t>(std::thread::hardware_concurrency());
-  const auto timeout = context_->getTimeout();
+  const auto timeout = groupTimeout_;
   auto key = [](const char* what, int r) { return detail::concat("shm/", what, "/", r); };
   // 1. Our segment holds the channel from each local peer, in the order of `local`:
   //    "<pid> <fd> <bytes> <rank>..." or "none <why>".
@@ -383,13 +385,8 @@ std::string SyncMesh::connectSharedMemory(Store& store,
   std::string shared, tcp;
   for (int peer : local) {
     if (mutual(rank_, peer)) {
-      Peer& p = peers_[peer];
-      p.shared = true;
-      // Neither end sends on the socket again: its staging (1 MiB per peer) can go.
-      p.sendBuffer.reset();
-      p.recvBuffer.reset();
-      std::vector<uint8_t>().swap(p.sendStage);
-      std::vector<uint8_t>().swap(p.recvStage);
+      // Neither end sends on the socket: it gets no staging (1 MiB per peer).
+      peers_[peer].shared = true;
       shared += detail::concat(shared.empty() ? "" : ", ", peer);
     } else {
       tcp += detail::concat(tcp.empty() ? "" : "; ", "rank ", peer,

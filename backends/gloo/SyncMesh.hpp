@@ -27,7 +27,7 @@ class SyncMesh {
  public:
   // Messages up to this size are safe to send from both ends of a pair at once: the kernel's
   // socket buffers hold them, so neither blocking write waits for the other side to read.
-  // The staging buffers are twice as large: the construction sends one message that big on
+  // The staging buffers are twice as large: prepareSockets sends one message that big on
   // every pair, which makes Gloo size the sockets' send buffers once, with room to spare. (A
   // send buffer sized to the message made the write wait for an ACK the peer delays by 40 ms.)
   static constexpr size_t kMaxMessageBytes = 256 * 1024;
@@ -45,14 +45,20 @@ class SyncMesh {
   // collectives' since they come in any order: room for several heads of the largest eager size.
   static constexpr size_t kP2PChannelBytes = 256 * 1024;
 
-  // Switches every pair of context (already connected) to sync mode; busyPoll spins on reads
-  // instead of sleeping (only sensible with a core per rank).
-  SyncMesh(std::shared_ptr<gloo::rendezvous::Context> context, bool busyPoll);
-  // Finds each TCP pair's socket (Gloo keeps them to itself), for the calls whose timeout is
-  // not the group's: a pair's connection has, at one end, the address its listening side
-  // published (this rank's pair's own, or peerAddresses[peer], the peer's pair toward this
-  // rank). A pair whose socket is not found waits with the group's timeout.
-  void findSockets(const std::vector<std::string>& peerAddresses);
+  // The mesh of rank among size ranks, whose messages wait at most groupTimeout (unless a call
+  // says otherwise); busyPoll spins on reads instead of sleeping (only sensible with a core per
+  // rank). It has no channel yet: connectSharedMemory moves the pairs of this host's ranks onto
+  // shared memory, and the pairs left (if any) take the sockets of a context given to
+  // attachSockets.
+  SyncMesh(int rank, int size, std::chrono::milliseconds groupTimeout, bool busyPoll);
+  // Collective, after connectSharedMemory: the pairs left on TCP take context's (connected, its
+  // timeout the group's), switched to sync mode, each with its staging (1 MiB); each socket's
+  // send buffer is sized with one large message each way (see kStageBytes). peerAddresses: by
+  // rank, the listening address of that rank's pair toward this rank (findSockets).
+  void attachSockets(std::shared_ptr<gloo::rendezvous::Context> context,
+                     const std::vector<std::string>& peerAddresses);
+  // Whether some pair is on TCP: attachSockets is needed (the same answer on every rank).
+  bool needsSockets() const { return !allShared_; }
   // Closes the shared memory channels, so that a peer still waiting on this rank fails at once,
   // as it would on the closed sockets.
   ~SyncMesh() { closeSharedMemory(); }
@@ -60,7 +66,7 @@ class SyncMesh {
   SyncMesh& operator=(const SyncMesh&) = delete;
 
   // Moves the pairs with ranks on this host (localPeerPids: rank, pid) onto shared memory
-  // channels, where both ranks of a pair can map each other's segment; the rest keep TCP.
+  // channels, where both ranks of a pair can map each other's segment; the rest need TCP.
   // Collective over the group (every rank calls it, with enabled false where C10D_SHM=0, which
   // keeps its pairs on TCP at both ends). Returns what it chose, for the log. Throws StoreError
   // or TimeoutError when the store fails.
@@ -125,7 +131,8 @@ class SyncMesh {
   bool busyPoll() const { return busyPoll_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
-  gloo::rendezvous::Context& context() const { return *context_; }
+  // The context whose pairs carry the TCP ones; null when every pair is on shared memory.
+  gloo::rendezvous::Context* context() const { return context_.get(); }
 
   // Blocking point-to-point messages of at most kMaxMessageBytes, after the call's header. recv
   // throws WireMismatch for a message of another call or size, before it uses its payload.
@@ -211,6 +218,11 @@ class SyncMesh {
   // the message's first byte until the call's deadline (Gloo's own read would give up at the
   // group's), throwing Gloo's read timeout when it passes.
   void awaitReadable(int peer);
+  // Finds each TCP pair's socket (Gloo keeps them to itself), for the calls whose timeout is
+  // not the group's: a pair's connection has, at one end, the address its listening side
+  // published (this rank's pair's own, or peerAddresses[peer], the peer's pair toward this
+  // rank). A pair whose socket is not found waits with the group's timeout.
+  void findSockets(const std::vector<std::string>& peerAddresses);
   std::chrono::milliseconds timeout_{0};  // the call's
   std::chrono::steady_clock::time_point deadline_;
   bool deadlineSet_ = false;
@@ -218,6 +230,7 @@ class SyncMesh {
   [[noreturn]] void lost(shm::Wait wait, int peer, bool sending) const;
 
   std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::chrono::milliseconds groupTimeout_;
   int rank_;
   int size_;
   std::vector<Peer> peers_;

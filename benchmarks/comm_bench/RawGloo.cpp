@@ -45,7 +45,7 @@ std::shared_ptr<RawGloo> connect(c10d::ProcessGroup& pg) {
   auto raw = std::make_shared<RawGloo>();
   raw->timeout = pg.timeout();
   auto store = std::make_shared<c10d::PrefixStore>("raw-gloo", pg.store());
-  c10d::GlooStore adapter(store, pg.timeout());
+  c10d::GlooStore adapter(store, pg.timeout(), pg.rank(), pg.size());
   raw->device = gloo::transport::tcp::CreateDevice(c10d::deviceAttributes(*pg.store(), {}));
   raw->context = std::make_shared<gloo::rendezvous::Context>(pg.rank(), pg.size());
   raw->context->setTimeout(pg.timeout());
