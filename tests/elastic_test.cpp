@@ -97,7 +97,11 @@ TEST(Elastic, TwentyReformationsWithoutLossLeakNoThreadsOrDescriptors) {
     }
     checkEq(uint64_t{21}, elastic.generation(), "generation");
     checkEq(fds, entries("/proc/self/fd"), "open descriptors after 20 reformations");
-    checkEq(threads, entries("/proc/self/task"), "threads after 20 reformations");
+    // The process's op workers may hold one more (a second starts while one runs an op nobody
+    // waited for in time, on a loaded machine); a leak would be a thread per reformation.
+    check(entries("/proc/self/task") <= threads + 1,
+          detail::concat("threads after 20 reformations: ", entries("/proc/self/task"),
+                         ", before: ", threads));
   });
   EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(3, 0)) << test::report(outcomes);
 }
@@ -191,7 +195,7 @@ TEST(Elastic, ARestartedProcessIsAdmittedAtAStepBoundaryAndHealed) {
       // Its process ends (the group goes with it), its launcher records the end and starts a
       // new process, which knows nothing of the training.
       elastic.reset();
-      env.store.add(elastic::launcherExitsKey(2), 1);
+      elastic::recordLauncherEnd(env.store, 2);
       weight = -1.0f;
       elastic = std::make_unique<ElasticGroup>(shared(env.store), env.rank, env.size, quick());
       checkEq(int64_t{1}, elastic->incarnation(), "the restarted process's incarnation");
@@ -215,9 +219,9 @@ TEST(Elastic, ARestartedProcessIsAdmittedAtAStepBoundaryAndHealed) {
   EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(3, 0)) << test::report(outcomes);
 }
 
-// A member that dies after the survivors counted it in (it wrote its "here" key) but before it
-// built the new group: the survivors' Gloo rendezvous waits for its address, sees the launcher's
-// record of the death in the generation's store, and they form the next generation without it,
+// A member that dies after the survivors counted it in (it added itself to "arrived") but
+// before it built the new group: the survivors' rendezvous waits for its keys, sees the
+// launcher's record of the death in the generation's store, and they form the next one without it,
 // long before the group's 60 s timeout would have ended the wait.
 TEST(Elastic, AMemberThatDiesWhileTheNextGenerationIsBuiltIsLeftOutOfTheOneAfter) {
   auto outcomes = test::runRanks({.worldSize = 3, .killedRanks = {2}}, [](test::RankEnv& env) {
@@ -228,9 +232,9 @@ TEST(Elastic, AMemberThatDiesWhileTheNextGenerationIsBuiltIsLeftOutOfTheOneAfter
       // What reform does up to the agreement on members (the keys of agreeOnMembers), then the
       // end of the process as its launcher records it.
       const std::string g1 = "c10d/elastic/default/g1/";
-      env.store.set(g1 + "here/2", toBytes("1"));
+      env.store.append(g1 + "arrived", toBytes(" 2"));
       env.store.wait({g1 + "members"});
-      env.store.add(elastic::launcherExitsKey(2), 1);
+      elastic::recordLauncherEnd(env.store, 2);
       ::raise(SIGKILL);
     }
     const auto start = std::chrono::steady_clock::now();
@@ -257,7 +261,7 @@ TEST(Elastic, AHealerThatDiesDuringARejoinIsReplacedByAnotherMember) {
     // Runs on the member that heals others, before it sends: id 1 dies there.
     state.beforeSave([&env] {
       if (env.rank != 1) return;
-      env.store.add(elastic::launcherExitsKey(1), 1);
+      elastic::recordLauncherEnd(env.store, 1);
       ::raise(SIGKILL);
     });
     auto elastic = std::make_unique<ElasticGroup>(shared(env.store), env.rank, env.size, quick());
@@ -276,7 +280,7 @@ TEST(Elastic, AHealerThatDiesDuringARejoinIsReplacedByAnotherMember) {
     // The restarted process is id 0's, whose process hosts runRanks' store and so stays.
     if (env.rank == 0) {
       elastic.reset();
-      env.store.add(elastic::launcherExitsKey(0), 1);
+      elastic::recordLauncherEnd(env.store, 0);
       weight = -1.0f;
       elastic = std::make_unique<ElasticGroup>(shared(env.store), env.rank, env.size, quick());
       const elastic::Reformation r = elastic->join(&state);
@@ -345,7 +349,7 @@ TEST(Elastic, ShardedStateSurvivesALossThroughNeighbourCopies) {
     int reforms = 0;
     while (elastic->step() < 6) {
       if (env.rank == 2 && elastic->step() == 3) {
-        env.store.add(elastic::launcherExitsKey(2), 1);  // as c10drun records it
+        elastic::recordLauncherEnd(env.store, 2);  // as c10drun records it
         ::raise(SIGKILL);
       }
       float one = 1.0f;
@@ -394,7 +398,7 @@ TEST(Elastic, ShardCopiesOfTwoLostNeighboursAreAnErrorNamingThem) {
       // Past the exchange of step 1's copies, then gone.
       float one = 1.0f;
       elastic.group().allreduce(Tensor::fromBlob(&one, ScalarType::Float32, {1}))->wait();
-      env.store.add(elastic::launcherExitsKey(env.rank), 1);
+      elastic::recordLauncherEnd(env.store, env.rank);
       ::raise(SIGKILL);
     }
     float one = 1.0f;

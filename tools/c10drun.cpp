@@ -815,7 +815,7 @@ class Launcher {
       int64_t ended = store_->add(c10d::elastic::launcherExitsKey(rank.global_rank), 0);
       if (ended >= startedBefore) return;
       for (; ended < startedBefore; ++ended) {
-        store_->add(c10d::elastic::launcherExitsKey(rank.global_rank), 1);
+        c10d::elastic::recordLauncherEnd(*store_, rank.global_rank);
         store_->set(c10d::elastic::launcherExitKey(rank.global_rank, ended),
                     c10d::toBytes("lost with its node's previous launcher"));
       }
@@ -834,7 +834,7 @@ class Launcher {
   void recordExit(const Rank& rank, const std::string& how) {
     if (!store_) return;
     try {
-      const int64_t ended = store_->add(c10d::elastic::launcherExitsKey(rank.global_rank), 1) - 1;
+      const int64_t ended = c10d::elastic::recordLauncherEnd(*store_, rank.global_rank);
       store_->set(c10d::elastic::launcherExitKey(rank.global_rank, ended),
                   c10d::toBytes(how + " at " + std::to_string(secondsSinceStart()) + " s"));
     } catch (const std::exception& e) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "c10d/Init.hpp"
@@ -22,7 +23,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // How often reform looks at the store while it waits for the old members. A death recorded by
-// the launcher is seen within this; each look is one round trip per member not yet seen.
+// the launcher is seen within this; each look is three round trips (the generation's members,
+// its arrivals, the job's ends), and one per member not yet seen when someone ended.
 constexpr auto kPollInterval = std::chrono::milliseconds(2);
 
 // How often rank 0's commit looks in the store for a restarted process asking to join: a store
@@ -219,8 +221,9 @@ void ElasticGroup::build() {
   // A name per generation: shared-memory channels and the flight recorder are per name.
   options.groupName = options_.group.groupName + "." + generation;
   // Waits on the store end when a member dies instead of at the group's timeout.
-  auto lost = [store = store_, memberships = memberships_, generation = generation_] {
-    std::string who = lostAmong(*store, memberships);
+  auto watch = std::make_shared<EndWatch>();
+  auto lost = [store = store_, memberships = memberships_, generation = generation_, watch] {
+    std::string who = watch->lostAmong(*store, memberships);
     return who.empty() ? who : detail::concat(who, " in generation ", generation);
   };
   group_ = std::make_shared<ProcessGroup>(
@@ -253,7 +256,11 @@ bool ElasticGroup::hasEnded(Store& store, const Member& m) {
   return store.add(launcherExitsKey(m.id), 0) > m.incarnation;
 }
 
-std::string ElasticGroup::lostAmong(Store& store, const std::vector<Member>& memberships) {
+std::string ElasticGroup::EndWatch::lostAmong(Store& store,
+                                              const std::vector<Member>& memberships) {
+  // The job's counter moves after a rank's own (recordLauncherEnd): unmoved, nobody ended.
+  const int64_t ends = store.add(launcherEndsKey(), 0);
+  if (ends == endsSeen_.load(std::memory_order_relaxed)) return "";
   std::string who;
   for (const Member& m : memberships) {
     if (hasEnded(store, m)) {
@@ -261,7 +268,11 @@ std::string ElasticGroup::lostAmong(Store& store, const std::vector<Member>& mem
                             ")");
     }
   }
-  return who.empty() ? who : who + " ended (its launcher recorded the end)";
+  if (who.empty()) {
+    endsSeen_.store(ends, std::memory_order_relaxed);  // others' ends (a restarted process...)
+    return who;
+  }
+  return who + " ended (its launcher recorded the end)";
 }
 
 bool ElasticGroup::commit(bool ok) {
@@ -322,16 +333,24 @@ bool ElasticGroup::isDead(const Member& m) {
 
 std::vector<ElasticGroup::Member> ElasticGroup::agreeOnMembers(uint64_t next) {
   const std::string here = keys_ + "g" + std::to_string(next) + "/";
-  store_->set(here + "here/" + std::to_string(id_), toBytes("1"));
+  // Arrivals go into one key, " <id>" each: a look reads who came in one request.
+  const std::string arrivedKey = here + "arrived";
+  store_->append(arrivedKey, toBytes(" " + std::to_string(id_)));
   const Clock::time_point deadline = Clock::now() + options_.joinTimeout;
   std::vector<Member> seen;
   std::vector<Member> pending = memberships_;
+  EndWatch ends;
   while (!pending.empty() && Clock::now() < deadline && !store_->check({here + "members"})) {
+    std::vector<int> arrived;
+    std::istringstream ids(toString(store_->get(arrivedKey)));
+    for (int id; ids >> id;) arrived.push_back(id);
+    // Members that ended: one request while nobody in the job ends.
+    const bool someEnded = !ends.lostAmong(*store_, pending).empty();
     std::vector<Member> still;
     for (const Member& m : pending) {
-      if (store_->check({here + "here/" + std::to_string(m.id)})) {
+      if (std::find(arrived.begin(), arrived.end(), m.id) != arrived.end()) {
         seen.push_back(m);
-      } else if (!isDead(m)) {
+      } else if (!someEnded || !isDead(m)) {
         still.push_back(m);
       }
     }
@@ -339,9 +358,10 @@ std::vector<ElasticGroup::Member> ElasticGroup::agreeOnMembers(uint64_t next) {
     if (!pending.empty()) std::this_thread::sleep_for(kPollInterval);
   }
   // Restarted processes that asked to join and are still alive. The count first: a request
-  // counted is then always found below (join() writes its key before it counts).
+  // counted is then always found below (join() writes its key before it counts). Looked for
+  // only when requests came since the last generation's.
   const int64_t joins = store_->add(keys_ + "joins", 0);
-  for (int id = 0; id < firstSize_; ++id) {
+  for (int id = 0; id < firstSize_ && joins > joinsAdmitted_; ++id) {
     const bool member =
         std::any_of(seen.begin(), seen.end(), [id](const Member& m) { return m.id == id; });
     const std::string key = keys_ + "join/" + std::to_string(id);

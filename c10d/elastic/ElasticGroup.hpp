@@ -57,6 +57,7 @@
 // Groups derived from an old group (newGroup, split, the reducer's) are not re-derived: build
 // them again from group() after a reform.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -158,9 +159,18 @@ class ElasticGroup {
   bool isDead(const Member& m);
   // Whether the launcher recorded the end of m's process.
   static bool hasEnded(Store& store, const Member& m);
-  // "id 2 (incarnation 0), ... ended (...)" for the members whose launcher recorded their end;
-  // empty when none did.
-  static std::string lostAmong(Store& store, const std::vector<Member>& memberships);
+  // Which of some members the launchers recorded as ended, looked for in one store request
+  // (launcherEndsKey) while nobody in the job ends, and member by member only when someone
+  // did since the last look. Thread-safe.
+  class EndWatch {
+   public:
+    // "id 2 (incarnation 0), ... ended (...)" for those of memberships that ended; empty when
+    // none did.
+    std::string lostAmong(Store& store, const std::vector<Member>& memberships);
+
+   private:
+    std::atomic<int64_t> endsSeen_{-1};  // the job's ends counter when a look found nobody
+  };
   static std::vector<int> idsNotIn(const std::vector<Member>& these,
                                    const std::vector<Member>& those);
   void build();
