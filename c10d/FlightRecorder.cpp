@@ -313,8 +313,10 @@ std::string FlightRecorder::dump(const std::string& reason) const {
   std::string path = detail::concat(config::value("C10D_FLIGHT_RECORDER_DIR"), "/c10d_flight_",
                                     fileSafe(group_), "_rank", rank_, ".json");
   std::string json = toJson(reason);
-  // Written beside and renamed, so a reader never sees half a dump.
-  std::string partial = path + ".partial";
+  // Written beside and renamed, so a reader never sees half a dump; beside under a name of its
+  // own, since a failure's dump and a signal's may be written at once (the last rename wins).
+  static std::atomic<uint64_t> dumps{0};
+  std::string partial = detail::concat(path, ".partial.", ::getpid(), ".", dumps.fetch_add(1));
   {
     std::ofstream file(partial, std::ios::trunc);
     file << json;
