@@ -103,11 +103,13 @@ struct QueuedWork::QueueState : OpWorkers::Client {
     }
     std::shared_ptr<QueuedWork> self = std::move(work->self_);
     std::exception_ptr error;
+    if (who == kWorker) workers.opStarts();
     try {
       work->run();
     } catch (...) {
       error = std::current_exception();
     }
+    if (who == kWorker) workers.opEnded();
     // The queue moves on before the Work completes, so that a callback of the Work may issue
     // the next op and wait for it (that op then runs on the callback's thread, or the worker's).
     head.store(h + 1, std::memory_order_release);
@@ -149,6 +151,17 @@ bool QueuedWork::QueueState::due(OpWorkers::Clock::time_point now,
   }
   lastBell = rung;
   parked.store(false, std::memory_order_relaxed);
+  if (h < t && runner.load(std::memory_order_acquire) != 0) {
+    // A caller runs the head op: it rings when done if an op came behind it (runHead), so the
+    // next look can wait the longest interval (a collective that waits for slow peers for
+    // seconds cost a wake-up per millisecond per process before). Not parked: the caller's next
+    // op makes no system call to wake a worker.
+    lastUrgent = asked;
+    waitingAtLastLook = UINT64_MAX;
+    nextLook = now + kLastLook;
+    *next = nextLook;
+    return false;
+  }
   if (h < t && (asked != lastUrgent || h == waitingAtLastLook)) {
     lastUrgent = asked;
     waitingAtLastLook = UINT64_MAX;

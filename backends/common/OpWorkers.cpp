@@ -54,21 +54,11 @@ bool OpWorkers::State::serve(Client& client, Clock::time_point* next) {
   bool ran = false;
   if (!client.leaving_.load(std::memory_order_acquire)) {
     for (Clock::time_point now = Clock::now(); client.due(now, next); now = Clock::now()) {
-      if (!ran) {
-        std::lock_guard<std::mutex> guard(mutex);
-        // This worker may wait in the op: another stays free to look (if the system refuses
-        // the thread, the queues that need one wait for this op, or for their callers).
-        if (--free == 0 && threads < kMaxThreads) startWorker();
-      }
-      ran = true;
       servingNow = &client;
       const bool one = client.runOne();
       servingNow = nullptr;
       if (!one) break;
-    }
-    if (ran) {
-      std::lock_guard<std::mutex> guard(mutex);
-      ++free;
+      ran = true;
     }
   }
   client.serving_.store(false, std::memory_order_release);
@@ -156,6 +146,18 @@ void OpWorkers::remove(Client* client) {
   std::erase_if(state_->clients, [&](const std::shared_ptr<Client>& c) { return c.get() == client; });
   state_->version.fetch_add(1, std::memory_order_release);
   wake();
+}
+
+void OpWorkers::opStarts() {
+  std::lock_guard<std::mutex> guard(state_->mutex);
+  // This worker may wait in the op: another stays free to look (if the system refuses the
+  // thread, the queues that need one wait for this op, or for their callers).
+  if (--state_->free == 0 && state_->threads < kMaxThreads) state_->startWorker();
+}
+
+void OpWorkers::opEnded() {
+  std::lock_guard<std::mutex> guard(state_->mutex);
+  ++state_->free;
 }
 
 void OpWorkers::wake() {

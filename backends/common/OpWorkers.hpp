@@ -36,7 +36,8 @@ class OpWorkers {
     // One look at now: whether an op is due to run now; else *next is when the client wants its
     // next look (Clock::time_point::max(): only when it wakes the workers).
     virtual bool due(Clock::time_point now, Clock::time_point* next) = 0;
-    // Runs the op due; false when none ran (another thread runs it, or none is left).
+    // Runs the op due; false when none ran (another thread runs it, or none is left). Calls
+    // opStarts() before the op and opEnded() after it.
     virtual bool runOne() = 0;
 
    private:
@@ -56,6 +57,10 @@ class OpWorkers {
   // A client has something to look at: a worker looks now. Lock-free; a system call only when
   // every worker sleeps.
   void wake();
+  // Called by a client's runOne on the worker, around an op it runs (which may wait as long as
+  // its timeout): a second worker starts if none is left free.
+  void opStarts();
+  void opEnded();
 
   struct State;
 
