@@ -88,8 +88,8 @@ TEST(ScaleTest, StoreRequestsPerRankDoNotGrowWithTheWorld) {
   ASSERT_GT(at8.subgroup, 0);
   for (int size : {32, 128}) {
     const Requests requests = countRequests(size);
-    EXPECT_EQ(requests.init, at8.init) << "store requests for the world group's set-up at " << size
-                                       << " ranks, against 8";
+    EXPECT_EQ(requests.init, at8.init)
+        << "store requests for the world group's set-up at " << size << " ranks, against 8";
     EXPECT_EQ(requests.subgroup, at8.subgroup)
         << "store requests for a subgroup at " << size << " ranks, against 8";
   }

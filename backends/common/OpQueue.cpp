@@ -52,8 +52,8 @@ struct QueuedWork::QueueState : OpWorkers::Client {
   // The last op ran on a worker: its caller issues ops without waiting for them (async use,
   // a prefetch), so a new op starts at once; the next op its caller runs itself clears it.
   std::atomic<bool> workerRanLast{false};
-  std::atomic<bool> refusing{false};      // abort() or close(): enqueues fail
-  std::exception_ptr abortError;          // set once, before refusing
+  std::atomic<bool> refusing{false};  // abort() or close(): enqueues fail
+  std::exception_ptr abortError;      // set once, before refusing
 
   // The looks' state, read and written only by the worker that looks (OpWorkers orders them).
   std::chrono::milliseconds interval = kFirstLook;
@@ -134,11 +134,10 @@ struct QueuedWork::QueueState : OpWorkers::Client {
       }
     }
   }
-
 };
 
 bool QueuedWork::QueueState::due(OpWorkers::Clock::time_point now,
-                                  OpWorkers::Clock::time_point* next) {
+                                 OpWorkers::Clock::time_point* next) {
   const uint32_t asked = urgent.load(std::memory_order_acquire);
   const uint32_t rung = bell.load(std::memory_order_acquire);
   const uint64_t h = head.load(std::memory_order_acquire);

@@ -25,7 +25,7 @@ struct OpWorkers::State : std::enable_shared_from_this<State> {
   std::mutex mutex;  // guards clients, threads and free
   std::vector<std::shared_ptr<Client>> clients;
   int threads = 0;
-  int free = 0;  // workers not running an op
+  int free = 0;                      // workers not running an op
   std::atomic<uint64_t> version{0};  // clients changed
   alignas(64) std::atomic<uint32_t> bell{0};
   std::atomic<int> sleepers{0};
@@ -143,7 +143,8 @@ void OpWorkers::remove(Client* client) {
     }
   }
   std::lock_guard<std::mutex> guard(state_->mutex);
-  std::erase_if(state_->clients, [&](const std::shared_ptr<Client>& c) { return c.get() == client; });
+  std::erase_if(state_->clients,
+                [&](const std::shared_ptr<Client>& c) { return c.get() == client; });
   state_->version.fetch_add(1, std::memory_order_release);
   wake();
 }

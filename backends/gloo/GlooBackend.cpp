@@ -622,7 +622,8 @@ GlooBackend::GlooBackend(const BackendContext& context)
                                                        : SyncMesh::Hierarchy::Auto,
                                     context.settings.value("C10D_HOST_ID"));
     if (context.size > 1 && fastPath != "0") {
-      runtime_->fast = std::make_unique<SyncMesh>(context.rank, context.size, context.timeout, spin);
+      runtime_->fast =
+          std::make_unique<SyncMesh>(context.rank, context.size, context.timeout, spin);
       const bool shm = context.settings.flag("C10D_SHM").value_or(true);
       std::string chosen =
           runtime_->fast->connectSharedMemory(peerStore, runtime_->localPeerPids, shm);
