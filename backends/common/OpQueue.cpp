@@ -1,13 +1,12 @@
 #include "backends/common/OpQueue.hpp"
 
-#include "backends/common/OpWorkers.hpp"
-
 #include <sched.h>
 
 #include <algorithm>
 #include <mutex>
 #include <thread>
 
+#include "backends/common/OpWorkers.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Futex.hpp"
 #include "c10d/core/Signals.hpp"

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <map>
 #include <sstream>
+#include <system_error>
 
 #include "backends/common/OpQueue.hpp"
 #include "backends/gloo/Collectives.hpp"
@@ -382,8 +383,8 @@ void GlooBackend::Runtime::trackP2P(const std::shared_ptr<P2PWork>& work) {
     watcherAsleep_ = false;
     // The threads start with the group's first point-to-point op: a group used only for
     // collectives has none.
-    if (!p2pStopping_ && !progress_.joinable()) startProgressThread();
-    if (!p2pStopping_ && !watcher_.joinable()) startWatcher();
+    if (!p2pStopping_ && !progress_.joinable()) startThread(&Runtime::startProgressThread);
+    if (!p2pStopping_ && !watcher_.joinable()) startThread(&Runtime::startWatcher);
     lastPosted_ = std::chrono::steady_clock::now();
     p2pPending_.push_back({work, lastPosted_});
     p2pAll_.push_back(work);
@@ -424,6 +425,17 @@ std::unique_ptr<GlooBackend::Runtime::Staging> GlooBackend::Runtime::acquireStag
 
 void GlooBackend::Runtime::releaseStaging(std::unique_ptr<Staging> staging) {
   idleStaging_.give(std::move(staging));
+}
+
+void GlooBackend::Runtime::startThread(void (Runtime::*start)()) {
+  try {
+    (this->*start)();
+  } catch (const std::system_error& e) {
+    // Ops still complete when waited for; only the ones nobody waits for, and the watch for
+    // lost peers, go without.
+    C10D_LOG(Warning, "gloo backend of group '", group, "' rank ", rank,
+             ": cannot start a point-to-point thread: ", e.what());
+  }
 }
 
 void GlooBackend::Runtime::startProgressThread() {
@@ -526,7 +538,7 @@ void GlooBackend::Runtime::startWatcher() {
 void GlooBackend::Runtime::wakeWatcher() {
   if (!watcherStarted_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (!p2pStopping_ && !watcher_.joinable()) startWatcher();
+    if (!p2pStopping_ && !watcher_.joinable()) startThread(&Runtime::startWatcher);
     return;
   }
   if (!watcherParked_.load(std::memory_order_seq_cst)) return;

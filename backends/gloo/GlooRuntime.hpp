@@ -241,6 +241,10 @@ struct GlooBackend::Runtime {
   std::shared_ptr<SharedP2P> sharedP2p;
   // Starts the progress thread; mutex_ held, from the group's first point-to-point op.
   void startProgressThread();
+  // Calls start (startProgressThread or startWatcher), logging instead of throwing when the
+  // system refuses the thread: it runs where an op is posted (under the shared-memory engine's
+  // token, which an exception would never release).
+  void startThread(void (Runtime::*start)());
   // True on the progress thread, which claims ops nobody waits for: it must not spin on them.
   static bool& onProgressThread() {
     thread_local bool on = false;
@@ -288,7 +292,7 @@ struct GlooBackend::Runtime {
   std::thread watcher_;
   std::condition_variable watchChanged_;
   bool watcherAsleep_ = false;  // no outstanding point-to-point Work: the next op must wake it
-  std::atomic<bool> watcherParked_{false};  // watcherAsleep_, for lock-free posters to read
+  std::atomic<bool> watcherParked_{false};   // watcherAsleep_, for lock-free posters to read
   std::atomic<bool> watcherStarted_{false};  // watcher_ made (or a group of one: never)
   void abortP2P(const std::string& reason, bool shutDown);
   IdlePool<gloo::transport::UnboundBuffer> idleBuffers_;

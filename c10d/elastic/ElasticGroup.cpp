@@ -341,14 +341,16 @@ std::vector<ElasticGroup::Member> ElasticGroup::agreeOnMembers(uint64_t next) {
   std::vector<Member> pending = memberships_;
   EndWatch ends;
   while (!pending.empty() && Clock::now() < deadline && !store_->check({here + "members"})) {
-    std::vector<int> arrived;
+    std::vector<bool> arrived(firstSize_);  // by id
     std::istringstream ids(toString(store_->get(arrivedKey)));
-    for (int id; ids >> id;) arrived.push_back(id);
+    for (int id; ids >> id;) {
+      if (id >= 0 && id < firstSize_) arrived[id] = true;
+    }
     // Members that ended: one request while nobody in the job ends.
     const bool someEnded = !ends.lostAmong(*store_, pending).empty();
     std::vector<Member> still;
     for (const Member& m : pending) {
-      if (std::find(arrived.begin(), arrived.end(), m.id) != arrived.end()) {
+      if (arrived[m.id]) {
         seen.push_back(m);
       } else if (!someEnded || !isDead(m)) {
         still.push_back(m);
