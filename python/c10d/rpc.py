@@ -570,10 +570,14 @@ def shutdown(graceful=True):
     global _running
     with _lock:
         agent = _handle()
-        _running = False
+        # A graceful shutdown first answers the calls in flight, whose functions may call other
+        # workers: they still may until it ends (the library refuses calls once it closed).
+        if not graceful:
+            _running = False
         # The handle stays allocated: a thread may still be about to use it, and the library then
         # refuses the call (StateError) rather than touching freed memory.
         status = lib.c10d_rpc_shutdown(agent, int(bool(graceful)))
+        _running = False
         error = _capi.error(status) if status else None
         _owned.clear()
         _unsettled.clear()
