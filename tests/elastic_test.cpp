@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <thread>
 
 #include "c10d/checkpoint/State.hpp"
@@ -24,13 +23,6 @@ using elastic::ElasticGroup;
 using elastic::ElasticOptions;
 using test::check;
 using test::checkEq;
-
-// Entries of a /proc/self folder: open descriptors, or threads.
-size_t entries(const char* folder) {
-  size_t n = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(folder)) ++n;
-  return n;
-}
 
 // Sum of every member's (rank + 1), through the group: checks that the group works and holds
 // the members it says.
@@ -88,7 +80,8 @@ TEST(Elastic, TwentyReformationsWithoutLossLeakNoThreadsOrDescriptors) {
     ElasticGroup elastic(shared(env.store), env.rank, env.size, quick());
     checkEq(6.0f, sumOfRanks(elastic), "sum over members 0, 1, 2");
     elastic.reform();  // the first builds what every later one reuses (the logger, pools)
-    const size_t fds = entries("/proc/self/fd"), threads = entries("/proc/self/task");
+    const size_t fds = test::procEntries("/proc/self/fd"),
+                 threads = test::procEntries("/proc/self/task");
     for (int i = 0; i < 20; ++i) {
       const elastic::Reformation r = elastic.reform();
       checkEq(size_t{0}, r.lost.size(), "ids lost");
@@ -96,11 +89,11 @@ TEST(Elastic, TwentyReformationsWithoutLossLeakNoThreadsOrDescriptors) {
       checkEq(6.0f, sumOfRanks(elastic), "sum over members 0, 1, 2");
     }
     checkEq(uint64_t{21}, elastic.generation(), "generation");
-    checkEq(fds, entries("/proc/self/fd"), "open descriptors after 20 reformations");
+    checkEq(fds, test::procEntries("/proc/self/fd"), "open descriptors after 20 reformations");
     // The process's op workers may hold one more (a second starts while one runs an op nobody
     // waited for in time, on a loaded machine); a leak would be a thread per reformation.
-    check(entries("/proc/self/task") <= threads + 1,
-          detail::concat("threads after 20 reformations: ", entries("/proc/self/task"),
+    check(test::procEntries("/proc/self/task") <= threads + 1,
+          detail::concat("threads after 20 reformations: ", test::procEntries("/proc/self/task"),
                          ", before: ", threads));
   });
   EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(3, 0)) << test::report(outcomes);

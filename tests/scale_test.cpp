@@ -1,7 +1,6 @@
 // What a job's size costs each rank, counted rather than timed: store requests for a group's
 // set-up (through a CountingStore), and the threads and descriptors a process holds as it joins
 // more groups. Ranks are processes on this host, where shared memory carries every pair.
-#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -17,17 +16,6 @@
 
 namespace c10d::inline v0 {
 namespace {
-
-int entries(const char* directory) {
-  DIR* dir = ::opendir(directory);
-  if (dir == nullptr) return -1;
-  int count = 0;
-  while (const dirent* entry = ::readdir(dir)) {
-    if (entry->d_name[0] != '.') ++count;
-  }
-  ::closedir(dir);
-  return count;
-}
 
 // The most requests any rank made: for the world group's set-up (to its first barrier's end),
 // and for one subgroup made by split and used once.
@@ -102,8 +90,8 @@ TEST(ScaleTest, TwentyGroupsAddNoThreadAndNoDescriptor) {
     Tensor one = Tensor::zeros({1}, ScalarType::Float32);
     auto first = env.pg.split(env.rank % 2, env.rank);
     first->allreduce(one)->wait();
-    const int threads = entries("/proc/self/task");
-    const int descriptors = entries("/proc/self/fd");
+    const size_t threads = test::procEntries("/proc/self/task");
+    const size_t descriptors = test::procEntries("/proc/self/fd");
     std::vector<std::shared_ptr<ProcessGroup>> groups;
     for (int i = 0; i < 20; ++i) {
       groups.push_back(env.pg.split(i % 2 == 0 ? env.rank % 2 : env.rank / 2, env.rank));
@@ -111,10 +99,12 @@ TEST(ScaleTest, TwentyGroupsAddNoThreadAndNoDescriptor) {
     }
     // One more op worker may start while another runs an op nobody waited for in time (its
     // caller descheduled on a loaded machine); a thread per group would be twenty.
-    test::check(entries("/proc/self/task") <= threads + 1,
-                detail::concat("threads after 20 more groups: ", entries("/proc/self/task"),
-                               ", after the first: ", threads));
-    test::checkEq(descriptors, entries("/proc/self/fd"), "descriptors after 20 more groups");
+    test::check(
+        test::procEntries("/proc/self/task") <= threads + 1,
+        detail::concat("threads after 20 more groups: ", test::procEntries("/proc/self/task"),
+                       ", after the first: ", threads));
+    test::checkEq(descriptors, test::procEntries("/proc/self/fd"),
+                  "descriptors after 20 more groups");
   });
   EXPECT_EQ(test::exitCodes(outcomes), std::vector<int>(4, 0)) << test::report(outcomes);
 }

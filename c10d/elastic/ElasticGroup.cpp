@@ -256,14 +256,15 @@ bool ElasticGroup::hasEnded(Store& store, const Member& m) {
   return store.add(launcherExitsKey(m.id), 0) > m.incarnation;
 }
 
-std::string ElasticGroup::EndWatch::lostAmong(Store& store,
-                                              const std::vector<Member>& memberships) {
+std::string ElasticGroup::EndWatch::lostAmong(Store& store, const std::vector<Member>& memberships,
+                                              std::vector<int>* ended) {
   // The job's counter moves after a rank's own (recordLauncherEnd): unmoved, nobody ended.
   const int64_t ends = store.add(launcherEndsKey(), 0);
   if (ends == endsSeen_.load(std::memory_order_relaxed)) return "";
   std::string who;
   for (const Member& m : memberships) {
     if (hasEnded(store, m)) {
+      if (ended != nullptr) ended->push_back(m.id);
       who += detail::concat(who.empty() ? "" : ", ", "id ", m.id, " (incarnation ", m.incarnation,
                             ")");
     }
@@ -347,12 +348,13 @@ std::vector<ElasticGroup::Member> ElasticGroup::agreeOnMembers(uint64_t next) {
       if (id >= 0 && id < firstSize_) arrived[id] = true;
     }
     // Members that ended: one request while nobody in the job ends.
-    const bool someEnded = !ends.lostAmong(*store_, pending).empty();
+    std::vector<int> ended;
+    ends.lostAmong(*store_, pending, &ended);
     std::vector<Member> still;
     for (const Member& m : pending) {
       if (arrived[m.id]) {
         seen.push_back(m);
-      } else if (!someEnded || !isDead(m)) {
+      } else if (std::find(ended.begin(), ended.end(), m.id) == ended.end()) {
         still.push_back(m);
       }
     }

@@ -165,8 +165,9 @@ class ElasticGroup {
   class EndWatch {
    public:
     // "id 2 (incarnation 0), ... ended (...)" for those of memberships that ended; empty when
-    // none did.
-    std::string lostAmong(Store& store, const std::vector<Member>& memberships);
+    // none did. ended, when given, gets those members' ids.
+    std::string lostAmong(Store& store, const std::vector<Member>& memberships,
+                          std::vector<int>* ended = nullptr);
 
    private:
     std::atomic<int64_t> endsSeen_{-1};  // the job's ends counter when a look found nobody

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <source_location>
@@ -96,6 +97,12 @@ void storeBarrier(Store& store, const std::string& key, int size,
 }
 
 // ---- the runner ----
+
+size_t procEntries(const char* folder) {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(folder)) ++n;
+  return n;
+}
 
 uint16_t freeLoopbackPort() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);

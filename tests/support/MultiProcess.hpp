@@ -183,6 +183,10 @@ std::string expectThrows(Fn&& fn, const std::string& what,
 void storeBarrier(Store& store, const std::string& key, int size,
                   std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
+// Entries of a /proc/self folder: open descriptors ("/proc/self/fd") or threads
+// ("/proc/self/task"), for tests that check a process holds no more than before.
+size_t procEntries(const char* folder);
+
 // ---- the runner ----
 
 // A loopback port that was free a moment ago (bound to port 0, read back, closed).
