@@ -98,6 +98,10 @@ _agent = None  # the c10d_rpc*; kept after shutdown (freed by the next init_rpc)
 _self = None  # WorkerInfo
 _running = False
 _session = 0  # counts init_rpc calls: each session's keys in the store, and its RRefs
+# Cleared while init_rpc runs: the others may finish theirs first and call here, and a function
+# served then that calls out must wait for this side's handle rather than find none.
+_settled = threading.Event()
+_settled.set()
 _unsettled = []  # (Future, owner) of RRefs dropped before their remote() call answered
 
 
@@ -216,6 +220,8 @@ _FUNCTIONS = [(_CALL, _c_function(_serve_call)), (_REMOTE, _c_function(_serve_re
 # ---- the caller ----
 
 def _handle():
+    if not _running and not _settled.is_set():
+        _settled.wait()  # init_rpc ends within its init_timeout, failing or not
     if not _running:
         if _agent is None:
             raise StateError("c10d.rpc: RPC is not initialized; call init_rpc() first")
@@ -547,11 +553,15 @@ def init_rpc(name, rank=None, world_size=None, rpc_backend_options=None):
         store = _store(rank, world_size, rpc_options.init_timeout_ms)
         entries = (_capi.RpcFunctionEntry * len(_FUNCTIONS))(
             *[(wire, function, None) for wire, function in _FUNCTIONS])
-        handle = _capi.created(lib.c10d_rpc_init, store.handle, name.encode(), rank, world_size,
-                               entries, len(entries), rpc_options)
-        if _agent is not None:
-            lib.c10d_rpc_free(_agent)
-        _agent, _self, _running = handle, WorkerInfo(name, rank), True
+        _settled.clear()
+        try:
+            handle = _capi.created(lib.c10d_rpc_init, store.handle, name.encode(), rank,
+                                   world_size, entries, len(entries), rpc_options)
+            if _agent is not None:
+                lib.c10d_rpc_free(_agent)
+            _agent, _self, _running = handle, WorkerInfo(name, rank), True
+        finally:
+            _settled.set()
 
 
 def get_worker_info(worker_name=None):

@@ -176,6 +176,31 @@ def test_three_workers_env_store():
     world.run(run_three, 3, init=False)
 
 
+def run_late_init(rank, size):
+    # Rank 1's init_rpc returns late (its agent serves already): rank 0's relay reaches it first,
+    # and relay's own call must wait for rank 1's handle rather than fail "not initialized".
+    from c10d import _capi
+    created = _capi.created
+
+    def slow_created(*args):
+        handle = created(*args)
+        if rank == 1:
+            time.sleep(1.0)
+        return handle
+
+    _capi.created = slow_created
+    rpc.register("add", add)
+    rpc.init_rpc(f"w{rank}", rank=rank, world_size=size)
+    _capi.created = created
+    if rank == 0:
+        assert rpc.rpc_sync("w1", relay, ("w0", 41)) == 42
+    rpc.shutdown()
+
+
+def test_a_call_served_before_init_rpc_returns_may_call_out():
+    world.run(run_late_init, 2, init=False)
+
+
 def test_not_initialized():
     with pytest.raises(c10d.StateError, match="init_rpc"):
         rpc.rpc_sync("worker0", "add", (1, 2))
