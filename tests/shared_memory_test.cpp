@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <numeric>
 #include <thread>
@@ -22,8 +23,16 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// spin: never sleep (kSpinForever); else sleep after a few dozen spins.
 Waiting within(std::chrono::milliseconds timeout, bool spin = false, long peerPid = 0) {
-  return {std::chrono::steady_clock::now() + timeout, peerPid, spin};
+  return {std::chrono::steady_clock::now() + timeout, peerPid,
+          spin ? kSpinForever : std::chrono::nanoseconds{0}};
+}
+
+std::chrono::nanoseconds threadCpuTime() {
+  timespec now{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec);
 }
 
 std::vector<uint8_t> pattern(size_t bytes, uint8_t seed) {
@@ -141,6 +150,29 @@ TEST(SharedMemoryTest, AWaitEndsAtItsDeadlineWhenNothingComes) {
   ASSERT_EQ(channel.write(&header, sizeof(header), data.data(), data.size(), within(1s)),
             Wait::Ready);
   EXPECT_EQ(channel.write(&header, sizeof(header), data.data(), 1, within(50ms)), Wait::TimedOut);
+}
+
+TEST(SharedMemoryTest, ASpinWithABudgetGivesTheCoreBackAndStillWakesOnTheMessage) {
+  Segment segment = Segment::create(Channel::bytesFor(4096));
+  Channel::initialize(segment.data(), 4096);
+  Header sent{7, 0};
+  std::thread writer([&] {
+    std::this_thread::sleep_for(300ms);
+    Channel out(segment.data());
+    EXPECT_EQ(out.write(&sent, sizeof(sent), nullptr, 0, within(10s)), Wait::Ready);
+  });
+  Channel in(segment.data());
+  Waiting waiting = within(10s);
+  waiting.spinFor = 50us;
+  const auto cpuBefore = threadCpuTime();
+  Header got{};
+  ASSERT_EQ(in.readHeader(&got, sizeof(got), waiting), Wait::Ready);
+  const auto cpu = threadCpuTime() - cpuBefore;
+  writer.join();
+  EXPECT_EQ(got.index, 7u);
+  // Spinning the whole 300 ms would cost about that much of the core; a 50 us spin and then a
+  // sleep, with a look every 10 ms, a few ms.
+  EXPECT_LT(cpu, 100ms) << "the waiter held its core while nothing came";
 }
 
 TEST(SharedMemoryTest, ClosingEitherEndWakesASleepingWaiterAtTheOther) {

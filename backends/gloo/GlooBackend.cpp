@@ -19,6 +19,7 @@
 #include "backends/gloo/PointToPoint.hpp"
 #include "backends/gloo/SharedPointToPoint.hpp"
 #include "c10d/WorkPool.hpp"
+#include "c10d/core/Cores.hpp"
 #include "c10d/core/Logging.hpp"
 #include "c10d/core/ThreadName.hpp"
 #include "c10d/net/SharedMemory.hpp"
@@ -31,16 +32,42 @@ using GlooWorkPool = detail::WorkPool<GlooWork>;
 
 // Spinning on reads saves the wake-up of a sleeping thread (tens of microseconds on virtual
 // machines) but holds a core: only when the launcher tells us how many ranks share this host and
-// there is a core for each. C10D_GLOO_BUSY_POLL=0/1 overrides.
-bool busyPollWanted(const config::Settings& settings) {
-  if (std::optional<bool> forced = settings.flag("C10D_GLOO_BUSY_POLL")) return *forced;
-  for (const char* variable :
-       {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
-    if (auto ranksHere = config::launcherInteger(variable, 1, INT32_MAX)) {
-      return *ranksHere <= static_cast<int64_t>(std::thread::hardware_concurrency());
+// each has a core (counted from the affinity mask and cgroup quota, not the host's), and then for
+// C10D_SPIN_US before sleeping, so a rank whose peer is off its core gives the core back.
+// C10D_GLOO_BUSY_POLL=0/1 overrides (1: never sleep). Says what it chose once per process.
+std::chrono::nanoseconds spinBudget(const config::Settings& settings) {
+  const std::chrono::nanoseconds budget =
+      std::chrono::microseconds(settings.integer("C10D_SPIN_US"));
+  const detail::CoreCount& cores = detail::usableCores();
+  std::string why;
+  std::chrono::nanoseconds chosen{0};
+  if (std::optional<bool> forced = settings.flag("C10D_GLOO_BUSY_POLL")) {
+    chosen = *forced ? shm::kSpinForever : std::chrono::nanoseconds{0};
+    why = detail::concat("C10D_GLOO_BUSY_POLL=", *forced ? 1 : 0);
+  } else {
+    why = "no launcher said how many ranks share this host (LOCAL_WORLD_SIZE)";
+    for (const char* variable :
+         {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+      if (auto ranksHere = config::launcherInteger(variable, 1, INT32_MAX)) {
+        const bool room = *ranksHere <= static_cast<int64_t>(cores.usable);
+        chosen = room ? budget : std::chrono::nanoseconds{0};
+        why = detail::concat(variable, "=", *ranksHere, room ? " <= " : " > ", cores.usable,
+                             " usable cores (", cores.why, ")");
+        break;
+      }
     }
   }
-  return false;
+  static std::atomic<int64_t> said{-1};  // the last choice logged: a change is said again
+  const int64_t code = chosen == shm::kSpinForever ? INT64_MAX : chosen.count();
+  if (said.exchange(code, std::memory_order_relaxed) != code) {
+    C10D_LOG(Info, "waits ",
+             chosen == shm::kSpinForever ? std::string("spin and never sleep")
+             : chosen.count() > 0
+                 ? detail::concat("spin ", chosen.count() / 1000, " us, then sleep")
+                 : std::string("sleep without spinning"),
+             ": ", why);
+  }
+  return chosen;
 }
 
 }  // namespace
@@ -624,7 +651,8 @@ GlooBackend::GlooBackend(const BackendContext& context)
     runtime_->timeout = context.timeout;
     // C10D_GLOO_FAST_PATH: 0 never, all for every size, size by size (same on every rank).
     const std::string fastPath = context.settings.value("C10D_GLOO_FAST_PATH");
-    const bool spin = busyPollWanted(context.settings);
+    const std::chrono::nanoseconds spinFor = spinBudget(context.settings);
+    const bool spin = spinFor.count() > 0;
     PrefixStore peerStore("peers", context.store);
     const std::string hierarchy = context.settings.value("C10D_GLOO_HIERARCHICAL");
     const Runtime::GroupFacts facts =
@@ -635,7 +663,7 @@ GlooBackend::GlooBackend(const BackendContext& context)
                                     context.settings.value("C10D_HOST_ID"));
     if (context.size > 1 && fastPath != "0") {
       runtime_->fast =
-          std::make_unique<SyncMesh>(context.rank, context.size, context.timeout, spin);
+          std::make_unique<SyncMesh>(context.rank, context.size, context.timeout, spinFor);
       const bool shm = context.settings.flag("C10D_SHM").value_or(true);
       std::string chosen =
           runtime_->fast->connectSharedMemory(peerStore, runtime_->localPeerPids, shm);

@@ -20,7 +20,7 @@ using Message = SharedFrame::Message;
 
 // A waiter that sleeps in its reads (more ranks than cores), and the listener completing an op
 // nobody waits for, poll this long before they leave the channels to the listener and sleep; a
-// waiter with a core of its own polls until done.
+// waiter with a core of its own polls for the group's spin budget (SyncMesh::spinFor).
 constexpr std::chrono::microseconds kPollBeforeSleep{50};
 // How often a wait looks at the clock and at its peer's process (a read of /proc).
 constexpr std::chrono::milliseconds kLookInterval{10};
@@ -35,7 +35,7 @@ constexpr std::chrono::milliseconds kRetryQueued{1};
 constexpr std::chrono::milliseconds kHandOver{2};
 
 // Whole messages are in the channel when their head is: its payload never waits.
-const shm::Waiting kNoWait{Clock::time_point::max(), 0, true};
+const shm::Waiting kNoWait{Clock::time_point::max(), 0, shm::kSpinForever};
 
 int64_t nowNs() {
   return Clock::now().time_since_epoch().count();
@@ -74,7 +74,7 @@ SharedP2P::SharedP2P(GlooBackend::Runtime& runtime, SyncMesh& mesh)
     : runtime_(runtime),
       mesh_(mesh),
       doorbell_(mesh.p2pDoorbell()),
-      spin_(mesh.busyPoll()),
+      spinFor_(mesh.spinFor()),
       sends_(std::make_shared<detail::WorkPool<SharedSend>>()),
       recvs_(std::make_shared<detail::WorkPool<SharedRecv>>()) {
   links_.resize(runtime_.size);
@@ -481,8 +481,11 @@ SharedP2P::Progress SharedP2P::progressUntil(SharedWork& work, Clock::time_point
     return progress;
   };
   auto lastLook = Clock::now();
-  const bool spin = spin_ && !GlooBackend::Runtime::onProgressThread();
-  const auto pollUntil = spin ? Clock::time_point::max() : lastLook + kPollBeforeSleep;
+  const std::chrono::nanoseconds poll =
+      GlooBackend::Runtime::onProgressThread()
+          ? kPollBeforeSleep
+          : std::max<std::chrono::nanoseconds>(spinFor_, kPollBeforeSleep);
+  const auto pollUntil = poll == shm::kSpinForever ? Clock::time_point::max() : lastLook + poll;
   for (unsigned round = 1;; ++round) {
     if (done()) break;
     // Asleep, it still copies its own payload: nobody else does.

@@ -234,7 +234,7 @@ class SharedP2P {
   GlooBackend::Runtime& runtime_;
   const SyncMesh& mesh_;
   shm::Doorbell doorbell_;
-  const bool spin_;
+  const std::chrono::nanoseconds spinFor_;  // SyncMesh::spinFor: a waiter's poll before it sleeps
   std::vector<int> peers_;
   std::vector<Link> links_;  // by rank
 
@@ -249,10 +249,10 @@ class SharedP2P {
   std::atomic<int> outstanding_{0};  // ops posted and not yet determined (the holder writes it)
 
   // The token's holder's:
-  List posted_;                    // receives waiting for a head, in posting order
-  List unanswered_;                // sends waiting for their verdict
-  List pulls_;                     // receives whose payload is to be copied from the sender
-  List determined_;                // ops whose outcome is known, not yet released by the engine
+  List posted_;      // receives waiting for a head, in posting order
+  List unanswered_;  // sends waiting for their verdict
+  List pulls_;       // receives whose payload is to be copied from the sender
+  List determined_;  // ops whose outcome is known, not yet released by the engine
   // Slots made up front, each with room for an eager payload this large.
   static constexpr size_t kKeptAhead = 8;
   static constexpr size_t kKeptEagerBytes = 256;

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "backends/gloo/GlooSetup.hpp"
+#include "c10d/core/Cores.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Signals.hpp"
 #include "store/Store.hpp"
@@ -85,8 +86,9 @@ void SyncMesh::findSockets(const std::vector<std::string>& peerAddresses) {
   }
 }
 
-SyncMesh::SyncMesh(int rank, int size, std::chrono::milliseconds groupTimeout, bool busyPoll)
-    : groupTimeout_(groupTimeout), rank_(rank), size_(size), peers_(size_), busyPoll_(busyPoll) {
+SyncMesh::SyncMesh(int rank, int size, std::chrono::milliseconds groupTimeout,
+                   std::chrono::nanoseconds spinFor)
+    : groupTimeout_(groupTimeout), rank_(rank), size_(size), peers_(size_), spin_(spinFor) {
   timeout_ = groupTimeout_;  // set-up's messages: the group's
   std::vector<int> everyone(size_);
   for (int r = 0; r < size_; ++r) everyone[r] = r;
@@ -101,7 +103,9 @@ void SyncMesh::attachSockets(std::shared_ptr<gloo::rendezvous::Context> context,
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_ || peers_[peer].shared) continue;
     auto& pair = context_->getPair(peer);
-    pair->setSync(true, busyPoll_);
+    // Gloo's own busy poll never sleeps: only when told to spin forever. Otherwise its reads
+    // block, after awaitReadable's spin for the first byte.
+    pair->setSync(true, spin_.budget() == shm::kSpinForever);
     Peer& p = peers_[peer];
     p.sendStage.resize(kHeaderBytes + kStageBytes);
     p.recvStage.resize(kHeaderBytes + kStageBytes);
@@ -170,7 +174,7 @@ void SyncMesh::recv(int peer, void* data, size_t bytes) {
     return;
   }
   detail::SigpipeGuard::beforeSocketWrites();  // a reading pair may write (Gloo's notifications)
-  if (timeout_ != groupTimeout_) awaitReadable(peer);
+  if (timeout_ != groupTimeout_ || spin_.budget().count() > 0) awaitReadable(peer);
   p.recvBuffer->waitRecv();
   WireCall header;
   std::memcpy(&header, p.recvStage.data(), kHeaderBytes);
@@ -209,30 +213,40 @@ std::chrono::steady_clock::time_point SyncMesh::deadline() {
 }
 
 shm::Waiting SyncMesh::waiting(int peer) {
-  return {deadline(), peers_[peer].pid, busyPoll_, yieldWhenWaiting_};
+  return {deadline(), peers_[peer].pid, spin_.next(), &spin_, yieldWhenWaiting_};
 }
 
 void SyncMesh::awaitReadable(int peer) {
   const int fd = peers_[peer].fd;
   if (fd < 0) return;
+  using Clock = std::chrono::steady_clock;
   const auto until = deadline();
-  for (unsigned spins = 0;; ++spins) {
-    if (busyPoll_) {
+  const std::chrono::nanoseconds spinFor = spin_.next();
+  if (spinFor.count() > 0) {
+    const auto spinUntil = spinFor == shm::kSpinForever ? until : Clock::now() + spinFor;
+    for (unsigned spins = 1;; ++spins) {
       char byte;
       const ssize_t got = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
       // Data, a closed connection or an error: Gloo's read sees it and says what it is.
-      if (got != -1 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return;
-      if ((spins & 255) != 255 || std::chrono::steady_clock::now() < until) continue;
-    } else {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          until - std::chrono::steady_clock::now());
-      pollfd readable{fd, POLLIN, 0};
-      const int ready =
-          left.count() > 0 ? ::poll(&readable, 1, static_cast<int>(left.count()) + 1) : 0;
-      if (ready != 0 && !(ready < 0 && errno == EINTR)) return;
-      if (ready < 0 || std::chrono::steady_clock::now() < until) continue;
+      if (got != -1 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        spin_.spun(true);
+        return;
+      }
+      if (spins % 16 != 0) continue;  // a look is a system call: the clock every few
+      const auto now = Clock::now();
+      if (now >= until) lost(shm::Wait::TimedOut, peer, false);
+      if (now >= spinUntil) break;
     }
-    lost(shm::Wait::TimedOut, peer, false);
+    spin_.spun(false);
+  }
+  if (timeout_ == groupTimeout_) return;  // Gloo's blocking read waits as long as the group does
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+    pollfd readable{fd, POLLIN, 0};
+    const int ready =
+        left.count() > 0 ? ::poll(&readable, 1, static_cast<int>(left.count()) + 1) : 0;
+    if (ready != 0 && !(ready < 0 && errno == EINTR)) return;
+    if (ready == 0 && Clock::now() >= until) lost(shm::Wait::TimedOut, peer, false);
   }
 }
 
@@ -265,7 +279,7 @@ std::string SyncMesh::connectSharedMemory(Store& store,
   std::sort(local.begin(), local.end());
   if (local.empty()) return "no other rank of the group on this host: TCP only";
   yieldWhenWaiting_ =
-      !busyPoll_ && local.size() + 1 > static_cast<size_t>(std::thread::hardware_concurrency());
+      spin_.budget().count() == 0 && local.size() + 1 > detail::usableCores().usable;
   const auto timeout = groupTimeout_;
   auto key = [](const char* what, int r) { return detail::concat("shm/", what, "/", r); };
   // 1. Our segment holds the channel from each local peer, in the order of `local`:

@@ -46,11 +46,12 @@ class SyncMesh {
   static constexpr size_t kP2PChannelBytes = 256 * 1024;
 
   // The mesh of rank among size ranks, whose messages wait at most groupTimeout (unless a call
-  // says otherwise); busyPoll spins on reads instead of sleeping (only sensible with a core per
-  // rank). It has no channel yet: connectSharedMemory moves the pairs of this host's ranks onto
-  // shared memory, and the pairs left (if any) take the sockets of a context given to
-  // attachSockets.
-  SyncMesh(int rank, int size, std::chrono::milliseconds groupTimeout, bool busyPoll);
+  // says otherwise); a read spins up to spinFor before it sleeps, while spinning pays
+  // (shm::SpinGovernor; only sensible with a core per rank). It has no channel yet:
+  // connectSharedMemory moves the pairs of this host's ranks onto shared memory, and the pairs left
+  // (if any) take the sockets of a context given to attachSockets.
+  SyncMesh(int rank, int size, std::chrono::milliseconds groupTimeout,
+           std::chrono::nanoseconds spinFor);
   // Collective, after connectSharedMemory: the pairs left on TCP take context's (connected, its
   // timeout the group's), switched to sync mode, each with its staging (1 MiB); each socket's
   // send buffer is sized with one large message each way (see kStageBytes). peerAddresses: by
@@ -128,7 +129,7 @@ class SyncMesh {
     deadlineSet_ = false;
   }
 
-  bool busyPoll() const { return busyPoll_; }
+  std::chrono::nanoseconds spinFor() const { return spin_.budget(); }
   int rank() const { return rank_; }
   int size() const { return size_; }
   // The context whose pairs carry the TCP ones; null when every pair is on shared memory.
@@ -214,9 +215,9 @@ class SyncMesh {
   shm::Waiting waiting(int peer);
   // The call's deadline, read from the clock at its first wait.
   std::chrono::steady_clock::time_point deadline();
-  // Before Gloo reads from peer's socket under a call whose timeout is not the group's: waits for
-  // the message's first byte until the call's deadline (Gloo's own read would give up at the
-  // group's), throwing Gloo's read timeout when it passes.
+  // Before Gloo reads from peer's socket: spins for the message's first byte (SpinGovernor), then,
+  // under a call whose timeout is not the group's, waits for it until the call's deadline (Gloo's
+  // own read would give up at the group's), throwing Gloo's read timeout when it passes.
   void awaitReadable(int peer);
   // Finds each TCP pair's socket (Gloo keeps them to itself), for the calls whose timeout is
   // not the group's: a pair's connection has, at one end, the address its listening side
@@ -234,7 +235,7 @@ class SyncMesh {
   int rank_;
   int size_;
   std::vector<Peer> peers_;
-  bool busyPoll_;
+  shm::SpinGovernor spin_;         // the ops' waits, one at a time
   bool yieldWhenWaiting_ = false;  // shm::Waiting::yield: this host's ranks outnumber its cores
   bool allShared_ = false;
   bool pullsEverywhere_ = false;

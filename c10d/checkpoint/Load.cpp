@@ -22,6 +22,7 @@
 #include "c10d/checkpoint/Files.hpp"
 #include "c10d/checkpoint/Geometry.hpp"
 #include "c10d/checkpoint/Metadata.hpp"
+#include "c10d/core/Cores.hpp"
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Logging.hpp"
@@ -293,7 +294,7 @@ void readPass(const Reads& reads, const Metadata& m, const std::string& dir, con
     }
   }
   const unsigned threads = static_cast<unsigned>(std::min<size_t>(
-      {tasks.size(), kMaxReadThreads, std::max(1u, std::thread::hardware_concurrency())}));
+      {tasks.size(), kMaxReadThreads, c10d::detail::usableCores().usable}));
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::vector<std::exception_ptr> errors(tasks.size());

@@ -146,52 +146,99 @@ void futexWake(std::atomic<uint32_t>& word) {
   detail::futexWake(word, detail::FutexScope::Shared);
 }
 
-// Spinning first catches a peer that answers within microseconds without a system call; a
-// sleeper spins briefly (it shares its core), a spinner until the next look at the clock.
+// Spinning first catches a peer that answers within microseconds without a system call; the
+// clock is read between batches of spins (a pause takes 10-150 cycles by CPU: 256 of them a few
+// microseconds at most, within a budget's precision; a spin without end reads it less often).
 constexpr int kSpinsBeforeSleep = 64;
-constexpr int kSpinsBetweenChecks = 2048;
+constexpr int kSpinsBetweenChecks = 256;
+constexpr int kSpinsBetweenChecksForever = 2048;
 // Sleeps end this often to look at the deadline and the peer's process, and a peer's process
 // is looked at (a read of /proc) no more often than this.
 constexpr std::chrono::milliseconds kCheckInterval{10};
 // With more ranks than cores, a waiter yields its core between looks this long before it sleeps:
 // the peer it waits for is often runnable on that core, and a futex wake-up costs tens of us.
-// 4 ranks on 2 vCPUs, p50 over two alternating runs, 50 us against 1 ms: allgather 1 KiB 99-104
-// against 70-79 us, 4 MiB 889-936 against 583-599; allreduce within the noise.
 constexpr std::chrono::milliseconds kYieldBeforeSleep{1};
+// But yields that return this late, twice within a short while, gave the core to a process of
+// someone else's, which runs its whole time slice while our ranks take turns behind it, where a
+// sleeper that is woken preempts it. Then every wait of this process sleeps at once for a while
+// before yielding is tried again. (One late yield alone is often a peer rank's own long step.)
+constexpr std::chrono::microseconds kSlowYield{500};
+constexpr std::chrono::milliseconds kSlowYieldsWithin{20};
+constexpr std::chrono::milliseconds kSleepAfterSlowYields{100};
+std::atomic<int64_t> yieldAgainAtNs{0};  // steady_clock; process-wide
+std::atomic<int64_t> lastSlowYieldNs{0};
 
-// Waits until ready() holds, sleeping on signal (bumped by the other end when ready() may have
-// changed) with sleeps set meanwhile so that end knows to wake it.
+bool mayYield(std::chrono::steady_clock::time_point now) {
+  return now.time_since_epoch().count() >= yieldAgainAtNs.load(std::memory_order_relaxed);
+}
+
+void yieldCore(std::chrono::steady_clock::time_point now) {
+  sched_yield();
+  const auto after = std::chrono::steady_clock::now();
+  if (after - now <= kSlowYield) return;
+  const int64_t afterNs = after.time_since_epoch().count();
+  const int64_t previous = lastSlowYieldNs.exchange(afterNs, std::memory_order_relaxed);
+  if (afterNs - previous <= std::chrono::nanoseconds(kSlowYieldsWithin).count()) {
+    yieldAgainAtNs.store((after + kSleepAfterSlowYields).time_since_epoch().count(),
+                         std::memory_order_relaxed);
+  }
+}
+
+// Waits until ready() holds: spins for waiting.spinFor, yields for a while where ranks outnumber
+// cores, then sleeps on signal (bumped by the other end when ready() may have changed) with
+// sleeps set meanwhile so that end knows to wake it.
 template <typename Ready, typename PeerEnded>
 Wait waitUntil(Ready&& ready, std::atomic<uint32_t>& signal, std::atomic<uint32_t>& sleeps,
                const std::atomic<uint32_t>& closed, const Waiting& waiting, PeerEnded&& peerEnded) {
   if (ready()) return Wait::Ready;
-  const auto yieldUntil = waiting.yield ? std::chrono::steady_clock::now() + kYieldBeforeSleep
-                                        : std::chrono::steady_clock::time_point::min();
-  for (;;) {
-    const int spins = waiting.spin ? kSpinsBetweenChecks : kSpinsBeforeSleep;
+  using Clock = std::chrono::steady_clock;
+  const bool forever = waiting.spinFor == kSpinForever;
+  Clock::time_point spinUntil = Clock::time_point::max(), yieldUntil = Clock::time_point::min();
+  bool phasesSet = forever;  // the clock is read only once a first batch of spins found nothing
+  bool reported = false;
+  // A wait that spun tells its governor whether the spin caught the answer.
+  auto report = [&](bool hit) {
+    if (waiting.governor != nullptr && waiting.spinFor.count() > 0) waiting.governor->spun(hit);
+  };
+  for (bool spinning = waiting.spinFor.count() > 0;;) {
+    const int spins = !spinning ? kSpinsBeforeSleep
+                      : forever ? kSpinsBetweenChecksForever
+                                : kSpinsBetweenChecks;
     for (int i = 0; i < spins; ++i) {
-      if (ready()) return Wait::Ready;
+      if (ready()) {
+        if (!reported) report(spinning);
+        return Wait::Ready;
+      }
       cpuRelax();
     }
     if (closed.load(std::memory_order_acquire) != 0) return Wait::Closed;
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = Clock::now();
+    if (!phasesSet) {
+      phasesSet = true;
+      spinUntil = now + waiting.spinFor;
+      yieldUntil = waiting.yield ? spinUntil + kYieldBeforeSleep : spinUntil;
+    }
     if (now >= waiting.deadline) return Wait::TimedOut;
     if (peerEnded(now)) return Wait::PeerEnded;
-    if (!waiting.spin && now < yieldUntil) {
-      sched_yield();
+    spinning = now < spinUntil;
+    if (spinning) continue;
+    if (!reported) {
+      reported = true;
+      report(false);
+    }
+    if (now < yieldUntil && mayYield(now)) {
+      yieldCore(now);
       continue;
     }
-    if (!waiting.spin) {
-      const uint32_t seen = signal.load(std::memory_order_seq_cst);
-      sleeps.store(1, std::memory_order_seq_cst);
-      // The other end publishes, then reads `sleeps`: either it sees 1 and wakes us, or we see
-      // what it published here (or signal differs from seen, and the futex returns at once).
-      if (!ready() && closed.load(std::memory_order_acquire) == 0) {
-        futexWait(signal, seen,
-                  std::min<std::chrono::nanoseconds>(kCheckInterval, waiting.deadline - now));
-      }
-      sleeps.store(0, std::memory_order_relaxed);
+    const uint32_t seen = signal.load(std::memory_order_seq_cst);
+    sleeps.store(1, std::memory_order_seq_cst);
+    // The other end publishes, then reads `sleeps`: either it sees 1 and wakes us, or we see
+    // what it published here (or signal differs from seen, and the futex returns at once).
+    if (!ready() && closed.load(std::memory_order_acquire) == 0) {
+      futexWait(signal, seen,
+                std::min<std::chrono::nanoseconds>(kCheckInterval, waiting.deadline - now));
     }
+    sleeps.store(0, std::memory_order_relaxed);
   }
 }
 

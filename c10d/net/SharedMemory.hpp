@@ -17,6 +17,8 @@
 #include <string>
 #include <thread>
 
+#include "c10d/net/Spin.hpp"
+
 namespace c10d::inline v0::shm {
 
 // Equal in two processes when they are on one host for our purposes: the same kernel (boot id
@@ -66,10 +68,13 @@ enum class Wait { Ready, Closed, PeerEnded, TimedOut };
 
 struct Waiting {
   std::chrono::steady_clock::time_point deadline;
-  long peerPid = 0;   // the process at the other end: a wait ends when it has ended
-  bool spin = false;  // never sleep (a core per rank); else sleep on a futex after a short spin
-  // Without spin: more ranks than cores on this host, so the short spin yields the core between
-  // looks for a while before it sleeps, and the peer being waited for can run.
+  long peerPid = 0;  // the process at the other end: a wait ends when it has ended
+  // How long the wait spins before it sleeps on a futex: kSpinForever never sleeps, zero spins a
+  // few dozen times only. A governor, when given, is told whether the spin caught the answer.
+  std::chrono::nanoseconds spinFor{0};
+  SpinGovernor* governor = nullptr;
+  // More ranks than cores on this host: after the spin, the wait yields the core between looks
+  // for a while before it sleeps, and the peer being waited for can run.
   bool yield = false;
 };
 

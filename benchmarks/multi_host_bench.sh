@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Collectives across hosts made of network namespaces: HOSTS namespaces (one rank each) reach a
+# bridge in another namespace (the switch) through veth pairs, every link shaped to RATE each way
+# with tc tbf (netem is not in every kernel). Runs c10d-comm-bench with --raw (ours and raw Gloo)
+# and, when built (cmake --build BUILD --target torch-gloo-bench), PyTorch's C++
+# ProcessGroupGloo, one after the other, ROUNDS times alternating; prints each round's table of
+# rank 0's p50 and, from it, the bus bandwidth (nccl-tests' factors) as a fraction of the link.
+# One op per run (--op allreduce, allgather, reduce_scatter or broadcast).
+#
+# Usage: multi_host_bench.sh BUILD_DIR [HOSTS] [RATE] [ROUNDS] [-- comm-bench options]
+#   e.g. multi_host_bench.sh build 4 1gbit 3 -- --op allreduce -b 4 -e 16M -n 20
+#   RATE "none" leaves the links unshaped. Environment (C10D_*) passes through to the ranks.
+# Needs root and iproute2; the hosts share this machine's cores (say so beside any figure).
+set -uo pipefail
+build=$(cd "$1" && pwd)
+hosts_wanted=${2:-4}
+rate=${3:-1gbit}
+rounds=${4:-1}
+shift $(($# < 4 ? $# : 4))
+[ "${1:-}" = "--" ] && shift
+bench_args=("$@")
+[ ${#bench_args[@]} -eq 0 ] && bench_args=(--op allreduce -b 4 -e 16M -n 20)
+
+tag=b$$
+switch=${tag}sw
+subnet=10.214.0
+port=29617
+hosts=()
+for ((i = 0; i < hosts_wanted; i++)); do hosts+=("${tag}h$i"); done
+
+cleanup() {
+  for ns in "${hosts[@]}" "$switch"; do
+    pids=$(ip netns pids "$ns" 2>/dev/null)
+    [ -n "$pids" ] && kill -9 $pids 2>/dev/null
+    ip netns del "$ns" 2>/dev/null
+  done
+}
+trap cleanup EXIT
+
+shape() {  # namespace device
+  [ "$rate" = none ] && return
+  ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$rate" burst 256kb latency 50ms ||
+    { echo "tc tbf failed on $1/$2" >&2; exit 1; }
+}
+
+ip netns add "$switch" || { echo "ip netns add failed (needs root and iproute2)" >&2; exit 1; }
+ip -n "$switch" link add br0 type bridge && ip -n "$switch" link set br0 up
+for i in "${!hosts[@]}"; do
+  ns=${hosts[$i]}
+  ip netns add "$ns"
+  ip link add "${tag}a$i" type veth peer name "${tag}b$i"
+  ip link set "${tag}a$i" netns "$ns"
+  ip link set "${tag}b$i" netns "$switch"
+  ip -n "$ns" link set "${tag}a$i" name eth0
+  ip -n "$ns" addr add "$subnet.$((i + 1))/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+  ip -n "$switch" link set "${tag}b$i" master br0
+  ip -n "$switch" link set "${tag}b$i" up
+  shape "$ns" eth0                 # the host's sending side
+  shape "$switch" "${tag}b$i"      # the switch port's, toward the host
+done
+echo "# ${#hosts[@]} hosts at $subnet.1-${#hosts[@]}, links $rate each way, on $(nproc) cores"
+
+# Runs PROGRAM ARGS with one rank per host; prints rank 0's output.
+run_job() {
+  local pids=() out
+  out=$(mktemp)
+  export TORCH_GLOO_BENCH_PORT=$((port + 1))
+  for i in "${!hosts[@]}"; do
+    if [ "$i" = 0 ]; then
+      GLOO_SOCKET_IFNAME=eth0 ip netns exec "${hosts[$i]}" "$build/tools/c10drun" \
+        --nnodes "${#hosts[@]}" --node-rank "$i" --nproc-per-node 1 --master-addr "$subnet.1" \
+        --master-port "$port" "$@" >"$out" 2>&1 &
+    else
+      GLOO_SOCKET_IFNAME=eth0 ip netns exec "${hosts[$i]}" "$build/tools/c10drun" \
+        --nnodes "${#hosts[@]}" --node-rank "$i" --nproc-per-node 1 --master-addr "$subnet.1" \
+        --master-port "$port" "$@" >/dev/null 2>&1 &
+    fi
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid"; done
+  port=$((port + 2))
+  [ -n "${MULTI_HOST_BENCH_RAW:-}" ] && cat "$out" >&2
+  grep -v "^\[c10d\|c10drun" "$out"
+  rm -f "$out"
+}
+
+# The link in Gbit/s, for busbw as a fraction of it.
+case $rate in
+  *gbit) gbit=${rate%gbit} ;;
+  *mbit) gbit=$(awk "BEGIN {print ${rate%mbit} / 1000}") ;;
+  *) gbit=0 ;;
+esac
+
+# The op (for the bus bandwidth's factor): comm-bench's --op, allreduce by default.
+op=allreduce
+for ((i = 0; i + 1 < ${#bench_args[@]}; i++)); do
+  [ "${bench_args[$i]}" = --op ] && op=${bench_args[$((i + 1))]}
+done
+
+# Rank 0's rows as "bytes p50 busbw path".
+rows_of_comm_bench() { sed 's/^\[rank 0\] *//' | awk '$1 ~ /^[0-9]+$/ && NF >= 14 {print $1, $10, $8, $NF}'; }
+rows_of_torch() { sed 's/^\[rank 0\] *//' | awk '$1 ~ /^[0-9]+$/ && NF == 3 {print $1, $2, $3, "torch"}'; }
+
+for ((round = 1; round <= rounds; round++)); do
+  rows=$(mktemp)
+  run_job "$build/benchmarks/c10d-comm-bench" --raw --no-check "${bench_args[@]}" |
+    rows_of_comm_bench >"$rows"
+  if [ -x "$build/benchmarks/torch-gloo-bench" ]; then
+    run_job "$build/benchmarks/torch-gloo-bench" "${bench_args[@]}" | rows_of_torch >>"$rows"
+  fi
+  echo "## round $round (${bench_args[*]}): p50 us [busbw as a fraction of the link]"
+  awk -v gbit="$gbit" -v ranks="${#hosts[@]}" -v op="$op" '
+    { p50[$1, $4] = $2; bw[$1, $4] = $3; if (!($1 in seen)) { seen[$1] = 1; sizes[++n] = $1 } }
+    END {
+      printf "| bytes | c10d | raw Gloo | torch Gloo |\n|---|---|---|---|\n"
+      for (i = 1; i <= n; i++) {
+        b = sizes[i]; line = "| " b
+        split("c10d raw torch", paths, " ")
+        for (j = 1; j <= 3; j++) {
+          k = b SUBSEP paths[j]
+          if (k in p50) {
+            cell = p50[k]
+            # nccl-tests bus bandwidth from the p50: what each link carries per second
+            f = op == "allreduce" ? 2 * (ranks - 1) / ranks : op == "broadcast" ? 1 : (ranks - 1) / ranks
+            if (gbit > 0) cell = sprintf("%s [%.2f]", cell, f * b * 8 / (p50[k] * 1000) / gbit)
+          } else cell = "-"
+          line = line " | " cell
+        }
+        print line " |"
+      }
+    }' "$rows"
+  rm -f "$rows"
+done

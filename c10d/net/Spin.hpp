@@ -1,0 +1,50 @@
+#pragma once
+
+// Whether a waiting rank spins, and for how long: spinning catches an answer that comes within
+// microseconds without a wake-up (tens of microseconds on virtual machines), but it holds a core
+// the peer may need. A SpinGovernor spins only while spinning pays: a wait whose spin ran out
+// before the answer came counts as a miss, and after kMissesToRest misses in a row the next
+// kRestingWaits waits sleep at once before spinning is tried again. Four ranks on two cores,
+// each its own "host" (so each believes it has a core): waits that always spun 10 us took 450-800
+// us per 4 B allreduce, waits that slept at once 105-200 us (benchmarks/multi_host_bench.sh).
+//
+// Not thread-safe: one per sequence of waits that run one at a time (a SyncMesh's ops).
+
+#include <chrono>
+
+namespace c10d::inline v0::shm {
+
+// A budget that never runs out: the user said each rank has a core of its own.
+inline constexpr std::chrono::nanoseconds kSpinForever = std::chrono::nanoseconds::max();
+
+class SpinGovernor {
+ public:
+  static constexpr int kMissesToRest = 2;
+  static constexpr int kRestingWaits = 1024;
+
+  explicit SpinGovernor(std::chrono::nanoseconds budget = {}) : budget_(budget) {}
+
+  // The spin for the next wait: the budget, or zero while resting.
+  std::chrono::nanoseconds next() {
+    if (resting_ == 0) return budget_;
+    --resting_;
+    return {};
+  }
+  // How a wait that spun ended: answered while spinning (hit) or after its spin ran out.
+  void spun(bool hit) {
+    if (hit || budget_ == kSpinForever) {
+      misses_ = 0;
+    } else if (++misses_ == kMissesToRest) {
+      misses_ = 0;
+      resting_ = kRestingWaits;
+    }
+  }
+  std::chrono::nanoseconds budget() const { return budget_; }
+
+ private:
+  std::chrono::nanoseconds budget_;
+  int misses_ = 0;
+  int resting_ = 0;
+};
+
+}  // namespace c10d::inline v0::shm
