@@ -83,7 +83,9 @@ int main(int argc, char** argv) try {
                 TORCH_VERSION, op.c_str(), size, iters, "bytes", "p50_us", "busbw_GBs");
   }
   for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= factor) {
-    const int64_t count = std::max<int64_t>(1, static_cast<int64_t>(bytes / 4));
+    // As nccl-tests and c10d-comm-bench count: allgather's size is its whole output.
+    const size_t perRank = op == "allgather" ? bytes / size : bytes;
+    const int64_t count = std::max<int64_t>(1, static_cast<int64_t>(perRank / 4));
     std::vector<at::Tensor> tensors{torch::ones({count}, torch::kFloat32)};
     std::vector<std::vector<at::Tensor>> gathered(1);
     for (int r = 0; r < size; ++r) gathered[0].push_back(torch::empty({count}, torch::kFloat32));
@@ -105,7 +107,7 @@ int main(int argc, char** argv) try {
     const double p50 = micros[micros.size() / 2];
     // nccl-tests' bus bandwidth: what each link carries.
     const double links = op == "allreduce"   ? 2.0 * (size - 1) / size
-                         : op == "allgather" ? static_cast<double>(size - 1)
+                         : op == "allgather" ? static_cast<double>(size - 1) / size
                                              : 1.0;
     if (rank == 0) std::printf("%12zu %12.1f %10.3f\n", bytes, p50, links * bytes / p50 / 1e3);
   }

@@ -87,6 +87,7 @@ function(c10d_link_backends target)
       backends/gloo/Alltoall.cpp
       backends/gloo/Barrier.cpp
       backends/gloo/Broadcast.cpp
+      backends/gloo/CostModel.cpp
       backends/gloo/Gather.cpp
       backends/gloo/GlooBackend.cpp
       backends/gloo/PointToPoint.cpp

@@ -48,7 +48,8 @@ struct Header {
 
 // Sizes around a payload's room beside its 16-byte header (48), the slot, the publish step and
 // the capacity (a ring of 4 KiB wraps often).
-const size_t kSizes[] = {0, 1, 16, 48, 49, 63, 64, 65, 1000, 4032, 4096, 4097, 70000, 300000, 4, 48};
+const size_t kSizes[] = {0,    1,    16,   48,   49,    63,     64, 65,
+                         1000, 4032, 4096, 4097, 70000, 300000, 4,  48};
 
 void writeAll(Channel channel, bool spin) {
   uint64_t index = 0;
@@ -414,6 +415,23 @@ TEST(SharedMemoryGroupTest, ARankWithSharedMemoryOffKeepsTcpAtBothEndsAndOpsStay
 // receive. Every round's payload is checked.
 // A send nobody receives is kept for its verdict, and holds its group's runtime: shutting the
 // group down must let go of it, or the group's segments (and sockets) outlive it.
+// Ranks that disagree on the allreduce algorithm would wait for messages their peers never send:
+// the group refuses to form on every rank, naming the variable and both values.
+TEST(SharedMemoryGroupTest, RanksThatDisagreeOnTheAllreduceAlgorithmFailAtConstruction) {
+  auto outcomes = test::runRanks({.worldSize = 2}, [](test::RankEnv& env) {
+    ProcessGroupOptions options;
+    options.backend = "gloo";
+    options.config = {{"C10D_ALLREDUCE_ALGO", env.rank == 0 ? "ring" : "auto"}};
+    test::expectThrows<InvalidArgument>(
+        [&] {
+          env.pg.newGroup({0, 1}, options);
+        },
+        "a group whose ranks force different algorithms",
+        {"C10D_ALLREDUCE_ALGO", "'ring'", "'auto'"});
+  });
+  EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0})) << test::report(outcomes);
+}
+
 TEST(SharedMemoryGroupTest, AGroupWithAnUnansweredSendIsFreedAtShutdown) {
   auto outcomes = test::runRanks({.worldSize = 2}, [](test::RankEnv& env) {
     const int before = mappedSegments();

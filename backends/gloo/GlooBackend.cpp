@@ -13,6 +13,7 @@
 
 #include "backends/common/OpQueue.hpp"
 #include "backends/gloo/Collectives.hpp"
+#include "backends/gloo/CostModel.hpp"
 #include "backends/gloo/GlooFailure.hpp"
 #include "backends/gloo/GlooRuntime.hpp"
 #include "backends/gloo/GlooSetup.hpp"
@@ -70,6 +71,35 @@ std::chrono::nanoseconds spinBudget(const config::Settings& settings) {
   return chosen;
 }
 
+// The link the cost model prices TCP messages with, the same on every rank: what rank 0 measured
+// as its sockets connected (its first TCP pair's exchange runs alone on its link;
+// SyncMesh::attachSockets), or rank 0's C10D_NET_LATENCY_US and C10D_NET_MBITS where set, shared
+// through the store.
+cost::LinkCost agreedLink(Store& store, const SyncMesh& mesh, const BackendContext& context) {
+  cost::LinkCost link;
+  if (context.rank != 0) {
+    std::istringstream words(toString(store.multiGet({"link"}, context.timeout)[0]));
+    words >> link.latencyUs >> link.usPerByte;
+    return link;
+  }
+  link = mesh.measuredLink();
+  std::string from = "measured by rank 0";
+  if (!context.settings.value("C10D_NET_LATENCY_US").empty()) {
+    link.latencyUs = static_cast<double>(context.settings.integer("C10D_NET_LATENCY_US"));
+    from = "C10D_NET_LATENCY_US";
+  }
+  if (!context.settings.value("C10D_NET_MBITS").empty()) {
+    link.usPerByte = 8.0 / static_cast<double>(context.settings.integer("C10D_NET_MBITS"));
+    from += from.rfind("C10D", 0) == 0 ? ", C10D_NET_MBITS" : "; C10D_NET_MBITS";
+  }
+  store.setString("link", detail::concat(link.latencyUs, " ", link.usPerByte));
+  C10D_LOG(Info, "gloo backend of group '", context.groupName, "': across hosts ", link.latencyUs,
+           " us a message and ", link.usPerByte > 0 ? 8.0 / link.usPerByte : 0.0, " Mbit/s (", from,
+           "); allreduce of ", context.size, " ranks over TCP: ",
+           cost::allreduceChoices(context.size, link, SyncMesh::kMaxMessageBytes));
+  return link;
+}
+
 }  // namespace
 
 // Built into libc10d: registered as the library loads, so the core names no concrete backend.
@@ -113,7 +143,7 @@ std::string endedPeers(const std::vector<std::pair<int, long>>& localPeerPids,
 
 GlooBackend::Runtime::GroupFacts GlooBackend::Runtime::exchangePeerFacts(
     Store& store, std::chrono::milliseconds timeout, bool spin, SyncMesh::Hierarchy wanted,
-    std::string counted) {
+    std::string counted, const std::string& allreduceAlgorithm) {
   const std::string host = shm::hostIdentity();
   // The host this rank counts as (C10D_HOST_ID): it groups ranks, while pids are compared only
   // between ranks really on one host.
@@ -123,9 +153,10 @@ GlooBackend::Runtime::GroupFacts GlooBackend::Runtime::exchangePeerFacts(
   }
   GroupFacts facts{!spin, std::vector<int>(size, 0), wanted};
   if (size == 1) return facts;
-  // "<host> <counted host> <pid> <spin> <hierarchy>": a few words, whatever the group's size.
+  // "<host> <counted host> <pid> <spin> <hierarchy> <allreduce algorithm>": a few words,
+  // whatever the group's size.
   const std::string mine = detail::concat(host, " ", counted, " ", ::getpid(), " ", spin ? 1 : 0,
-                                          " ", static_cast<int>(wanted));
+                                          " ", static_cast<int>(wanted), " ", allreduceAlgorithm);
   store.setString("facts/" + std::to_string(rank), mine);
   std::vector<std::string> keys;
   std::vector<int> peers;
@@ -143,7 +174,12 @@ GlooBackend::Runtime::GroupFacts GlooBackend::Runtime::exchangePeerFacts(
     long pid = 0;
     int peerSpins = 0;
     int peerHierarchy = 0;
-    words >> peerHost >> peerCounted >> pid >> peerSpins >> peerHierarchy;
+    std::string peerAlgorithm;
+    words >> peerHost >> peerCounted >> pid >> peerSpins >> peerHierarchy >> peerAlgorithm;
+    C10D_CHECK(peerAlgorithm == allreduceAlgorithm, InvalidArgument, "C10D_ALLREDUCE_ALGO is '",
+               allreduceAlgorithm, "' on rank ", rank, " but '", peerAlgorithm, "' on rank ",
+               peers[i],
+               ": every rank must run the same allreduce algorithm; set it alike on all ranks");
     facts.anySleeps = facts.anySleeps || peerSpins == 0;
     facts.hierarchy =
         SyncMesh::agreedHierarchy(facts.hierarchy, static_cast<SyncMesh::Hierarchy>(peerHierarchy));
@@ -655,12 +691,12 @@ GlooBackend::GlooBackend(const BackendContext& context)
     const bool spin = spinFor.count() > 0;
     PrefixStore peerStore("peers", context.store);
     const std::string hierarchy = context.settings.value("C10D_GLOO_HIERARCHICAL");
-    const Runtime::GroupFacts facts =
-        runtime_->exchangePeerFacts(peerStore, context.timeout, spin,
-                                    hierarchy == "0"   ? SyncMesh::Hierarchy::Off
-                                    : hierarchy == "1" ? SyncMesh::Hierarchy::On
-                                                       : SyncMesh::Hierarchy::Auto,
-                                    context.settings.value("C10D_HOST_ID"));
+    const Runtime::GroupFacts facts = runtime_->exchangePeerFacts(
+        peerStore, context.timeout, spin,
+        hierarchy == "0"   ? SyncMesh::Hierarchy::Off
+        : hierarchy == "1" ? SyncMesh::Hierarchy::On
+                           : SyncMesh::Hierarchy::Auto,
+        context.settings.value("C10D_HOST_ID"), context.settings.value("C10D_ALLREDUCE_ALGO"));
     if (context.size > 1 && fastPath != "0") {
       runtime_->fast =
           std::make_unique<SyncMesh>(context.rank, context.size, context.timeout, spinFor);
@@ -683,7 +719,10 @@ GlooBackend::GlooBackend(const BackendContext& context)
           runtime_->notePeerAddresses(*sockets, peer);
         }
         runtime_->fast->attachSockets(sockets, addresses);
+        runtime_->fast->setLink(agreedLink(peerStore, *runtime_->fast, context));
       }
+      runtime_->fast->forceAllreduce(
+          cost::algorithmNamed(context.settings.value("C10D_ALLREDUCE_ALGO")));
       if (std::string layout = runtime_->fast->setHosts(facts.hostOfRank, facts.hierarchy);
           !layout.empty()) {
         C10D_LOG(Info, "gloo backend of group '", context.groupName, "' rank ", context.rank, ": ",

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "backends/gloo/CostModel.hpp"
 #include "backends/gloo/GlooSetup.hpp"
 #include "c10d/core/Cores.hpp"
 #include "c10d/core/Exception.hpp"
@@ -117,12 +118,41 @@ void SyncMesh::attachSockets(std::shared_ptr<gloo::rendezvous::Context> context,
   findSockets(peerAddresses);
   // Size every socket's send buffer now (see kStageBytes). The lower rank of a pair sends first,
   // so no two blocking writes ever wait on each other.
+  // Before it, empty messages each way: the lower rank of its first TCP pair times them and the
+  // large message to measure the link (measuredLink; every rank's first pair is with the lowest
+  // rank it has on TCP, so rank 0's first exchange runs alone on its link). The first empty
+  // exchange waits for the peer to get here and is not timed.
+  using Clock = std::chrono::steady_clock;
+  constexpr int kEchoes = 3;
+  bool measured = false;
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_ || peers_[peer].shared) continue;
     if (rank_ < peer) {
+      send(peer, nullptr, 0);
+      recv(peer, nullptr, 0);
+      double roundTrip = 1e300;
+      for (int i = 0; i < kEchoes; ++i) {
+        const auto start = Clock::now();
+        send(peer, nullptr, 0);
+        recv(peer, nullptr, 0);
+        roundTrip = std::min(
+            roundTrip, std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+      }
+      const auto start = Clock::now();
       send(peer, scratch_.data(), kStageBytes);
       recv(peer, scratch_.data(), kStageBytes);
+      const double both = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+      if (!measured) {
+        measured = true;
+        // The peer sends its message once ours has arrived: two messages one after the other.
+        measuredLink_.latencyUs = roundTrip / 2;
+        measuredLink_.usPerByte = std::max(0.0, both - roundTrip) / (2.0 * kStageBytes);
+      }
     } else {
+      for (int i = 0; i <= kEchoes; ++i) {
+        recv(peer, nullptr, 0);
+        send(peer, nullptr, 0);
+      }
       recv(peer, scratch_.data(), kStageBytes);
       send(peer, scratch_.data(), kStageBytes);
     }
@@ -550,16 +580,45 @@ void SyncMesh::allreduce(void* data, size_t count, size_t elementSize, ReduceFun
   if (host_.size() > 1) broadcastIn(host_, data, count * elementSize, 0);
 }
 
+cost::AllreduceAlgorithm SyncMesh::allreduceAlgorithm(const Team& team, size_t bytes) const {
+  if (forcedAllreduce_) return *forcedAllreduce_;
+  // Over sockets (a team of the whole group, or of the hosts' leaders, with some pair on TCP),
+  // the cost model over the group's link; on shared memory, where a message costs little more
+  // than its copy, recursive doubling up to a message's limit and a ring beyond (measured,
+  // docs/performance.md "Same-host shared memory").
+  if (!allShared_ && &team != &host_) {
+    return cost::cheapestAllreduce(team.size(), bytes, link_, kMaxMessageBytes);
+  }
+  return bytes > kMaxMessageBytes ? cost::AllreduceAlgorithm::Ring
+                                  : cost::AllreduceAlgorithm::RecursiveDoubling;
+}
+
 void SyncMesh::allreduceIn(const Team& team, void* data, size_t count, size_t elementSize,
                            ReduceFunction reduce) {
   if (team.size() < 2) return;
-  if (count * elementSize > kMaxMessageBytes) {
-    ringAllreduce(team, data, count, elementSize, reduce);
-    return;
+  const size_t bytes = count * elementSize;
+  switch (allreduceAlgorithm(team, bytes)) {
+    case cost::AllreduceAlgorithm::Ring:
+      ringAllreduce(team, data, count, elementSize, reduce);
+      return;
+    case cost::AllreduceAlgorithm::HalvingDoubling:
+      halvingDoublingAllreduce(team, data, count, elementSize, reduce);
+      return;
+    case cost::AllreduceAlgorithm::RecursiveDoubling:
+      // Chosen over a message's limit only when forced: then piece by piece.
+      inPieces(count, kMaxMessageBytes / elementSize, [&](size_t offset, size_t n) {
+        recursiveDoublingAllreduce(team, static_cast<uint8_t*>(data) + offset * elementSize, n,
+                                   elementSize, reduce);
+      });
+      return;
   }
-  // Recursive doubling among the largest power of two p' <= size; the size - p' members above
-  // it first fold their data into a partner below and get the result back at the end. Partners
-  // combine each other's data in the same order, so every member ends with identical bits.
+}
+
+// Recursive doubling among the largest power of two p' <= size; the size - p' members above it
+// first fold their data into a partner below and get the result back at the end. Partners
+// combine each other's data in the same order, so every member ends with identical bits.
+void SyncMesh::recursiveDoublingAllreduce(const Team& team, void* data, size_t count,
+                                          size_t elementSize, ReduceFunction reduce) {
   const size_t bytes = count * elementSize;
   const int me = team.me;
   int pow2 = 1;
@@ -592,25 +651,14 @@ void SyncMesh::ringPhase(const Team& team, uint8_t* base, size_t count, size_t s
   const int me = team.me;
   const int right = team[me + 1];
   const int left = team[me - 1];
-  const size_t piece = kMaxMessageBytes / elementSize;
   auto begin = [&](int index) {
     return std::min(count, static_cast<size_t>((index % n + n) % n) * segment);
   };
   auto length = [&](int index) { return std::min(count, begin(index) + segment) - begin(index); };
   for (int step = 0; step < n - 1; ++step) {
     int sendIndex = me - step + shift, recvIndex = me - step - 1 + shift;
-    size_t sendCount = length(sendIndex), recvCount = length(recvIndex);
-    inPieces(std::max(sendCount, recvCount), piece, [&](size_t done, size_t) {
-      size_t s = done < sendCount ? std::min(piece, sendCount - done) : 0;
-      size_t r = done < recvCount ? std::min(piece, recvCount - done) : 0;
-      uint8_t* target = base + (begin(recvIndex) + done) * elementSize;
-      send(right, base + (begin(sendIndex) + done) * elementSize, s * elementSize);
-      if (reduce) {
-        recvReduce(left, target, r, elementSize, reduce, true);
-      } else {
-        recv(left, target, r * elementSize);
-      }
-    });
+    sendRecvPieces(right, base + begin(sendIndex) * elementSize, length(sendIndex), left,
+                   base + begin(recvIndex) * elementSize, length(recvIndex), elementSize, reduce);
   }
 }
 
@@ -622,6 +670,81 @@ void SyncMesh::ringAllreduce(const Team& team, void* data, size_t count, size_t 
   // on every member.
   ringPhase(team, base, count, segment, elementSize, 0, reduce);
   ringPhase(team, base, count, segment, elementSize, 1, nullptr);
+}
+
+// Sends sendCount elements from `out` to `to` while receiving recvCount elements from `from`,
+// folded into `in` (reduce: in = incoming op in) or copied there, piece by piece: a piece out,
+// then a piece in (each socket and channel buffers one piece each way). Each link carries
+// ceil(count / piece) messages of the sender's count, which its receiver counts alike.
+void SyncMesh::sendRecvPieces(int to, const uint8_t* out, size_t sendCount, int from, uint8_t* in,
+                              size_t recvCount, size_t elementSize, ReduceFunction reduce) {
+  const size_t piece = kMaxMessageBytes / elementSize;
+  inPieces(std::max(sendCount, recvCount), piece, [&](size_t done, size_t) {
+    if (done < sendCount) {
+      send(to, out + done * elementSize, std::min(piece, sendCount - done) * elementSize);
+    }
+    if (done >= recvCount) return;
+    const size_t r = std::min(piece, recvCount - done);
+    if (reduce) {
+      recvReduce(from, in + done * elementSize, r, elementSize, reduce, true);
+    } else {
+      recv(from, in + done * elementSize, r * elementSize);
+    }
+  });
+}
+
+// Elements [sendBegin, sendEnd) of base to peer, and [recvBegin, recvEnd) from it.
+void SyncMesh::exchangeRanges(int peer, uint8_t* base, size_t sendBegin, size_t sendEnd,
+                              size_t recvBegin, size_t recvEnd, size_t elementSize,
+                              ReduceFunction reduce) {
+  sendRecvPieces(peer, base + sendBegin * elementSize, sendEnd - sendBegin, peer,
+                 base + recvBegin * elementSize, recvEnd - recvBegin, elementSize, reduce);
+}
+
+// Rabenseifner's allreduce: a reduce-scatter by recursive halving, then an allgather by recursive
+// doubling over the same partners in reverse. 2 log2(p) messages, and each member sends 2(p-1)/p
+// of the buffer as in a ring (recursive doubling sends log2(p) times all of it). Members above
+// the largest power of two fold into a partner below first and get the result at the end. Each
+// element's final value is computed by one member and copied: identical bits on every member.
+void SyncMesh::halvingDoublingAllreduce(const Team& team, void* data, size_t count,
+                                        size_t elementSize, ReduceFunction reduce) {
+  auto* base = static_cast<uint8_t*>(data);
+  const int me = team.me;
+  int pow2 = 1;
+  while (pow2 * 2 <= team.size()) pow2 *= 2;
+  const int extra = team.size() - pow2;
+  if (me >= pow2) {
+    exchangeRanges(team[me - pow2], base, 0, count, 0, 0, elementSize, nullptr);
+    exchangeRanges(team[me - pow2], base, 0, 0, 0, count, elementSize, nullptr);
+    return;
+  }
+  if (me < extra) exchangeRanges(team[me + pow2], base, 0, 0, 0, count, elementSize, reduce);
+  // Partners at distance d share every choice made at the larger distances, so the same range.
+  size_t begin = 0, end = count;
+  std::vector<std::pair<size_t, size_t>> wider;
+  for (int distance = pow2 / 2; distance >= 1; distance /= 2) {
+    const size_t middle = begin + (end - begin) / 2;
+    const bool lowerHalf = (me & distance) == 0;
+    const size_t keepBegin = lowerHalf ? begin : middle, keepEnd = lowerHalf ? middle : end;
+    const size_t giveBegin = lowerHalf ? middle : begin, giveEnd = lowerHalf ? end : middle;
+    exchangeRanges(team[me ^ distance], base, giveBegin, giveEnd, keepBegin, keepEnd, elementSize,
+                   reduce);
+    wider.emplace_back(begin, end);
+    begin = keepBegin;
+    end = keepEnd;
+  }
+  for (int distance = 1; distance < pow2; distance *= 2) {
+    const auto [outerBegin, outerEnd] = wider.back();
+    wider.pop_back();
+    // We own [begin, end), one half of the outer range; the partner owns the other half.
+    const size_t otherBegin = begin == outerBegin ? end : outerBegin;
+    const size_t otherEnd = begin == outerBegin ? outerEnd : begin;
+    exchangeRanges(team[me ^ distance], base, begin, end, otherBegin, otherEnd, elementSize,
+                   nullptr);
+    begin = outerBegin;
+    end = outerEnd;
+  }
+  if (me < extra) exchangeRanges(team[me + pow2], base, 0, count, 0, 0, elementSize, nullptr);
 }
 
 void SyncMesh::reduceScatter(void* data, size_t blockCount, size_t elementSize,

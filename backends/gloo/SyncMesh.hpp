@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/common/Reduce.hpp"
+#include "backends/gloo/CostModel.hpp"
 #include "backends/gloo/WireCall.hpp"
 #include "c10d/net/SharedMemory.hpp"
 
@@ -144,9 +145,20 @@ class SyncMesh {
   void recvReduce(int peer, void* target, size_t count, size_t elementSize, ReduceFunction reduce,
                   bool incomingFirst);
 
+  // What attachSockets measured on this rank's first TCP pair when this rank was its lower end
+  // (zero otherwise): rank 0's is the group's, agreed through the store by the backend.
+  const cost::LinkCost& measuredLink() const { return measuredLink_; }
+  // The link that prices messages over TCP (the same on every rank), and the allreduce algorithm
+  // every size takes when the user chose one (C10D_ALLREDUCE_ALGO; the same on every rank).
+  void setLink(const cost::LinkCost& link) { link_ = link; }
+  void forceAllreduce(std::optional<cost::AllreduceAlgorithm> algorithm) {
+    forcedAllreduce_ = algorithm;
+  }
+
   // Collectives over whole buffers of any size; larger ones travel in kMaxMessageBytes pieces.
-  // allreduce: recursive doubling up to kMaxMessageBytes (fewest steps), a ring beyond (fewest
-  // bytes per rank); hierarchical across hosts after setHosts.
+  // allreduce: over TCP the cheapest of recursive doubling, halving-doubling and a ring for the
+  // link (CostModel.hpp); on shared memory recursive doubling up to kMaxMessageBytes (fewest
+  // steps), a ring beyond (fewest bytes per rank); hierarchical across hosts after setHosts.
   void allreduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce);
   // data holds size() blocks of blockCount elements; afterwards block rank() is the reduction.
   void reduceScatter(void* data, size_t blockCount, size_t elementSize, ReduceFunction reduce);
@@ -179,10 +191,19 @@ class SyncMesh {
   int indexOnHost(int rep) const;
   void allreduceIn(const Team& team, void* data, size_t count, size_t elementSize,
                    ReduceFunction reduce);
+  cost::AllreduceAlgorithm allreduceAlgorithm(const Team& team, size_t bytes) const;
   void ringAllreduce(const Team& team, void* data, size_t count, size_t elementSize,
                      ReduceFunction reduce);
   void ringPhase(const Team& team, uint8_t* base, size_t count, size_t segment, size_t elementSize,
                  int shift, ReduceFunction reduce);
+  void halvingDoublingAllreduce(const Team& team, void* data, size_t count, size_t elementSize,
+                                ReduceFunction reduce);
+  void exchangeRanges(int peer, uint8_t* base, size_t sendBegin, size_t sendEnd, size_t recvBegin,
+                      size_t recvEnd, size_t elementSize, ReduceFunction reduce);
+  void sendRecvPieces(int to, const uint8_t* out, size_t sendCount, int from, uint8_t* in,
+                      size_t recvCount, size_t elementSize, ReduceFunction reduce);
+  void recursiveDoublingAllreduce(const Team& team, void* data, size_t count, size_t elementSize,
+                                  ReduceFunction reduce);
   void reduceIn(const Team& team, void* data, size_t count, size_t elementSize,
                 ReduceFunction reduce, int rootIndex);
   void broadcastIn(const Team& team, void* data, size_t bytes, int rootIndex);
@@ -235,7 +256,10 @@ class SyncMesh {
   int rank_;
   int size_;
   std::vector<Peer> peers_;
-  shm::SpinGovernor spin_;         // the ops' waits, one at a time
+  shm::SpinGovernor spin_;  // the ops' waits, one at a time
+  cost::LinkCost measuredLink_;
+  cost::LinkCost link_;
+  std::optional<cost::AllreduceAlgorithm> forcedAllreduce_;
   bool yieldWhenWaiting_ = false;  // shm::Waiting::yield: this host's ranks outnumber its cores
   bool allShared_ = false;
   bool pullsEverywhere_ = false;

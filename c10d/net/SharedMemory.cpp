@@ -158,15 +158,15 @@ constexpr std::chrono::milliseconds kCheckInterval{10};
 // With more ranks than cores, a waiter yields its core between looks this long before it sleeps:
 // the peer it waits for is often runnable on that core, and a futex wake-up costs tens of us.
 constexpr std::chrono::milliseconds kYieldBeforeSleep{1};
-// But yields that return this late, twice within a short while, gave the core to a process of
-// someone else's, which runs its whole time slice while our ranks take turns behind it, where a
-// sleeper that is woken preempts it. Then every wait of this process sleeps at once for a while
-// before yielding is tried again. (One late yield alone is often a peer rank's own long step.)
+// But yields that return this late, several in a row, gave the core to a process of someone
+// else's, which runs its whole time slice while our ranks take turns behind it, where a sleeper
+// that is woken preempts it. Then every wait of this process sleeps at once for a while before
+// yielding is tried again. (A late yield between quick ones is a peer rank's own long step.)
 constexpr std::chrono::microseconds kSlowYield{500};
-constexpr std::chrono::milliseconds kSlowYieldsWithin{20};
+constexpr int kSlowYieldsInARow = 3;
 constexpr std::chrono::milliseconds kSleepAfterSlowYields{100};
 std::atomic<int64_t> yieldAgainAtNs{0};  // steady_clock; process-wide
-std::atomic<int64_t> lastSlowYieldNs{0};
+std::atomic<int> slowYieldsInARow{0};
 
 bool mayYield(std::chrono::steady_clock::time_point now) {
   return now.time_since_epoch().count() >= yieldAgainAtNs.load(std::memory_order_relaxed);
@@ -175,10 +175,12 @@ bool mayYield(std::chrono::steady_clock::time_point now) {
 void yieldCore(std::chrono::steady_clock::time_point now) {
   sched_yield();
   const auto after = std::chrono::steady_clock::now();
-  if (after - now <= kSlowYield) return;
-  const int64_t afterNs = after.time_since_epoch().count();
-  const int64_t previous = lastSlowYieldNs.exchange(afterNs, std::memory_order_relaxed);
-  if (afterNs - previous <= std::chrono::nanoseconds(kSlowYieldsWithin).count()) {
+  if (after - now <= kSlowYield) {
+    if (slowYieldsInARow.load(std::memory_order_relaxed) != 0) {
+      slowYieldsInARow.store(0, std::memory_order_relaxed);
+    }
+  } else if (slowYieldsInARow.fetch_add(1, std::memory_order_relaxed) + 1 >= kSlowYieldsInARow) {
+    slowYieldsInARow.store(0, std::memory_order_relaxed);
     yieldAgainAtNs.store((after + kSleepAfterSlowYields).time_since_epoch().count(),
                          std::memory_order_relaxed);
   }
@@ -286,8 +288,7 @@ size_t Channel::room(uint64_t head, size_t wanted) {
   return writable;
 }
 
-Wait Channel::waitWritable(uint64_t head, size_t wanted, const Waiting& waiting,
-                           size_t* writable) {
+Wait Channel::waitWritable(uint64_t head, size_t wanted, const Waiting& waiting, size_t* writable) {
   return waitUntil(
       [&] {
         *writable = room(head, wanted);
