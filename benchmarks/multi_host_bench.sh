@@ -9,7 +9,8 @@
 #
 # Usage: multi_host_bench.sh BUILD_DIR [HOSTS] [RATE] [ROUNDS] [-- comm-bench options]
 #   e.g. multi_host_bench.sh build 4 1gbit 3 -- --op allreduce -b 4 -e 16M -n 20
-#   RATE "none" leaves the links unshaped. Environment (C10D_*) passes through to the ranks.
+#   RATE "none" leaves the links unshaped. Environment (C10D_*) passes through to the ranks;
+#   MULTI_HOST_BENCH_OURS_ONLY=1 times ours alone, MULTI_HOST_BENCH_RAW=1 shows the programs' output.
 # Needs root and iproute2; the hosts share this machine's cores (say so beside any figure).
 set -uo pipefail
 build=$(cd "$1" && pwd)
@@ -105,9 +106,11 @@ rows_of_torch() { sed 's/^\[rank 0\] *//' | awk '$1 ~ /^[0-9]+$/ && NF == 3 {pri
 
 for ((round = 1; round <= rounds; round++)); do
   rows=$(mktemp)
-  run_job "$build/benchmarks/c10d-comm-bench" --raw --no-check "${bench_args[@]}" |
+  raw=--raw
+  [ -n "${MULTI_HOST_BENCH_OURS_ONLY:-}" ] && raw=
+  run_job "$build/benchmarks/c10d-comm-bench" $raw --no-check "${bench_args[@]}" |
     rows_of_comm_bench >"$rows"
-  if [ -x "$build/benchmarks/torch-gloo-bench" ]; then
+  if [ -x "$build/benchmarks/torch-gloo-bench" ] && [ -z "${MULTI_HOST_BENCH_OURS_ONLY:-}" ]; then
     run_job "$build/benchmarks/torch-gloo-bench" "${bench_args[@]}" | rows_of_torch >>"$rows"
   fi
   echo "## round $round (${bench_args[*]}): p50 us [busbw as a fraction of the link]"

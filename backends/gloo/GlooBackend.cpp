@@ -84,12 +84,12 @@ cost::LinkCost agreedLink(Store& store, const SyncMesh& mesh, const BackendConte
   }
   link = mesh.measuredLink();
   std::string from = "measured by rank 0";
-  if (!context.settings.value("C10D_NET_LATENCY_US").empty()) {
-    link.latencyUs = static_cast<double>(context.settings.integer("C10D_NET_LATENCY_US"));
+  if (const int64_t latency = context.settings.integer("C10D_NET_LATENCY_US"); latency > 0) {
+    link.latencyUs = static_cast<double>(latency);
     from = "C10D_NET_LATENCY_US";
   }
-  if (!context.settings.value("C10D_NET_MBITS").empty()) {
-    link.usPerByte = 8.0 / static_cast<double>(context.settings.integer("C10D_NET_MBITS"));
+  if (const int64_t mbits = context.settings.integer("C10D_NET_MBITS"); mbits > 0) {
+    link.usPerByte = 8.0 / static_cast<double>(mbits);
     from += from.rfind("C10D", 0) == 0 ? ", C10D_NET_MBITS" : "; C10D_NET_MBITS";
   }
   store.setString("link", detail::concat(link.latencyUs, " ", link.usPerByte));

@@ -721,7 +721,8 @@ void SyncMesh::halvingDoublingAllreduce(const Team& team, void* data, size_t cou
   if (me < extra) exchangeRanges(team[me + pow2], base, 0, 0, 0, count, elementSize, reduce);
   // Partners at distance d share every choice made at the larger distances, so the same range.
   size_t begin = 0, end = count;
-  std::vector<std::pair<size_t, size_t>> wider;
+  std::pair<size_t, size_t> wider[64];  // the range before each halving: no allocation per op
+  int depth = 0;
   for (int distance = pow2 / 2; distance >= 1; distance /= 2) {
     const size_t middle = begin + (end - begin) / 2;
     const bool lowerHalf = (me & distance) == 0;
@@ -729,13 +730,12 @@ void SyncMesh::halvingDoublingAllreduce(const Team& team, void* data, size_t cou
     const size_t giveBegin = lowerHalf ? middle : begin, giveEnd = lowerHalf ? end : middle;
     exchangeRanges(team[me ^ distance], base, giveBegin, giveEnd, keepBegin, keepEnd, elementSize,
                    reduce);
-    wider.emplace_back(begin, end);
+    wider[depth++] = {begin, end};
     begin = keepBegin;
     end = keepEnd;
   }
   for (int distance = 1; distance < pow2; distance *= 2) {
-    const auto [outerBegin, outerEnd] = wider.back();
-    wider.pop_back();
+    const auto [outerBegin, outerEnd] = wider[--depth];
     // We own [begin, end), one half of the outer range; the partner owns the other half.
     const size_t otherBegin = begin == outerBegin ? end : outerBegin;
     const size_t otherEnd = begin == outerBegin ? outerEnd : begin;
