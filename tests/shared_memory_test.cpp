@@ -408,30 +408,30 @@ TEST(SharedMemoryGroupTest, ARankWithSharedMemoryOffKeepsTcpAtBothEndsAndOpsStay
   EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0, 0})) << test::report(outcomes);
 }
 
-// Point-to-point over shared memory, round after round as a pipeline's stages or a benchmark
-// make them: both ranks post a receive and a send, then wait for the receive and the send, at
-// sizes sent in the head and sizes read from the sender's memory. At 16 MiB an op takes longer
-// than the progress thread's claim delay, so it claims sends while the caller waits on its
-// receive. Every round's payload is checked.
-// A send nobody receives is kept for its verdict, and holds its group's runtime: shutting the
-// group down must let go of it, or the group's segments (and sockets) outlive it.
-// Ranks that disagree on the allreduce algorithm would wait for messages their peers never send:
-// the group refuses to form on every rank, naming the variable and both values.
-TEST(SharedMemoryGroupTest, RanksThatDisagreeOnTheAllreduceAlgorithmFailAtConstruction) {
+// Ranks that disagree on an algorithm would wait for messages their peers never send: the group
+// refuses to form on every rank, naming the variable and both values.
+TEST(SharedMemoryGroupTest, RanksThatDisagreeOnAnAlgorithmFailAtConstruction) {
   auto outcomes = test::runRanks({.worldSize = 2}, [](test::RankEnv& env) {
-    ProcessGroupOptions options;
-    options.backend = "gloo";
-    options.config = {{"C10D_ALLREDUCE_ALGO", env.rank == 0 ? "ring" : "auto"}};
-    test::expectThrows<InvalidArgument>(
-        [&] {
-          env.pg.newGroup({0, 1}, options);
-        },
-        "a group whose ranks force different algorithms",
-        {"C10D_ALLREDUCE_ALGO", "'ring'", "'auto'"});
+    for (const auto& [variable, forced] :
+         std::vector<std::pair<std::string, std::string>>{{"C10D_ALLREDUCE_ALGO", "ring"},
+                                                          {"C10D_BROADCAST_ALGO", "pipeline"},
+                                                          {"C10D_ALLGATHER_ALGO", "bruck"}}) {
+      ProcessGroupOptions options;
+      options.backend = "gloo";
+      options.config = {{variable, env.rank == 0 ? forced : "auto"}};
+      test::expectThrows<InvalidArgument>(
+          [&] {
+            env.pg.newGroup({0, 1}, options);
+          },
+          "a group whose ranks force different algorithms",
+          {variable, "'" + forced + "'", "'auto'"});
+    }
   });
   EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0})) << test::report(outcomes);
 }
 
+// A send nobody receives is kept for its verdict, and holds its group's runtime: shutting the
+// group down must let go of it, or the group's segments (and sockets) outlive it.
 TEST(SharedMemoryGroupTest, AGroupWithAnUnansweredSendIsFreedAtShutdown) {
   auto outcomes = test::runRanks({.worldSize = 2}, [](test::RankEnv& env) {
     const int before = mappedSegments();
@@ -452,6 +452,11 @@ TEST(SharedMemoryGroupTest, AGroupWithAnUnansweredSendIsFreedAtShutdown) {
   EXPECT_EQ(test::exitCodes(outcomes), (std::vector<int>{0, 0})) << test::report(outcomes);
 }
 
+// Point-to-point over shared memory, round after round as a pipeline's stages or a benchmark
+// make them: both ranks post a receive and a send, then wait for the receive and the send, at
+// sizes sent in the head and sizes read from the sender's memory. At 16 MiB an op takes longer
+// than the progress thread's claim delay, so it claims sends while the caller waits on its
+// receive. Every round's payload is checked.
 TEST(SharedMemoryGroupTest, PointToPointRoundsBothWaysNeverStall) {
   auto outcomes = test::runRanks({.worldSize = 2, .deadline = 100s}, [](test::RankEnv& env) {
     const int peer = 1 - env.rank;

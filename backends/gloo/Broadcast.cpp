@@ -1,5 +1,6 @@
-// broadcast from a root: the SyncMesh's binomial tree up to one message (256 KiB); beyond,
-// gloo::broadcast, whose one large transfer beat our 256 KiB pieces (docs/performance.md).
+// broadcast from a root: the SyncMesh (binomial, scatter-allgather or pipelined, CostModel.hpp);
+// past one message (256 KiB) over sockets where it would take the binomial tree, gloo::broadcast,
+// whose one large transfer beat that tree's 256 KiB pieces (docs/performance.md).
 
 #include <gloo/broadcast.h>
 
@@ -10,7 +11,10 @@ namespace c10d::inline v0::gloo_ops {
 void broadcast(Runtime& runtime, const Op& op, const OpTensors& tensors) {
   const Tensor& tensor = *tensors.input;
   if (tensor.nbytes() == 0 || runtime.size == 1) return;
-  if (SyncMesh* fast = runtime.fastPath(tensor.nbytes(), SyncMesh::kMaxMessageBytes)) {
+  const size_t limit = runtime.fast && runtime.fast->broadcastsPastOneMessage(tensor.nbytes())
+                           ? SIZE_MAX
+                           : SyncMesh::kMaxMessageBytes;
+  if (SyncMesh* fast = runtime.fastPath(tensor.nbytes(), limit)) {
     fast->broadcast(tensor.data(), tensor.nbytes(), op.root);
     return;
   }

@@ -95,8 +95,12 @@ cost::LinkCost agreedLink(Store& store, const SyncMesh& mesh, const BackendConte
   store.setString("link", detail::concat(link.latencyUs, " ", link.usPerByte));
   C10D_LOG(Info, "gloo backend of group '", context.groupName, "': across hosts ", link.latencyUs,
            " us a message and ", link.usPerByte > 0 ? 8.0 / link.usPerByte : 0.0, " Mbit/s (", from,
-           "); allreduce of ", context.size, " ranks over TCP: ",
-           cost::allreduceChoices(context.size, link, SyncMesh::kMaxMessageBytes));
+           "); over TCP, ", context.size, " ranks' allreduce: ",
+           cost::choices<cost::AllreduceAlgorithm>(context.size, link, SyncMesh::kMaxMessageBytes),
+           "; broadcast: ",
+           cost::choices<cost::BroadcastAlgorithm>(context.size, link, SyncMesh::kMaxMessageBytes),
+           "; allgather: ",
+           cost::choices<cost::AllgatherAlgorithm>(context.size, link, SyncMesh::kMaxMessageBytes));
   return link;
 }
 
@@ -143,7 +147,7 @@ std::string endedPeers(const std::vector<std::pair<int, long>>& localPeerPids,
 
 GlooBackend::Runtime::GroupFacts GlooBackend::Runtime::exchangePeerFacts(
     Store& store, std::chrono::milliseconds timeout, bool spin, SyncMesh::Hierarchy wanted,
-    std::string counted, const std::string& allreduceAlgorithm) {
+    std::string counted, const std::vector<std::pair<std::string, std::string>>& agreed) {
   const std::string host = shm::hostIdentity();
   // The host this rank counts as (C10D_HOST_ID): it groups ranks, while pids are compared only
   // between ranks really on one host.
@@ -153,10 +157,11 @@ GlooBackend::Runtime::GroupFacts GlooBackend::Runtime::exchangePeerFacts(
   }
   GroupFacts facts{!spin, std::vector<int>(size, 0), wanted};
   if (size == 1) return facts;
-  // "<host> <counted host> <pid> <spin> <hierarchy> <allreduce algorithm>": a few words,
-  // whatever the group's size.
-  const std::string mine = detail::concat(host, " ", counted, " ", ::getpid(), " ", spin ? 1 : 0,
-                                          " ", static_cast<int>(wanted), " ", allreduceAlgorithm);
+  // "<host> <counted host> <pid> <spin> <hierarchy> <agreed values...>": a few words, whatever
+  // the group's size.
+  std::string mine = detail::concat(host, " ", counted, " ", ::getpid(), " ", spin ? 1 : 0, " ",
+                                    static_cast<int>(wanted));
+  for (const auto& [name, value] : agreed) mine += " " + value;
   store.setString("facts/" + std::to_string(rank), mine);
   std::vector<std::string> keys;
   std::vector<int> peers;
@@ -174,12 +179,14 @@ GlooBackend::Runtime::GroupFacts GlooBackend::Runtime::exchangePeerFacts(
     long pid = 0;
     int peerSpins = 0;
     int peerHierarchy = 0;
-    std::string peerAlgorithm;
-    words >> peerHost >> peerCounted >> pid >> peerSpins >> peerHierarchy >> peerAlgorithm;
-    C10D_CHECK(peerAlgorithm == allreduceAlgorithm, InvalidArgument, "C10D_ALLREDUCE_ALGO is '",
-               allreduceAlgorithm, "' on rank ", rank, " but '", peerAlgorithm, "' on rank ",
-               peers[i],
-               ": every rank must run the same allreduce algorithm; set it alike on all ranks");
+    words >> peerHost >> peerCounted >> pid >> peerSpins >> peerHierarchy;
+    for (const auto& [name, value] : agreed) {
+      std::string peerValue;
+      words >> peerValue;
+      C10D_CHECK(peerValue == value, InvalidArgument, name, " is '", value, "' on rank ", rank,
+                 " but '", peerValue, "' on rank ", peers[i],
+                 ": every rank must run the same algorithm; set it alike on all ranks");
+    }
     facts.anySleeps = facts.anySleeps || peerSpins == 0;
     facts.hierarchy =
         SyncMesh::agreedHierarchy(facts.hierarchy, static_cast<SyncMesh::Hierarchy>(peerHierarchy));
@@ -696,7 +703,10 @@ GlooBackend::GlooBackend(const BackendContext& context)
         hierarchy == "0"   ? SyncMesh::Hierarchy::Off
         : hierarchy == "1" ? SyncMesh::Hierarchy::On
                            : SyncMesh::Hierarchy::Auto,
-        context.settings.value("C10D_HOST_ID"), context.settings.value("C10D_ALLREDUCE_ALGO"));
+        context.settings.value("C10D_HOST_ID"),
+        {{"C10D_ALLREDUCE_ALGO", context.settings.value("C10D_ALLREDUCE_ALGO")},
+         {"C10D_BROADCAST_ALGO", context.settings.value("C10D_BROADCAST_ALGO")},
+         {"C10D_ALLGATHER_ALGO", context.settings.value("C10D_ALLGATHER_ALGO")}});
     if (context.size > 1 && fastPath != "0") {
       runtime_->fast =
           std::make_unique<SyncMesh>(context.rank, context.size, context.timeout, spinFor);
@@ -721,8 +731,12 @@ GlooBackend::GlooBackend(const BackendContext& context)
         runtime_->fast->attachSockets(sockets, addresses);
         runtime_->fast->setLink(agreedLink(peerStore, *runtime_->fast, context));
       }
-      runtime_->fast->forceAllreduce(
-          cost::algorithmNamed(context.settings.value("C10D_ALLREDUCE_ALGO")));
+      runtime_->fast->force({cost::algorithmNamed<cost::AllreduceAlgorithm>(
+                                 context.settings.value("C10D_ALLREDUCE_ALGO")),
+                             cost::algorithmNamed<cost::BroadcastAlgorithm>(
+                                 context.settings.value("C10D_BROADCAST_ALGO")),
+                             cost::algorithmNamed<cost::AllgatherAlgorithm>(
+                                 context.settings.value("C10D_ALLGATHER_ALGO"))});
       if (std::string layout = runtime_->fast->setHosts(facts.hostOfRank, facts.hierarchy);
           !layout.empty()) {
         C10D_LOG(Info, "gloo backend of group '", context.groupName, "' rank ", context.rank, ": ",

@@ -190,11 +190,11 @@ struct GlooBackend::Runtime {
     std::vector<int> hostOfRank;    // numbered in the order of their lowest rank
     SyncMesh::Hierarchy hierarchy;  // what the ranks agree on (SyncMesh::agreedHierarchy)
   };
-  // allreduceAlgorithm: this rank's C10D_ALLREDUCE_ALGO, which must be every rank's (throws
-  // InvalidArgument naming a rank whose differs).
+  // agreed: settings (name, this rank's value, one word) that must be every rank's, such as the
+  // forced algorithms (throws InvalidArgument naming the setting and a rank whose value differs).
   GroupFacts exchangePeerFacts(Store& store, std::chrono::milliseconds timeout, bool spin,
                                SyncMesh::Hierarchy wanted, std::string counted,
-                               const std::string& allreduceAlgorithm);
+                               const std::vector<std::pair<std::string, std::string>>& agreed);
   std::vector<std::pair<int, long>> localPeerPids;  // (rank, pid)
   // Notes the listening addresses of connected's pairs between this rank and peer, by which
   // Gloo's errors name it.

@@ -580,24 +580,26 @@ void SyncMesh::allreduce(void* data, size_t count, size_t elementSize, ReduceFun
   if (host_.size() > 1) broadcastIn(host_, data, count * elementSize, 0);
 }
 
-cost::AllreduceAlgorithm SyncMesh::allreduceAlgorithm(const Team& team, size_t bytes) const {
-  if (forcedAllreduce_) return *forcedAllreduce_;
+template <typename Algorithm>
+Algorithm SyncMesh::choose(const std::optional<Algorithm>& forced, const Team& team, size_t bytes,
+                           Algorithm onSharedMemory) const {
+  if (forced) return *forced;
   // Over sockets (a team of the whole group, or of the hosts' leaders, with some pair on TCP),
-  // the cost model over the group's link; on shared memory, where a message costs little more
-  // than its copy, recursive doubling up to a message's limit and a ring beyond (measured,
+  // the cost model over the group's link; on shared memory, by size (measured,
   // docs/performance.md "Same-host shared memory").
   if (!allShared_ && &team != &host_) {
-    return cost::cheapestAllreduce(team.size(), bytes, link_, kMaxMessageBytes);
+    return cost::cheapest<Algorithm>(team.size(), bytes, link_, kMaxMessageBytes);
   }
-  return bytes > kMaxMessageBytes ? cost::AllreduceAlgorithm::Ring
-                                  : cost::AllreduceAlgorithm::RecursiveDoubling;
+  return onSharedMemory;
 }
 
 void SyncMesh::allreduceIn(const Team& team, void* data, size_t count, size_t elementSize,
                            ReduceFunction reduce) {
   if (team.size() < 2) return;
   const size_t bytes = count * elementSize;
-  switch (allreduceAlgorithm(team, bytes)) {
+  switch (choose(forced_.allreduce, team, bytes,
+                 bytes > kMaxMessageBytes ? cost::AllreduceAlgorithm::Ring
+                                          : cost::AllreduceAlgorithm::RecursiveDoubling)) {
     case cost::AllreduceAlgorithm::Ring:
       ringAllreduce(team, data, count, elementSize, reduce);
       return;
@@ -855,14 +857,37 @@ void SyncMesh::broadcast(void* data, size_t bytes, int root) {
   if (host_.size() > 1) broadcastIn(host_, data, bytes, indexOnHost(reps[hostOfRank_[rank_]]));
 }
 
-// Binomial tree from the root, piece by piece (each member forwards a piece as soon as it has it).
+bool SyncMesh::broadcastsPastOneMessage(size_t bytes) const {
+  const Team& across = hierarchical_ ? leaders_ : all_;
+  return forced_.broadcast ||
+         choose(forced_.broadcast, across, bytes, cost::BroadcastAlgorithm::Binomial) !=
+             cost::BroadcastAlgorithm::Binomial;
+}
+
 void SyncMesh::broadcastIn(const Team& team, void* data, size_t bytes, int rootIndex) {
+  if (team.size() < 2) return;
+  auto* base = static_cast<uint8_t*>(data);
+  switch (choose(forced_.broadcast, team, bytes, cost::BroadcastAlgorithm::Binomial)) {
+    case cost::BroadcastAlgorithm::Binomial:
+      binomialBroadcast(team, base, bytes, rootIndex);
+      return;
+    case cost::BroadcastAlgorithm::ScatterAllgather:
+      scatterAllgatherBroadcast(team, base, bytes, rootIndex);
+      return;
+    case cost::BroadcastAlgorithm::Pipeline:
+      pipelineBroadcast(team, base, bytes, rootIndex);
+      return;
+  }
+}
+
+// Binomial tree from the root, piece by piece (each member forwards a piece as soon as it has it).
+void SyncMesh::binomialBroadcast(const Team& team, uint8_t* data, size_t bytes, int rootIndex) {
   const int n = team.size();
   const int relative = (team.me - rootIndex + n) % n;
   int parentMask = 1;
   while (parentMask < n && !(relative & parentMask)) parentMask *= 2;
   inPieces(bytes, kMaxMessageBytes, [&](size_t offset, size_t length) {
-    uint8_t* piece = static_cast<uint8_t*>(data) + offset;
+    uint8_t* piece = data + offset;
     if (parentMask < n) recv(team[relative - parentMask + rootIndex], piece, length);
     for (int mask = parentMask / 2; mask > 0; mask /= 2) {
       if (relative + mask < n) send(team[relative + mask + rootIndex], piece, length);
@@ -870,10 +895,54 @@ void SyncMesh::broadcastIn(const Team& team, void* data, size_t bytes, int rootI
   });
 }
 
+// van de Geijn: the buffer cut in one segment per member (by index relative to the root), each
+// member's subtree's segments down a binomial tree, then a ring allgather of the segments. Each
+// member sends about 2(p-1)/p of the buffer where the root of a binomial tree sends log2(p) times
+// all of it.
+void SyncMesh::scatterAllgatherBroadcast(const Team& team, uint8_t* data, size_t bytes,
+                                         int rootIndex) {
+  const int n = team.size();
+  const int relative = (team.me - rootIndex + n) % n;
+  const size_t segment = (bytes + n - 1) / n;
+  auto at = [&](int index) { return std::min(static_cast<size_t>(index) * segment, bytes); };
+  int parentMask = 1;
+  while (parentMask < n && !(relative & parentMask)) parentMask *= 2;
+  if (parentMask < n) {
+    exchangeRanges(team[relative - parentMask + rootIndex], data, 0, 0, at(relative),
+                   at(std::min(relative + parentMask, n)), 1, nullptr);
+  }
+  for (int mask = parentMask / 2; mask > 0; mask /= 2) {
+    const int child = relative + mask;
+    if (child < n) {
+      exchangeRanges(team[child + rootIndex], data, at(child), at(std::min(child + mask, n)), 0, 0,
+                     1, nullptr);
+    }
+  }
+  // Member m owns segment m - rootIndex.
+  ringPhase(team, data, bytes, segment, 1, -rootIndex, nullptr);
+}
+
+// A chain from the root in member order, in pieces sized for the link (cost::pipelinePiece):
+// each member passes a piece on as soon as it has it, so the buffer crosses each link once.
+void SyncMesh::pipelineBroadcast(const Team& team, uint8_t* data, size_t bytes, int rootIndex) {
+  const int n = team.size();
+  const int relative = (team.me - rootIndex + n) % n;
+  inPieces(bytes, cost::pipelinePiece(n, bytes, link_, kMaxMessageBytes),
+           [&](size_t offset, size_t length) {
+             if (relative > 0) recv(team[team.me - 1], data + offset, length);
+             if (relative < n - 1) send(team[team.me + 1], data + offset, length);
+           });
+}
+
 void SyncMesh::allgather(void* output, size_t bytes) {
   auto* base = static_cast<uint8_t*>(output);
   if (!hierarchical_) {
-    ringPhase(all_, base, bytes * size_, bytes, 1, 0, nullptr);
+    if (choose(forced_.allgather, all_, bytes, cost::AllgatherAlgorithm::Ring) ==
+        cost::AllgatherAlgorithm::Bruck) {
+      bruckAllgather(base, bytes);
+    } else {
+      ringPhase(all_, base, bytes * size_, bytes, 1, 0, nullptr);
+    }
     return;
   }
   // Every block into the lowest rank of its host, among those a host's blocks at a time, and the
@@ -889,6 +958,47 @@ void SyncMesh::allgather(void* output, size_t bytes) {
   }
   if (host_.me == 0) exchangeAmongLeaders(base, bytes, 1, nullptr);
   if (host_.size() > 1) broadcastIn(host_, output, bytes * size_, 0);
+}
+
+// Bruck: in the step at distance d, the blocks held so far ([rank, rank + d), at most p - d of
+// them) go to rank - d, and blocks [rank + d, rank + 2d) come from rank + d: ceil(log2 p) steps
+// where a ring takes p - 1. Block indices wrap, so a step's blocks are two runs of the output at
+// most; both ends of a link see the same blocks, so the same pieces, and pieces out and in
+// alternate across the runs (sending one run after the other left each link idle for a block).
+void SyncMesh::bruckAllgather(uint8_t* base, size_t bytes) {
+  const int p = size_;
+  const size_t piece = kMaxMessageBytes;
+  for (int distance = 1; distance < p; distance *= 2) {
+    const int count = std::min(distance, p - distance);
+    // The blocks from `first` as two runs: up to the output's end, then on from block 0.
+    struct Runs {
+      size_t offset[2], length[2], pieces[2];
+      size_t total() const { return pieces[0] + pieces[1]; }
+      std::pair<size_t, size_t> pieceAt(size_t k, size_t piece) const {  // (offset, bytes)
+        const int run = k < pieces[0] ? 0 : 1;
+        const size_t done = (run == 0 ? k : k - pieces[0]) * piece;
+        return {offset[run] + done, std::min(piece, length[run] - done)};
+      }
+    };
+    auto runsFrom = [&](int first) {
+      const size_t head = static_cast<size_t>(std::min(count, p - first));
+      Runs runs{{first * bytes, 0}, {head * bytes, (count - head) * bytes}, {0, 0}};
+      for (int r = 0; r < 2; ++r) runs.pieces[r] = (runs.length[r] + piece - 1) / piece;
+      return runs;
+    };
+    const Runs out = runsFrom(rank_), in = runsFrom((rank_ + distance) % p);
+    const int to = (rank_ - distance + p) % p, from = (rank_ + distance) % p;
+    for (size_t k = 0; k < std::max(out.total(), in.total()); ++k) {
+      if (k < out.total()) {
+        const auto [offset, n] = out.pieceAt(k, piece);
+        send(to, base + offset, n);
+      }
+      if (k < in.total()) {
+        const auto [offset, n] = in.pieceAt(k, piece);
+        recv(from, base + offset, n);
+      }
+    }
+  }
 }
 
 // Pairwise: in step s, send to rank + s and receive from rank - s, piece by piece.

@@ -148,22 +148,31 @@ class SyncMesh {
   // What attachSockets measured on this rank's first TCP pair when this rank was its lower end
   // (zero otherwise): rank 0's is the group's, agreed through the store by the backend.
   const cost::LinkCost& measuredLink() const { return measuredLink_; }
-  // The link that prices messages over TCP (the same on every rank), and the allreduce algorithm
-  // every size takes when the user chose one (C10D_ALLREDUCE_ALGO; the same on every rank).
+  // The link that prices messages over TCP (the same on every rank).
   void setLink(const cost::LinkCost& link) { link_ = link; }
-  void forceAllreduce(std::optional<cost::AllreduceAlgorithm> algorithm) {
-    forcedAllreduce_ = algorithm;
-  }
+  // The algorithms every size takes where the user chose one (C10D_ALLREDUCE_ALGO,
+  // C10D_BROADCAST_ALGO, C10D_ALLGATHER_ALGO; the same on every rank); nullopt: by cost.
+  struct Forced {
+    std::optional<cost::AllreduceAlgorithm> allreduce;
+    std::optional<cost::BroadcastAlgorithm> broadcast;
+    std::optional<cost::AllgatherAlgorithm> allgather;
+  };
+  void force(const Forced& forced) { forced_ = forced; }
 
   // Collectives over whole buffers of any size; larger ones travel in kMaxMessageBytes pieces.
-  // allreduce: over TCP the cheapest of recursive doubling, halving-doubling and a ring for the
-  // link (CostModel.hpp); on shared memory recursive doubling up to kMaxMessageBytes (fewest
-  // steps), a ring beyond (fewest bytes per rank); hierarchical across hosts after setHosts.
+  // Over TCP, allreduce, broadcast and allgather take the cheapest algorithm of their kind for
+  // the link (CostModel.hpp); on shared memory, where a message costs little more than its copy,
+  // allreduce takes recursive doubling up to kMaxMessageBytes (fewest steps) and a ring beyond
+  // (fewest bytes per rank), broadcast a binomial tree, allgather a ring. Hierarchical across
+  // hosts after setHosts.
   void allreduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce);
   // data holds size() blocks of blockCount elements; afterwards block rank() is the reduction.
   void reduceScatter(void* data, size_t blockCount, size_t elementSize, ReduceFunction reduce);
   void reduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce, int root);
   void broadcast(void* data, size_t bytes, int root);
+  // Whether a broadcast of bytes crosses hosts with more than a binomial tree (a pipeline or a
+  // scatter-allgather, by cost or forced): past one message, only those beat gloo::broadcast.
+  bool broadcastsPastOneMessage(size_t bytes) const;
   // output holds size() blocks of bytes; block rank() must already hold our input.
   void allgather(void* output, size_t bytes);
   // Block r of input goes to rank r; block r of output comes from rank r.
@@ -191,7 +200,11 @@ class SyncMesh {
   int indexOnHost(int rep) const;
   void allreduceIn(const Team& team, void* data, size_t count, size_t elementSize,
                    ReduceFunction reduce);
-  cost::AllreduceAlgorithm allreduceAlgorithm(const Team& team, size_t bytes) const;
+  // The forced algorithm, else over TCP (a team that is not this host's) the cheapest for the
+  // link, else the one for shared memory.
+  template <typename Algorithm>
+  Algorithm choose(const std::optional<Algorithm>& forced, const Team& team, size_t bytes,
+                   Algorithm onSharedMemory) const;
   void ringAllreduce(const Team& team, void* data, size_t count, size_t elementSize,
                      ReduceFunction reduce);
   void ringPhase(const Team& team, uint8_t* base, size_t count, size_t segment, size_t elementSize,
@@ -207,6 +220,10 @@ class SyncMesh {
   void reduceIn(const Team& team, void* data, size_t count, size_t elementSize,
                 ReduceFunction reduce, int rootIndex);
   void broadcastIn(const Team& team, void* data, size_t bytes, int rootIndex);
+  void binomialBroadcast(const Team& team, uint8_t* data, size_t bytes, int rootIndex);
+  void scatterAllgatherBroadcast(const Team& team, uint8_t* data, size_t bytes, int rootIndex);
+  void pipelineBroadcast(const Team& team, uint8_t* data, size_t bytes, int rootIndex);
+  void bruckAllgather(uint8_t* base, size_t bytes);
   // The middle step of hierarchical allgather (reduce null) and reduce_scatter, on each host's
   // lowest rank: base holds size() blocks of blockBytes.
   void exchangeAmongLeaders(uint8_t* base, size_t blockBytes, size_t elementSize,
@@ -259,7 +276,7 @@ class SyncMesh {
   shm::SpinGovernor spin_;  // the ops' waits, one at a time
   cost::LinkCost measuredLink_;
   cost::LinkCost link_;
-  std::optional<cost::AllreduceAlgorithm> forcedAllreduce_;
+  Forced forced_;
   bool yieldWhenWaiting_ = false;  // shm::Waiting::yield: this host's ranks outnumber its cores
   bool allShared_ = false;
   bool pullsEverywhere_ = false;
