@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Collectives across hosts made of network namespaces: HOSTS namespaces (one rank each) reach a
-# bridge in another namespace (the switch) through veth pairs, every link shaped to RATE each way
-# with tc tbf (netem is not in every kernel). Runs c10d-comm-bench with --raw (ours and raw Gloo)
-# and, when built (cmake --build BUILD --target torch-gloo-bench), PyTorch's C++
-# ProcessGroupGloo, one after the other, ROUNDS times alternating; prints each round's table of
-# rank 0's p50 and, from it, the bus bandwidth (nccl-tests' factors) as a fraction of the link.
+# Collectives across hosts made of network namespaces (tests/netns/hosts.sh): HOSTS namespaces
+# (one rank each) reach a bridge in another namespace (the switch) through veth pairs, every link
+# shaped to RATE each way with tc tbf (netem is not in every kernel). Runs c10d-comm-bench with
+# --raw (ours and raw Gloo) and, when built (cmake --build BUILD --target torch-gloo-bench),
+# PyTorch's C++ ProcessGroupGloo, one after the other, ROUNDS times alternating; prints each
+# round's table of rank 0's p50 and, from it, the bus bandwidth (nccl-tests' factors) as a
+# fraction of the link.
 # One op per run (--op allreduce, allgather, reduce_scatter or broadcast).
 #
 # Usage: multi_host_bench.sh BUILD_DIR [HOSTS] [RATE] [ROUNDS] [-- comm-bench options]
 #   e.g. multi_host_bench.sh build 4 1gbit 3 -- --op allreduce -b 4 -e 16M -n 20
 #   RATE "none" leaves the links unshaped. Environment (C10D_*) passes through to the ranks;
-#   MULTI_HOST_BENCH_OURS_ONLY=1 times ours alone, MULTI_HOST_BENCH_RAW=1 shows the programs' output.
+#   MULTI_HOST_BENCH_OURS_ONLY=1 times ours alone, MULTI_HOST_BENCH_MPI=1 adds raw Open MPI (under
+#   mpirun, TCP), MULTI_HOST_BENCH_RAW=1 shows the programs' output.
 # Needs root and iproute2; the hosts share this machine's cores (say so beside any figure).
 set -uo pipefail
 build=$(cd "$1" && pwd)
@@ -22,45 +24,11 @@ shift $(($# < 4 ? $# : 4))
 bench_args=("$@")
 [ ${#bench_args[@]} -eq 0 ] && bench_args=(--op allreduce -b 4 -e 16M -n 20)
 
-tag=b$$
-switch=${tag}sw
 subnet=10.214.0
 port=29617
-hosts=()
-for ((i = 0; i < hosts_wanted; i++)); do hosts+=("${tag}h$i"); done
-
-cleanup() {
-  for ns in "${hosts[@]}" "$switch"; do
-    pids=$(ip netns pids "$ns" 2>/dev/null)
-    [ -n "$pids" ] && kill -9 $pids 2>/dev/null
-    ip netns del "$ns" 2>/dev/null
-  done
-}
-trap cleanup EXIT
-
-shape() {  # namespace device
-  [ "$rate" = none ] && return
-  ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$rate" burst 256kb latency 50ms ||
-    { echo "tc tbf failed on $1/$2" >&2; exit 1; }
-}
-
-ip netns add "$switch" || { echo "ip netns add failed (needs root and iproute2)" >&2; exit 1; }
-ip -n "$switch" link add br0 type bridge && ip -n "$switch" link set br0 up
-for i in "${!hosts[@]}"; do
-  ns=${hosts[$i]}
-  ip netns add "$ns"
-  ip link add "${tag}a$i" type veth peer name "${tag}b$i"
-  ip link set "${tag}a$i" netns "$ns"
-  ip link set "${tag}b$i" netns "$switch"
-  ip -n "$ns" link set "${tag}a$i" name eth0
-  ip -n "$ns" addr add "$subnet.$((i + 1))/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
-  ip -n "$switch" link set "${tag}b$i" master br0
-  ip -n "$switch" link set "${tag}b$i" up
-  shape "$ns" eth0                 # the host's sending side
-  shape "$switch" "${tag}b$i"      # the switch port's, toward the host
-done
+source "$(dirname "$0")/../tests/netns/hosts.sh"
+trap netns_hosts_down EXIT
+netns_hosts_up "b$$" "$subnet" "$hosts_wanted" "$rate" || exit 1
 echo "# ${#hosts[@]} hosts at $subnet.1-${#hosts[@]}, links $rate each way, on $(nproc) cores"
 
 # Runs PROGRAM ARGS with one rank per host; prints rank 0's output.
@@ -87,6 +55,37 @@ run_job() {
   rm -f "$out"
 }
 
+# Runs comm-bench over our MPI backend with --raw under mpirun, one rank per host; prints rank 0's
+# output. mpirun runs in the first host, and starts its daemons in the others through an rsh
+# agent that enters their namespaces, each under its own host name (Open MPI would otherwise take
+# them for one host); its byte transfer layer is TCP on eth0.
+run_mpi_job() {
+  local dir list i vars=()
+  dir=$(mktemp -d)
+  {
+    echo '#!/bin/bash'
+    echo 'while [[ "$1" == -* ]]; do shift; done'
+    echo 'case $1 in'
+    for i in "${!hosts[@]}"; do echo "  $subnet.$((i + 1))) ns=${hosts[$i]} ;;"; done
+    echo '  *) echo "no namespace host $1" >&2; exit 1 ;;'
+    echo 'esac'
+    echo 'shift'
+    echo 'exec ip netns exec "$ns" unshare --uts /bin/sh -c "hostname $ns; $*"'
+  } >"$dir/agent"
+  chmod +x "$dir/agent"
+  list=$subnet.1
+  for ((i = 2; i <= ${#hosts[@]}; i++)); do list+=",$subnet.$i"; done
+  for v in $(compgen -e | grep '^C10D_'); do vars+=(-x "$v"); done
+  ip netns exec "${hosts[0]}" unshare --uts /bin/sh -c 'hostname "$0"; exec "$@"' \
+    "${hosts[0]}" timeout 600 mpirun --allow-run-as-root --oversubscribe \
+    --mca plm_rsh_agent "$dir/agent" --mca btl tcp,self --mca btl_tcp_if_include eth0 \
+    --mca oob_tcp_if_include eth0 --host "$list" -np "${#hosts[@]}" -x C10D_BACKEND=mpi \
+    "${vars[@]}" "$build/benchmarks/c10d-comm-bench" --raw --no-check "$@" >"$dir/out" 2>&1
+  [ -n "${MULTI_HOST_BENCH_RAW:-}" ] && cat "$dir/out" >&2
+  grep -v "^\[c10d" "$dir/out"
+  rm -rf "$dir"
+}
+
 # The link in Gbit/s, for busbw as a fraction of it.
 case $rate in
   *gbit) gbit=${rate%gbit} ;;
@@ -102,6 +101,7 @@ done
 
 # Rank 0's rows as "bytes p50 busbw path".
 rows_of_comm_bench() { sed 's/^\[rank 0\] *//' | awk '$1 ~ /^[0-9]+$/ && NF >= 14 {print $1, $10, $8, $NF}'; }
+rows_of_mpi() { rows_of_comm_bench | awk '$4 == "raw" {print $1, $2, $3, "mpi"}'; }
 rows_of_torch() { sed 's/^\[rank 0\] *//' | awk '$1 ~ /^[0-9]+$/ && NF == 3 {print $1, $2, $3, "torch"}'; }
 
 for ((round = 1; round <= rounds; round++)); do
@@ -113,15 +113,18 @@ for ((round = 1; round <= rounds; round++)); do
   if [ -x "$build/benchmarks/torch-gloo-bench" ] && [ -z "${MULTI_HOST_BENCH_OURS_ONLY:-}" ]; then
     run_job "$build/benchmarks/torch-gloo-bench" "${bench_args[@]}" | rows_of_torch >>"$rows"
   fi
+  if [ -n "${MULTI_HOST_BENCH_MPI:-}" ]; then
+    run_mpi_job "${bench_args[@]}" | rows_of_mpi >>"$rows"
+  fi
   echo "## round $round (${bench_args[*]}): p50 us [busbw as a fraction of the link]"
   awk -v gbit="$gbit" -v ranks="${#hosts[@]}" -v op="$op" '
     { p50[$1, $4] = $2; bw[$1, $4] = $3; if (!($1 in seen)) { seen[$1] = 1; sizes[++n] = $1 } }
     END {
-      printf "| bytes | c10d | raw Gloo | torch Gloo |\n|---|---|---|---|\n"
+      printf "| bytes | c10d | raw Gloo | torch Gloo | raw Open MPI |\n|---|---|---|---|---|\n"
       for (i = 1; i <= n; i++) {
         b = sizes[i]; line = "| " b
-        split("c10d raw torch", paths, " ")
-        for (j = 1; j <= 3; j++) {
+        split("c10d raw torch mpi", paths, " ")
+        for (j = 1; j <= 4; j++) {
           k = b SUBSEP paths[j]
           if (k in p50) {
             cell = p50[k]

@@ -15,18 +15,13 @@ set -uo pipefail
 build=$(cd "$1" && pwd)
 c10drun=$build/tools/c10drun
 tag=c$$  # keeps concurrent runs' namespaces and links apart
-switch=${tag}sw
-hosts=(${tag}h0 ${tag}h1 ${tag}h2)
 subnet=10.213.0
 port=29517
 logs=$(mktemp -d)
+source "$(dirname "$0")/hosts.sh"
 
 cleanup() {
-  for ns in "${hosts[@]}" "$switch"; do
-    pids=$(ip netns pids "$ns" 2>/dev/null)
-    [ -n "$pids" ] && kill -9 $pids 2>/dev/null
-    ip netns del "$ns" 2>/dev/null
-  done
+  netns_hosts_down
   rm -rf "$logs"
 }
 trap cleanup EXIT
@@ -35,24 +30,7 @@ skip() {
   echo "SKIPPED: $*; this test needs root and iproute2 to make network namespaces"
   exit 77
 }
-command -v ip >/dev/null || skip "no 'ip' command (Debian package iproute2)"
-ip netns add "$switch" 2>"$logs/err" || skip "ip netns add failed: $(cat "$logs/err")"
-ip -n "$switch" link add br0 type bridge && ip -n "$switch" link set br0 up ||
-  skip "cannot make a bridge in a namespace"
-ip -n "$switch" link set lo up
-for i in 0 1 2; do
-  ns=${hosts[$i]}
-  ip netns add "$ns" || skip "ip netns add $ns failed"
-  ip link add "${tag}a$i" type veth peer name "${tag}b$i" || skip "cannot make veth pairs"
-  ip link set "${tag}a$i" netns "$ns"
-  ip link set "${tag}b$i" netns "$switch"
-  ip -n "$ns" link set "${tag}a$i" name eth0
-  ip -n "$ns" addr add "$subnet.$((i + 1))/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
-  ip -n "$switch" link set "${tag}b$i" master br0
-  ip -n "$switch" link set "${tag}b$i" up
-done
+netns_hosts_up "$tag" "$subnet" 3 2>"$logs/err" || skip "$(cat "$logs/err")"
 echo "hosts: ${hosts[*]} at $subnet.1-3, joined by a bridge in $switch"
 
 failures=0
