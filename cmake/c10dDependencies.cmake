@@ -124,8 +124,10 @@ function(c10d_add_backend_libraries)
   if(C10D_USE_MPI_ENABLED)
     c10d_backend_library(mpi
       backends/mpi/MpiBackend.cpp backends/mpi/MpiProgress.cpp backends/mpi/MpiTypes.cpp)
-    # Its public header includes <mpi.h>.
+    # Its public header includes <mpi.h>: MPI's C API, without Open MPI's deprecated C++ bindings
+    # (which would need libmpi_cxx), in whatever order a program includes the two headers.
     target_link_libraries(c10d_mpi PUBLIC MPI::MPI_C)
+    target_compile_definitions(c10d_mpi PUBLIC OMPI_SKIP_MPICXX=1)
   endif()
   if(C10D_USE_NCCL_ENABLED)
     c10d_backend_library(nccl

@@ -2,7 +2,7 @@
 // the op queue (issue order, caller's thread when it waits at once); point-to-point ops are
 // MPI requests (MpiProgress.cpp).
 
-#include "backends/mpi/MpiBackend.hpp"
+#include "backends/mpi/MpiBackendImpl.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/mpi/MpiBackend.hpp"
+#include "backends/mpi/MpiBackendImpl.hpp"
 #include "backends/mpi/MpiTypes.hpp"
 #include "c10d/AtomicOp.hpp"
 
