@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "c10d/DefaultGroup.hpp"
 #include "c10d/ErrorFile.hpp"
 #include "c10d/core/Config.hpp"
 #include "c10d/core/Exception.hpp"
@@ -184,7 +185,9 @@ std::shared_ptr<ProcessGroup> initProcessGroup(InitOptions options) {
   groupOptions.timeout = options.timeout;
   groupOptions.groupName = options.groupName;
   groupOptions.localRank = world.localRank;
-  return std::make_shared<ProcessGroup>(store, world.rank, world.worldSize, groupOptions);
+  auto group = std::make_shared<ProcessGroup>(store, world.rank, world.worldSize, groupOptions);
+  setDefaultGroup(group);
+  return group;
 }
 
 }  // namespace c10d::inline v0

@@ -1,6 +1,9 @@
 // ProcessGroup's subgroups: newGroup and split, the store (or, without a shared store, CPU
 // backend) exchanges they run over the parent group to agree on each creation and on the colors,
-// and the making of the subgroup itself on every rank of the parent, members or not.
+// and the making of the subgroup itself on every rank of the parent, members or not; and
+// newSubgroups / newSubgroupsByEnumeration (Subgroups.hpp) over newGroup.
+
+#include "c10d/Subgroups.hpp"
 
 #include <algorithm>
 #include <array>
@@ -160,6 +163,46 @@ std::shared_ptr<ProcessGroup> ProcessGroup::makeSubgroup(
   std::erase_if(subgroups_, [](const std::weak_ptr<ProcessGroup>& g) { return g.expired(); });
   subgroups_.push_back(group);
   return group;
+}
+
+Subgroups newSubgroupsByEnumeration(ProcessGroup& parent,
+                                    const std::vector<std::vector<int>>& ranksPerSubgroup,
+                                    std::optional<ProcessGroupOptions> options) {
+  C10D_CHECK(!ranksPerSubgroup.empty(), InvalidArgument,
+             "new_subgroups_by_enumeration: no subgroups given");
+  std::vector<int> listOf(parent.size(), -1);
+  for (size_t i = 0; i < ranksPerSubgroup.size(); ++i) {
+    const std::vector<int>& ranks = ranksPerSubgroup[i];
+    C10D_CHECK(!ranks.empty(), InvalidArgument, "new_subgroups_by_enumeration: subgroup ", i,
+               " has no ranks");
+    for (int r : ranks) {
+      C10D_CHECK(r >= 0 && r < parent.size(), InvalidArgument,
+                 "new_subgroups_by_enumeration: rank ", r, " of subgroup ", i, " ",
+                 detail::rankList(ranks), " is not a rank of group '", parent.groupName(),
+                 "' (size ", parent.size(), ")");
+      C10D_CHECK(listOf[r] < 0, InvalidArgument, "new_subgroups_by_enumeration: rank ", r,
+                 " is in subgroup ", listOf[r], " ", detail::rankList(ranksPerSubgroup[listOf[r]]),
+                 " and in subgroup ", i, " ", detail::rankList(ranks),
+                 "; a rank may be in one subgroup only");
+      listOf[r] = static_cast<int>(i);
+    }
+  }
+  Subgroups made;
+  for (const std::vector<int>& ranks : ranksPerSubgroup) {
+    made.all.push_back(parent.newGroup(ranks, options));
+    if (made.all.back()->isMember()) made.mine = made.all.back();
+  }
+  return made;
+}
+
+Subgroups newSubgroups(ProcessGroup& parent, int groupSize,
+                       std::optional<ProcessGroupOptions> options) {
+  C10D_CHECK(groupSize > 0 && parent.size() % groupSize == 0, InvalidArgument,
+             "new_subgroups: group size ", groupSize, " does not divide the ", parent.size(),
+             " ranks of group '", parent.groupName(), "'; give a positive divisor of the size");
+  std::vector<std::vector<int>> lists(parent.size() / groupSize);
+  for (int r = 0; r < parent.size(); ++r) lists[r / groupSize].push_back(r);
+  return newSubgroupsByEnumeration(parent, lists, std::move(options));
 }
 
 }  // namespace c10d::inline v0

@@ -47,7 +47,7 @@ extern "C" {
 
 /* The version of this API: what c10d_api_version() of the library linked at run time returns,
  * at least. Raised when calls or fields are added; the soname changes when any is removed. */
-#define C10D_API_VERSION 3
+#define C10D_API_VERSION 4
 /* The number in libc10d_c's soname (libc10d_c.so.1): raised only when a call or field is removed
  * or changed, which breaks programs built before. */
 #define C10D_ABI_VERSION 1
@@ -324,6 +324,30 @@ typedef struct c10d_p2p_op {
 C10D_C_EXPORT c10d_status c10d_batch_isend_irecv(c10d_group* group, const c10d_p2p_op* ops,
                                                  size_t num_ops, int64_t timeout_ms,
                                                  c10d_work** works);
+
+/* ---- object collectives over bytes (API version 4; c10d/ObjectCollectives.hpp) ----
+ * torch's all_gather_object and friends with the serialising left to the caller: each moves
+ * bytes of any length, the sizes first, then the bytes. Blocking and collective over group (send
+ * and recv: the two ranks); ranks are the group's. Results are allocated by the library: release
+ * each c10d_bytes.data, then any array of them, with c10d_free. A rank whose announced size is
+ * negative fails C10D_ERR naming it; src with a count other than the group's size in scatter
+ * fails C10D_ERR_INVALID_ARGUMENT on every rank. */
+
+/* *out: c10d_group_size(group) c10d_bytes, rank r's at [r]. */
+C10D_C_EXPORT c10d_status c10d_all_gather_bytes(c10d_group* group, const void* data, size_t size,
+                                                c10d_bytes** out);
+/* src's data/size (read on src only) into *out on every rank, src too. */
+C10D_C_EXPORT c10d_status c10d_broadcast_bytes(c10d_group* group, const void* data, size_t size,
+                                               int src, c10d_bytes* out);
+/* On dst *out as in c10d_all_gather_bytes; elsewhere *out NULL. */
+C10D_C_EXPORT c10d_status c10d_gather_bytes(c10d_group* group, const void* data, size_t size,
+                                            int dst, c10d_bytes** out);
+/* pieces: count of them on src, one per rank (NULL and 0 elsewhere); rank r gets src's [r]. */
+C10D_C_EXPORT c10d_status c10d_scatter_bytes(c10d_group* group, const c10d_bytes* pieces,
+                                             size_t count, int src, c10d_bytes* out);
+C10D_C_EXPORT c10d_status c10d_send_bytes(c10d_group* group, const void* data, size_t size,
+                                          int dst, int tag);
+C10D_C_EXPORT c10d_status c10d_recv_bytes(c10d_group* group, int src, int tag, c10d_bytes* out);
 
 /* ---- work ---- */
 

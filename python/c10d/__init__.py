@@ -17,12 +17,13 @@ from .distributed import (Backend, GroupMember, P2POp, ProcessGroup, ReduceOp, W
                           default_pg_timeout, destroy_process_group, gather, get_backend,
                           get_global_rank, get_group_rank, get_process_group_ranks, get_rank,
                           get_world_size, group, init_process_group, irecv, is_available,
-                          is_initialized, isend, monitored_barrier, new_group, premul_sum, recv,
-                          reduce, reduce_scatter, reduce_scatter_tensor, scatter, send)
+                          is_initialized, isend, monitored_barrier, new_group, new_subgroups,
+                          new_subgroups_by_enumeration, premul_sum, recv,
+                          reduce, reduce_op, reduce_scatter, reduce_scatter_tensor, scatter, send)
 from .errors import (BackendError, CheckpointError, DistBackendError, DistError, DistStoreError, Error,
                      InvalidArgument, RemoteError, StateError, StoreError, TimeoutError)
 from .objects import (all_gather_object, broadcast_object_list, gather_object,
-                      scatter_object_list)
+                      recv_object_list, scatter_object_list, send_object_list)
 from .errorfile import record, write_error_file
 from .store import FileStore, HashStore, PrefixStore, Store, TCPStore
 from . import checkpoint, elastic, multiprocessing, parallel, rpc
@@ -35,8 +36,9 @@ __all__ = [
     "default_pg_timeout", "destroy_process_group", "gather", "gather_object", "get_backend",
     "get_global_rank", "get_group_rank", "get_process_group_ranks", "get_rank", "get_world_size",
     "group", "init_process_group", "irecv", "is_available", "is_initialized", "isend",
-    "monitored_barrier", "new_group", "premul_sum", "recv", "reduce", "reduce_scatter",
-    "reduce_scatter_tensor", "scatter", "scatter_object_list", "send",
+    "monitored_barrier", "new_group", "new_subgroups", "new_subgroups_by_enumeration",
+    "premul_sum", "recv", "recv_object_list", "reduce", "reduce_op", "reduce_scatter",
+    "reduce_scatter_tensor", "scatter", "scatter_object_list", "send", "send_object_list",
     "BackendError", "CheckpointError", "DistBackendError", "DistError", "DistStoreError", "Error", "InvalidArgument",
     "RemoteError", "StateError", "StoreError", "TimeoutError",
     "FileStore", "HashStore", "PrefixStore", "Store", "TCPStore",

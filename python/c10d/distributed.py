@@ -52,6 +52,26 @@ class ReduceOp(enum.IntEnum):
     PREMUL_SUM = 8
 
 
+class _DeprecatedReduceOp:
+    """reduce_op: ReduceOp under its old name, which torch.distributed keeps with a warning and
+    which tutorials still write (dist.all_reduce(t, op=dist.reduce_op.SUM))."""
+
+    def __getattr__(self, name):
+        warnings.warn("c10d.reduce_op is deprecated, please use c10d.ReduceOp instead",
+                      DeprecationWarning, stacklevel=2)
+        try:
+            return ReduceOp[name]
+        except KeyError:
+            raise AttributeError(f"reduce_op has no member {name!r}; ReduceOp's are "
+                                 f"{', '.join(ReduceOp.__members__)}") from None
+
+    def __repr__(self):
+        return "c10d.reduce_op (deprecated: use c10d.ReduceOp)"
+
+
+reduce_op = _DeprecatedReduceOp()
+
+
 class _PremulSum:
     """PREMUL_SUM with its factor: the sum over ranks of factor * input."""
 
@@ -349,6 +369,56 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None):
     pg = ProcessGroup(handle, members)
     _subgroups.append(pg)
     return pg
+
+
+def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=None,
+                                 pg_options=None):
+    """One group per list of global ranks, made by every rank of the default group; returns
+    (the subgroup this rank is in, or None, and every subgroup). A rank may be in one list only."""
+    world = _group(None)
+    lists = [list(ranks) for ranks in ranks_per_subgroup_list]
+    if not lists:
+        raise InvalidArgument("new_subgroups_by_enumeration: no subgroups given")
+    seen = {}
+    for i, ranks in enumerate(lists):
+        if not ranks:
+            raise InvalidArgument(f"new_subgroups_by_enumeration: subgroup {i} has no ranks")
+        for r in ranks:
+            if not 0 <= r < world._size:
+                raise InvalidArgument(f"new_subgroups_by_enumeration: rank {r} of subgroup {i} "
+                                      f"{ranks} is not in the default group (size {world._size})")
+            if r in seen:
+                raise InvalidArgument(f"new_subgroups_by_enumeration: rank {r} is in subgroup "
+                                      f"{seen[r]} {lists[seen[r]]} and in subgroup {i} {ranks}; "
+                                      "a rank may be in one subgroup only")
+            seen[r] = i
+    mine, subgroups = None, []
+    for ranks in lists:
+        subgroups.append(new_group(ranks, timeout=timeout, backend=backend, pg_options=pg_options))
+        if world._rank in ranks:
+            mine = subgroups[-1]
+    return mine, subgroups
+
+
+def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_options=None):
+    """The default group's ranks cut into consecutive subgroups of group_size (None: this node's
+    LOCAL_WORLD_SIZE, where torch takes the node's CUDA device count); returns (this rank's
+    subgroup, every subgroup)."""
+    if group is not None and group is not GroupMember.WORLD:
+        raise InvalidArgument("new_subgroups: group must be the default group (as in torch)")
+    world = _group(None)
+    if group_size is None:
+        local = os.environ.get("LOCAL_WORLD_SIZE")
+        if not local:
+            raise InvalidArgument("new_subgroups: give group_size (LOCAL_WORLD_SIZE is not set)")
+        group_size = int(local)
+    if group_size <= 0 or world._size % group_size:
+        raise InvalidArgument(f"new_subgroups: group size {group_size} does not divide the "
+                              f"{world._size} ranks of the default group; give a positive "
+                              "divisor of the size")
+    return new_subgroups_by_enumeration(
+        [list(range(i, i + group_size)) for i in range(0, world._size, group_size)],
+        timeout=timeout, backend=backend, pg_options=pg_options)
 
 
 def get_rank(group=None):

@@ -113,3 +113,50 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list, s
     _dist.scatter(mine, inputs, src=src, group=group)
     scatter_object_output_list[0] = pickle.loads(mine[:sizes[pg.rank()]])
     return None
+
+
+def send_object_list(object_list, dst, group=None, device=None):
+    """Sends object_list's objects to dst (a global rank), for its recv_object_list: the count,
+    the sizes, then the bytes. device is accepted for torch's signature; buffers stay on the CPU."""
+    pg = _dist._group(group)
+    if pg is None:
+        return _dist._skipped(group, "send_object_list")
+    pickles = [_pickled(obj) for obj in object_list]
+    _dist.send(array("q", [len(pickles)]), dst, group=group)
+    if pickles:
+        _dist.send(array("q", [len(p) for p in pickles]), dst, group=group)
+        data = bytearray(b"".join(pickles))
+        if data:
+            _dist.send(data, dst, group=group)
+    return None
+
+
+def recv_object_list(object_list, src, group=None, device=None):
+    """Fills object_list with what src (a global rank) sent with send_object_list, one object per
+    slot, and returns src. A list of another length than was sent gets InvalidArgument (after
+    the message is received, so the pair stays in step)."""
+    pg = _dist._group(group)
+    if pg is None:
+        _dist._skipped(group, "recv_object_list")
+        return -1
+    count = array("q", [0])
+    _dist.recv(count, src, group=group)
+    if count[0] < 0:
+        raise InvalidArgument(f"recv_object_list: rank {src} announced {count[0]} objects")
+    sizes = array("q", [0]) * count[0]
+    if count[0]:
+        _dist.recv(sizes, src, group=group)
+    if any(size < 0 for size in sizes):
+        raise InvalidArgument(f"recv_object_list: rank {src} announced a negative size: "
+                              f"{list(sizes)}")
+    data = bytearray(sum(sizes))
+    if data:
+        _dist.recv(data, src, group=group)
+    if len(object_list) != count[0]:
+        raise InvalidArgument(f"recv_object_list: rank {src} sent {count[0]} objects; object_list "
+                              f"has {len(object_list)} slots (give one per object sent)")
+    offset = 0
+    for i, size in enumerate(sizes):
+        object_list[i] = pickle.loads(data[offset:offset + size])
+        offset += size
+    return src

@@ -952,6 +952,62 @@ static void test_subgroups(c10d_group* g, int rank, int size) {
 
 /* ---- errors ---- */
 
+/* Object collectives over bytes: rank r's text is "r" repeated r + 1 times (rank 0's empty in the
+ * gather), every result checked, and src with the wrong count fails on every rank. */
+static void object_text(int rank, char* out) {
+  int i;
+  for (i = 0; i <= rank; ++i) out[i] = (char)('a' + rank % 26);
+  out[rank + 1] = '\0';
+}
+
+static void test_object_bytes(c10d_group* g, int rank, int size) {
+  char mine[MAX_RANKS + 2], want[MAX_RANKS + 2];
+  c10d_bytes* list = NULL;
+  c10d_bytes one = {NULL, 0};
+  c10d_bytes pieces[MAX_RANKS];
+  int r;
+  object_text(rank, mine);
+  CHECK_OK(c10d_all_gather_bytes(g, mine, strlen(mine), &list), "c10d_all_gather_bytes");
+  for (r = 0; r < size && list != NULL; ++r) {
+    object_text(r, want);
+    CHECK_BYTES(list[r], want, "all_gather_bytes: rank r's bytes");
+  }
+  c10d_free(list);
+
+  CHECK_OK(c10d_broadcast_bytes(g, rank == size - 1 ? "from the last" : NULL,
+                                rank == size - 1 ? 13 : 0, size - 1, &one),
+           "c10d_broadcast_bytes");
+  CHECK_BYTES(one, "from the last", "broadcast_bytes: src's bytes on every rank");
+
+  list = NULL;
+  CHECK_OK(c10d_gather_bytes(g, mine, rank == 0 ? 0 : strlen(mine), 1, &list),
+           "c10d_gather_bytes");
+  CHECK((list != NULL) == (rank == 1), "gather_bytes: a list on dst only");
+  for (r = 0; r < size && list != NULL; ++r) {
+    object_text(r, want);
+    CHECK_BYTES(list[r], r == 0 ? "" : want, "gather_bytes: rank r's bytes on dst");
+  }
+  c10d_free(list);
+
+  for (r = 0; r < size; ++r) {
+    pieces[r].data = (void*)(r % 2 == 0 ? "even" : "odd");
+    pieces[r].size = r % 2 == 0 ? 4 : 3;
+  }
+  CHECK_OK(c10d_scatter_bytes(g, rank == 0 ? pieces : NULL, rank == 0 ? (size_t)size : 0, 0, &one),
+           "c10d_scatter_bytes");
+  CHECK_BYTES(one, rank % 2 == 0 ? "even" : "odd", "scatter_bytes: this rank's piece");
+  CHECK_FAILS(c10d_scatter_bytes(g, rank == 0 ? pieces : NULL, rank == 0 ? 1 : 0, 0, &one),
+              C10D_ERR_INVALID_ARGUMENT, "(src) passed", "scatter_bytes with one piece for all");
+
+  if (rank == 0) {
+    CHECK_OK(c10d_send_bytes(g, "hello", 5, 1, 3), "c10d_send_bytes");
+  } else if (rank == 1) {
+    CHECK_OK(c10d_recv_bytes(g, 0, 3, &one), "c10d_recv_bytes");
+    CHECK_BYTES(one, "hello", "recv_bytes: what rank 0 sent");
+  }
+  barrier(g, "after the object collectives");
+}
+
 static void test_argument_errors(c10d_group* g, int rank, int size) {
   float x[COUNT] = {1, 2, 3, 4};
   double want[COUNT];
@@ -1140,6 +1196,7 @@ int main(void) {
   test_async(world, rank, size);
   test_p2p(world, rank, size);
   test_subgroups(world, rank, size);
+  test_object_bytes(world, rank, size);
   test_argument_errors(world, rank, size);
   test_recv_timeout(world, rank, size);
   test_shutdown(world, rank, size);

@@ -208,3 +208,49 @@ def run_all(rank, size):
 @pytest.mark.parametrize("size", [2, 3])
 def test_every_collective(size):
     world.run(run_all, size)
+
+
+def tutorial_reduce_op(rank, size):
+    """PyTorch's distributed tutorial as still widely taught: op=dist.reduce_op.SUM."""
+    import warnings
+    import c10d as dist
+    t = np.full(4, rank + 1, dtype=np.float32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dist.all_reduce(t, op=dist.reduce_op.SUM)
+    np.testing.assert_array_equal(t, np.full(4, size * (size + 1) / 2, dtype=np.float32))
+    assert any(issubclass(w.category, DeprecationWarning) and "c10d.ReduceOp" in str(w.message)
+               for w in caught), [str(w.message) for w in caught]
+    assert dist.reduce_op.MAX is dist.ReduceOp.MAX
+    with pytest.raises(AttributeError, match="reduce_op has no member 'MEAN'.*SUM"):
+        dist.reduce_op.MEAN
+
+
+def test_reduce_op_of_old_tutorials_still_works():
+    world.run(tutorial_reduce_op, 2)
+
+
+def subgroups_of_two(rank, size):
+    import c10d as dist
+    mine, everyone = dist.new_subgroups(2)
+    assert len(everyone) == size // 2
+    assert dist.get_process_group_ranks(mine) == [rank - rank % 2, rank - rank % 2 + 1]
+    t = np.full(1, rank + 1, dtype=np.int64)
+    dist.all_reduce(t, group=mine)
+    assert t[0] == (rank - rank % 2 + 1) + (rank - rank % 2 + 2)
+    # By enumeration: {3, 0} and {1}; rank 2 is in none.
+    mine, everyone = dist.new_subgroups_by_enumeration([[3, 0], [1]])
+    assert len(everyone) == 2
+    assert (mine is None) == (rank == 2)
+    if mine is not None:
+        t = np.full(1, rank + 1, dtype=np.int64)
+        dist.all_reduce(t, group=mine)
+        assert t[0] == (5 if rank in (0, 3) else 2)
+    with pytest.raises(dist.InvalidArgument, match="group size 3 does not divide the 4 ranks"):
+        dist.new_subgroups(3)
+    with pytest.raises(dist.InvalidArgument, match=r"rank 1 is in subgroup 0 \[0, 1\] and in subgroup 1"):
+        dist.new_subgroups_by_enumeration([[0, 1], [1]])
+
+
+def test_new_subgroups_at_four_ranks():
+    world.run(subgroups_of_two, 4)

@@ -39,5 +39,37 @@ def run_objects(rank, size):
         assert box == ["from last"]
 
 
+def run_send_recv(rank, size):
+    """A ring of send_object_list / recv_object_list, then a receiver with too few slots."""
+    import pytest
+    import c10d as dist
+    right, left = (rank + 1) % size, (rank - 1) % size
+    mine = [thing(rank), "text", [rank] * rank]
+    got = [None] * 3
+    if rank % 2 == 0:
+        dist.send_object_list(mine, dst=right)
+        assert dist.recv_object_list(got, src=left) == left
+    else:
+        assert dist.recv_object_list(got, src=left) == left
+        dist.send_object_list(mine, dst=right)
+    assert got == [thing(left), "text", [left] * left]
+    # An empty list, and a receiver whose list is shorter than what was sent.
+    if rank == 0:
+        dist.send_object_list([], dst=1)
+        dist.send_object_list([1, 2], dst=1)
+    elif rank == 1:
+        empty = []
+        dist.recv_object_list(empty, src=0)
+        assert empty == []
+        with pytest.raises(dist.InvalidArgument, match="rank 0 sent 2 objects; object_list has 1"):
+            dist.recv_object_list([None], src=0)
+    dist.barrier()
+
+
 def test_object_collectives():
     world.run(run_objects, 3)
+
+
+def test_send_and_recv_object_list():
+    world.run(run_send_recv, 2)
+    world.run(run_send_recv, 4)
