@@ -24,18 +24,20 @@ from .errors import (BackendError, CheckpointError, DistBackendError, DistError,
                      InvalidArgument, RemoteError, StateError, StoreError, TimeoutError)
 from .objects import (all_gather_object, broadcast_object_list, gather_object,
                       recv_object_list, scatter_object_list, send_object_list)
+from .device_mesh import DeviceMesh, init_device_mesh
 from .errorfile import record, write_error_file
 from .store import FileStore, HashStore, PrefixStore, Store, TCPStore
 from . import checkpoint, elastic, multiprocessing, parallel, rpc
 from .parallel import Reducer
 
 __all__ = [
-    "Backend", "GroupMember", "P2POp", "ProcessGroup", "ReduceOp", "Work",
+    "Backend", "DeviceMesh", "GroupMember", "P2POp", "ProcessGroup", "ReduceOp", "Work",
     "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all",
     "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast", "broadcast_object_list",
     "default_pg_timeout", "destroy_process_group", "gather", "gather_object", "get_backend",
     "get_global_rank", "get_group_rank", "get_process_group_ranks", "get_rank", "get_world_size",
-    "group", "init_process_group", "irecv", "is_available", "is_initialized", "isend",
+    "group", "init_device_mesh", "init_process_group", "irecv", "is_available", "is_initialized",
+    "isend",
     "monitored_barrier", "new_group", "new_subgroups", "new_subgroups_by_enumeration",
     "premul_sum", "recv", "recv_object_list", "reduce", "reduce_op", "reduce_scatter",
     "reduce_scatter_tensor", "scatter", "scatter_object_list", "send", "send_object_list",

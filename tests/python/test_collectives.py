@@ -254,3 +254,32 @@ def subgroups_of_two(rank, size):
 
 def test_new_subgroups_at_four_ranks():
     world.run(subgroups_of_two, 4)
+
+
+def device_mesh_2x2(rank, size):
+    import c10d as dist
+    mesh = dist.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    assert mesh.get_coordinate() == [rank // 2, rank % 2]
+    assert mesh.mesh == [[0, 1], [2, 3]]
+    assert dist.get_process_group_ranks(mesh.get_group("tp")) == [rank // 2 * 2, rank // 2 * 2 + 1]
+    assert dist.get_process_group_ranks(mesh.get_group("dp")) == [rank % 2, rank % 2 + 2]
+    t = np.full(1, 1 << rank, dtype=np.int64)
+    dist.all_reduce(t, group=mesh["dp"].get_group())
+    assert t[0] == (1 << (rank % 2)) | (1 << (rank % 2 + 2))
+    assert mesh["tp"].mesh == [rank // 2 * 2, rank // 2 * 2 + 1]
+    assert mesh["dp"].get_local_rank() == rank // 2
+    with pytest.raises(dist.InvalidArgument, match="not in the mesh's order"):
+        mesh["tp", "dp"]
+    with pytest.raises(dist.InvalidArgument, match="no dimension named 'pp'"):
+        mesh.get_group("pp")
+    with pytest.raises(dist.InvalidArgument, match=r"makes 2 ranks; the default group has 4"):
+        dist.init_device_mesh("cpu", (2, 1))
+    with pytest.raises(dist.InvalidArgument, match="repeat"):
+        dist.init_device_mesh("cpu", (2, 2), mesh_dim_names=("x", "x"))
+    column = dist.init_device_mesh("cpu", (4, 1))
+    assert column.get_coordinate() == [rank, 0]
+    assert dist.get_process_group_ranks(column.get_group(0)) == [0, 1, 2, 3]
+
+
+def test_device_mesh_2x2_and_4x1():
+    world.run(device_mesh_2x2, 4)
