@@ -38,6 +38,8 @@ class DeviceMesh {
   // along dim. Throws InvalidArgument for an index out of range or an unknown name.
   std::shared_ptr<ProcessGroup> getGroup(int dim) const;
   std::shared_ptr<ProcessGroup> getGroup(const std::string& name) const;
+  // The index of the dimension called name. Throws InvalidArgument naming the mesh's names.
+  int dimIndex(const std::string& name) const { return indexOf(name, "dimIndex"); }
   // This rank's index along dim: its rank in getGroup(dim).
   int getLocalRank(int dim) const;
   int getLocalRank(const std::string& name) const;

@@ -177,6 +177,21 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
     return batchIsendIrecv(ops, BatchP2POptions{timeout});
   }
 
+  // Coalescing, as torch's _coalescing_manager: between startCoalescing() and endCoalescing(),
+  // the allreduces this thread issues on this group are validated and held, each returning a
+  // Work that completes with the fused op; endCoalescing() issues them as one allreduceCoalesced
+  // (one message per step instead of one per tensor) and returns its Work. Every rank must make
+  // the same calls. The block belongs to the thread that began it: other threads' ops on the
+  // group run as usual meanwhile. Throws InvalidArgument, the block going on without the refused
+  // op, for: an op other than allreduce, an allreduce whose dtype, device or reduce op differs
+  // from the block's first, an op on another group inside the block, a second start or an end
+  // without a start on this thread. A Work of a held op that is waited on before
+  // endCoalescing() throws StateError (the op has not started).
+  void startCoalescing();
+  std::shared_ptr<Work> endCoalescing();
+  // Whether this thread has a coalescing block of this group open.
+  bool isCoalescing() const;
+
   // A group of the given ranks of this group (in that order). Every rank of this group must
   // call it, in the same order relative to other newGroup/split calls. Members get a working
   // group; non-members get a handle with isMember() false.
@@ -225,6 +240,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // point-to-point count otherwise), records it, at C10D_DEBUG=DETAIL checks that every rank
   // makes the same call, starts it on backend and counts bytes of traffic for it.
   std::shared_ptr<Work> issue(Backend& backend, Op& op, const OpTensors& tensors, uint64_t bytes);
+  // issue's branch inside a coalescing block of this thread (c10d/ProcessGroupCoalescing.cpp).
+  std::shared_ptr<Work> hold(const Op& op, const OpTensors& tensors);
   // The DETAIL check of collective op, before it starts: InvalidArgument when the ranks' calls
   // differ; a failed Work for op when the check itself failed (a rank that never made it).
   std::shared_ptr<Work> checkEveryRankMakes(const Op& op);

@@ -17,6 +17,10 @@ namespace c10d::inline v0 {
 
 std::shared_ptr<Work> ProcessGroup::issue(Backend& backend, Op& op, const OpTensors& tensors,
                                           uint64_t bytes) {
+  if (detail::openCoalescingBlocks.load(std::memory_order_relaxed) != 0 &&
+      detail::tlsCoalescingBlock != nullptr) [[unlikely]] {
+    return hold(op, tensors);
+  }
   const bool collective = op.traits().collective;
   op.seq = (collective ? collectives_ : pointToPoint_).fetch_add(1, std::memory_order_relaxed);
   // Recorded as started before the backend can complete it: the recorder's states only move on.

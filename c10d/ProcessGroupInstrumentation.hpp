@@ -6,11 +6,22 @@
 // a public operation to its backend (issue: numbering, recording, the DETAIL check, traffic) is
 // in c10d/ProcessGroupInstrumentation.cpp.
 
+#include <atomic>
+
 #include "c10d/GroupTrace.hpp"
 #include "c10d/ProcessGroup.hpp"
 #include "c10d/core/Exception.hpp"
 
 namespace c10d::inline v0 {
+
+namespace detail {
+struct CoalescingBlock;
+// Coalescing blocks open in the process (ProcessGroup::startCoalescing): what issue looks at
+// first, so that an op pays one relaxed load, not a thread-local look-up, while none is open.
+extern std::atomic<int> openCoalescingBlocks;
+// The coalescing block this thread began, else null.
+extern thread_local CoalescingBlock* tlsCoalescingBlock;
+}  // namespace detail
 
 template <typename Body>
 auto ProcessGroup::withErrorContext(const char* op, int peer, Body&& body) -> decltype(body()) {

@@ -1,8 +1,10 @@
-// Parameter-server training over RPC: rank 0 ("ps") owns a logistic-regression model's
-// parameters; every other rank is a trainer that, for each batch of its own shard of a synthetic
-// dataset, fetches the current parameters (RRef::toHere), computes the gradients itself, adds
-// them to a distributed autograd context on the server and steps a DistributedOptimizer there.
-// Trainers report each epoch's loss; rank 0 prints `epoch E loss L` (averaged over trainers).
+// Parameter-server training over RPC, as PyTorch's parameter-server tutorial: rank 0 ("ps") owns
+// a logistic-regression model; every other rank is a trainer that, for each batch of its own
+// shard of a synthetic dataset, runs the model's forward on the server inside a distributed
+// autograd context (context.rpcSync), computes the loss and its gradient by the logits itself,
+// runs the distributed backward (the server's local backward turns that into the parameters'
+// gradients) and steps a DistributedOptimizer over the server's parameters. Trainers report each
+// epoch's loss; rank 0 prints `epoch E loss L` (averaged over trainers).
 //
 //   c10drun --nproc-per-node 3 parameter_server
 //
@@ -62,16 +64,62 @@ Tensor zeros(int64_t n) {
   return Tensor::zeros({n}, c10d::ScalarType::Float64);
 }
 
-// The server's side: the model, and the losses the trainers report.
+// The server's side: the model, its forward and local backward, and the losses trainers report.
 class Server {
  public:
   explicit Server(int trainers) : trainers_(trainers) {}
 
   void setup(RpcAgent& agent) {
+    agent_ = &agent;
     weights_ = agent.makeRRef(zeros(kFeatures));
     bias_ = agent.makeRRef(zeros(1));
     agent.registerFunction("parameters", [this] { return std::vector{weights_, bias_}; });
+    agent.registerFunction("forward", [this](const Tensor& features) { return forward(features); });
     agent.registerFunction("report", [this](int epoch, double loss) { report(epoch, loss); });
+    c10d::rpc::setLocalBackward(
+        agent, [this](const c10d::rpc::LocalBackwardCall& call) { return backward(call); });
+  }
+
+  // The logits of a batch (rows of kFeatures), remembered under the call's context for the
+  // backward pass, as an autograd tape would.
+  Tensor forward(const Tensor& features) {
+    const int64_t n = features.numel() / kFeatures;
+    const double* w = weights_.localValue().data<double>();
+    const double b = bias_.localValue().data<double>()[0];
+    Tensor logits = zeros(n);
+    for (int64_t k = 0; k < n; ++k) {
+      double z = b;
+      for (int f = 0; f < kFeatures; ++f) z += w[f] * features.data<double>()[k * kFeatures + f];
+      logits.data<double>()[k] = z;
+    }
+    std::lock_guard<std::mutex> guard(mutex_);
+    tape_[c10d::rpc::currentContextId()] = features;
+    return logits;
+  }
+
+  // The seeds are the logits this server sent and their gradients: the parameters' gradients
+  // follow (features need none, so nothing goes back to the trainer).
+  std::vector<Tensor> backward(const c10d::rpc::LocalBackwardCall& call) {
+    Tensor features;
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      features = tape_.at(call.contextId);
+      tape_.erase(call.contextId);
+    }
+    Tensor gradWeights = zeros(kFeatures);
+    Tensor gradBias = zeros(1);
+    for (const auto& [logits, grad] : call.seeds) {
+      for (int64_t k = 0; k < logits.numel(); ++k) {
+        const double g = grad.data<double>()[k];
+        for (int f = 0; f < kFeatures; ++f) {
+          gradWeights.data<double>()[f] += g * features.data<double>()[k * kFeatures + f];
+        }
+        gradBias.data<double>()[0] += g;
+      }
+    }
+    c10d::rpc::accumulateGradient(*agent_, call.contextId, weights_, gradWeights);
+    c10d::rpc::accumulateGradient(*agent_, call.contextId, bias_, gradBias);
+    return std::vector<Tensor>(call.received.size());
   }
 
   void report(int epoch, double loss) {
@@ -96,16 +144,16 @@ class Server {
 
  private:
   int trainers_;
+  RpcAgent* agent_ = nullptr;
   RRef<Tensor> weights_, bias_;
   std::mutex mutex_;
   std::map<int, std::pair<double, int>> epochs_;
+  std::map<int64_t, Tensor> tape_;  // context -> the batch its forward ran on
 };
 
 void train(std::shared_ptr<RpcAgent> agent, int trainer, int trainers) {
   Dataset data = makeDataset();
   auto params = agent->rpcSync<std::vector<RRef<Tensor>>>("ps", "parameters");
-  RRef<Tensor> weightsRef = params.at(0);
-  RRef<Tensor> biasRef = params.at(1);
   c10d::rpc::DistributedOptimizer optimizer(agent, c10d::rpc::OptimizerSpec::sgd(kLearningRate),
                                             params);
   std::vector<int> shard;
@@ -114,28 +162,23 @@ void train(std::shared_ptr<RpcAgent> agent, int trainer, int trainers) {
     double lossSum = 0;
     for (size_t start = 0; start < shard.size(); start += kBatch) {
       size_t end = std::min(shard.size(), start + kBatch);
-      // Both fetches in flight at once.
-      c10d::rpc::Future<Tensor> weightsFetch = weightsRef.toHereAsync();
-      Tensor bias = biasRef.toHere();
-      Tensor weights = weightsFetch.value();
-      const double* w = weights.data<double>();
-      Tensor gradWeights = zeros(kFeatures);
-      Tensor gradBias = zeros(1);
-      double* gw = gradWeights.data<double>();
-      double* gb = gradBias.data<double>();
-      const double n = static_cast<double>(end - start);
-      for (size_t k = start; k < end; ++k) {
-        const double* x = &data.features[static_cast<size_t>(shard[k]) * kFeatures];
-        double logit = bias.data<double>()[0];
-        for (int f = 0; f < kFeatures; ++f) logit += w[f] * x[f];
-        double p = 1.0 / (1.0 + std::exp(-logit));
-        double y = data.labels[shard[k]];
-        lossSum -= y * std::log(p + 1e-12) + (1 - y) * std::log(1 - p + 1e-12);
-        for (int f = 0; f < kFeatures; ++f) gw[f] += (p - y) * x[f] / n;
-        gb[0] += (p - y) / n;
+      const auto n = static_cast<int64_t>(end - start);
+      Tensor features = zeros(n * kFeatures);
+      for (int64_t k = 0; k < n; ++k) {
+        const double* x = &data.features[static_cast<size_t>(shard[start + k]) * kFeatures];
+        std::copy(x, x + kFeatures, features.data<double>() + k * kFeatures);
       }
       c10d::rpc::DistAutogradContext context(agent);
-      context.accumulateGrads({{weightsRef, gradWeights}, {biasRef, gradBias}});
+      Tensor logits = context.rpcSync<Tensor>("ps", "forward", features);
+      // The mean binary cross-entropy, and its gradient by the logits: (sigmoid(z) - y) / n.
+      Tensor gradLogits = zeros(n);
+      for (int64_t k = 0; k < n; ++k) {
+        double p = 1.0 / (1.0 + std::exp(-logits.data<double>()[k]));
+        double y = data.labels[shard[start + k]];
+        lossSum -= y * std::log(p + 1e-12) + (1 - y) * std::log(1 - p + 1e-12);
+        gradLogits.data<double>()[k] = (p - y) / static_cast<double>(n);
+      }
+      context.backward({{logits, gradLogits}});
       optimizer.step(context.id());
     }
     agent->rpcSync<void>("ps", "report", epoch, lossSum / static_cast<double>(shard.size()));

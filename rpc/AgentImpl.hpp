@@ -31,8 +31,9 @@ void registerOptimizerFunctions(RpcAgent& agent);
 struct RpcAgent::Impl {
   using Pending = detail::CallTable::Pending;
   struct Registered {
-    Handler call;
-    Maker make;  // null: remote() cannot call it
+    Handler call;            // null for a function that replies later
+    Maker make;              // null: remote() cannot call it
+    AsyncHandler callAsync;  // a function that replies later (it returns a Future)
   };
 
   std::shared_ptr<Store> store;
@@ -80,18 +81,20 @@ struct RpcAgent::Impl {
   // RemoteError its caller gets (naming the function and this worker).
   template <typename Body>
   auto runRegistered(const std::string& name, Body&& body) -> decltype(body());
-  // Runs the function registered as name. Throws RemoteError carrying the message its caller
-  // gets: an unknown function (naming the registered ones), or what the function threw.
-  // RRefs among the arguments came from peer; those in the result go to it.
-  Packed invoke(const std::string& name, Packed& arguments, int peer);
-  // What remote() stores: make run on arguments from peer (errors as in invoke).
+  // Runs the function registered as name, and done with its result or its error, a RemoteError
+  // carrying the message its caller gets: an unknown function (naming the registered ones), or
+  // what the function threw. RRefs among the arguments came from peer; those in the result go
+  // to it. done runs at once, or for a function that replies later once its Future completes, on
+  // whatever thread completes it. done runs once.
+  void dispatch(const std::string& name, Packed& arguments, int peer, Done done);
+  // What remote() stores: make run on arguments from peer (errors as in dispatch).
   std::shared_ptr<detail::Held> makeValue(const std::string& name, const Maker& make,
                                           Packed& arguments, int peer);
   void serve(int peer, Frame request);
   void respond(int peer, uint64_t id, Packed result);
   void sendError(int peer, uint64_t id, const std::string& message);
   void call(int to, const std::string& function, Packed arguments,
-            std::chrono::milliseconds timeout, Reply reply);
+            std::chrono::milliseconds timeout, Done done);
   void onFrame(int peer, Frame frame);
   void onPeerLost(int peer, const std::string& why);
   // The error of a call to a peer whose connection is lost: the same for a call in flight at the

@@ -36,7 +36,7 @@ class WorkerPool;
 class CallTable {
  public:
   // How a call ends: with error, or (error null) with the reply. The same type as
-  // RpcAgent::Reply, which this class cannot name (it is private there).
+  // RpcAgent::Done, which this class cannot name (it is private there).
   using Reply = std::function<void(std::exception_ptr error, Packed* reply)>;
   struct Pending {
     Reply reply;

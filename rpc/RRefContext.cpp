@@ -221,8 +221,8 @@ bool RpcAgent::Impl::handleRRefMessage(int peer, Frame& frame) {
           std::shared_ptr<const Registered> registered = lookup(function);
           C10D_CHECK(registered->make != nullptr, RemoteError, "function '", function, "' on ",
                      describeWorker(self.id),
-                     " returns nothing, or was registered as a raw handler: remote() cannot "
-                     "hold its result");
+                     " returns nothing, replies later (returns a Future), or was registered as "
+                     "a raw handler: remote() cannot hold its result");
           core->value().setValue(makeValue(function, registered->make, innerArguments, peer));
         } catch (const std::exception& e) {
           core->value().setError(std::current_exception());
@@ -298,7 +298,8 @@ std::shared_ptr<RRefCore> RpcAgent::remoteRaw(const std::string& to, const std::
     std::shared_ptr<const Impl::Registered> registered = impl.lookup(function);
     C10D_CHECK(registered->make != nullptr, InvalidArgument, "rpc: remote '", function,
                "' on worker '", to,
-               "': the function returns nothing, or was registered as a raw handler");
+               "': the function returns nothing, replies later (returns a Future), or was "
+               "registered as a raw handler");
     impl.runOnPool([&impl, core, function, registered, arguments = std::move(arguments)]() mutable {
       try {
         core->value().setValue(impl.makeValue(function, registered->make, arguments, impl.self.id));

@@ -69,10 +69,55 @@ std::shared_ptr<const RpcAgent::Impl::Registered> RpcAgent::Impl::lookup(const s
                     "; registered: " + (registered.empty() ? "none" : registered));
 }
 
-Packed RpcAgent::Impl::invoke(const std::string& name, Packed& arguments, int peer) {
-  std::shared_ptr<const Registered> registered = lookup(name);
-  detail::RRefScope scope(*front, peer);
-  return runRegistered(name, [&] { return registered->call(arguments); });
+void RpcAgent::Impl::dispatch(const std::string& name, Packed& arguments, int peer, Done done) {
+  std::shared_ptr<const Registered> registered;
+  try {
+    registered = lookup(name);
+  } catch (...) {
+    done(std::current_exception(), nullptr);
+    return;
+  }
+  if (!registered->callAsync) {
+    Packed result;
+    try {
+      detail::RRefScope scope(*front, peer);
+      result = runRegistered(name, [&] { return registered->call(arguments); });
+    } catch (...) {
+      done(std::current_exception(), nullptr);
+      return;
+    }
+    done(nullptr, &result);
+    return;
+  }
+  // The reply may come from any thread, after this agent shut down or was destroyed: it holds
+  // the agent while it answers, and answers nothing once the agent is gone.
+  auto once = std::make_shared<std::atomic<bool>>(false);
+  auto shared = std::make_shared<Done>(std::move(done));
+  Reply reply = [this, agent = this->agent, once, shared, name, peer](
+                    std::exception_ptr error, const std::function<Packed()>* pack) {
+    auto alive = agent.lock();
+    if (alive == nullptr || once->exchange(true)) return;
+    Packed result;
+    try {
+      if (error) std::rethrow_exception(error);
+      detail::RRefScope scope(*front, peer);
+      result = (*pack)();
+    } catch (...) {
+      try {
+        runRegistered(name, [&] { std::rethrow_exception(std::current_exception()); });
+      } catch (...) {
+        (*shared)(std::current_exception(), nullptr);
+      }
+      return;
+    }
+    (*shared)(nullptr, &result);
+  };
+  try {
+    detail::RRefScope scope(*front, peer);
+    runRegistered(name, [&] { registered->callAsync(arguments, reply); });
+  } catch (...) {
+    if (!once->exchange(true)) (*shared)(std::current_exception(), nullptr);
+  }
 }
 
 std::shared_ptr<detail::Held> RpcAgent::Impl::makeValue(const std::string& name, const Maker& make,
@@ -114,15 +159,20 @@ void RpcAgent::Impl::respond(int peer, uint64_t id, Packed result) {
 }
 
 void RpcAgent::Impl::serve(int peer, Frame request) {
-  Packed result;
-  try {
-    Packed arguments{std::move(request.payload), std::move(request.tensors)};
-    result = invoke(request.name, arguments, peer);
-  } catch (const std::exception& e) {
-    sendError(peer, request.id, e.what());
-    return;
-  }
-  respond(peer, request.id, std::move(result));
+  Packed arguments{std::move(request.payload), std::move(request.tensors)};
+  const uint64_t id = request.id;
+  dispatch(request.name, arguments, peer,
+           [this, peer, id](std::exception_ptr error, Packed* result) {
+             if (!error) {
+               respond(peer, id, std::move(*result));
+               return;
+             }
+             try {
+               std::rethrow_exception(error);
+             } catch (const std::exception& e) {
+               sendError(peer, id, e.what());
+             }
+           });
 }
 
 void RpcAgent::Impl::onFrame(int peer, Frame frame) {
@@ -157,7 +207,7 @@ void RpcAgent::Impl::onFrame(int peer, Frame frame) {
 // ---- Impl: outgoing calls ----
 
 void RpcAgent::Impl::call(int to, const std::string& function, Packed arguments,
-                          std::chrono::milliseconds timeout, Reply reply) {
+                          std::chrono::milliseconds timeout, Done reply) {
   if (shutDown.load()) throw afterShutdownError(function, to);
   C10D_CHECK(timeout.count() > 0, InvalidArgument, "rpc: call '", function,
              "': timeout must be positive, got ", timeout.count(), " ms");
@@ -165,14 +215,7 @@ void RpcAgent::Impl::call(int to, const std::string& function, Packed arguments,
     // A call to oneself runs on the pool, as a remote one would.
     runOnPool(
         [this, function, arguments = std::move(arguments), reply = std::move(reply)]() mutable {
-          Packed result;
-          try {
-            result = invoke(function, arguments, self.id);
-          } catch (...) {
-            reply(std::current_exception(), nullptr);
-            return;
-          }
-          reply(nullptr, &result);
+          dispatch(function, arguments, self.id, std::move(reply));
         });
     return;
   }
@@ -385,11 +428,24 @@ void RpcAgent::addHandler(const std::string& name, Handler handler, Maker make, 
   C10D_CHECK(builtin == isAgentMessage(name), InvalidArgument, "rpc: function name '", name,
              builtin ? "' must start with '" : "' starts with '", kAgentPrefix,
              "', which the agent keeps for its own functions");
-  impl_->addHandler(name, {std::move(handler), std::move(make)});
+  impl_->addHandler(name, {std::move(handler), std::move(make), nullptr});
+}
+
+void RpcAgent::registerAsyncHandler(const std::string& name, AsyncHandler handler) {
+  addAsyncHandler(name, std::move(handler), false);
+}
+
+void RpcAgent::addAsyncHandler(const std::string& name, AsyncHandler handler, bool builtin) {
+  C10D_CHECK(!name.empty() && handler, InvalidArgument,
+             "rpc: registerAsyncHandler needs a name and a function");
+  C10D_CHECK(builtin == isAgentMessage(name), InvalidArgument, "rpc: function name '", name,
+             builtin ? "' must start with '" : "' starts with '", kAgentPrefix,
+             "', which the agent keeps for its own functions");
+  impl_->addHandler(name, {nullptr, nullptr, std::move(handler)});
 }
 
 void RpcAgent::callRaw(int to, const std::string& function, Packed arguments,
-                       std::chrono::milliseconds timeout, Reply reply) {
+                       std::chrono::milliseconds timeout, Done reply) {
   impl_->call(to, function, std::move(arguments), timeout, std::move(reply));
 }
 

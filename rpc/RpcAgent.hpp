@@ -105,6 +105,14 @@ struct Signature<R (C::*)(A...) const> : Signature<R (*)(A...)> {};
 template <typename C, typename R, typename... A>
 struct Signature<R (C::*)(A...)> : Signature<R (*)(A...)> {};
 
+// Whether a registered function's result is an rpc::Future: it replies when that completes.
+template <typename R>
+struct IsFuture : std::false_type {};
+template <typename T>
+struct IsFuture<Future<T>> : std::true_type {
+  using Value = T;
+};
+
 // Names an RRef or a fork across workers: the worker that made it and its counter there.
 struct GlobalId {
   int32_t worker = -1;
@@ -144,6 +152,11 @@ class RpcAgent {
  public:
   // A raw handler: gets the packed arguments, returns the packed result (or throws).
   using Handler = std::function<Packed(Packed& arguments)>;
+  // A raw handler that replies later (PyTorch's @rpc.functions.async_execution): it returns at
+  // once, having arranged for reply to be called once, from any thread, with an error or with
+  // a function that packs the result (called there, so RRefs in it go to the caller).
+  using Reply = std::function<void(std::exception_ptr error, const std::function<Packed()>* pack)>;
+  using AsyncHandler = std::function<void(Packed& arguments, Reply reply)>;
   // What remote() runs on the owner: the arguments in, the value the RRef will hold out.
   using Maker = std::function<std::shared_ptr<detail::Held>(Packed& arguments)>;
 
@@ -169,6 +182,10 @@ class RpcAgent {
   // Registers fn under name: any callable with msgpack-able (or Tensor, or RRef) parameters and
   // result; rpcSync/rpcAsync call it, and remote() makes an RRef of its result. Throws
   // InvalidArgument when name is taken or starts with "c10d." (the agent's own messages).
+  // A function that returns an rpc::Future<T> replies when that future completes, with its
+  // value or its error (PyTorch's @rpc.functions.async_execution): it may call other workers
+  // and chain on their futures without holding one of this worker's threads meanwhile.
+  // remote() cannot call such a function (InvalidArgument at the call).
   template <typename Fn>
   void registerFunction(const std::string& name, Fn fn) {
     registerTyped(name, std::move(fn), false);
@@ -179,6 +196,7 @@ class RpcAgent {
   void registerMethod(const std::string& name, Fn fn);
   // make, when given, lets remote() call name.
   void registerHandler(const std::string& name, Handler handler, Maker make = nullptr);
+  void registerAsyncHandler(const std::string& name, AsyncHandler handler);
   // Calls function on worker `to` with args; the Future completes with its result (an R).
   // timeout: the call's own (default: options().timeout).
   template <typename R, typename... A>
@@ -243,6 +261,7 @@ class RpcAgent {
               }
               try {
                 if constexpr (std::is_void_v<R>) {
+                  (void)this, (void)function, (void)to;  // used for results only
                   result.setValue();
                 } else {
                   detail::RRefScope scope(*this, to);
@@ -265,14 +284,14 @@ class RpcAgent {
   void registerBuiltin(const std::string& name, Fn fn) {
     registerTyped(name, std::move(fn), true);
   }
-  // reply runs on the transport's loop thread (or the pool): it must not block.
-  using Reply = std::function<void(std::exception_ptr error, Packed* reply)>;
+  // done runs on the transport's loop thread (or the pool): it must not block.
+  using Done = std::function<void(std::exception_ptr error, Packed* reply)>;
   explicit RpcAgent(std::shared_ptr<Impl> impl);
   void runOnPool(std::function<void()> task);
   int idOf(const std::string& name) const;
   std::string describeWorker(int id) const;
   void callRaw(int to, const std::string& function, Packed arguments,
-               std::chrono::milliseconds timeout, Reply reply);
+               std::chrono::milliseconds timeout, Done done);
   std::shared_ptr<detail::RRefCore> remoteRaw(const std::string& to, const std::string& function,
                                               const std::function<Packed()>& packArguments);
   std::shared_ptr<detail::RRefCore> ownedRRef(std::shared_ptr<detail::Held> value);
@@ -284,31 +303,57 @@ class RpcAgent {
     using Args = typename Sig::Args;
     using R = typename Sig::Result;
     auto shared = std::make_shared<Fn>(std::move(fn));
-    Handler call = [name, shared](Packed& arguments) -> Packed {
-      if constexpr (std::is_base_of_v<RemoteObject, std::decay_t<R>>) {
-        C10D_THROW(InvalidArgument, "'", name,
-                   "' returns a value that lives only where it is made (a RemoteObject): call "
-                   "it with remote()");
-      } else {
+    if constexpr (detail::IsFuture<R>::value) {
+      using T = typename detail::IsFuture<R>::Value;
+      AsyncHandler call = [name, shared](Packed& arguments, Reply reply) {
         Args args = unpackArguments<Args>(arguments.bytes, arguments.tensors, name);
-        if constexpr (std::is_void_v<R>) {
-          std::apply(*shared, std::move(args));
-          return pack(std::tuple<>());
-        } else {
-          return pack(std::apply(*shared, std::move(args)));
-        }
-      }
-    };
-    Maker make;
-    if constexpr (!std::is_void_v<R>) {
-      make = [name, shared](Packed& arguments) -> std::shared_ptr<detail::Held> {
-        Args args = unpackArguments<Args>(arguments.bytes, arguments.tensors, name);
-        return makeHeld(std::apply(*shared, std::move(args)));
+        R future = std::apply(*shared, std::move(args));
+        future.addCallback([future, reply = std::move(reply)] {
+          if (std::exception_ptr error = future.error()) {
+            reply(error, nullptr);
+            return;
+          }
+          const std::function<Packed()> packResult = [&future]() -> Packed {
+            if constexpr (std::is_void_v<T>) {
+              (void)future;
+              return pack(std::tuple<>());
+            } else {
+              return pack(future.value());
+            }
+          };
+          reply(nullptr, &packResult);
+        });
       };
+      addAsyncHandler(name, std::move(call), builtin);
+      return;
+    } else {
+      Handler call = [name, shared](Packed& arguments) -> Packed {
+        if constexpr (std::is_base_of_v<RemoteObject, std::decay_t<R>>) {
+          C10D_THROW(InvalidArgument, "'", name,
+                     "' returns a value that lives only where it is made (a RemoteObject): call "
+                     "it with remote()");
+        } else {
+          Args args = unpackArguments<Args>(arguments.bytes, arguments.tensors, name);
+          if constexpr (std::is_void_v<R>) {
+            std::apply(*shared, std::move(args));
+            return pack(std::tuple<>());
+          } else {
+            return pack(std::apply(*shared, std::move(args)));
+          }
+        }
+      };
+      Maker make;
+      if constexpr (!std::is_void_v<R>) {
+        make = [name, shared](Packed& arguments) -> std::shared_ptr<detail::Held> {
+          Args args = unpackArguments<Args>(arguments.bytes, arguments.tensors, name);
+          return makeHeld(std::apply(*shared, std::move(args)));
+        };
+      }
+      addHandler(name, std::move(call), std::move(make), builtin);
     }
-    addHandler(name, std::move(call), std::move(make), builtin);
   }
   void addHandler(const std::string& name, Handler handler, Maker make, bool builtin);
+  void addAsyncHandler(const std::string& name, AsyncHandler handler, bool builtin);
   template <typename T, typename Fn, typename Self, typename... A>
   void registerMethodImpl(const std::string& name, Fn fn, std::tuple<Self, A...>*);
 
@@ -333,6 +378,21 @@ struct AgentInternals {
   template <typename Fn>
   static void registerBuiltin(RpcAgent& agent, const std::string& name, Fn fn) {
     agent.registerBuiltin(name, std::move(fn));
+  }
+  static void registerBuiltinAsync(RpcAgent& agent, const std::string& name,
+                                   RpcAgent::AsyncHandler handler) {
+    agent.addAsyncHandler(name, std::move(handler), true);
+  }
+  // Sends function with arguments packed already; done gets the reply as it came.
+  static void callRaw(RpcAgent& agent, int to, const std::string& function, Packed arguments,
+                      std::chrono::milliseconds timeout, RpcAgent::Done done) {
+    agent.callRaw(to, function, std::move(arguments), timeout, std::move(done));
+  }
+  static void runOnPool(RpcAgent& agent, std::function<void()> task) {
+    agent.runOnPool(std::move(task));
+  }
+  static std::string describeWorker(const RpcAgent& agent, int id) {
+    return agent.describeWorker(id);
   }
 };
 

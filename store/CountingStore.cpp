@@ -6,8 +6,8 @@ namespace c10d::inline v0 {
 
 const char* CountingStore::name(Request request) {
   static constexpr const char* kNames[kRequestKinds] = {
-      "set",  "get",     "add",      "compareSet", "deleteKey", "check",
-      "wait", "numKeys", "multiGet", "multiSet",   "append",
+      "set",     "get",      "add",      "compareSet", "deleteKey", "check",    "wait",
+      "numKeys", "multiGet", "multiSet", "append",     "queuePush", "queuePop", "queueLen",
   };
   return kNames[static_cast<size_t>(request)];
 }
@@ -109,6 +109,27 @@ void CountingStore::multiSet(const std::vector<std::string>& keys,
 void CountingStore::append(const std::string& key, const Bytes& value) {
   count(Request::Append, 1);
   store_->append(key, value);
+}
+
+void CountingStore::queuePush(const std::string& key, const Bytes& value) {
+  count(Request::QueuePush, 1);
+  store_->queuePush(key, value);
+}
+
+CountingStore::Bytes CountingStore::queuePop(const std::string& key,
+                                             std::chrono::milliseconds timeout) {
+  count(Request::QueuePop, 1);
+  return store_->queuePop(key, timeout);
+}
+
+std::optional<CountingStore::Bytes> CountingStore::tryQueuePop(const std::string& key) {
+  count(Request::QueuePop, 1);
+  return store_->tryQueuePop(key);
+}
+
+int64_t CountingStore::queueLen(const std::string& key) {
+  count(Request::QueueLen, 1);
+  return store_->queueLen(key);
 }
 
 }  // namespace c10d::inline v0

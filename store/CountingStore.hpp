@@ -32,8 +32,11 @@ class CountingStore : public Store {
     MultiGet,
     MultiSet,
     Append,
+    QueuePush,
+    QueuePop,  // tryQueuePop too
+    QueueLen,
   };
-  static constexpr size_t kRequestKinds = static_cast<size_t>(Request::Append) + 1;
+  static constexpr size_t kRequestKinds = static_cast<size_t>(Request::QueueLen) + 1;
   // "set", "multiGet", ...
   static const char* name(Request request);
 
@@ -54,6 +57,7 @@ class CountingStore : public Store {
 
   using Store::get;
   using Store::multiGet;
+  using Store::queuePop;
   using Store::wait;
   void set(const std::string& key, const Bytes& value) override;
   Bytes get(const std::string& key, std::chrono::milliseconds timeout) override;
@@ -67,6 +71,10 @@ class CountingStore : public Store {
                               std::chrono::milliseconds timeout) override;
   void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
   void append(const std::string& key, const Bytes& value) override;
+  void queuePush(const std::string& key, const Bytes& value) override;
+  Bytes queuePop(const std::string& key, std::chrono::milliseconds timeout) override;
+  std::optional<Bytes> tryQueuePop(const std::string& key) override;
+  int64_t queueLen(const std::string& key) override;
   const Store* forwardsTo() const override { return store_.get(); }
 
  private:

@@ -25,6 +25,8 @@ using Changes = detail::KeyValueState::Changes;
 // little-endian whatever the host, so the file means the same to every process reading it.
 constexpr uint8_t kSetRecord = 0;
 constexpr uint8_t kDeleteRecord = 1;
+constexpr uint8_t kQueuePushRecord = 2;  // the value goes to the back of key's queue
+constexpr uint8_t kQueuePopRecord = 3;   // no value: key's front value goes
 constexpr size_t kHeaderBytes = 9;
 
 constexpr char kRefsKey[] = "__c10d_filestore_refs";
@@ -49,19 +51,17 @@ uint32_t getU32(const uint8_t* data) {
 }
 
 // Callers have checked key and value against the Store limits, so the lengths fit in a u32.
-void encodeSet(std::vector<uint8_t>& out, const std::string& key, const Store::Bytes& value) {
-  out.push_back(kSetRecord);
+void encodeRecord(std::vector<uint8_t>& out, uint8_t kind, const std::string& key,
+                  std::span<const uint8_t> value = {}) {
+  out.push_back(kind);
   putU32(out, static_cast<uint32_t>(key.size()));
   putU32(out, static_cast<uint32_t>(value.size()));
   out.insert(out.end(), key.begin(), key.end());
   out.insert(out.end(), value.begin(), value.end());
 }
 
-void encodeDelete(std::vector<uint8_t>& out, const std::string& key) {
-  out.push_back(kDeleteRecord);
-  putU32(out, static_cast<uint32_t>(key.size()));
-  putU32(out, 0);
-  out.insert(out.end(), key.begin(), key.end());
+void encodeSet(std::vector<uint8_t>& out, const std::string& key, const Store::Bytes& value) {
+  encodeRecord(out, kSetRecord, key, value);
 }
 
 // The records of the changes an operation decided on, in order. A change's value obeys the
@@ -72,7 +72,7 @@ std::vector<uint8_t> encodeChanges(const Changes& changes) {
     if (change.value.has_value()) {
       encodeSet(records, change.key, *change.value);
     } else {
-      encodeDelete(records, change.key);
+      encodeRecord(records, kDeleteRecord, change.key);
     }
   }
   return records;
@@ -205,11 +205,11 @@ size_t FileStore::replay(const uint8_t* data, size_t size, bool exclusive, const
     const uint8_t kind = header[0];
     const uint32_t keyBytes = getU32(header + 1);
     const uint32_t valueBytes = getU32(header + 5);
-    if (kind != kSetRecord && kind != kDeleteRecord) {
+    if (kind > kQueuePopRecord) {
       corrupt(op, offset_, "unknown record kind " + std::to_string(kind));
     }
     if (keyBytes == 0 || keyBytes > kMaxKeyBytes || valueBytes > kMaxValueBytes ||
-        (kind == kDeleteRecord && valueBytes != 0)) {
+        ((kind == kDeleteRecord || kind == kQueuePopRecord) && valueBytes != 0)) {
       corrupt(op, offset_,
               "impossible record lengths (key " + std::to_string(keyBytes) + ", value " +
                   std::to_string(valueBytes) + " bytes)");
@@ -225,11 +225,15 @@ size_t FileStore::replay(const uint8_t* data, size_t size, bool exclusive, const
     }
     const char* keyData = reinterpret_cast<const char*>(header + kHeaderBytes);
     std::string key(keyData, keyBytes);
+    const uint8_t* value = header + kHeaderBytes + keyBytes;
     if (kind == kSetRecord) {
-      const uint8_t* value = header + kHeaderBytes + keyBytes;
       state_->applySet(std::move(key), std::span<const uint8_t>(value, valueBytes));
-    } else {
+    } else if (kind == kDeleteRecord) {
       state_->applyErase(key);
+    } else if (kind == kQueuePushRecord) {
+      state_->queuePush(key, Bytes(value, value + valueBytes));
+    } else if (!state_->queuePop(key)) {  // pops are written under the lock, after a push
+      corrupt(op, offset_, "a pop from the empty queue '" + key + "'");
     }
     // Advanced per record, so records replayed before a corrupt one are not replayed again.
     offset_ += recordBytes;
@@ -391,6 +395,62 @@ void FileStore::append(const std::string& key, const Bytes& value) {
   Changes changes;
   state_->planAppend(key, value, changes);
   commit(encodeChanges(changes), "append");
+}
+
+void FileStore::queuePush(const std::string& key, const Bytes& value) {
+  checkKey("queuePush", key);
+  checkValue("queuePush", key, value.size());
+  std::vector<uint8_t> records;
+  encodeRecord(records, kQueuePushRecord, key, value);
+  std::lock_guard<std::mutex> guard(mutex_);
+  FileLock lock(fd_, true, path_, "queuePush");
+  refresh("queuePush", true);
+  commit(records, "queuePush");
+}
+
+std::optional<FileStore::Bytes> FileStore::popLocked(const std::string& key, const char* op) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  FileLock lock(fd_, true, path_, op);
+  refresh(op, true);
+  const Bytes* front = state_->queueFront(key);
+  if (front == nullptr) return std::nullopt;
+  Bytes value = *front;
+  std::vector<uint8_t> records;
+  encodeRecord(records, kQueuePopRecord, key);
+  commit(records, op);
+  return value;
+}
+
+FileStore::Bytes FileStore::queuePop(const std::string& key, std::chrono::milliseconds timeout) {
+  checkKey("queuePop", key);
+  C10D_CHECK(timeout.count() > 0, InvalidArgument,
+             "FileStore queuePop: timeout must be positive, got ", timeout.count(), " ms");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto delay = kFirstPoll;
+  while (true) {
+    if (auto value = popLocked(key, "queuePop")) return std::move(*value);
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(delay, deadline - now));
+    delay = std::min(delay * 2, kMaxPoll);
+  }
+  throw TimeoutError(detail::concat("FileStore queuePop: queue '", key, "' stayed empty for ",
+                                    timeout.count(), " ms (file ", path_, ")"),
+                     ErrorContext{.op = "store queuePop", .key = key});
+}
+
+std::optional<FileStore::Bytes> FileStore::tryQueuePop(const std::string& key) {
+  checkKey("tryQueuePop", key);
+  return popLocked(key, "tryQueuePop");
+}
+
+int64_t FileStore::queueLen(const std::string& key) {
+  checkKey("queueLen", key);
+  std::lock_guard<std::mutex> guard(mutex_);
+  FileLock lock(fd_, false, path_, "queueLen");
+  refresh("queueLen", false);
+  return state_->queueLen(key);
 }
 
 }  // namespace c10d::inline v0

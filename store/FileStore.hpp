@@ -52,6 +52,7 @@ class FileStore : public Store {
 
   using Store::get;
   using Store::multiGet;
+  using Store::queuePop;
   using Store::wait;
   void set(const std::string& key, const Bytes& value) override;
   Bytes get(const std::string& key, std::chrono::milliseconds timeout) override;
@@ -65,8 +66,15 @@ class FileStore : public Store {
                               std::chrono::milliseconds timeout) override;
   void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
   void append(const std::string& key, const Bytes& value) override;
+  // A blocking pop polls, as get does.
+  void queuePush(const std::string& key, const Bytes& value) override;
+  Bytes queuePop(const std::string& key, std::chrono::milliseconds timeout) override;
+  std::optional<Bytes> tryQueuePop(const std::string& key) override;
+  int64_t queueLen(const std::string& key) override;
 
  private:
+  // Takes both locks and pops key's front value if there is one.
+  std::optional<Bytes> popLocked(const std::string& key, const char* op);
   // Polls until all keys exist; returns their values when wantValues. Throws TimeoutError.
   std::vector<Bytes> poll(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
                           const char* op, bool wantValues);

@@ -106,6 +106,41 @@ void HashStore::append(const std::string& key, const Bytes& value) {
   if (!created.empty()) changed_.notify_all();
 }
 
+void HashStore::queuePush(const std::string& key, const Bytes& value) {
+  checkKey("queuePush", key);
+  checkValue("queuePush", key, value.size());
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    state_->queuePush(key, value);
+  }
+  changed_.notify_all();
+}
+
+HashStore::Bytes HashStore::queuePop(const std::string& key, std::chrono::milliseconds timeout) {
+  checkKey("queuePop", key);
+  C10D_CHECK(timeout.count() > 0, InvalidArgument,
+             "HashStore queuePop: timeout must be positive, got ", timeout.count(), " ms");
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!changed_.wait_for(lock, timeout, [&] { return state_->queueLen(key) > 0; })) {
+    throw TimeoutError(detail::concat("HashStore queuePop: queue '", key, "' stayed empty for ",
+                                      timeout.count(), " ms"),
+                       ErrorContext{.op = "store queuePop", .key = key});
+  }
+  return *state_->queuePop(key);
+}
+
+std::optional<HashStore::Bytes> HashStore::tryQueuePop(const std::string& key) {
+  checkKey("tryQueuePop", key);
+  std::lock_guard<std::mutex> guard(mutex_);
+  return state_->queuePop(key);
+}
+
+int64_t HashStore::queueLen(const std::string& key) {
+  checkKey("queueLen", key);
+  std::lock_guard<std::mutex> guard(mutex_);
+  return state_->queueLen(key);
+}
+
 void HashStore::waitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
                            std::chrono::milliseconds timeout, const char* op) {
   C10D_CHECK(timeout.count() > 0, InvalidArgument, "HashStore ", op,

@@ -21,6 +21,7 @@ class HashStore : public Store {
 
   using Store::get;
   using Store::multiGet;
+  using Store::queuePop;
   using Store::wait;
   void set(const std::string& key, const Bytes& value) override;
   Bytes get(const std::string& key, std::chrono::milliseconds timeout) override;
@@ -34,6 +35,10 @@ class HashStore : public Store {
                               std::chrono::milliseconds timeout) override;
   void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
   void append(const std::string& key, const Bytes& value) override;
+  void queuePush(const std::string& key, const Bytes& value) override;
+  Bytes queuePop(const std::string& key, std::chrono::milliseconds timeout) override;
+  std::optional<Bytes> tryQueuePop(const std::string& key) override;
+  int64_t queueLen(const std::string& key) override;
 
  private:
   // Waits on changed_ until all keys exist; lock is held on return. Throws TimeoutError.

@@ -41,6 +41,31 @@ std::vector<std::string> KeyValueState::missing(const std::vector<std::string>& 
   return absent;
 }
 
+int64_t KeyValueState::queueLen(const std::string& key) const {
+  auto it = queues_.find(key);
+  return it == queues_.end() ? 0 : static_cast<int64_t>(it->second.size());
+}
+
+void KeyValueState::queuePush(const std::string& key, Bytes value,
+                              std::vector<std::string>* created) {
+  queues_[key].push_back(std::move(value));
+  if (created != nullptr) created->push_back(key);
+}
+
+std::optional<KeyValueState::Bytes> KeyValueState::queuePop(const std::string& key) {
+  auto it = queues_.find(key);
+  if (it == queues_.end()) return std::nullopt;
+  Bytes front = std::move(it->second.front());
+  it->second.pop_front();
+  if (it->second.empty()) queues_.erase(it);
+  return front;
+}
+
+const KeyValueState::Bytes* KeyValueState::queueFront(const std::string& key) const {
+  auto it = queues_.find(key);
+  return it == queues_.end() ? nullptr : &it->second.front();
+}
+
 std::vector<KeyValueState::Bytes> KeyValueState::multiGet(
     const std::vector<std::string>& keys) const {
   std::vector<Bytes> values;

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <span>
 #include <string>
@@ -92,6 +93,18 @@ class KeyValueState {
   // Its change sets the whole new value: a log record holds a whole value.
   void planAppend(const std::string& key, std::span<const uint8_t> suffix, Changes& changes) const;
 
+  // Queues (Store::queuePush and the rest), apart from the keys: has, get and numKeys do not see
+  // them. A push appends key to *created (a pop waiting on key may go on); the caller checked
+  // the value (checkValue). An empty queue is forgotten.
+  int64_t queueLen(const std::string& key) const;
+  void queuePush(const std::string& key, Bytes value, std::vector<std::string>* created = nullptr);
+  std::optional<Bytes> queuePop(const std::string& key);
+  // The value queuePop would return, left in place; nullptr for an empty queue.
+  const Bytes* queueFront(const std::string& key) const;
+  // As PyTorch's server answers check and wait: a key counts as there when it has a value or a
+  // non-empty queue (its client waits on a queue's key before popping).
+  bool hasOrQueued(const std::string& key) const { return has(key) || queues_.count(key) > 0; }
+
   // Makes a change that was decided elsewhere (a record replayed from a log): nothing is checked
   // or decided.
   void applySet(std::string key, std::span<const uint8_t> value);
@@ -106,6 +119,7 @@ class KeyValueState {
   void applyPending(std::vector<std::string>* created);
 
   std::unordered_map<std::string, Bytes> map_;
+  std::unordered_map<std::string, std::deque<Bytes>> queues_;  // never holds an empty queue
   Changes pending_;  // the plan of the operation in progress; kept for its allocation
 };
 

@@ -78,4 +78,25 @@ void PrefixStore::append(const std::string& key, const Bytes& value) {
   store_->append(join(key), value);
 }
 
+void PrefixStore::queuePush(const std::string& key, const Bytes& value) {
+  checkKey("queuePush", key);
+  store_->queuePush(join(key), value);
+}
+
+PrefixStore::Bytes PrefixStore::queuePop(const std::string& key,
+                                         std::chrono::milliseconds timeout) {
+  checkKey("queuePop", key);
+  return store_->queuePop(join(key), timeout);
+}
+
+std::optional<PrefixStore::Bytes> PrefixStore::tryQueuePop(const std::string& key) {
+  checkKey("tryQueuePop", key);
+  return store_->tryQueuePop(join(key));
+}
+
+int64_t PrefixStore::queueLen(const std::string& key) {
+  checkKey("queueLen", key);
+  return store_->queueLen(join(key));
+}
+
 }  // namespace c10d::inline v0

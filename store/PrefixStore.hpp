@@ -19,6 +19,7 @@ class PrefixStore : public Store {
 
   using Store::get;
   using Store::multiGet;
+  using Store::queuePop;
   using Store::wait;
   void set(const std::string& key, const Bytes& value) override;
   Bytes get(const std::string& key, std::chrono::milliseconds timeout) override;
@@ -32,6 +33,10 @@ class PrefixStore : public Store {
                               std::chrono::milliseconds timeout) override;
   void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
   void append(const std::string& key, const Bytes& value) override;
+  void queuePush(const std::string& key, const Bytes& value) override;
+  Bytes queuePop(const std::string& key, std::chrono::milliseconds timeout) override;
+  std::optional<Bytes> tryQueuePop(const std::string& key) override;
+  int64_t queueLen(const std::string& key) override;
   const Store* forwardsTo() const override { return store_.get(); }
 
  private:

@@ -190,7 +190,10 @@ void PyTorchTCPStore::set(const std::string& key, const Bytes& value) {
   std::lock_guard<std::mutex> guard(mutex_);
   withContext(Query::Set, key, [&] {
     const auto deadline = Clock::now() + timeout();
-    Request(codeOf(protocol_, Query::Set)).text(wireKey(key)).data(value).send(connection(), deadline);
+    Request(codeOf(protocol_, Query::Set))
+        .text(wireKey(key))
+        .data(value)
+        .send(connection(), deadline);
     confirmLocked(key, deadline);
   });
 }
@@ -396,6 +399,78 @@ void PyTorchTCPStore::append(const std::string& key, const Bytes& value) {
     // The key is gone when compare-set hands our (non-empty) expectation back unchanged.
     current = now == current ? Bytes{} : std::move(now);
   }
+}
+
+void PyTorchTCPStore::requireQueues(const char* op, const std::string& key) const {
+  C10D_CHECK(protocol_ == Protocol::V2, StoreError, "PyTorch TCPStore ", op, " '", key,
+             "': the server speaks protocol v1 (PyTorch 1.13 to 2.1), which has no queues; they "
+             "need PyTorch 2.6's server or c10d's");
+}
+
+void PyTorchTCPStore::queuePush(const std::string& key, const Bytes& value) {
+  checkKey("queue_push", key);
+  checkValue("queue_push", key, value.size());
+  requireQueues("queue_push", key);
+  std::lock_guard<std::mutex> guard(mutex_);
+  withContext(Query::QueuePush, key, [&] {
+    const auto deadline = Clock::now() + timeout();
+    Request(codeOf(protocol_, Query::QueuePush))
+        .text(wireKey(key))
+        .data(value)
+        .send(connection(), deadline);
+    confirmLocked(key, deadline);
+  });
+}
+
+std::optional<Store::Bytes> PyTorchTCPStore::popLocked(const std::string& key) {
+  return withContext(Query::QueuePop, key, [&]() -> std::optional<Bytes> {
+    auto& socket = connection();
+    auto deadline = Clock::now() + timeout();
+    Request(codeOf(protocol_, Query::QueuePop)).text(wireKey(key)).send(socket, deadline);
+    if (static_cast<int64_t>(readU64(socket, deadline)) <= 0) return std::nullopt;
+    return readBytes(socket, deadline);
+  });
+}
+
+Store::Bytes PyTorchTCPStore::queuePop(const std::string& key, std::chrono::milliseconds timeout) {
+  checkKey("queue_pop", key);
+  requireQueues("queue_pop", key);
+  C10D_CHECK(timeout.count() > 0, InvalidArgument,
+             "PyTorch TCPStore queue_pop: timeout must be positive, got ", timeout.count(), " ms");
+  const auto deadline = Clock::now() + timeout;
+  std::lock_guard<std::mutex> guard(mutex_);
+  while (true) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    try {
+      C10D_CHECK(left.count() > 0, TimeoutError, "deadline passed");
+      waitLocked({key}, left, "queue_pop");
+    } catch (const TimeoutError&) {
+      throw TimeoutError(
+          detail::concat("PyTorch TCPStore queue_pop: queue '", key, "' stayed empty for ",
+                         timeout.count(), " ms (server ", host_, ":", port_, ")"),
+          ErrorContext{.op = "store queue_pop", .key = key});
+    }
+    if (auto value = popLocked(key)) return std::move(*value);
+  }
+}
+
+std::optional<Store::Bytes> PyTorchTCPStore::tryQueuePop(const std::string& key) {
+  checkKey("queue_pop", key);
+  requireQueues("queue_pop", key);
+  std::lock_guard<std::mutex> guard(mutex_);
+  return popLocked(key);
+}
+
+int64_t PyTorchTCPStore::queueLen(const std::string& key) {
+  checkKey("queue_len", key);
+  requireQueues("queue_len", key);
+  std::lock_guard<std::mutex> guard(mutex_);
+  return withContext(Query::QueueLen, key, [&] {
+    auto& socket = connection();
+    auto deadline = Clock::now() + timeout();
+    Request(codeOf(protocol_, Query::QueueLen)).text(wireKey(key)).send(socket, deadline);
+    return static_cast<int64_t>(readU64(socket, deadline));
+  });
 }
 
 }  // namespace c10d::inline v0

@@ -57,8 +57,16 @@ class PyTorchTCPStore : public Store {
                               std::chrono::milliseconds timeout) override;
   void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
   void append(const std::string& key, const Bytes& value) override;
+  // Queues need PyTorch 2.6's server or ours (protocol v2); over v1 they throw StoreError. A
+  // blocking pop waits for the queue's key as PyTorch's client does, then pops, and waits again
+  // when another client popped first.
+  void queuePush(const std::string& key, const Bytes& value) override;
+  Bytes queuePop(const std::string& key, std::chrono::milliseconds timeout) override;
+  std::optional<Bytes> tryQueuePop(const std::string& key) override;
+  int64_t queueLen(const std::string& key) override;
   using Store::get;
   using Store::multiGet;
+  using Store::queuePop;
   using Store::wait;
 
  private:
@@ -67,6 +75,9 @@ class PyTorchTCPStore : public Store {
   void waitLocked(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
                   const char* op);
   Bytes getLocked(const std::string& key);
+  std::optional<Bytes> popLocked(const std::string& key);
+  // StoreError naming op and key over protocol v1, which has no queues.
+  void requireQueues(const char* op, const std::string& key) const;
   // After a request PyTorch's protocol does not answer (SET, APPEND, MULTI_SET): a CHECK of key
   // on the same connection, whose answer means the server has applied what came before it, so
   // that the write is visible to other clients once the call returns, as the Store contract

@@ -16,6 +16,30 @@ void Store::setTimeout(std::chrono::milliseconds timeout) {
   timeout_ = timeout;
 }
 
+namespace {
+[[noreturn]] void noQueues(const char* op, const std::string& key) {
+  C10D_THROW(StoreError, "store ", op, " '", key,
+             "': this store has no queues (HashStore, FileStore, TCPStore and the stores that wrap "
+             "them have)");
+}
+}  // namespace
+
+void Store::queuePush(const std::string& key, const Bytes&) {
+  noQueues("queuePush", key);
+}
+
+Store::Bytes Store::queuePop(const std::string& key, std::chrono::milliseconds) {
+  noQueues("queuePop", key);
+}
+
+std::optional<Store::Bytes> Store::tryQueuePop(const std::string& key) {
+  noQueues("tryQueuePop", key);
+}
+
+int64_t Store::queueLen(const std::string& key) {
+  noQueues("queueLen", key);
+}
+
 void Store::setString(const std::string& key, std::string_view value) {
   set(key, toBytes(value));
 }

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,6 +82,22 @@ class Store {
 
   // Appends value to key's value, creating the key when absent.
   virtual void append(const std::string& key, const Bytes& value) = 0;
+
+  // Queues (PyTorch 2.6's queue_push / queue_pop / queue_len): a first-in first-out list of
+  // values per key, kept apart from the key's value, so get, set, deleteKey and numKeys do not
+  // see it. Each pushed value is popped by exactly one caller. Values obey kMaxValueBytes.
+  // Every store of this library has queues; the defaults here throw StoreError, for stores a
+  // program derives itself (and the wrapper of a PyTorch 1.13 store, which has none).
+  // A TCPStore's queues need a server of this version (an older one drops the connection).
+  virtual void queuePush(const std::string& key, const Bytes& value);
+  // Removes and returns the front value of key's queue, waiting up to timeout() (or the given
+  // timeout) for one to be pushed; TimeoutError naming key when none was.
+  Bytes queuePop(const std::string& key) { return queuePop(key, timeout_); }
+  virtual Bytes queuePop(const std::string& key, std::chrono::milliseconds timeout);
+  // queuePop without waiting: nullopt when key's queue is empty.
+  virtual std::optional<Bytes> tryQueuePop(const std::string& key);
+  // How many values key's queue holds (0 for a key never pushed to).
+  virtual int64_t queueLen(const std::string& key);
 
   // The store this one passes its calls to (PrefixStore, CountingStore), else nullptr: how
   // tcpStoreHost finds the TCPStore under any wrappers.

@@ -90,6 +90,12 @@ FrameReader exchange(detail::StoreConnection& connection, FrameWriter& writer, O
       return in;
     case Status::Timeout: {
       std::vector<std::string> missing = in.keys();
+      if (op == Op::QueuePop && !missing.empty()) {
+        throw TimeoutError(
+            detail::concat("TCPStore queuePop: queue '", missing.front(), "' stayed empty for ",
+                           waitTimeout.count(), " ms (", connection.peer(), ")"),
+            Subject{.keys = &missing}.context(op));
+      }
       throw TimeoutError(
           detail::concat("TCPStore ", protocol::opName(op), ": key(s) ", describeKeys(missing),
                          " not set after ", waitTimeout.count(), " ms (", connection.peer(), ")"),
@@ -277,6 +283,50 @@ void TCPStore::append(const std::string& key, const Bytes& value) {
   out.bytes(key);
   out.bytes(value);
   exchange(*connection_, out, Op::Append, {key}, Clock::now() + timeout()).expectEnd();
+}
+
+void TCPStore::queuePush(const std::string& key, const Bytes& value) {
+  checkKey("queuePush", key);
+  checkValue("queuePush", key, value.size());
+  std::lock_guard<std::mutex> guard(mutex_);
+  FrameWriter out = startRequest(Op::QueuePush);
+  out.bytes(key);
+  out.bytes(value);
+  exchange(*connection_, out, Op::QueuePush, {key}, Clock::now() + timeout()).expectEnd();
+}
+
+std::optional<TCPStore::Bytes> TCPStore::popRequest(const std::string& key,
+                                                    std::chrono::milliseconds wait) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  FrameWriter out = startRequest(Op::QueuePop);
+  out.bytes(key);
+  out.i64(wait.count());
+  const auto deadline = Clock::now() + (wait.count() > 0 ? wait + kServerGrace : timeout());
+  FrameReader in = exchange(*connection_, out, Op::QueuePop, {key}, deadline, wait);
+  if (in.u8() == 0) return std::nullopt;
+  return in.value();
+}
+
+TCPStore::Bytes TCPStore::queuePop(const std::string& key, std::chrono::milliseconds timeout) {
+  checkKey("queuePop", key);
+  C10D_CHECK(timeout.count() > 0, InvalidArgument, "TCPStore queuePop: timeout must be positive");
+  std::optional<Bytes> value = popRequest(key, timeout);
+  C10D_CHECK(value.has_value(), StoreError, "TCPStore queuePop '", key,
+             "': the server answered a waiting pop with no value");
+  return std::move(*value);
+}
+
+std::optional<TCPStore::Bytes> TCPStore::tryQueuePop(const std::string& key) {
+  checkKey("tryQueuePop", key);
+  return popRequest(key, std::chrono::milliseconds(0));
+}
+
+int64_t TCPStore::queueLen(const std::string& key) {
+  checkKey("queueLen", key);
+  std::lock_guard<std::mutex> guard(mutex_);
+  FrameWriter out = startRequest(Op::QueueLen);
+  out.bytes(key);
+  return exchange(*connection_, out, Op::QueueLen, {key}, Clock::now() + timeout()).i64();
 }
 
 std::optional<std::string> tcpStoreHost(const Store& store) {

@@ -61,6 +61,7 @@ class TCPStore : public Store {
 
   using Store::get;
   using Store::multiGet;
+  using Store::queuePop;
   using Store::wait;
   void set(const std::string& key, const Bytes& value) override;
   Bytes get(const std::string& key, std::chrono::milliseconds timeout) override;
@@ -74,9 +75,16 @@ class TCPStore : public Store {
                               std::chrono::milliseconds timeout) override;
   void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
   void append(const std::string& key, const Bytes& value) override;
+  // A blocking pop waits at the server, as get does.
+  void queuePush(const std::string& key, const Bytes& value) override;
+  Bytes queuePop(const std::string& key, std::chrono::milliseconds timeout) override;
+  std::optional<Bytes> tryQueuePop(const std::string& key) override;
+  int64_t queueLen(const std::string& key) override;
 
  private:
   void waitForWorkers(int numWorkers);
+  // One QueuePop request; wait 0: answered at once, nullopt for an empty queue.
+  std::optional<Bytes> popRequest(const std::string& key, std::chrono::milliseconds wait);
 
   std::string host_;
   uint16_t port_;

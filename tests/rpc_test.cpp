@@ -114,6 +114,55 @@ TEST(RpcTest, AsyncCallsAndThen) {
   shutdownAll(agents);
 }
 
+// A function that returns a Future replies when it completes (PyTorch's async_execution): it may
+// chain on another worker's call, and while its future is pending it holds none of the callee's
+// threads (one here: eight calls wait at once and a plain call still gets through).
+TEST(RpcTest, AsyncExecutionRepliesWhenItsFutureCompletes) {
+  RpcOptions oneThread;
+  oneThread.threads = 1;
+  auto agents = startWorkers(3, oneThread);
+  RpcAgent* callee = agents[1].get();
+  agents[2]->registerFunction("add", [](int a, int b) { return a + b; });
+  callee->registerFunction("add_then", [callee](int x, int y, int z) {
+    return callee->rpcAsync<int>("worker2", "add", x, y).then([z](Future<int> f) {
+      return f.value() + z;
+    });
+  });
+  Future<int> gate;
+  callee->registerFunction("after_gate", [gate](int k) {
+    return gate.then([k](Future<int> f) { return f.value() * k; });
+  });
+  callee->registerFunction("ping", [] { return std::string("pong"); });
+  callee->registerFunction("fails_later", [] {
+    Future<int> f;
+    f.setError(std::make_exception_ptr(InvalidArgument("the chained step refused 7")));
+    return f;
+  });
+  callee->registerFunction(
+      "throws_first", []() -> Future<void> { C10D_THROW(InvalidArgument, "no future for you"); });
+
+  RpcAgent& caller = *agents[0];
+  EXPECT_EQ(caller.rpcSync<int>("worker1", "add_then", 1, 2, 30), 33);
+  std::vector<Future<int>> waiting;
+  for (int k = 1; k <= 8; ++k) waiting.push_back(caller.rpcAsync<int>("worker1", "after_gate", k));
+  EXPECT_EQ(caller.rpcSync<std::string>("worker1", "ping"), "pong");  // the thread is free
+  for (auto& f : waiting) EXPECT_FALSE(f.waitFor(10ms));
+  gate.setValue(5);
+  for (int k = 1; k <= 8; ++k) EXPECT_EQ(waiting[k - 1].value(), 5 * k);
+
+  std::string message = messageOf([&] { caller.rpcSync<int>("worker1", "fails_later"); });
+  EXPECT_NE(message.find("fails_later"), std::string::npos) << message;
+  EXPECT_NE(message.find("the chained step refused 7"), std::string::npos) << message;
+  EXPECT_THROW(caller.rpcSync<int>("worker1", "fails_later"), RemoteError);
+  message = messageOf([&] { caller.rpcSync<void>("worker1", "throws_first"); });
+  EXPECT_NE(message.find("no future for you"), std::string::npos) << message;
+  // From itself, too, and remote() says it cannot hold what replies later.
+  EXPECT_EQ(callee->rpcSync<int>("worker1", "add_then", 2, 2, 2), 6);
+  message = messageOf([&] { caller.remote<int>("worker1", "add_then", 1, 1, 1).toHere(); });
+  EXPECT_NE(message.find("replies later"), std::string::npos) << message;
+  shutdownAll(agents);
+}
+
 // Past a few calls in flight, requests and responses travel in batched writes (the transport's
 // outbox). Two clients keep up to 64 calls each in flight to one server, interleaving empty
 // calls with tensors of 0 B to 300 KiB (larger ones always go through the outbox): every call

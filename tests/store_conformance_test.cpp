@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <functional>
@@ -361,23 +362,195 @@ TEST_P(StoreTest, TimeoutsMustBePositive) {
   EXPECT_THROW(store_->get("never"), TimeoutError);  // uses the store's default timeout
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllStores, StoreTest,
-    ::testing::Values(
-        StoreKind{"HashStore", [] { return std::make_unique<HashStoreFactory>(); }},
-        StoreKind{"FileStore", [] { return std::make_unique<FileStoreFactory>(); }},
-        StoreKind{"PrefixStore", [] { return std::make_unique<PrefixStoreFactory>(); }},
-        StoreKind{"TCPStore", [] { return std::make_unique<TCPStoreFactory>(); }},
-        StoreKind{"CountingStore", [] { return std::make_unique<CountingStoreFactory>(); }},
-        StoreKind{
-            "PyTorchV1Client",
-            [] { return std::make_unique<PyTorchClientFactory>(PyTorchTCPStore::Protocol::V1); },
-            /*answersErrors=*/false},
-        StoreKind{
-            "PyTorchV2Client",
-            [] { return std::make_unique<PyTorchClientFactory>(PyTorchTCPStore::Protocol::V2); },
-            /*answersErrors=*/false}),
-    [](const ::testing::TestParamInfo<StoreKind>& info) { return info.param.name; });
+// Every store, and the ones with queues (PyTorch's v1 protocol has none: tested below).
+const StoreKind kHashStore{"HashStore", [] { return std::make_unique<HashStoreFactory>(); }};
+const StoreKind kFileStore{"FileStore", [] { return std::make_unique<FileStoreFactory>(); }};
+const StoreKind kPrefixStore{"PrefixStore", [] { return std::make_unique<PrefixStoreFactory>(); }};
+const StoreKind kTCPStore{"TCPStore", [] { return std::make_unique<TCPStoreFactory>(); }};
+const StoreKind kCountingStore{"CountingStore",
+                               [] { return std::make_unique<CountingStoreFactory>(); }};
+const StoreKind kPyTorchV1{
+    "PyTorchV1Client",
+    [] { return std::make_unique<PyTorchClientFactory>(PyTorchTCPStore::Protocol::V1); },
+    /*answersErrors=*/false};
+const StoreKind kPyTorchV2{
+    "PyTorchV2Client",
+    [] { return std::make_unique<PyTorchClientFactory>(PyTorchTCPStore::Protocol::V2); },
+    /*answersErrors=*/false};
+
+std::string kindName(const ::testing::TestParamInfo<StoreKind>& info) {
+  return info.param.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllStores, StoreTest,
+                         ::testing::Values(kHashStore, kFileStore, kPrefixStore, kTCPStore,
+                                           kCountingStore, kPyTorchV1, kPyTorchV2),
+                         kindName);
+
+// Queues, on every store that has them.
+class QueueTest : public StoreTest {};
+
+TEST_P(QueueTest, PushPopIsFirstInFirstOutAcrossHandles) {
+  auto reader = other();
+  EXPECT_EQ(reader->queueLen("jobs"), 0);
+  EXPECT_EQ(reader->tryQueuePop("jobs"), std::nullopt);
+  store_->queuePush("jobs", toBytes("first"));
+  store_->queuePush("jobs", {});  // an empty value is a value
+  store_->queuePush("jobs", toBytes("third"));
+  EXPECT_EQ(reader->queueLen("jobs"), 3);
+  EXPECT_EQ(reader->queuePop("jobs", 5s), toBytes("first"));
+  EXPECT_EQ(reader->tryQueuePop("jobs"), std::optional<Bytes>(Bytes{}));
+  EXPECT_EQ(store_->queuePop("jobs"), toBytes("third"));
+  EXPECT_EQ(store_->queueLen("jobs"), 0);
+  EXPECT_EQ(store_->tryQueuePop("jobs"), std::nullopt);
+}
+
+TEST_P(QueueTest, AQueueIsApartFromTheKeysValue) {
+  const int64_t keysBefore = store_->numKeys();
+  store_->queuePush("q", toBytes("queued"));
+  if (GetParam().answersErrors) {
+    EXPECT_FALSE(store_->check({"q"}));  // no value at "q"
+  } else {
+    EXPECT_TRUE(store_->check({"q"}));  // PyTorch's check counts a queue, as its server does
+  }
+  EXPECT_EQ(store_->numKeys(), keysBefore);
+  store_->setString("q", "value");
+  EXPECT_EQ(store_->queueLen("q"), 1);
+  EXPECT_EQ(store_->queuePop("q"), toBytes("queued"));
+  EXPECT_EQ(store_->getString("q"), "value");
+  EXPECT_TRUE(store_->deleteKey("q"));
+  store_->queuePush("q", toBytes("again"));
+  EXPECT_FALSE(store_->deleteKey("q"));  // a queue is not a key to delete
+  EXPECT_EQ(store_->queueLen("q"), 1);
+}
+
+TEST_P(QueueTest, PopWaitsForALaterPush) {
+  auto writer = other();
+  std::thread later([&] {
+    std::this_thread::sleep_for(50ms);
+    writer->queuePush("late", toBytes("here"));
+  });
+  EXPECT_EQ(store_->queuePop("late", 10s), toBytes("here"));
+  later.join();
+}
+
+TEST_P(QueueTest, PopTimesOutNamingTheQueue) {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    store_->queuePop("empty-queue", 100ms);
+    ADD_FAILURE() << "queuePop of an empty queue returned";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("empty-queue"), std::string::npos) << e.what();
+    EXPECT_EQ(e.context().key,
+              GetParam().name == "PrefixStore" ? "group0/empty-queue" : "empty-queue");
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 100ms);
+  EXPECT_THROW(store_->queuePop("empty-queue", 0ms), InvalidArgument);
+  // The store is still usable after a timed-out pop (a PyTorch client reconnects).
+  store_->queuePush("empty-queue", toBytes("now"));
+  EXPECT_EQ(other()->queuePop("empty-queue", 5s), toBytes("now"));
+}
+
+TEST_P(QueueTest, ConcurrentPoppersTakeEachValueOnce) {
+  constexpr int kValues = 200;
+  constexpr int kPoppers = 4;
+  std::vector<std::vector<int>> taken(kPoppers);
+  std::vector<std::thread> poppers;
+  for (int p = 0; p < kPoppers; ++p) {
+    poppers.emplace_back([&, p, handle = other()] {
+      for (int i = 0; i < kValues / kPoppers; ++i) {
+        taken[p].push_back(std::stoi(toString(handle->queuePop("work", 30s))));
+      }
+    });
+  }
+  for (int i = 0; i < kValues; ++i) store_->queuePush("work", toBytes(std::to_string(i)));
+  for (auto& t : poppers) t.join();
+  std::vector<int> all;
+  for (const auto& each : taken) {
+    EXPECT_TRUE(std::is_sorted(each.begin(), each.end()));  // one popper sees them in order
+    all.insert(all.end(), each.begin(), each.end());
+  }
+  std::sort(all.begin(), all.end());
+  std::vector<int> expected(kValues);
+  for (int i = 0; i < kValues; ++i) expected[i] = i;
+  EXPECT_EQ(all, expected);
+  EXPECT_EQ(store_->queueLen("work"), 0);
+}
+
+TEST_P(QueueTest, LimitsAreEnforcedBeforeQueueing) {
+  EXPECT_THROW(store_->queuePush("", toBytes("x")), InvalidArgument);
+  EXPECT_THROW(store_->queuePush("big", Bytes(Store::kMaxValueBytes + 1)), InvalidArgument);
+  EXPECT_EQ(store_->queueLen("big"), 0);
+  EXPECT_THROW(store_->queueLen(""), InvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(StoresWithQueues, QueueTest,
+                         ::testing::Values(kHashStore, kFileStore, kPrefixStore, kTCPStore,
+                                           kCountingStore, kPyTorchV2),
+                         kindName);
+
+TEST(QueueRefusalTest, PyTorchsV1ProtocolHasNoQueuesAndSaysSo) {
+  TCPStoreServer server{TCPStoreServerOptions{.listenAddress = "127.0.0.1"}};
+  PyTorchTCPStore v1("127.0.0.1", server.port(), Store::kDefaultTimeout,
+                     PyTorchTCPStore::Protocol::V1);
+  try {
+    v1.queuePush("q", toBytes("x"));
+    ADD_FAILURE() << "queuePush over v1 returned";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("v1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'q'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(v1.queueLen("q"), StoreError);
+  EXPECT_THROW(v1.tryQueuePop("q"), StoreError);
+  v1.setString("k", "still usable");
+  EXPECT_EQ(v1.getString("k"), "still usable");
+}
+
+// A store a program derives itself gets queue calls that fail naming the call and the key.
+TEST(QueueRefusalTest, AStoreWithoutQueuesSaysSo) {
+  class Bare : public Store {
+   public:
+    using Store::get;
+    using Store::multiGet;
+    using Store::wait;
+    void set(const std::string&, const Bytes&) override {}
+    Bytes get(const std::string&, std::chrono::milliseconds) override { return {}; }
+    int64_t add(const std::string&, int64_t) override { return 0; }
+    Bytes compareSet(const std::string&, const Bytes&, const Bytes&) override { return {}; }
+    bool deleteKey(const std::string&) override { return false; }
+    bool check(const std::vector<std::string>&) override { return false; }
+    void wait(const std::vector<std::string>&, std::chrono::milliseconds) override {}
+    int64_t numKeys() override { return 0; }
+    std::vector<Bytes> multiGet(const std::vector<std::string>&,
+                                std::chrono::milliseconds) override {
+      return {};
+    }
+    void multiSet(const std::vector<std::string>&, const std::vector<Bytes>&) override {}
+    void append(const std::string&, const Bytes&) override {}
+  } bare;
+  const std::string message = messageOf([&] { bare.queuePush("jobs", toBytes("x")); });
+  EXPECT_NE(message.find("queuePush 'jobs'"), std::string::npos) << message;
+  EXPECT_NE(message.find("no queues"), std::string::npos) << message;
+  EXPECT_THROW(bare.queuePop("jobs"), StoreError);
+  EXPECT_THROW(bare.tryQueuePop("jobs"), StoreError);
+  EXPECT_THROW(bare.queueLen("jobs"), StoreError);
+}
+
+// A FileStore's queue is in its log: a store opened later replays pushes and pops alike.
+TEST(FileStoreQueueTest, AReopenedStoreSeesTheQueueAsLeft) {
+  const auto path =
+      std::filesystem::temp_directory_path() / ("c10d_queue_" + std::to_string(::getpid()));
+  std::filesystem::remove(path);
+  {
+    FileStore first(path.string());
+    for (const char* value : {"a", "b", "c"}) first.queuePush("q", toBytes(value));
+    EXPECT_EQ(first.queuePop("q"), toBytes("a"));
+  }
+  FileStore second(path.string());
+  EXPECT_EQ(second.queueLen("q"), 2);
+  EXPECT_EQ(second.queuePop("q"), toBytes("b"));
+  std::filesystem::remove(path);
+}
 
 TEST(PrefixStoreTest, NamespacesDoNotCollide) {
   auto base = std::make_shared<HashStore>();

@@ -120,7 +120,8 @@ StreamScope::~StreamScope() {
 void deliver(std::shared_ptr<Work> work, const std::shared_ptr<ProcessGroup>& group,
              const StreamScope& stream, c10d_work** out) {
   if (out == nullptr) {
-    work->wait();
+    // A blocking call inside a coalescing block returns at once: its op runs at the block's end.
+    if (!group->isCoalescing()) work->wait();
     return;
   }
   // A caller that asks for a handle will not wait now: a poll starts a queued op at once rather

@@ -1,12 +1,20 @@
 // The C API's process groups: the default group from the environment, groups over a store,
 // subgroups, and the rendezvous store on its own.
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "c10d/DefaultGroup.hpp"
+#include "c10d/DeviceMesh.hpp"
 #include "c10d/Init.hpp"
+#include "c10d/Subgroups.hpp"
 #include "c10d/capi/Handles.hpp"
+
+struct c10d_device_mesh {
+  c10d::DeviceMesh mesh;
+};
 
 using namespace c10d;
 using namespace c10d::capi;
@@ -109,6 +117,94 @@ c10d_status c10d_group_split(c10d_group* group, int color, int key,
     outOf(out, call);
     *out = new c10d_group{parent.split(color, key, subgroupOptionsOf(parent, options, call))};
   });
+}
+
+c10d_status c10d_group_new_subgroups(c10d_group* group, int group_size,
+                                     const c10d_group_options* options, c10d_group** out) {
+  return guarded([&] {
+    const char* call = "c10d_group_new_subgroups";
+    ProcessGroup& parent = *deref(group, call, "group").group;
+    outOf(out, call);
+    Subgroups made = newSubgroups(parent, group_size, subgroupOptionsOf(parent, options, call));
+    *out = new c10d_group{made.mine};
+  });
+}
+
+c10d_status c10d_group_new_subgroups_by_enumeration(c10d_group* group, const int* ranks,
+                                                    const size_t* sizes, size_t num_subgroups,
+                                                    const c10d_group_options* options,
+                                                    c10d_group** out) {
+  return guarded([&] {
+    const char* call = "c10d_group_new_subgroups_by_enumeration";
+    ProcessGroup& parent = *deref(group, call, "group").group;
+    outOf(out, call);
+    C10D_CHECK(num_subgroups == 0 || sizes != nullptr, InvalidArgument, call,
+               ": sizes is NULL with ", num_subgroups, " subgroups");
+    std::vector<std::vector<int>> lists(num_subgroups);
+    size_t next = 0;
+    for (size_t i = 0; i < num_subgroups; ++i) {
+      C10D_CHECK(sizes[i] == 0 || ranks != nullptr, InvalidArgument, call, ": ranks is NULL");
+      lists[i].assign(ranks + next, ranks + next + sizes[i]);
+      next += sizes[i];
+    }
+    Subgroups made =
+        newSubgroupsByEnumeration(parent, lists, subgroupOptionsOf(parent, options, call));
+    *out = made.mine ? new c10d_group{made.mine} : nullptr;
+  });
+}
+
+c10d_status c10d_group_default(c10d_group** out) {
+  return guarded([&] { outOf(out, "c10d_group_default") = new c10d_group{defaultGroup()}; });
+}
+
+c10d_status c10d_device_mesh_init(c10d_group* group, const int* shape, const char* const* names,
+                                  size_t ndim, c10d_device_mesh** out) {
+  return guarded([&] {
+    const char* call = "c10d_device_mesh_init";
+    ProcessGroup& parent = *deref(group, call, "group").group;
+    outOf(out, call);
+    C10D_CHECK(ndim == 0 || shape != nullptr, InvalidArgument, call, ": shape is NULL");
+    std::vector<std::string> dimNames;
+    for (size_t i = 0; names != nullptr && i < ndim; ++i) {
+      C10D_CHECK(names[i] != nullptr, InvalidArgument, call, ": names[", i, "] is NULL");
+      dimNames.emplace_back(names[i]);
+    }
+    *out = new c10d_device_mesh{
+        initDeviceMesh(parent, std::vector<int>(shape, shape + ndim), dimNames)};
+  });
+}
+
+c10d_status c10d_device_mesh_group(c10d_device_mesh* mesh, size_t dim, c10d_group** out) {
+  return guarded([&] {
+    const char* call = "c10d_device_mesh_group";
+    const DeviceMesh& m = deref(mesh, call, "mesh").mesh;
+    C10D_CHECK(dim < static_cast<size_t>(m.ndim()), InvalidArgument, call, ": dim ", dim,
+               " of a mesh of ", m.ndim(), " dimensions");
+    outOf(out, call) = new c10d_group{m.getGroup(static_cast<int>(dim))};
+  });
+}
+
+c10d_status c10d_device_mesh_dim(c10d_device_mesh* mesh, const char* name, size_t* dim) {
+  return guarded([&] {
+    const char* call = "c10d_device_mesh_dim";
+    const DeviceMesh& m = deref(mesh, call, "mesh").mesh;
+    C10D_CHECK(name != nullptr, InvalidArgument, call, ": name is NULL");
+    const int index = m.dimIndex(name);
+    outOf(dim, call) = static_cast<size_t>(index);
+  });
+}
+
+c10d_status c10d_device_mesh_coordinate(c10d_device_mesh* mesh, int* coordinate) {
+  return guarded([&] {
+    const char* call = "c10d_device_mesh_coordinate";
+    const DeviceMesh& m = deref(mesh, call, "mesh").mesh;
+    C10D_CHECK(coordinate != nullptr, InvalidArgument, call, ": coordinate is NULL");
+    std::copy(m.coordinate().begin(), m.coordinate().end(), coordinate);
+  });
+}
+
+void c10d_device_mesh_free(c10d_device_mesh* mesh) {
+  delete mesh;
 }
 
 c10d_status c10d_group_store(c10d_group* group, c10d_store** out) {

@@ -68,6 +68,19 @@ c10d_status c10d_allreduce(c10d_group* group, const c10d_buffer* buffer,
   });
 }
 
+c10d_status c10d_group_start_coalescing(c10d_group* group) {
+  return guarded([&] { groupOf(group, "c10d_group_start_coalescing")->startCoalescing(); });
+}
+
+c10d_status c10d_group_end_coalescing(c10d_group* group, c10d_work** work) {
+  return guarded([&] {
+    const char* call = "c10d_group_end_coalescing";
+    auto& pg = groupOf(group, call);
+    StreamScope stream(call, nullptr, 0);
+    deliver(pg->endCoalescing(), pg, stream, work);
+  });
+}
+
 c10d_status c10d_allreduce_coalesced(c10d_group* group, const c10d_buffer* buffers,
                                      size_t num_buffers, const c10d_op_options* options,
                                      c10d_work** work) {

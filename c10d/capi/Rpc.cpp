@@ -3,6 +3,9 @@
 
 #include <dlpack/dlpack.h>
 
+#include <atomic>
+#include <cstddef>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -25,6 +28,14 @@ using Reply = std::tuple<std::string, std::vector<c10d::Tensor>>;
 
 struct c10d_rpc_future {
   c10d::rpc::Future<Reply> call;
+};
+
+// What an async function answers through: the call's future, and whether it was answered
+// (by c10d_rpc_respond, which frees this, or by the library when the function failed at once).
+struct c10d_rpc_responder {
+  c10d::rpc::Future<Reply> call;
+  std::string name;
+  std::shared_ptr<std::atomic<bool>> answered;
 };
 
 using namespace c10d;
@@ -50,6 +61,26 @@ void registerCFunction(rpc::RpcAgent& agent, const std::string& name, c10d_rpc_f
                    c10d_status_name(status), reply.error.empty() ? "" : ": ", reply.error);
         return Reply{std::move(reply.bytes), std::move(reply.tensors)};
       });
+}
+
+// Registers a C function that replies later as a function returning a Future of its reply.
+void registerCAsyncFunction(rpc::RpcAgent& agent, const std::string& name,
+                            c10d_rpc_async_function function, void* user) {
+  C10D_CHECK(function != nullptr, InvalidArgument, "c10d_rpc: function '", name, "' is NULL");
+  agent.registerFunction(name, [name, function, user](std::string bytes,
+                                                      std::vector<Tensor> tensors) {
+    c10d_rpc_message request{std::move(bytes), std::move(tensors), {}};
+    rpc::Future<Reply> reply;
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    auto* responder = new c10d_rpc_responder{reply, name, answered};
+    c10d_status status = function(user, &request, responder);
+    if (status != C10D_OK && !answered->exchange(true)) {
+      delete responder;
+      reply.setError(std::make_exception_ptr(Error(detail::concat(
+          "function '", name, "' returned ", c10d_status_name(status), " without responding"))));
+    }
+    return reply;
+  });
 }
 
 c10d_rpc_message* messageOf(Reply&& reply) {
@@ -134,7 +165,16 @@ c10d_status c10d_rpc_init(c10d_store* store, const char* name, int rank, int wor
     C10D_CHECK(functions != nullptr || num_functions == 0, InvalidArgument, call,
                ": functions is NULL with ", num_functions, " functions");
     rpc::RpcOptions rpcOptions;
-    if (checkOptions(options, call)) {
+    const c10d_rpc_async_function_entry* asyncFunctions = nullptr;
+    size_t numAsyncFunctions = 0;
+    if (options != nullptr) {
+      // The first version of the struct ended before async_functions.
+      constexpr size_t kFirstSize = offsetof(c10d_rpc_options, async_functions);
+      C10D_CHECK(
+          options->struct_size == sizeof(c10d_rpc_options) || options->struct_size == kFirstSize,
+          InvalidArgument, call, ": options->struct_size is ", options->struct_size,
+          ", this library's is ", sizeof(c10d_rpc_options), " (or ", kFirstSize,
+          " before async_functions); start from C10D_RPC_OPTIONS_INIT");
       C10D_CHECK(options->timeout_ms > 0 && options->init_timeout_ms > 0 && options->threads > 0,
                  InvalidArgument, call, ": options need positive timeout_ms (", options->timeout_ms,
                  "), init_timeout_ms (", options->init_timeout_ms, ") and threads (",
@@ -142,15 +182,29 @@ c10d_status c10d_rpc_init(c10d_store* store, const char* name, int rank, int wor
       rpcOptions.timeout = std::chrono::milliseconds(options->timeout_ms);
       rpcOptions.initTimeout = std::chrono::milliseconds(options->init_timeout_ms);
       rpcOptions.threads = options->threads;
+      if (options->struct_size == sizeof(c10d_rpc_options)) {
+        asyncFunctions = options->async_functions;
+        numAsyncFunctions = options->num_async_functions;
+        C10D_CHECK(asyncFunctions != nullptr || numAsyncFunctions == 0, InvalidArgument, call,
+                   ": options->async_functions is NULL with ", numAsyncFunctions, " functions");
+      }
     }
     for (size_t i = 0; i < num_functions; ++i) {
       C10D_CHECK(functions[i].name != nullptr, InvalidArgument, call, ": functions[", i,
                  "].name is NULL");
     }
+    for (size_t i = 0; i < numAsyncFunctions; ++i) {
+      C10D_CHECK(asyncFunctions[i].name != nullptr, InvalidArgument, call,
+                 ": options->async_functions[", i, "].name is NULL");
+    }
     auto agent =
         rpc::RpcAgent::create(s.store, worker, rank, world_size, rpcOptions, [&](rpc::RpcAgent& a) {
           for (size_t i = 0; i < num_functions; ++i) {
             registerCFunction(a, functions[i].name, functions[i].function, functions[i].user);
+          }
+          for (size_t i = 0; i < numAsyncFunctions; ++i) {
+            registerCAsyncFunction(a, asyncFunctions[i].name, asyncFunctions[i].function,
+                                   asyncFunctions[i].user);
           }
         });
     std::vector<std::string> names(static_cast<size_t>(world_size));
@@ -167,6 +221,36 @@ c10d_status c10d_rpc_register(c10d_rpc* agent, const char* name, c10d_rpc_functi
     const char* call = "c10d_rpc_register";
     registerCFunction(*deref(agent, call, "agent").agent, textOf(name, call, "name"), function,
                       user);
+  });
+}
+
+c10d_status c10d_rpc_register_async(c10d_rpc* agent, const char* name,
+                                    c10d_rpc_async_function function, void* user) {
+  return guarded([&] {
+    const char* call = "c10d_rpc_register_async";
+    registerCAsyncFunction(*deref(agent, call, "agent").agent, textOf(name, call, "name"), function,
+                           user);
+  });
+}
+
+c10d_status c10d_rpc_respond(c10d_rpc_responder* responder, c10d_status status,
+                             const c10d_rpc_message* reply) {
+  return guarded([&] {
+    const char* call = "c10d_rpc_respond";
+    c10d_rpc_responder& r = deref(responder, call, "responder");
+    C10D_CHECK(status != C10D_OK || reply != nullptr, InvalidArgument, call,
+               ": reply is NULL with C10D_OK");
+    C10D_CHECK(!r.answered->exchange(true), InvalidArgument, call, ": function '", r.name,
+               "' was answered already");
+    std::unique_ptr<c10d_rpc_responder> owned(responder);
+    if (status == C10D_OK) {
+      owned->call.setValue(Reply{reply->bytes, reply->tensors});
+    } else {
+      const std::string text = reply != nullptr ? reply->error : std::string();
+      owned->call.setError(std::make_exception_ptr(
+          Error(detail::concat("function '", owned->name, "' responded ", c10d_status_name(status),
+                               text.empty() ? "" : ": ", text))));
+    }
   });
 }
 
@@ -209,6 +293,16 @@ c10d_status c10d_rpc_call(c10d_rpc* agent, const char* to, const char* function,
     std::vector<Tensor> tensors = args != nullptr ? args->tensors : std::vector<Tensor>{};
     *out = new c10d_rpc_future{
         a.rpcAsyncWithTimeout<Reply>(worker, name, timeout, std::move(bytes), std::move(tensors))};
+  });
+}
+
+c10d_status c10d_rpc_future_on_done(c10d_rpc_future* future, c10d_rpc_callback callback,
+                                    void* user) {
+  return guarded([&] {
+    const char* call = "c10d_rpc_future_on_done";
+    rpc::Future<Reply>& f = deref(future, call, "future").call;
+    C10D_CHECK(callback != nullptr, InvalidArgument, call, ": callback is NULL");
+    f.addCallback([callback, user] { callback(user); });
   });
 }
 

@@ -127,6 +127,42 @@ c10d_status c10d_store_get(c10d_store* store, const char* key, int64_t timeout_m
   });
 }
 
+c10d_status c10d_store_queue_push(c10d_store* store, const char* key, const void* value,
+                                  size_t size) {
+  return guarded([&] {
+    const char* call = "c10d_store_queue_push";
+    deref(store, call, "store")
+        .store->queuePush(keyOf(key, call), bytesOf(value, size, call, "value"));
+  });
+}
+
+c10d_status c10d_store_queue_pop(c10d_store* store, const char* key, int64_t timeout_ms,
+                                 c10d_bytes* value, int* popped) {
+  return guarded([&] {
+    const char* call = "c10d_store_queue_pop";
+    Store& s = *deref(store, call, "store").store;
+    c10d_bytes& result = outOf(value, call);
+    C10D_CHECK(timeout_ms != 0 || popped != nullptr, InvalidArgument, call,
+               ": popped is NULL with timeout_ms 0 (the only way to tell an empty queue)");
+    std::optional<Store::Bytes> bytes;
+    if (timeout_ms == 0) {
+      bytes = s.tryQueuePop(keyOf(key, call));
+    } else {
+      bytes = s.queuePop(keyOf(key, call), storeTimeout(s, timeout_ms));
+    }
+    if (popped != nullptr) *popped = bytes.has_value() ? 1 : 0;
+    result = bytes ? copyOut(bytes->data(), bytes->size()) : copyOut(nullptr, 0);
+  });
+}
+
+c10d_status c10d_store_queue_len(c10d_store* store, const char* key, int64_t* length) {
+  return guarded([&] {
+    const char* call = "c10d_store_queue_len";
+    int64_t n = deref(store, call, "store").store->queueLen(keyOf(key, call));
+    outOf(length, call) = n;
+  });
+}
+
 c10d_status c10d_store_add(c10d_store* store, const char* key, int64_t delta, int64_t* result) {
   return guarded([&] {
     const char* call = "c10d_store_add";

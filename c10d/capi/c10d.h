@@ -174,6 +174,16 @@ C10D_C_EXPORT c10d_status c10d_store_check(c10d_store* store, const char* const*
                                            size_t num_keys, int* all_exist);
 C10D_C_EXPORT c10d_status c10d_store_delete(c10d_store* store, const char* key, int* existed);
 C10D_C_EXPORT c10d_status c10d_store_num_keys(c10d_store* store, int64_t* count);
+/* Queues (PyTorch 2.6's queue_push / queue_pop / queue_len): per key, values in first-in
+ * first-out order, apart from the key's value; each value is popped once. */
+C10D_C_EXPORT c10d_status c10d_store_queue_push(c10d_store* store, const char* key,
+                                                const void* value, size_t size);
+/* Pops key's front value into value (value->data is for c10d_free). timeout_ms -1: the store's
+ * timeout, > 0: waits that long for a value, C10D_ERR_TIMEOUT when none came; 0: no wait, and
+ * *popped says whether there was one (popped may be NULL otherwise). */
+C10D_C_EXPORT c10d_status c10d_store_queue_pop(c10d_store* store, const char* key,
+                                               int64_t timeout_ms, c10d_bytes* value, int* popped);
+C10D_C_EXPORT c10d_status c10d_store_queue_len(c10d_store* store, const char* key, int64_t* length);
 /* The store's default timeout of blocking calls (what timeout_ms -1 means), and setting it. */
 C10D_C_EXPORT c10d_status c10d_store_timeout(c10d_store* store, int64_t* timeout_ms);
 C10D_C_EXPORT c10d_status c10d_store_set_timeout(c10d_store* store, int64_t timeout_ms);
@@ -217,6 +227,20 @@ C10D_C_EXPORT c10d_status c10d_group_new(c10d_group* group, const int* ranks, si
 /* MPI_Comm_split: ranks of one color form a group ordered by key; a negative color: none. */
 C10D_C_EXPORT c10d_status c10d_group_split(c10d_group* group, int color, int key,
                                            const c10d_group_options* options, c10d_group** out);
+/* torch's new_subgroups: group's ranks cut into consecutive subgroups of group_size; *out is this
+ * rank's. C10D_ERR_INVALID_ARGUMENT when group_size does not divide the group's size. */
+C10D_C_EXPORT c10d_status c10d_group_new_subgroups(c10d_group* group, int group_size,
+                                                   const c10d_group_options* options,
+                                                   c10d_group** out);
+/* torch's new_subgroups_by_enumeration: num_subgroups lists of group's ranks, list i being
+ * sizes[i] ranks of ranks (the lists one after another). *out is the subgroup this rank is in,
+ * NULL when it is in none. A rank outside the group or in two lists is refused, naming it. */
+C10D_C_EXPORT c10d_status c10d_group_new_subgroups_by_enumeration(
+    c10d_group* group, const int* ranks, const size_t* sizes, size_t num_subgroups,
+    const c10d_group_options* options, c10d_group** out);
+/* The process's default group (the last c10d_group_init's while its handle lives), as a new
+ * handle; C10D_ERR_STATE when there is none. */
+C10D_C_EXPORT c10d_status c10d_group_default(c10d_group** out);
 /* The store the group was created over (for RPC, or keys of the program's own), as a new handle. */
 C10D_C_EXPORT c10d_status c10d_group_store(c10d_group* group, c10d_store** out);
 C10D_C_EXPORT int c10d_group_rank(const c10d_group* group);
@@ -228,6 +252,24 @@ C10D_C_EXPORT const char* c10d_group_backend(const c10d_group* group);
  * C10D_ERR_STATE, later ones too. Idempotent. The handle still needs c10d_group_free. */
 C10D_C_EXPORT c10d_status c10d_group_shutdown(c10d_group* group);
 C10D_C_EXPORT void c10d_group_free(c10d_group* group);
+
+/* ---- device mesh (torch's init_device_mesh) ---- */
+typedef struct c10d_device_mesh c10d_device_mesh;
+/* group's ranks as a row-major mesh of ndim dimensions, named by names (NULL: unnamed), with a
+ * subgroup per dimension for this rank. Every rank of group calls it alike. A shape that does not
+ * multiply to the group's size, or names that repeat, are refused on every rank. */
+C10D_C_EXPORT c10d_status c10d_device_mesh_init(c10d_group* group, const int* shape,
+                                                const char* const* names, size_t ndim,
+                                                c10d_device_mesh** out);
+/* The subgroup of dimension dim (the ranks that differ from this one only there), a new handle. */
+C10D_C_EXPORT c10d_status c10d_device_mesh_group(c10d_device_mesh* mesh, size_t dim,
+                                                 c10d_group** out);
+/* The dimension called name; C10D_ERR_INVALID_ARGUMENT naming the known ones otherwise. */
+C10D_C_EXPORT c10d_status c10d_device_mesh_dim(c10d_device_mesh* mesh, const char* name,
+                                               size_t* dim);
+/* This rank's coordinate: ndim entries written to coordinate. */
+C10D_C_EXPORT c10d_status c10d_device_mesh_coordinate(c10d_device_mesh* mesh, int* coordinate);
+C10D_C_EXPORT void c10d_device_mesh_free(c10d_device_mesh* mesh);
 
 /* ---- operations ----
  * Each takes the group, its buffers, options (NULL: defaults) and `work`: with work NULL the call
@@ -250,6 +292,13 @@ C10D_C_EXPORT c10d_status c10d_broadcast(c10d_group* group, const c10d_buffer* b
                                          const c10d_op_options* options, c10d_work** work);
 C10D_C_EXPORT c10d_status c10d_allreduce(c10d_group* group, const c10d_buffer* buffer,
                                          const c10d_op_options* options, c10d_work** work);
+/* Coalescing (torch's _coalescing_manager): between start and end, the allreduces this thread
+ * issues on group are held (a call without a work handle returns at once; a handle's wait fails
+ * until the end) and end issues them as one fused allreduce, *work its handle (NULL: waits for
+ * it). Only allreduces of one dtype, device and reduce op; anything else is refused with
+ * C10D_ERR_INVALID_ARGUMENT and the block goes on. */
+C10D_C_EXPORT c10d_status c10d_group_start_coalescing(c10d_group* group);
+C10D_C_EXPORT c10d_status c10d_group_end_coalescing(c10d_group* group, c10d_work** work);
 /* One collective over several buffers of one dtype and device. */
 C10D_C_EXPORT c10d_status c10d_allreduce_coalesced(c10d_group* group, const c10d_buffer* buffers,
                                                    size_t num_buffers,
@@ -345,8 +394,8 @@ C10D_C_EXPORT c10d_status c10d_gather_bytes(c10d_group* group, const void* data,
 /* pieces: count of them on src, one per rank (NULL and 0 elsewhere); rank r gets src's [r]. */
 C10D_C_EXPORT c10d_status c10d_scatter_bytes(c10d_group* group, const c10d_bytes* pieces,
                                              size_t count, int src, c10d_bytes* out);
-C10D_C_EXPORT c10d_status c10d_send_bytes(c10d_group* group, const void* data, size_t size,
-                                          int dst, int tag);
+C10D_C_EXPORT c10d_status c10d_send_bytes(c10d_group* group, const void* data, size_t size, int dst,
+                                          int tag);
 C10D_C_EXPORT c10d_status c10d_recv_bytes(c10d_group* group, int src, int tag, c10d_bytes* out);
 
 /* ---- work ---- */
@@ -473,20 +522,38 @@ C10D_C_EXPORT c10d_status c10d_rpc_message_set_error(c10d_rpc_message* reply, co
  * fails the call with that status's name and the text of c10d_rpc_message_set_error. */
 typedef c10d_status (*c10d_rpc_function)(void* user, const c10d_rpc_message* request,
                                          c10d_rpc_message* reply);
+/* A function that replies later (PyTorch's @rpc.functions.async_execution): it returns C10D_OK
+ * at once, having kept responder, and answers the call with c10d_rpc_respond later, from any
+ * thread, without holding one of the agent's threads meanwhile. Returning anything else without
+ * having responded fails the call as a c10d_rpc_function's failure does (responder is then the
+ * library's to free). */
+typedef struct c10d_rpc_responder c10d_rpc_responder;
+typedef c10d_status (*c10d_rpc_async_function)(void* user, const c10d_rpc_message* request,
+                                               c10d_rpc_responder* responder);
 typedef struct c10d_rpc_function_entry {
   const char* name;
   c10d_rpc_function function;
   void* user;
 } c10d_rpc_function_entry;
 
+typedef struct c10d_rpc_async_function_entry {
+  const char* name;
+  c10d_rpc_async_function function;
+  void* user;
+} c10d_rpc_async_function_entry;
+
 typedef struct c10d_rpc_options {
   size_t struct_size;
   int64_t timeout_ms;      /* a call's default timeout */
   int64_t init_timeout_ms; /* how long c10d_rpc_init waits for every worker */
   int threads;             /* threads that run incoming calls */
+  /* API version 4: functions that reply later, registered with the others before any call can
+   * arrive (a struct_size without these fields, a caller built before them, means none). */
+  const c10d_rpc_async_function_entry* async_functions;
+  size_t num_async_functions;
 } c10d_rpc_options;
 #define C10D_RPC_OPTIONS_INIT \
-  { sizeof(c10d_rpc_options), 60000, 60000, 4 }
+  { sizeof(c10d_rpc_options), 60000, 60000, 4, NULL, 0 }
 
 /* Joins the RPC job as worker `name` (unique) with id `rank` of world_size, through a store every
  * worker shares (c10d_store_connect gives the job's), with the given functions registered before
@@ -500,6 +567,13 @@ C10D_C_EXPORT c10d_status c10d_rpc_register(c10d_rpc* agent, const char* name,
                                             c10d_rpc_function function, void* user);
 /* The id (rank) of the worker named name; the name of worker id (valid while the agent is), and
  * how many workers there are (ids 0 to count - 1). */
+C10D_C_EXPORT c10d_status c10d_rpc_register_async(c10d_rpc* agent, const char* name,
+                                                  c10d_rpc_async_function function, void* user);
+/* Answers the call responder stands for, once, and frees responder: status C10D_OK sends reply
+ * (copied; it stays the caller's), anything else fails the call with that status's name and the
+ * text of reply's c10d_rpc_message_set_error (reply may then be NULL). */
+C10D_C_EXPORT c10d_status c10d_rpc_respond(c10d_rpc_responder* responder, c10d_status status,
+                                           const c10d_rpc_message* reply);
 C10D_C_EXPORT c10d_status c10d_rpc_worker_id(c10d_rpc* agent, const char* name, int* id);
 C10D_C_EXPORT c10d_status c10d_rpc_worker_name(c10d_rpc* agent, int id, const char** name);
 C10D_C_EXPORT c10d_status c10d_rpc_worker_count(c10d_rpc* agent, int* count);
@@ -515,6 +589,12 @@ C10D_C_EXPORT c10d_status c10d_rpc_call_sync(c10d_rpc* agent, const char* to, co
 /* Waits up to timeout_ms (-1: until the call ends, by its own timeout at the latest) and returns
  * the call's status; *result (may be NULL) gets the reply. C10D_ERR_TIMEOUT for a shorter
  * timeout leaves the call running. */
+/* Runs callback(user) once future's call has ended: at once on this thread when it has, else on
+ * one of the agent's threads. The callback must not block; it may wait on future (it returns at
+ * once). */
+typedef void (*c10d_rpc_callback)(void* user);
+C10D_C_EXPORT c10d_status c10d_rpc_future_on_done(c10d_rpc_future* future,
+                                                  c10d_rpc_callback callback, void* user);
 C10D_C_EXPORT c10d_status c10d_rpc_future_wait(c10d_rpc_future* future, int64_t timeout_ms,
                                                c10d_rpc_message** result);
 C10D_C_EXPORT c10d_status c10d_rpc_future_test(c10d_rpc_future* future, int* completed);
@@ -547,7 +627,8 @@ typedef struct c10d_checkpoint_save_options {
   int64_t checksum_block_bytes; /* bytes per checksum; 0: 1 MiB */
   const char* layout;           /* how the job is laid out, kept for inspect; NULL: none */
 } c10d_checkpoint_save_options;
-#define C10D_CHECKPOINT_SAVE_OPTIONS_INIT {sizeof(c10d_checkpoint_save_options), 0, 0, NULL}
+#define C10D_CHECKPOINT_SAVE_OPTIONS_INIT \
+  { sizeof(c10d_checkpoint_save_options), 0, 0, NULL }
 
 typedef struct c10d_checkpoint_load_options {
   size_t struct_size;
@@ -555,7 +636,8 @@ typedef struct c10d_checkpoint_load_options {
   int allow_missing;    /* the state may ask for tensors and values the checkpoint lacks */
   int check_first;      /* 1: check every block before writing any tensor (LoadOptions) */
 } c10d_checkpoint_load_options;
-#define C10D_CHECKPOINT_LOAD_OPTIONS_INIT {sizeof(c10d_checkpoint_load_options), 0, 0, 1}
+#define C10D_CHECKPOINT_LOAD_OPTIONS_INIT \
+  { sizeof(c10d_checkpoint_load_options), 0, 0, 1 }
 
 C10D_C_EXPORT c10d_status c10d_checkpoint_state_new(c10d_checkpoint_state** state);
 C10D_C_EXPORT void c10d_checkpoint_state_free(c10d_checkpoint_state* state);
@@ -635,10 +717,10 @@ typedef struct c10d_elastic_options {
 typedef struct c10d_reformation {
   size_t struct_size;
   uint64_t generation;
-  int64_t step;       /* the committed step every member is at */
-  int healed;         /* this rank received the state from a member ahead */
-  size_t num_lost;    /* ids of the old generation not in the new one */
-  size_t num_joined;  /* restarted processes admitted */
+  int64_t step;      /* the committed step every member is at */
+  int healed;        /* this rank received the state from a member ahead */
+  size_t num_lost;   /* ids of the old generation not in the new one */
+  size_t num_joined; /* restarted processes admitted */
   double seconds;
 } c10d_reformation;
 #define C10D_REFORMATION_INIT \

@@ -20,8 +20,10 @@ from .distributed import (Backend, GroupMember, P2POp, ProcessGroup, ReduceOp, W
                           is_initialized, isend, monitored_barrier, new_group, new_subgroups,
                           new_subgroups_by_enumeration, premul_sum, recv,
                           reduce, reduce_op, reduce_scatter, reduce_scatter_tensor, scatter, send)
-from .errors import (BackendError, CheckpointError, DistBackendError, DistError, DistStoreError, Error,
+from .errors import (BackendError, CheckpointError, DistBackendError, DistError, DistQueueEmptyError,
+                     DistStoreError, Error,
                      InvalidArgument, RemoteError, StateError, StoreError, TimeoutError)
+from .distributed import _coalescing_manager
 from .objects import (all_gather_object, broadcast_object_list, gather_object,
                       recv_object_list, scatter_object_list, send_object_list)
 from .device_mesh import DeviceMesh, init_device_mesh
@@ -41,9 +43,10 @@ __all__ = [
     "monitored_barrier", "new_group", "new_subgroups", "new_subgroups_by_enumeration",
     "premul_sum", "recv", "recv_object_list", "reduce", "reduce_op", "reduce_scatter",
     "reduce_scatter_tensor", "scatter", "scatter_object_list", "send", "send_object_list",
-    "BackendError", "CheckpointError", "DistBackendError", "DistError", "DistStoreError", "Error", "InvalidArgument",
+    "BackendError", "CheckpointError", "DistBackendError", "DistError", "DistQueueEmptyError",
+    "DistStoreError", "Error", "InvalidArgument",
     "RemoteError", "StateError", "StoreError", "TimeoutError",
     "FileStore", "HashStore", "PrefixStore", "Store", "TCPStore",
     "Reducer", "checkpoint", "elastic", "multiprocessing", "parallel", "rpc", "record", "write_error_file",
-    "_make_nccl_premul_sum",
+    "_make_nccl_premul_sum", "_coalescing_manager",
 ]

@@ -191,12 +191,23 @@ class RpcFunctionEntry(Structure):
     _fields_ = [("name", c_char_p), ("function", RpcFunction), ("user", c_void_p)]
 
 
+# c10d_rpc_async_function: (user, request, responder) -> status; c10d_rpc_callback: (user).
+RpcAsyncFunction = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p)
+RpcCallback = ctypes.CFUNCTYPE(None, c_void_p)
+
+
+class RpcAsyncFunctionEntry(Structure):
+    _fields_ = [("name", c_char_p), ("function", RpcAsyncFunction), ("user", c_void_p)]
+
+
 class RpcOptions(Structure):
     _fields_ = [
         ("struct_size", c_size_t),
         ("timeout_ms", c_int64),
         ("init_timeout_ms", c_int64),
         ("threads", c_int),
+        ("async_functions", POINTER(RpcAsyncFunctionEntry)),
+        ("num_async_functions", c_size_t),
     ]
 
 
@@ -308,6 +319,10 @@ _PROTOTYPES = {
     "c10d_store_check": (_status, [_store_p, POINTER(c_char_p), c_size_t, POINTER(c_int)]),
     "c10d_store_delete": (_status, [_store_p, c_char_p, POINTER(c_int)]),
     "c10d_store_num_keys": (_status, [_store_p, POINTER(c_int64)]),
+    "c10d_store_queue_push": (_status, [_store_p, c_char_p, c_char_p, c_size_t]),
+    "c10d_store_queue_pop": (_status, [_store_p, c_char_p, c_int64, POINTER(Bytes),
+                                       POINTER(c_int)]),
+    "c10d_store_queue_len": (_status, [_store_p, c_char_p, POINTER(c_int64)]),
     "c10d_store_timeout": (_status, [_store_p, POINTER(c_int64)]),
     "c10d_store_set_timeout": (_status, [_store_p, c_int64]),
     "c10d_store_free": (None, [_store_p]),
@@ -330,6 +345,8 @@ _PROTOTYPES = {
     # operations
     "c10d_broadcast": (_status, [_group_p, _Buffer_p, _OpOptions_p, _work_pp]),
     "c10d_allreduce": (_status, [_group_p, _Buffer_p, _OpOptions_p, _work_pp]),
+    "c10d_group_start_coalescing": (_status, [_group_p]),
+    "c10d_group_end_coalescing": (_status, [_group_p, POINTER(_work_p)]),
     "c10d_allreduce_coalesced": (_status, [_group_p, _Buffer_p, c_size_t, _OpOptions_p,
                                            _work_pp]),
     "c10d_reduce": (_status, [_group_p, _Buffer_p, _OpOptions_p, _work_pp]),
@@ -391,6 +408,8 @@ _PROTOTYPES = {
                                      POINTER(_message_p)]),
     "c10d_rpc_future_wait": (_status, [_future_p, c_int64, POINTER(_message_p)]),
     "c10d_rpc_future_test": (_status, [_future_p, POINTER(c_int)]),
+    "c10d_rpc_future_on_done": (_status, [_future_p, RpcCallback, c_void_p]),
+    "c10d_rpc_respond": (_status, [c_void_p, c_int, _message_p]),
     "c10d_rpc_future_free": (None, [_future_p]),
     "c10d_rpc_shutdown": (_status, [_rpc_p, c_int]),
     "c10d_rpc_free": (None, [_rpc_p]),

@@ -10,6 +10,7 @@ Tensors are torch.Tensor (CPU or CUDA), numpy.ndarray, objects with __dlpack__, 
 returned Work keeps them alive until the operation has completed.
 """
 
+import contextlib
 import enum
 import os
 import warnings
@@ -474,8 +475,59 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
         status = _allreduce(pg._handle, buf, options, None)
         if status:
             raise _capi.error(status)
+        if _held is not None:  # in a coalescing block: the op runs at its end
+            _held.append((tensor, buf))
         return None
     return _run(_allreduce, pg, (buf, options), True, (tensor, buf))
+
+
+# The tensors (and buffer exports) of the blocking all_reduces held by open coalescing blocks,
+# kept until the fused op is done with them.
+_held = None
+
+
+class _CoalescingManager:
+    """What _coalescing_manager yields: works (the fused op's Work with async_ops) and wait()."""
+
+    def __init__(self):
+        self.works = []
+
+    def append(self, work):
+        if work:
+            self.works.append(work)
+
+    def wait(self):
+        for work in self.works:
+            work.wait()
+        self.works = []
+
+
+@contextlib.contextmanager
+def _coalescing_manager(group=None, device=None, async_ops=False):
+    """torch's _coalescing_manager: the all_reduces issued inside run as one fused op at the
+    block's end (one message per step instead of one per tensor). Without async_ops the end waits
+    for it; with async_ops, cm.wait() does. Only all_reduces of one dtype, device and reduce op
+    may be issued inside (anything else raises InvalidArgument on every rank); device is
+    accepted for torch's signature (the tensors' device decides). If the block raises, the ops it
+    held are still issued, so that ranks stay in step, and the error propagates."""
+    global _held
+    pg = _group(group)
+    cm = _CoalescingManager()
+    if pg is None:  # not a member: nothing to coalesce
+        yield cm
+        return
+    _capi.check(lib.c10d_group_start_coalescing(pg._handle))
+    outer, _held = _held, []
+    keep = _held
+    try:
+        yield cm
+    finally:
+        _held = outer
+        work = Work(_capi.created(lib.c10d_group_end_coalescing, pg._handle), pg, keep)
+    if async_ops:
+        cm.append(work)
+    else:
+        work.wait()
 
 
 def broadcast(tensor, src, group=None, async_op=False):

@@ -35,6 +35,10 @@ class CheckpointError(Error):
     """A checkpoint that cannot be written or used: incomplete, damaged, or unlike the state."""
 
 
+class DistQueueEmptyError(StoreError):
+    """Store.queue_pop(key, block=False) found key's queue empty (torch 2.6's class of the name)."""
+
+
 # The names torch.distributed 2.x gives the same classes.
 DistError = Error
 DistBackendError = BackendError

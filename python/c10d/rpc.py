@@ -42,6 +42,7 @@ import itertools
 import os
 import pickle
 import re
+import sys
 import threading
 import traceback
 from ctypes import byref, c_char_p, c_int, c_size_t, c_void_p, string_at
@@ -151,9 +152,41 @@ def _resolve(ref):
     return obj
 
 
-def _serve_call(data):
-    ref, args, kwargs = pickle.loads(data)
-    return _pickled(_resolve(ref)(*args, **kwargs))
+def _serve_call(data, answer):
+    """Runs a call; answer(reply bytes or None, error or None) once, now or, for a function
+    marked async_execution, when the future it returns completes. A call made in a distributed
+    autograd context (a fourth field) runs in it, its tensors recorded (c10d.dist_autograd)."""
+    ref, args, kwargs, *context = pickle.loads(data)
+    header = context[0] if context else None
+    fn = _resolve(ref)
+    if header is None:
+        result = fn(*args, **kwargs)
+        reply = _pickled
+    else:
+        from . import dist_autograd
+        dist_autograd._received(header, [args, kwargs], header[2])
+        with dist_autograd._as_current(header[0]):
+            result = fn(*args, **kwargs)
+
+        def reply(value):
+            return _pickled(dist_autograd._reply(header, value))
+    if not getattr(fn, "_c10d_async_execution", False):
+        answer(reply(result), None)
+        return
+    if not (callable(getattr(result, "add_done_callback", None))
+            and callable(getattr(result, "wait", None))):
+        raise TypeError(f"{getattr(fn, '__qualname__', fn)!r} is marked async_execution but "
+                        f"returned {type(result).__name__}, not a Future")
+
+    def done(future):
+        try:
+            data = reply(future.wait())
+        except BaseException as e:
+            answer(None, e)
+            return
+        answer(data, None)
+
+    result.add_done_callback(done)
 
 
 def _serve_remote(data):
@@ -212,9 +245,54 @@ def _c_function(body):
     return _capi.RpcFunction(function)
 
 
+def _respond(responder, reply, error):
+    """Answers an async call: with reply bytes, or failing with error's text."""
+    msg = c_void_p()
+    if lib.c10d_rpc_message_new(byref(msg)):
+        return  # out of memory: the call times out at the caller
+    try:
+        if error is None:
+            status = lib.c10d_rpc_message_set_bytes(msg, reply, len(reply))
+            if status == _capi.OK:
+                lib.c10d_rpc_respond(responder, _capi.OK, msg)
+                return
+            error = _capi.error(status)
+        try:
+            text = _failure(error)
+        except BaseException:
+            text = f"{type(error).__name__} (its text could not be formatted)"
+        lib.c10d_rpc_message_set_error(msg, text.encode("utf-8", "replace"))
+        lib.c10d_rpc_respond(responder, _capi.ERR_INTERNAL, msg)
+    finally:
+        lib.c10d_rpc_message_free(msg)
+
+
+def _c_async_function(body):
+    """body(request bytes, answer), as a c10d_rpc_async_function: answer(reply, error) responds."""
+
+    def function(user, request, responder):
+        answered = []
+
+        def answer(reply, error):
+            if not answered:
+                answered.append(True)
+                _respond(responder, reply, error)
+
+        try:
+            data, size = c_void_p(), c_size_t()
+            _capi.check(lib.c10d_rpc_message_bytes(request, byref(data), byref(size)))
+            body(string_at(data.value, size.value) if size.value else b"", answer)
+        except BaseException as e:
+            answer(None, e)
+        return _capi.OK
+
+    return _capi.RpcAsyncFunction(function)
+
+
 # The C function objects live as long as the module: the agent may call them until it is freed.
-_FUNCTIONS = [(_CALL, _c_function(_serve_call)), (_REMOTE, _c_function(_serve_remote)),
-              (_FETCH, _c_function(_serve_fetch)), (_RELEASE, _c_function(_serve_release))]
+_FUNCTIONS = [(_REMOTE, _c_function(_serve_remote)), (_FETCH, _c_function(_serve_fetch)),
+              (_RELEASE, _c_function(_serve_release))]
+_ASYNC_FUNCTIONS = [(_CALL, _c_async_function(_serve_call))]
 
 
 # ---- the caller ----
@@ -330,19 +408,32 @@ def _call_sync(to, wire, what, payload, timeout):
 
 
 class Future:
-    """The result of rpc_async (and of remote()'s call): wait() for it."""
+    """The result of rpc_async (and of remote()'s call), or one a program completes itself
+    (Future(), then set_result or set_exception), as torch.futures.Future: wait() for it, or
+    chain on it with then() and add_done_callback(). A function marked @functions.async_execution
+    returns one, and its caller gets the value it completes with."""
 
-    __slots__ = ("_handle", "_wire", "_what", "_outcome", "__weakref__")
+    __slots__ = ("_handle", "_wire", "_what", "_outcome", "_lock", "_callbacks", "_on_done",
+                 "_event", "_context", "__weakref__")
 
-    def __init__(self, handle, wire, what):
-        self._handle = handle
+    def __init__(self, handle=None, wire=None, what="a future"):
+        self._handle = handle  # None: completed by set_result / set_exception
         self._wire = wire
         self._what = what
         self._outcome = None  # (value, None) or (None, exception) once it ended
+        self._lock = threading.Lock()
+        self._callbacks = []
+        self._on_done = None  # the C callback that runs them, once registered
+        self._event = None if handle else threading.Event()
+        self._context = None  # (dist autograd header, callee) of a call made in a context
 
     def wait(self, timeout=None):
         """The call's result (or its error raised); timeout in seconds (None: until the call
         ends, by its own timeout at the latest) raises c10d.TimeoutError and leaves it running."""
+        if self._outcome is None and self._handle is None:
+            if not self._event.wait(timeout):
+                raise _capi.error(_capi.ERR_TIMEOUT, f"c10d.rpc: {self._what} did not complete "
+                                  f"within {timeout} s".encode())
         if self._outcome is None:
             ms = -1 if timeout is None else max(0, round(timeout * 1000))
             reply = c_void_p()
@@ -353,61 +444,188 @@ class Future:
                     raise error  # this wait's deadline: the call goes on
                 # The call ended meanwhile (perhaps by its own timeout): its outcome, at once.
                 status = lib.c10d_rpc_future_wait(self._handle, -1, byref(reply))
-            if status:
-                self._outcome = (None, _error(status, self._wire, self._what))
-            else:
-                try:
-                    self._outcome = (pickle.loads(_reply_bytes(reply)), None)
-                except Exception as e:
-                    self._outcome = (None, e)
+            with self._lock:
+                if self._outcome is None:
+                    if status:
+                        self._outcome = (None, _error(status, self._wire, self._what))
+                    else:
+                        try:
+                            value = pickle.loads(_reply_bytes(reply))
+                            if self._context is not None:
+                                from . import dist_autograd
+                                dist_autograd._received(self._context[0], value, self._context[1])
+                            self._outcome = (value, None)
+                        except Exception as e:
+                            self._outcome = (None, e)
+                elif not status:
+                    lib.c10d_rpc_message_free(reply)
         value, error = self._outcome
         if error is not None:
             raise error
         return value
 
     def done(self):
-        return self._outcome is not None or self._test()
+        return self._outcome is not None or (self._handle is not None and self._test())
 
     def value(self):
         """The result of a call that has ended (done()); raises its error."""
         if not self.done():
-            raise StateError(f"c10d.rpc: the call of {self._what} has not ended yet; wait() "
-                             "for it")
+            what = f"the call of {self._what}" if self._handle is not None else self._what
+            raise StateError(f"c10d.rpc: {what} has not ended yet; wait() for it")
         return self.wait()
+
+    def set_result(self, result):
+        """Completes a future made with Future() with result."""
+        self._complete((result, None))
+
+    def set_exception(self, error):
+        """Completes a future made with Future() with error, which wait() raises."""
+        self._complete((None, error))
+
+    def add_done_callback(self, callback):
+        """Runs callback(self) once this future completes (at once when it has): on the thread
+        that completes it, one of the RPC agent's for a call. It must not block."""
+        with self._lock:
+            if self._outcome is None and not (self._handle is not None and self._test()):
+                self._callbacks.append(callback)
+                if self._handle is None or self._on_done is not None:
+                    return
+                self._on_done = _capi.RpcCallback(lambda user: self._fired())
+                _waiting.add(self)  # until the library has called back
+                register = True
+            else:
+                register = False
+        if register:
+            # Runs the callbacks at once, on this thread, when the call ended meanwhile.
+            _capi.check(lib.c10d_rpc_future_on_done(self._handle, self._on_done, None))
+            return
+        self._call(callback)
+
+    def then(self, callback):
+        """A Future of callback(self), run once this one completes; an exception it raises fails
+        the new future."""
+        chained = Future(what=f"then() of {self._what}")
+
+        def run(future):
+            try:
+                result = callback(future)
+            except BaseException as e:
+                chained.set_exception(e)
+                return
+            chained.set_result(result)
+
+        self.add_done_callback(run)
+        return chained
+
+    def _complete(self, outcome):
+        if self._handle is not None:
+            raise StateError(f"c10d.rpc: {self._what} completes by itself; only a Future() made "
+                             "by the program takes set_result or set_exception")
+        with self._lock:
+            if self._outcome is not None:
+                raise StateError(f"c10d.rpc: {self._what} was completed already")
+            self._outcome = outcome
+        self._event.set()
+        self._run_callbacks()
+
+    def _fired(self):
+        _waiting.discard(self)
+        self._run_callbacks()
+
+    def _run_callbacks(self):
+        with self._lock:
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            self._call(callback)
+
+    def _call(self, callback):
+        try:
+            callback(self)
+        except BaseException:
+            traceback.print_exc()  # as torch: a callback's error does not reach the completer
 
     def _test(self):
         completed = c_int()
         _capi.check(lib.c10d_rpc_future_test(self._handle, byref(completed)))
         return bool(completed.value)
 
-    # The handle lives as long as this object: another thread may be waiting on it.
+    # The handle lives as long as this object: another thread may be waiting on it. A registered
+    # callback holds this object (through _on_done) until it has run.
     def __del__(self, _free=lib.c10d_rpc_future_free):
         handle, self._handle = self._handle, None
         if handle:
             _free(handle)  # the call may still run: the library keeps its state
 
 
+# Futures whose callbacks the library will call: kept alive until it has.
+_waiting = set()
+
+
+class _Functions:
+    """rpc.functions: async_execution, as torch.distributed.rpc.functions."""
+
+    @staticmethod
+    def async_execution(fn):
+        """Marks fn as replying later: it returns a Future (ours, or any object with
+        add_done_callback and wait, torch.futures.Future included), and its caller gets the
+        value that future completes with, or its error, without fn holding one of the callee's
+        threads meanwhile. Like torch's, apply it innermost (under @staticmethod)."""
+        fn._c10d_async_execution = True
+        return fn
+
+
+functions = _Functions()
+
+
+def _call_payload(to, func, args, kwargs):
+    """(payload, what, dist autograd header or None) of a call of func."""
+    ref, what = _reference(func)
+    args, kwargs = tuple(args), dict(kwargs or {})
+    autograd = sys.modules.get(__package__ + ".dist_autograd")
+    if autograd is not None and autograd._current() is not None:
+        header, args, kwargs = autograd._outgoing(_worker_name(to), args, kwargs)
+        if header is not None:
+            return _pickled((ref, args, kwargs, header)), what, header
+    return _pickled((ref, args, kwargs)), what, None
+
+
 def rpc_async(to, func, args=(), kwargs=None, timeout=-1):
     """Calls func(*args, **kwargs) on worker `to` and returns a Future of its result. timeout in
-    seconds: negative for rpc_backend_options' rpc_timeout, 0 for none."""
-    ref, what = _reference(func)
-    payload = _pickled((ref, tuple(args), dict(kwargs or {})))
-    return Future(_start(to, _CALL, what, payload, timeout), _CALL, what)
+    seconds: negative for rpc_backend_options' rpc_timeout, 0 for none. Inside a distributed
+    autograd context (c10d.dist_autograd) the call belongs to it."""
+    payload, what, header = _call_payload(to, func, args, kwargs)
+    future = Future(_start(to, _CALL, what, payload, timeout), _CALL, what)
+    if header is not None:
+        future._context = (header, _worker_name(to))
+    return future
 
 
 def rpc_sync(to, func, args=(), kwargs=None, timeout=-1):
     """Calls func(*args, **kwargs) on worker `to` and returns its result."""
-    ref, what = _reference(func)
-    return _call_sync(to, _CALL, what, _pickled((ref, tuple(args), dict(kwargs or {}))), timeout)
+    payload, what, header = _call_payload(to, func, args, kwargs)
+    if header is None:
+        return _call_sync(to, _CALL, what, payload, timeout)
+    future = Future(_start(to, _CALL, what, payload, timeout), _CALL, what)
+    future._context = (header, _worker_name(to))
+    return future.wait()
 
 
 # ---- remote references ----
 
 class RRef:
-    """A value that remote() left on its owner. The owner drops it once this object (the only
-    one for it) is garbage. RRefs do not travel as arguments."""
+    """A value that remote() left on its owner, or RRef(value): one this worker owns (as torch's
+    RRef(value)). The owner drops it once this object (the only one for it) is garbage. RRefs do
+    not travel as arguments."""
 
-    def __init__(self, owner, future, what):
+    def __init__(self, owner, future=None, what=None):
+        if future is None:  # RRef(value)
+            value = owner
+            me = _handle() and _self
+            key = next(_keys)
+            _owned[key] = value
+            future = Future(what=f"a {type(value).__name__} of worker '{me.name}'")
+            future.set_result(key)
+            owner, what = me.name, f"a local {type(value).__name__}"
         self._owner = owner
         self._future = future  # of the remote() call; its result is the value's key
         self._what = what
@@ -553,6 +771,10 @@ def init_rpc(name, rank=None, world_size=None, rpc_backend_options=None):
         store = _store(rank, world_size, rpc_options.init_timeout_ms)
         entries = (_capi.RpcFunctionEntry * len(_FUNCTIONS))(
             *[(wire, function, None) for wire, function in _FUNCTIONS])
+        later = (_capi.RpcAsyncFunctionEntry * len(_ASYNC_FUNCTIONS))(
+            *[(wire, function, None) for wire, function in _ASYNC_FUNCTIONS])
+        rpc_options.async_functions = later
+        rpc_options.num_async_functions = len(later)
         _settled.clear()
         try:
             handle = _capi.created(lib.c10d_rpc_init, store.handle, name.encode(), rank,

@@ -5,7 +5,7 @@ from datetime import timedelta
 
 from . import _capi
 from ._capi import lib
-from .errors import InvalidArgument
+from .errors import DistQueueEmptyError, InvalidArgument
 
 
 def milliseconds(timeout, default=-1):
@@ -108,6 +108,34 @@ class Store:
         count = c_int64()
         _capi.check(lib.c10d_store_num_keys(self._handle, byref(count)))
         return count.value
+
+    def queue_push(self, key, value):
+        """Appends value to key's queue (torch 2.6's queue_push)."""
+        data = _value(value)
+        _capi.check(lib.c10d_store_queue_push(self._handle, _key(key), data, len(data)))
+
+    def queue_pop(self, key, block=True, timeout=None):
+        """Removes and returns the front value of key's queue. block: waits up to timeout (the
+        store's timeout when None) for one, raising TimeoutError; otherwise raises
+        DistQueueEmptyError when the queue is empty, as torch 2.6 does."""
+        result = _capi.Bytes()
+        popped = c_int()
+        timeout_ms = milliseconds(timeout, -1) if block else 0
+        if block and timeout_ms == 0:
+            raise InvalidArgument(f"Store.queue_pop('{key}'): timeout must be positive; "
+                                  "pass block=False not to wait")
+        _capi.check(lib.c10d_store_queue_pop(self._handle, _key(key), timeout_ms, result,
+                                             byref(popped)))
+        value = _take(result)
+        if not popped.value:
+            raise DistQueueEmptyError(f"Store.queue_pop('{key}', block=False): queue is empty")
+        return value
+
+    def queue_len(self, key):
+        """How many values key's queue holds."""
+        length = c_int64()
+        _capi.check(lib.c10d_store_queue_len(self._handle, _key(key), byref(length)))
+        return length.value
 
 
 

@@ -1,6 +1,11 @@
 #include "rpc/autograd/DistAutograd.hpp"
 
+#include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <map>
+#include <mutex>
+#include <tuple>
 
 #include "backends/common/Reduce.hpp"
 #include "c10d/core/Cuda.hpp"
@@ -15,6 +20,11 @@ namespace {
 
 constexpr const char* kAccumulate = "c10d.autograd.accumulate";
 constexpr const char* kRelease = "c10d.autograd.release";
+constexpr const char* kCall = "c10d.autograd.call";          // a user call in a context
+constexpr const char* kBackward = "c10d.autograd.backward";  // gradients back along one call
+
+// The context of the call this thread runs (serveCall sets it around the function).
+thread_local int64_t tlsContext = -1;
 
 // Gradients for the parameters one owner holds, as they travel.
 using GradientList = std::vector<std::tuple<GlobalId, Tensor>>;
@@ -36,6 +46,148 @@ void accumulateReceived(RpcAgent::Impl& impl, int64_t context, const GradientLis
                " is not owned by ", impl.describeWorker(impl.self.id));
     addGradient(impl, context, id, *static_cast<Tensor*>(core->localAddress(typeid(Tensor))), grad);
   }
+}
+
+// A Future that completes once every one of futures has, with the first error among them.
+Future<void> whenAll(std::vector<Future<void>> futures) {
+  Future<void> all;
+  if (futures.empty()) {
+    all.setValue();
+    return all;
+  }
+  struct Join {
+    std::atomic<size_t> left;
+    std::mutex mutex;
+    std::exception_ptr first;
+  };
+  auto join = std::make_shared<Join>();
+  join->left = futures.size();
+  for (Future<void>& future : futures) {
+    future.addCallback([join, all, future]() mutable {
+      if (std::exception_ptr error = future.error()) {
+        std::lock_guard<std::mutex> guard(join->mutex);
+        if (!join->first) join->first = error;
+      }
+      if (join->left.fetch_sub(1) != 1) return;
+      if (join->first) {
+        all.setError(join->first);
+      } else {
+        all.setValue();
+      }
+    });
+  }
+  return all;
+}
+
+// A tensor of zeros shaped like like: the gradient of a tensor no gradient reached.
+Tensor zerosLike(const Tensor& like) {
+  Tensor zeros = Tensor::empty(like.sizes(), like.dtype());
+  std::memset(zeros.data(), 0, zeros.nbytes());
+  return zeros;
+}
+
+// grad, or the sum of sum and grad when sum is defined (a new tensor either way).
+Tensor addGradients(const Tensor& sum, const Tensor& grad) {
+  if (!sum.defined()) return grad;
+  Tensor out = Tensor::empty(sum.sizes(), sum.dtype());
+  reduceFunction(ReduceOp::SUM, sum.dtype())(out.data(), sum.data(), grad.data(),
+                                             static_cast<size_t>(sum.numel()));
+  return out;
+}
+
+// This worker's share of a backward pass of context from seeds: a seed that is a tensor this
+// worker received passes its gradient straight back; the others go through the local backward;
+// then the gradients of what it received go back to their senders. Completes when they have.
+Future<void> backwardFrom(RpcAgent& agent, int64_t context,
+                          std::vector<std::pair<Tensor, Tensor>> seeds) {
+  RpcAgent::Impl& impl = detail::AgentInternals::impl(agent);
+  std::vector<GradientContexts::Edge> edges = impl.gradients.received(context);
+  LocalBackwardCall call{context, {}, {}};
+  for (const auto& edge : edges) {
+    call.received.insert(call.received.end(), edge.tensors.begin(), edge.tensors.end());
+  }
+  std::vector<Tensor> grads(call.received.size());
+  for (auto& seed : seeds) {
+    auto same = std::find_if(call.received.begin(), call.received.end(), [&](const Tensor& r) {
+      return r.data() == seed.first.data() && r.nbytes() == seed.first.nbytes() &&
+             r.dtype() == seed.first.dtype();
+    });
+    if (same == call.received.end()) {
+      call.seeds.push_back(std::move(seed));
+      continue;
+    }
+    Tensor& grad = grads[static_cast<size_t>(same - call.received.begin())];
+    grad = addGradients(grad, seed.second);
+  }
+  if (!call.seeds.empty()) {
+    auto local = std::static_pointer_cast<const LocalBackward>(impl.gradients.localBackward());
+    C10D_CHECK(local != nullptr && *local, StateError, "dist autograd backward of context ",
+               context, " on ", impl.describeWorker(impl.self.id),
+               ": no local backward is set; call setLocalBackward with the framework's (c10d has "
+               "no autograd of its own)");
+    std::vector<Tensor> computed = (*local)(call);
+    C10D_CHECK(computed.size() == call.received.size(), InvalidArgument,
+               "dist autograd backward of context ", context, " on ",
+               impl.describeWorker(impl.self.id), ": the local backward returned ", computed.size(),
+               " gradients for the ", call.received.size(), " tensors this worker received");
+    for (size_t i = 0; i < computed.size(); ++i) {
+      if (computed[i].defined()) grads[i] = addGradients(grads[i], computed[i]);
+    }
+  }
+  std::vector<Future<void>> sent;
+  size_t next = 0;
+  for (const auto& edge : edges) {
+    std::vector<Tensor> back;
+    bool reached = false;
+    for (const Tensor& tensor : edge.tensors) {
+      const Tensor& grad = grads[next++];
+      if (!grad.defined()) {
+        back.push_back(zerosLike(tensor));
+        continue;
+      }
+      C10D_CHECK(grad.dtype() == tensor.dtype() && grad.sizes() == tensor.sizes() &&
+                     grad.device().isCPU() && grad.isContiguous(),
+                 InvalidArgument, "dist autograd backward of context ", context, ": the gradient ",
+                 grad.describe(), " for ", tensor.describe(), " received from ",
+                 impl.describeWorker(edge.peer),
+                 " does not match it (or is not a contiguous CPU tensor)");
+      back.push_back(grad);
+      reached = true;
+    }
+    if (!reached) continue;
+    sent.push_back(detail::AgentInternals::call<void>(
+        agent, edge.peer, kBackward, agent.options().timeout,
+        [&] { return pack(std::make_tuple(context, edge.message, back)); }));
+  }
+  return whenAll(std::move(sent));
+}
+
+// On the callee of a call in a context: records the tensors it carried, runs the function with
+// the context current, and records the result's tensors as sent back.
+void serveCall(RpcAgent::Impl& impl, Packed& arguments, RpcAgent::Reply reply) {
+  const int peer = detail::RRefScope::current()->peer;
+  std::vector<Tensor> none;
+  auto [context, message, function, bytes] =
+      unpack<std::tuple<int64_t, int64_t, std::string, std::string>>(
+          arguments.bytes, none, [] { return std::string("a call in a dist autograd context"); });
+  impl.gradients.record(context, false, message, peer, arguments.tensors);
+  Packed inner{std::move(bytes), std::move(arguments.tensors)};
+  const int64_t outer = tlsContext;
+  tlsContext = context;
+  impl.dispatch(function, inner, peer,
+                [&impl, context = context, message = message, peer, reply = std::move(reply)](
+                    std::exception_ptr error, Packed* result) {
+                  if (error) {
+                    reply(error, nullptr);
+                    return;
+                  }
+                  impl.gradients.record(context, true, message, peer, result->tensors);
+                  const std::function<Packed()> packResult = [result] {
+                    return std::move(*result);
+                  };
+                  reply(nullptr, &packResult);
+                });
+  tlsContext = outer;
 }
 
 }  // namespace
@@ -67,6 +219,44 @@ Tensor GradientContexts::gradient(int64_t context, const GlobalId& param) const 
   if (it == contexts_.end()) return Tensor();
   auto grad = it->second.gradients.find(param);
   return grad == it->second.gradients.end() ? Tensor() : grad->second;
+}
+
+void GradientContexts::record(int64_t context, bool sent, int64_t message, int peer,
+                              std::vector<Tensor> tensors) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  Context& c = contexts_[context];
+  c.touched.insert(peer);
+  (sent ? c.sent : c.received)[message] = Edge{message, peer, std::move(tensors)};
+}
+
+GradientContexts::Edge GradientContexts::sent(int64_t context, int64_t message) const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto it = contexts_.find(context);
+  C10D_CHECK(it != contexts_.end(), InvalidArgument, "dist autograd: no context ", context,
+             " here (released, or never made or called in)");
+  auto edge = it->second.sent.find(message);
+  C10D_CHECK(edge != it->second.sent.end(), InvalidArgument, "dist autograd: context ", context,
+             " sent nothing in message ", message, " from here");
+  return edge->second;
+}
+
+std::vector<GradientContexts::Edge> GradientContexts::received(int64_t context) const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  std::vector<Edge> edges;
+  auto it = contexts_.find(context);
+  if (it == contexts_.end()) return edges;
+  for (const auto& entry : it->second.received) edges.push_back(entry.second);
+  return edges;
+}
+
+void GradientContexts::setLocalBackward(std::shared_ptr<const void> localBackward) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  localBackward_ = std::move(localBackward);
+}
+
+std::shared_ptr<const void> GradientContexts::localBackward() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return localBackward_;
 }
 
 void GradientContexts::touch(int64_t context, int worker) {
@@ -160,6 +350,73 @@ void DistAutogradContext::release() {
   waitAll(sent);
 }
 
+void DistAutogradContext::backward(const std::vector<std::pair<Tensor, Tensor>>& roots) {
+  C10D_CHECK(!released_, StateError, "dist autograd context ", id_, " was released");
+  C10D_CHECK(!roots.empty(), InvalidArgument, "dist autograd backward of context ", id_,
+             ": no roots");
+  for (const auto& [root, grad] : roots) {
+    C10D_CHECK(root.defined() && grad.defined() && grad.dtype() == root.dtype() &&
+                   grad.sizes() == root.sizes(),
+               InvalidArgument, "dist autograd backward of context ", id_, ": the gradient ",
+               grad.defined() ? grad.describe() : std::string("undefined"), " of root ",
+               root.defined() ? root.describe() : std::string("undefined"), " does not match it");
+  }
+  backwardFrom(*agent_, id_, roots).value();
+}
+
+void setLocalBackward(RpcAgent& agent, LocalBackward localBackward) {
+  detail::AgentInternals::impl(agent).gradients.setLocalBackward(
+      std::make_shared<const LocalBackward>(std::move(localBackward)));
+}
+
+int64_t currentContextId() {
+  return tlsContext;
+}
+
+void accumulateGradient(RpcAgent& agent, int64_t contextId, const RRef<Tensor>& param,
+                        const Tensor& grad) {
+  C10D_CHECK(param.defined() && param.isOwner(), InvalidArgument,
+             "dist autograd: accumulateGradient of ",
+             param.defined() ? param.describe() : "an empty RRef", " on worker '",
+             agent.self().name, "', which does not own it");
+  C10D_CHECK(grad.defined() && grad.device().isCPU() && grad.isContiguous(), InvalidArgument,
+             "dist autograd: gradient for ", param.describe(), " is ",
+             grad.defined() ? grad.describe() : std::string("undefined"),
+             "; it needs a contiguous CPU tensor");
+  addGradient(detail::AgentInternals::impl(agent), contextId, param.coreHandle()->id(),
+              param.localValue(), grad);
+}
+
+namespace detail {
+
+Future<Packed> callInContext(RpcAgent& agent, int64_t contextId, int to,
+                             const std::string& function, Packed arguments) {
+  RpcAgent::Impl& impl = AgentInternals::impl(agent);
+  C10D_CHECK(contextId >= 0, InvalidArgument, "dist autograd: a call of '", function,
+             "' in context ", contextId,
+             ": not a context (currentContextId() outside a call in one?)");
+  const int64_t message = impl.gradients.newId(impl.self.id);
+  impl.gradients.record(contextId, true, message, to, arguments.tensors);
+  Packed call = pack(std::make_tuple(contextId, message, function, arguments.bytes));
+  call.tensors = std::move(arguments.tensors);
+  Future<Packed> reply;
+  reply.setExecutor(
+      [&agent](std::function<void()> task) { AgentInternals::runOnPool(agent, std::move(task)); });
+  AgentInternals::callRaw(
+      agent, to, kCall, std::move(call), agent.options().timeout,
+      [reply, &impl, contextId, message, to](std::exception_ptr error, Packed* result) mutable {
+        if (error) {
+          reply.setError(error);
+          return;
+        }
+        impl.gradients.record(contextId, false, message, to, result->tensors);
+        reply.setValue(std::move(*result));
+      });
+  return reply;
+}
+
+}  // namespace detail
+
 Tensor gradientOf(RpcAgent& agent, int64_t contextId, const RRef<Tensor>& param) {
   C10D_CHECK(param.defined() && param.isOwner(), InvalidArgument, "dist autograd: gradientOf ",
              param.describe(), " on worker '", agent.self().name, "', which does not own it");
@@ -177,8 +434,32 @@ void registerAutogradFunctions(RpcAgent& agent) {
                                           [impl](int64_t context, const GradientList& grads) {
                                             accumulateReceived(*impl, context, grads);
                                           });
+  // A worker called in a context passes its release on to the workers it called in turn (a
+  // released context touches nothing, so a cycle ends); nobody waits for those.
+  RpcAgent* self = &agent;
+  detail::AgentInternals::registerBuiltin(agent, kRelease, [impl, self](int64_t context) {
+    const int from = detail::RRefScope::current() ? detail::RRefScope::current()->peer : -1;
+    for (int worker : impl->gradients.release(context)) {
+      if (worker == impl->self.id || worker == from || impl->shutDown.load()) continue;
+      detail::AgentInternals::call<void>(*self, worker, kRelease, self->options().timeout,
+                                         [&] { return pack(std::make_tuple(context)); });
+    }
+  });
+  detail::AgentInternals::registerBuiltinAsync(agent, kCall,
+                                               [impl](Packed& arguments, RpcAgent::Reply reply) {
+                                                 serveCall(*impl, arguments, std::move(reply));
+                                               });
   detail::AgentInternals::registerBuiltin(
-      agent, kRelease, [impl](int64_t context) { impl->gradients.release(context); });
+      agent, kBackward,
+      [impl, self](int64_t context, int64_t message, const std::vector<Tensor>& grads) {
+        GradientContexts::Edge edge = impl->gradients.sent(context, message);
+        C10D_CHECK(grads.size() == edge.tensors.size(), InvalidArgument,
+                   "dist autograd backward of context ", context, ": ", grads.size(),
+                   " gradients for the ", edge.tensors.size(), " tensors of message ", message);
+        std::vector<std::pair<Tensor, Tensor>> seeds;
+        for (size_t i = 0; i < grads.size(); ++i) seeds.emplace_back(edge.tensors[i], grads[i]);
+        return backwardFrom(*self, context, std::move(seeds));
+      });
 }
 
 }  // namespace c10d::inline v0::rpc

@@ -11,12 +11,14 @@ namespace {
 constexpr size_t kRequests = static_cast<size_t>(Request::Count);
 // Indexed by Request. From DELETE_KEY on both tables agree: v2 added VALIDATE in front and
 // dropped WATCH_KEY.
-constexpr std::array<int, kRequests> kV1Codes = {-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, -1};
-constexpr std::array<int, kRequests> kV2Codes = {0, 1, 2, 3, 4, 5, 6, 7, -1, 8, 9, 10, 11, 12, 13};
+constexpr std::array<int, kRequests> kV1Codes = {-1, 0, 1,  2,  3,  4,  5,  6,  7,
+                                                 8,  9, 10, 11, 12, -1, -1, -1, -1};
+constexpr std::array<int, kRequests> kV2Codes = {0, 1, 2,  3,  4,  5,  6,  7,  -1,
+                                                 8, 9, 10, 11, 12, 13, 14, 15, 16};
 constexpr std::array<const char*, kRequests> kNames = {
-    "validate", "set",       "compare_set", "get",         "add",
-    "check",    "wait",      "num_keys",    "watch_key",   "delete_key",
-    "append",   "multi_get", "multi_set",   "cancel_wait", "ping"};
+    "validate",  "set",         "compare_set", "get",        "add",       "check",
+    "wait",      "num_keys",    "watch_key",   "delete_key", "append",    "multi_get",
+    "multi_set", "cancel_wait", "ping",        "queue_push", "queue_pop", "queue_len"};
 
 // Reads one request's fields from a buffer that may end mid-request: each read returns false
 // when the bytes are not all there yet.
@@ -94,12 +96,15 @@ bool parseArguments(Cursor& in, ParsedRequest& out) {
     }
     case Request::Set:
     case Request::Append:
+    case Request::QueuePush:
       return in.key(out.keys) && in.value(out.values);
     case Request::CompareSet:
       return in.key(out.keys) && in.value(out.values) && in.value(out.values);
     case Request::Get:
     case Request::WatchKey:
     case Request::DeleteKey:
+    case Request::QueuePop:
+    case Request::QueueLen:
       return in.key(out.keys);
     case Request::Add:
       return in.key(out.keys) && in.fixed(out.integer);

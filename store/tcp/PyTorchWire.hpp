@@ -7,7 +7,8 @@
 // No frames and no request ids: a request is a code byte and its arguments; a string or value
 // is a little-endian u64 length and the bytes, an integer a little-endian i64, a key list a u64
 // count and the keys. Two code tables exist and neither is announced: v1 (PyTorch 1.13 to 2.1;
-// 1.13 stops at DELETE_KEY) and v2 (2.2 and later: VALIDATE first, WATCH_KEY gone).
+// 1.13 stops at DELETE_KEY) and v2 (2.2 and later: VALIDATE first, WATCH_KEY gone; 2.6 added
+// the queue requests after PING).
 
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +39,9 @@ enum class Request : uint8_t {
   MultiSet,    // 2.1 and v2; no answer
   CancelWait,  // 2.1 and v2: answered kWaitCanceled
   Ping,        // v2 (2.4 on, after VALIDATE): u32 nonce, answered with the same u32
+  QueuePush,   // v2, 2.6 on: key, value; no answer
+  QueuePop,    // v2, 2.6 on: key; i64 length before the pop, then the value if it was > 0
+  QueueLen,    // v2, 2.6 on: key; i64
   Count
 };
 

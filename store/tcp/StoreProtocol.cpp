@@ -31,6 +31,12 @@ const char* opName(Op op) {
       return "append";
     case Op::Ping:
       return "ping";
+    case Op::QueuePush:
+      return "queuePush";
+    case Op::QueuePop:
+      return "queuePop";
+    case Op::QueueLen:
+      return "queueLen";
   }
   return "unknown";
 }

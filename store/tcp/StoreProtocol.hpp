@@ -57,8 +57,11 @@ enum class Op : uint8_t {
   MultiSet = 10,   // u32 n, n keys, n values     -> Ok
   Append = 11,     // key, value                  -> Ok
   Ping = 12,       //                             -> Ok
+  QueuePush = 13,  // key, value                  -> Ok
+  QueuePop = 14,   // key, timeout_ms (0: none)   -> Ok u8 popped [value] | Timeout key
+  QueueLen = 15,   // key                         -> Ok i64
 };
-inline constexpr uint8_t kMaxOp = 12;
+inline constexpr uint8_t kMaxOp = 15;
 
 enum class Status : uint8_t {
   Ok = 0,

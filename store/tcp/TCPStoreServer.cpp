@@ -126,6 +126,10 @@ class TCPStoreServer::Impl {
   void park(Connection* connection, Op op, std::vector<std::string> keys, int64_t timeoutMs);
   // Answers waiter if all its keys exist (returns true), else (re)registers it on missing keys.
   bool tryComplete(Waiter* waiter);
+  // What a waiter waits for on key: a value, a value to pop (QueuePop), or for PyTorch's
+  // clients (which wait on a queue's key before popping) either.
+  bool ready(const Waiter& waiter, const std::string& key) const;
+  bool ready(const Connection* connection, Op op, const std::string& key) const;
   void unregister(Waiter* waiter);
   void finish(Waiter* waiter);  // releases the waiter and resumes its connection
   void answerPresent(Connection* connection, Op op, const std::vector<std::string>& keys);
@@ -555,6 +559,37 @@ void TCPStoreServer::Impl::handleFrame(Connection* connection, const uint8_t* bo
       beginResponse(out, Status::Ok);
       break;
     }
+    case Op::QueuePush: {
+      std::string key = in.key();
+      Store::Bytes value = in.value();
+      in.expectEnd();
+      state_.queuePush(key, std::move(value), &created_);
+      wakeWaiters();
+      beginResponse(out, Status::Ok);
+      break;
+    }
+    case Op::QueuePop: {
+      std::string key = in.key();
+      int64_t timeoutMs = in.i64();
+      in.expectEnd();
+      if (timeoutMs < 0 || timeoutMs > kMaxWaitMs) {
+        C10D_THROW(protocol::ProtocolError, "timeout ", timeoutMs, " ms out of range");
+      }
+      if (timeoutMs == 0 && state_.queueLen(key) == 0) {
+        beginResponse(out, Status::Ok);
+        out.u8(0);
+        break;
+      }
+      park(connection, op, {std::move(key)}, std::max<int64_t>(timeoutMs, 1));
+      return;  // answered by park, now or later
+    }
+    case Op::QueueLen: {
+      std::string key = in.key();
+      in.expectEnd();
+      beginResponse(out, Status::Ok);
+      out.i64(state_.queueLen(key));
+      break;
+    }
     case Op::Ping: {
       in.expectEnd();
       beginResponse(out, Status::Ok);
@@ -683,8 +718,10 @@ void TCPStoreServer::Impl::handlePyTorchRequest(Connection* connection,
       break;
     }
     case Request::Check: {
-      std::vector<std::string> keys(request.keys.begin(), request.keys.end());
-      answer.assign(1, state_.hasAll(keys) ? pytorch_wire::kReady : pytorch_wire::kNotReady);
+      const bool all = std::all_of(request.keys.begin(), request.keys.end(), [&](auto each) {
+        return state_.hasOrQueued(std::string(each));
+      });
+      answer.assign(1, all ? pytorch_wire::kReady : pytorch_wire::kNotReady);
       break;
     }
     case Request::Wait:
@@ -723,6 +760,23 @@ void TCPStoreServer::Impl::handlePyTorchRequest(Connection* connection,
       wakeWaiters();
       return;  // no answer
     }
+    case Request::QueuePush:
+      state_.queuePush(key, bytes(request.values[0]), &created_);
+      wakeWaiters();
+      return;  // no answer
+    case Request::QueuePop: {
+      // The length before the pop, then the value when there was one; an empty queue's pop is
+      // answered 0 (PyTorch's client raises DistQueueEmptyError).
+      const int64_t length = state_.queueLen(key);
+      answer.clear();
+      pytorch_wire::appendI64(answer, length);
+      if (length > 0) pytorch_wire::appendValue(answer, *state_.queuePop(key));
+      break;
+    }
+    case Request::QueueLen:
+      answer.clear();
+      pytorch_wire::appendI64(answer, state_.queueLen(key));
+      break;
     case Request::CancelWait:
       if (connection->parked != nullptr) finish(connection->parked);
       answer.assign(1, pytorch_wire::kWaitCanceled);
@@ -757,10 +811,22 @@ void TCPStoreServer::Impl::wakeWaiters() {
   created_.clear();
 }
 
+bool TCPStoreServer::Impl::ready(const Connection* connection, Op op,
+                                 const std::string& key) const {
+  if (op == Op::QueuePop) return state_.queueLen(key) > 0;
+  if (connection->dialect != Dialect::C10d) return state_.hasOrQueued(key);
+  return state_.has(key);
+}
+
+bool TCPStoreServer::Impl::ready(const Waiter& waiter, const std::string& key) const {
+  return ready(waiter.connection, waiter.op, key);
+}
+
 void TCPStoreServer::Impl::park(Connection* connection, Op op, std::vector<std::string> keys,
                                 int64_t timeoutMs) {
   // The common case, keys already there, is answered without allocating a waiter or a timer.
-  if (state_.hasAll(keys)) {
+  if (std::all_of(keys.begin(), keys.end(),
+                  [&](const std::string& key) { return ready(connection, op, key); })) {
     answerPresent(connection, op, keys);
     return;
   }
@@ -786,8 +852,8 @@ void TCPStoreServer::Impl::park(Connection* connection, Op op, std::vector<std::
 bool TCPStoreServer::Impl::tryComplete(Waiter* waiter) {
   unregister(waiter);
   for (const std::string& key : waiter->keys) {
-    if (!state_.has(key) && std::find(waiter->registeredOn.begin(), waiter->registeredOn.end(),
-                                      key) == waiter->registeredOn.end()) {
+    if (!ready(*waiter, key) && std::find(waiter->registeredOn.begin(), waiter->registeredOn.end(),
+                                          key) == waiter->registeredOn.end()) {
       waiting_[key].push_back(waiter);
       waiter->registeredOn.push_back(key);
     }
@@ -827,7 +893,10 @@ void TCPStoreServer::Impl::answerPresent(Connection* connection, Op op,
     return;
   }
   beginResponse(out, Status::Ok);
-  if (op == Op::Get) {
+  if (op == Op::QueuePop) {
+    out.u8(1);
+    out.bytes(*state_.queuePop(keys.front()));
+  } else if (op == Op::Get) {
     out.bytes(state_.get(keys.front()));
   } else if (op == Op::MultiGet) {
     out.u32(static_cast<uint32_t>(keys.size()));
@@ -863,7 +932,8 @@ void TCPStoreServer::Impl::answerTimeout(Waiter* waiter) {
     return;
   }
   unregister(waiter);
-  std::vector<std::string> missing = state_.missing(waiter->keys);
+  std::vector<std::string> missing =
+      waiter->op == Op::QueuePop ? waiter->keys : state_.missing(waiter->keys);
   FrameWriter out(scratch_);
   beginResponse(out, Status::Timeout);
   out.keys(missing);

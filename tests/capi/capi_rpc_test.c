@@ -93,6 +93,65 @@ static c10d_status slow(void* user, const c10d_rpc_message* request, c10d_rpc_me
   return C10D_OK;
 }
 
+/* Async functions (they reply later): relay forwards its request to this worker's peer's echo
+ * and answers with echo's reply when that call ends, holding none of the agent's threads. */
+static c10d_rpc* g_agent;
+static char g_peer[32];
+
+typedef struct relay_call {
+  c10d_rpc_future* future;
+  c10d_rpc_responder* responder;
+} relay_call;
+
+static void relay_done(void* user) {
+  relay_call* call = (relay_call*)user;
+  c10d_rpc_message* result = NULL;
+  if (c10d_rpc_future_wait(call->future, -1, &result) == C10D_OK) {
+    c10d_rpc_respond(call->responder, C10D_OK, result);
+    c10d_rpc_message_free(result);
+  } else {
+    c10d_rpc_message* failure = NULL;
+    c10d_rpc_message_new(&failure);
+    c10d_rpc_message_set_error(failure, c10d_last_error());
+    c10d_rpc_respond(call->responder, C10D_ERR_REMOTE, failure);
+    c10d_rpc_message_free(failure);
+  }
+  c10d_rpc_future_free(call->future);
+  free(call);
+}
+
+static c10d_status relay(void* user, const c10d_rpc_message* request,
+                         c10d_rpc_responder* responder) {
+  relay_call* call = (relay_call*)malloc(sizeof *call);
+  (void)user;
+  call->responder = responder;
+  if (c10d_rpc_call(g_agent, g_peer, "echo", request, -1, &call->future) != C10D_OK) {
+    free(call);
+    return C10D_ERR_REMOTE;
+  }
+  return c10d_rpc_future_on_done(call->future, relay_done, call);
+}
+
+static c10d_status refuse_later(void* user, const c10d_rpc_message* request,
+                                c10d_rpc_responder* responder) {
+  c10d_rpc_message* failure = NULL;
+  (void)user;
+  (void)request;
+  c10d_rpc_message_new(&failure);
+  c10d_rpc_message_set_error(failure, "refused later on purpose");
+  c10d_rpc_respond(responder, C10D_ERR_INVALID_ARGUMENT, failure);
+  c10d_rpc_message_free(failure);
+  return C10D_OK;
+}
+
+static c10d_status fail_at_once(void* user, const c10d_rpc_message* request,
+                                c10d_rpc_responder* responder) {
+  (void)user;
+  (void)request;
+  (void)responder;
+  return C10D_ERR_BACKEND;
+}
+
 int main(void) {
   c10d_init_options init = C10D_INIT_OPTIONS_INIT;
   c10d_rpc_options options = C10D_RPC_OPTIONS_INIT;
@@ -133,10 +192,29 @@ int main(void) {
   functions[3].function = slow;
   functions[3].user = NULL;
   options.timeout_ms = 20000;
+  {
+    static c10d_rpc_async_function_entry later[2];
+    later[0].name = "relay";
+    later[0].function = relay;
+    later[0].user = NULL;
+    later[1].name = "refuse_later";
+    later[1].function = refuse_later;
+    later[1].user = NULL;
+    options.async_functions = later;
+    options.num_async_functions = 2;
+  }
   CHECK(c10d_rpc_init(store, name, g_rank, size_world, functions, 4, &options, &agent) == C10D_OK,
         "rpc init");
   CHECK(c10d_rpc_worker_id(agent, peer, &id) == C10D_OK && id == (g_rank + 1) % size_world,
         "worker id of the peer");
+  g_agent = agent;
+  snprintf(g_peer, sizeof g_peer, "%s", peer);
+  CHECK(c10d_rpc_register_async(agent, "fail_at_once", fail_at_once, NULL) == C10D_OK,
+        "register fail_at_once");
+  CHECK(c10d_rpc_register_async(agent, "nothing", NULL, NULL) == C10D_ERR_INVALID_ARGUMENT,
+        "a NULL async function is refused");
+  /* Every worker's async functions exist before anyone calls them. */
+  CHECK(c10d_barrier(group, NULL, NULL) == C10D_OK, "barrier after registering");
   {
     const char* found = NULL;
     int count = 0;
@@ -196,6 +274,26 @@ int main(void) {
   CHECK(c10d_rpc_future_test(future, &done) == C10D_OK && done == 0, "still running");
   CHECK(c10d_rpc_future_wait(future, -1, NULL) == C10D_OK, "the call ends well");
   c10d_rpc_future_free(future);
+
+  /* relay on the peer calls the peer's peer's echo, and answers when that ends. */
+  CHECK(c10d_rpc_message_new(&args) == C10D_OK, "relay message");
+  CHECK(c10d_rpc_message_set_bytes(args, "via", 3) == C10D_OK, "relay bytes");
+  CHECK(c10d_rpc_call_sync(agent, peer, "relay", args, -1, &result) == C10D_OK, "call relay");
+  CHECK(c10d_rpc_message_bytes(result, &data, &size) == C10D_OK, "relay's reply bytes");
+  snprintf(expected, sizeof expected, "worker%d:via", (g_rank + 2) % size_world);
+  CHECK(size == strlen(expected) && memcmp(data, expected, size) == 0,
+        "relay answers with echo's reply from two workers on");
+  c10d_rpc_message_free(result);
+  c10d_rpc_message_free(args);
+  CHECK(c10d_rpc_call_sync(agent, peer, "refuse_later", NULL, -1, NULL) == C10D_ERR_REMOTE &&
+            strstr(c10d_last_error(), "refuse_later") != NULL &&
+            strstr(c10d_last_error(), "refused later on purpose") != NULL,
+        "an async function's later failure");
+  CHECK(c10d_rpc_call_sync(agent, peer, "fail_at_once", NULL, -1, NULL) == C10D_ERR_REMOTE &&
+            strstr(c10d_last_error(), "without responding") != NULL,
+        "an async function that fails without responding");
+  /* Every worker's relays are answered before anyone shuts down. */
+  CHECK(c10d_barrier(group, NULL, NULL) == C10D_OK, "barrier before shutdown");
 
   CHECK(c10d_rpc_shutdown(agent, 1) == C10D_OK, "graceful shutdown");
   CHECK(c10d_rpc_call_sync(agent, peer, "echo", NULL, -1, NULL) == C10D_ERR_STATE,

@@ -335,6 +335,30 @@ static void test_hash_store(c10d_store** hash_out, c10d_store** prefixed_out) {
   CHECK_OK(c10d_store_add(store, "pre/n", 1, &number), "base store add pre/n");
   CHECK(number == 8, "a prefix store's counter n is pre/n in its base");
 
+  /* Queues: first in, first out, apart from the key's value; a pop without waiting says when
+   * the queue was empty, a waiting one times out naming it. */
+  CHECK_OK(c10d_store_queue_push(store, "q", "one", 3), "queue push one");
+  CHECK_OK(c10d_store_queue_push(prefixed, "q", "inner", 5), "prefix store queue push");
+  CHECK_OK(c10d_store_queue_push(store, "q", "two", 3), "queue push two");
+  CHECK_OK(c10d_store_queue_len(store, "q", &number), "queue len");
+  CHECK(number == 2, "queue len counts both pushes");
+  CHECK_OK(c10d_store_queue_len(store, "pre/q", &number), "queue len of the prefixed queue");
+  CHECK(number == 1, "the prefix store's queue q is pre/q in its base");
+  CHECK_OK(c10d_store_queue_pop(store, "q", -1, &value, &flag), "queue pop");
+  CHECK(flag == 1, "a pop of a non-empty queue says it popped");
+  CHECK_BYTES(value, "one", "queue pop returns the first push");
+  CHECK_OK(c10d_store_queue_pop(store, "q", 0, &value, &flag), "queue pop without waiting");
+  CHECK_BYTES(value, "two", "queue pop returns the second push");
+  CHECK_OK(c10d_store_queue_pop(store, "q", 0, &value, &flag), "queue pop of an empty queue");
+  CHECK(flag == 0, "a pop without waiting of an empty queue says it popped nothing");
+  CHECK_BYTES(value, "", "a pop without waiting of an empty queue pops nothing");
+  CHECK_FAILS(c10d_store_queue_pop(store, "q", 100, &value, NULL), C10D_ERR_TIMEOUT, "'q'",
+              "queue pop of an empty queue with a 100 ms timeout");
+  CHECK_FAILS(c10d_store_queue_pop(store, "q", 0, &value, NULL), C10D_ERR_INVALID_ARGUMENT,
+              "popped", "a pop without waiting needs popped");
+  CHECK_FAILS(c10d_store_queue_push(store, "", "x", 1), C10D_ERR_INVALID_ARGUMENT, "key",
+              "queue push with an empty key");
+
   *hash_out = store;
   *prefixed_out = prefixed;
 }
@@ -510,6 +534,28 @@ static void test_coalesced_and_reduce(c10d_group* g, int rank, int size) {
   CHECK_OK(c10d_allreduce_coalesced(g, buffers, 2, NULL, NULL), "allreduce_coalesced");
   CHECK_VALUES(C10D_FLOAT32, a, want_a, 3, "allreduce_coalesced buffer 0");
   CHECK_VALUES(C10D_FLOAT32, c, want_c, 5, "allreduce_coalesced buffer 1");
+
+  /* A coalescing block: two allreduces held (the call without a handle returns at once), then
+   * run as one at its end; what cannot be coalesced is refused and the block goes on. */
+  for (i = 0; i < 3; ++i) a[i] = (float)(rank + 1 + i);
+  for (i = 0; i < 5; ++i) c[i] = (float)(2 * (rank + 1) + i);
+  {
+    c10d_work* fused = NULL;
+    CHECK_OK(c10d_group_start_coalescing(g), "start coalescing");
+    CHECK_FAILS(c10d_group_start_coalescing(g), C10D_ERR_INVALID_ARGUMENT, "do not nest",
+                "a second start");
+    CHECK_OK(c10d_allreduce(g, &buffers[0], NULL, NULL), "a held allreduce");
+    CHECK_OK(c10d_allreduce(g, &buffers[1], NULL, NULL), "another held allreduce");
+    CHECK_FAILS(c10d_broadcast(g, &buffers[0], &to0, NULL), C10D_ERR_INVALID_ARGUMENT,
+                "allreduces only", "a broadcast inside a coalescing block");
+    CHECK_OK(c10d_group_end_coalescing(g, &fused), "end coalescing");
+    CHECK_OK(c10d_work_wait(fused, -1), "wait for the fused allreduce");
+    c10d_work_free(fused);
+    CHECK_VALUES(C10D_FLOAT32, a, want_a, 3, "coalesced allreduce buffer 0");
+    CHECK_VALUES(C10D_FLOAT32, c, want_c, 5, "coalesced allreduce buffer 1");
+    CHECK_FAILS(c10d_group_end_coalescing(g, NULL), C10D_ERR_INVALID_ARGUMENT,
+                "no coalescing block", "an end without a start");
+  }
 
   for (i = 0; i < COUNT; ++i) {
     x[i] = (float)(rank + 1 + i);
@@ -950,6 +996,61 @@ static void test_subgroups(c10d_group* g, int rank, int size) {
   c10d_group_free(without0);
 }
 
+/* new_subgroups, new_subgroups_by_enumeration, the default group and a device mesh. */
+static void test_subgroup_lists_and_mesh(c10d_group* g, int rank, int size) {
+  c10d_group *single = NULL, *listed = NULL, *fallback = NULL, *dp = NULL, *pp = NULL;
+  c10d_device_mesh* mesh = NULL;
+  int lists[MAX_RANKS], shape[2] = {1, 0}, coordinate[2] = {-1, -1}, q;
+  size_t sizes[2], dim = 9;
+  const char* names[2] = {"pp", "dp"};
+  float x[1];
+  double want[1];
+  c10d_buffer b = cpu(x, 1, C10D_FLOAT32);
+
+  CHECK_OK(c10d_group_new_subgroups(g, 1, NULL, &single), "new_subgroups of 1");
+  CHECK(c10d_group_size(single) == 1 && c10d_group_rank(single) == 0, "a subgroup of one");
+  CHECK_FAILS(c10d_group_new_subgroups(g, size + 1, NULL, &fallback), C10D_ERR_INVALID_ARGUMENT,
+              "divide", "new_subgroups of a size that does not divide the group's");
+  /* [0] and [1, size): rank 0 alone, the others together */
+  lists[0] = 0;
+  for (q = 1; q < size; ++q) lists[q] = q;
+  sizes[0] = 1;
+  sizes[1] = (size_t)(size - 1);
+  CHECK_OK(c10d_group_new_subgroups_by_enumeration(g, lists, sizes, 2, NULL, &listed),
+           "new_subgroups_by_enumeration");
+  CHECK(listed != NULL && c10d_group_size(listed) == (rank == 0 ? 1 : size - 1),
+        "this rank's enumerated subgroup");
+  CHECK_OK(c10d_group_default(&fallback), "the default group");
+  CHECK(c10d_group_size(fallback) == size && c10d_group_rank(fallback) == rank,
+        "the default group is the world c10d_group_init made");
+
+  shape[1] = size;
+  CHECK_OK(c10d_device_mesh_init(g, shape, names, 2, &mesh), "a 1 x size mesh");
+  CHECK_OK(c10d_device_mesh_coordinate(mesh, coordinate), "this rank's coordinate");
+  CHECK(coordinate[0] == 0 && coordinate[1] == rank, "the coordinate is (0, rank)");
+  CHECK_OK(c10d_device_mesh_dim(mesh, "dp", &dim), "the dimension named dp");
+  CHECK(dim == 1, "dp is dimension 1");
+  CHECK_FAILS(c10d_device_mesh_dim(mesh, "tp", &dim), C10D_ERR_INVALID_ARGUMENT, "'dp'",
+              "an unknown dimension name lists the mesh's");
+  CHECK_OK(c10d_device_mesh_group(mesh, 1, &dp), "the dp group");
+  CHECK_OK(c10d_device_mesh_group(mesh, 0, &pp), "the pp group");
+  CHECK(c10d_group_size(dp) == size && c10d_group_size(pp) == 1, "the groups' sizes");
+  x[0] = (float)(rank + 1);
+  want[0] = (double)size * (size + 1) / 2;
+  CHECK_OK(c10d_allreduce(dp, &b, NULL, NULL), "allreduce over dp");
+  CHECK_VALUES(C10D_FLOAT32, x, want, 1, "allreduce over the mesh's dp dimension");
+  shape[1] = size + 1;
+  CHECK_FAILS(c10d_device_mesh_init(g, shape, names, 2, &mesh), C10D_ERR_INVALID_ARGUMENT, "shape",
+              "a mesh that does not cover the group");
+
+  c10d_group_free(single);
+  c10d_group_free(listed);
+  c10d_group_free(fallback);
+  c10d_group_free(dp);
+  c10d_group_free(pp);
+  c10d_device_mesh_free(mesh);
+}
+
 /* ---- errors ---- */
 
 /* Object collectives over bytes: rank r's text is "r" repeated r + 1 times (rank 0's empty in the
@@ -980,8 +1081,7 @@ static void test_object_bytes(c10d_group* g, int rank, int size) {
   CHECK_BYTES(one, "from the last", "broadcast_bytes: src's bytes on every rank");
 
   list = NULL;
-  CHECK_OK(c10d_gather_bytes(g, mine, rank == 0 ? 0 : strlen(mine), 1, &list),
-           "c10d_gather_bytes");
+  CHECK_OK(c10d_gather_bytes(g, mine, rank == 0 ? 0 : strlen(mine), 1, &list), "c10d_gather_bytes");
   CHECK((list != NULL) == (rank == 1), "gather_bytes: a list on dst only");
   for (r = 0; r < size && list != NULL; ++r) {
     object_text(r, want);
@@ -1196,6 +1296,7 @@ int main(void) {
   test_async(world, rank, size);
   test_p2p(world, rank, size);
   test_subgroups(world, rank, size);
+  test_subgroup_lists_and_mesh(world, rank, size);
   test_object_bytes(world, rank, size);
   test_argument_errors(world, rank, size);
   test_recv_timeout(world, rank, size);

@@ -283,3 +283,32 @@ def device_mesh_2x2(rank, size):
 
 def test_device_mesh_2x2_and_4x1():
     world.run(device_mesh_2x2, 4)
+
+
+def _coalesced(rank, world_size):
+    import numpy
+    import c10d
+    separate = [numpy.full(i + 1, 0.1 * (rank + 1) / (i + 3) + i, dtype=numpy.float32)
+                for i in range(50)]
+    for t in separate:
+        c10d.all_reduce(t)
+    coalesced = [numpy.full(i + 1, 0.1 * (rank + 1) / (i + 3) + i, dtype=numpy.float32)
+                 for i in range(50)]
+    with c10d._coalescing_manager():
+        for t in coalesced:
+            assert c10d.all_reduce(t) is None
+    assert all((a.tobytes() == b.tobytes()) for a, b in zip(separate, coalesced))
+    later = [numpy.ones(3, dtype=numpy.float32) for _ in range(3)]
+    with c10d._coalescing_manager(async_ops=True) as cm:
+        for t in later:
+            c10d.all_reduce(t)
+    cm.wait()
+    assert all((t == world_size).all() for t in later)
+    with pytest.raises(c10d.InvalidArgument, match="allreduces only"):
+        with c10d._coalescing_manager():
+            c10d.broadcast(numpy.ones(2, dtype=numpy.float32), 0)
+    return True
+
+
+def test_coalescing_manager_equals_separate_all_reduces():
+    assert world.run(_coalesced, 2) == [True, True]

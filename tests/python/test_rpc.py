@@ -176,6 +176,80 @@ def test_three_workers_env_store():
     world.run(run_three, 3, init=False)
 
 
+@rpc.functions.async_execution
+def add_then(to, x, y, z):
+    """Replies later: chains on a call to another worker, as PyTorch's RPC tutorial does."""
+    return rpc.rpc_async(to, add, (x, y)).then(lambda fut: fut.wait() + z)
+
+
+_held = []
+
+
+@rpc.functions.async_execution
+def held_until_release(k):
+    future = rpc.Future()
+    _held.append((future, k))
+    return future
+
+
+def release(value):
+    count = len(_held)
+    for future, k in _held:
+        future.set_result(value * k)
+    _held.clear()
+    return count
+
+
+@rpc.functions.async_execution
+def fails_later(to):
+    return rpc.rpc_async(to, fail, ("chained",))
+
+
+@rpc.functions.async_execution
+def not_a_future():
+    return 5
+
+
+def run_async_execution(rank, size):
+    # One thread per worker: a held call must not hold it, or release() could never run.
+    options = rpc.RpcBackendOptions(rpc_timeout=30.0, num_worker_threads=1)
+    rpc.init_rpc(f"w{rank}", rank=rank, world_size=size, rpc_backend_options=options)
+    if rank == 0:
+        assert rpc.rpc_sync("w1", add_then, ("w2", 1, 2, 30)) == 33
+        held = [rpc.rpc_async("w1", held_until_release, (k,)) for k in range(1, 9)]
+        assert rpc.rpc_sync("w1", release, (5,)) == 8
+        assert [f.wait() for f in held] == [5 * k for k in range(1, 9)]
+        chained = rpc.rpc_async("w1", add_then, ("w2", 2, 2, 2)).then(lambda f: f.wait() * 10)
+        assert chained.wait() == 60
+        with pytest.raises(c10d.RemoteError, match="bad input chained"):
+            rpc.rpc_sync("w1", fails_later, ("w2",))
+        with pytest.raises(c10d.RemoteError, match="not a Future"):
+            rpc.rpc_sync("w1", not_a_future)
+    rpc.shutdown()
+
+
+def test_async_execution_replies_when_its_future_completes():
+    world.run(run_async_execution, 3, init=False)
+
+
+def test_a_future_a_program_completes():
+    future = rpc.Future()
+    seen = []
+    future.add_done_callback(lambda f: seen.append(f.wait()))
+    doubled = future.then(lambda f: f.wait() * 2)
+    assert not future.done()
+    with pytest.raises(c10d.TimeoutError):
+        future.wait(timeout=0.01)
+    future.set_result(21)
+    assert future.wait() == 21 and doubled.wait() == 42 and seen == [21]
+    with pytest.raises(c10d.StateError, match="completed already"):
+        future.set_result(1)
+    failed = rpc.Future()
+    failed.set_exception(ValueError("nope"))
+    with pytest.raises(ValueError, match="nope"):
+        failed.then(lambda f: f.wait()).wait()
+
+
 def run_late_init(rank, size):
     # Rank 1's init_rpc returns late (its agent serves already): rank 0's relay reaches it first,
     # and relay's own call must wait for rank 1's handle rather than fail "not initialized".
@@ -206,3 +280,4 @@ def test_not_initialized():
         rpc.rpc_sync("worker0", "add", (1, 2))
     with pytest.raises(c10d.StateError, match="init_rpc"):
         rpc.get_worker_info()
+

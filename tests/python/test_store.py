@@ -124,3 +124,42 @@ def test_bad_arguments():
         c10d.FileStore("/tmp/x", 1, timeout=timedelta(0))
     with pytest.raises(c10d.InvalidArgument, match="not a c10d Store"):
         c10d.PrefixStore("p", object())
+
+
+def test_queues_as_torch_2_6(store):
+    assert store.queue_len("jobs") == 0
+    with pytest.raises(c10d.DistQueueEmptyError, match="jobs"):
+        store.queue_pop("jobs", block=False)
+    store.queue_push("jobs", "first")
+    store.queue_push("jobs", b"\x00second")
+    assert store.queue_len("jobs") == 2
+    assert store.queue_pop("jobs") == b"first"
+    assert store.queue_pop("jobs", block=False) == b"\x00second"
+    with pytest.raises(c10d.TimeoutError, match="jobs"):
+        store.queue_pop("jobs", timeout=SHORT)
+    assert isinstance(c10d.DistQueueEmptyError("x"), c10d.DistStoreError)
+
+
+def _queue_worker(rank, world_size):
+    # Rank 0 hosts the store and hands out one job per other rank; each pushes its answer back.
+    import os
+    store = c10d.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), world_size, rank == 0,
+                          timeout=timedelta(seconds=30))
+    if rank == 0:
+        for job in range(1, world_size):
+            store.queue_push("jobs", str(job * 10))
+        answers = sorted(int(store.queue_pop("answers", timeout=timedelta(seconds=30)))
+                         for _ in range(1, world_size))
+        store.set("done", "1")
+        return answers
+    job = int(store.queue_pop("jobs", timeout=timedelta(seconds=30)))
+    store.queue_push("answers", str(job + rank))
+    store.wait(["done"])  # rank 0 keeps the server up until every answer is in
+    return job
+
+
+def test_queue_across_ranks():
+    results = world.run(_queue_worker, 4, init=False)
+    jobs = sorted(results[1:])
+    assert jobs == [10, 20, 30]  # each job went to exactly one rank
+    assert results[0] == sorted(job + rank for rank, job in enumerate(results) if rank > 0)
