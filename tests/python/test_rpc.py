@@ -281,3 +281,23 @@ def test_not_initialized():
     with pytest.raises(c10d.StateError, match="init_rpc"):
         rpc.get_worker_info()
 
+
+def test_rpc_in_a_process_that_imported_torch_first():
+    # With libtorch loaded first, c10d's thread-locals are allocated dynamically; TLS descriptors
+    # then crashed the RPC agent's loop thread (glibc before 2.40 clobbers registers there).
+    pytest.importorskip("torch")
+    import os
+    import subprocess
+    import sys
+    program = (
+        "import torch\n"
+        "from c10d import rpc\n"
+        "rpc.register('add', lambda a, b: a + b)\n"
+        "rpc.init_rpc('solo', rank=0, world_size=1)\n"
+        "assert rpc.rpc_sync('solo', 'add', (2, 3)) == 5\n"
+        "rpc.shutdown()\n"
+        "print('ok')\n")
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(world.free_port()))
+    done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
