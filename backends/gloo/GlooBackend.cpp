@@ -75,13 +75,19 @@ std::chrono::nanoseconds spinBudget(const config::Settings& settings) {
 // as its sockets connected (its first TCP pair's exchange runs alone on its link;
 // SyncMesh::attachSockets), or rank 0's C10D_NET_LATENCY_US and C10D_NET_MBITS where set, shared
 // through the store.
-cost::LinkCost agreedLink(Store& store, const SyncMesh& mesh, const BackendContext& context) {
+// The link as published: every rank, rank 0 included, takes the numbers from the same text, so no
+// rank chooses an algorithm from digits the others rounded away (CI saw ranks choose two
+// broadcasts where two costs were close).
+cost::LinkCost parseLink(const std::string& text) {
   cost::LinkCost link;
-  if (context.rank != 0) {
-    std::istringstream words(toString(store.multiGet({"link"}, context.timeout)[0]));
-    words >> link.latencyUs >> link.usPerByte;
-    return link;
-  }
+  std::istringstream words(text);
+  words >> link.latencyUs >> link.usPerByte;
+  return link;
+}
+
+cost::LinkCost agreedLink(Store& store, const SyncMesh& mesh, const BackendContext& context) {
+  if (context.rank != 0) return parseLink(toString(store.multiGet({"link"}, context.timeout)[0]));
+  cost::LinkCost link;
   link = mesh.measuredLink();
   std::string from = "measured by rank 0";
   if (const int64_t latency = context.settings.integer("C10D_NET_LATENCY_US"); latency > 0) {
@@ -92,7 +98,9 @@ cost::LinkCost agreedLink(Store& store, const SyncMesh& mesh, const BackendConte
     link.usPerByte = 8.0 / static_cast<double>(mbits);
     from += from.rfind("C10D", 0) == 0 ? ", C10D_NET_MBITS" : "; C10D_NET_MBITS";
   }
-  store.setString("link", detail::concat(link.latencyUs, " ", link.usPerByte));
+  const std::string published = detail::concat(link.latencyUs, " ", link.usPerByte);
+  store.setString("link", published);
+  link = parseLink(published);
   C10D_LOG(Info, "gloo backend of group '", context.groupName, "': across hosts ", link.latencyUs,
            " us a message and ", link.usPerByte > 0 ? 8.0 / link.usPerByte : 0.0, " Mbit/s (", from,
            "); over TCP, ", context.size, " ranks' allreduce: ",
