@@ -176,4 +176,35 @@ void waitAll(std::vector<Future<T>>& futures, std::exception_ptr first = nullptr
   if (first) std::rethrow_exception(first);
 }
 
+// A Future that completes once every one of futures has, with the first error among them.
+inline Future<void> whenAll(std::vector<Future<void>> futures) {
+  Future<void> all;
+  if (futures.empty()) {
+    all.setValue();
+    return all;
+  }
+  struct Join {
+    std::atomic<size_t> left;
+    std::mutex mutex;
+    std::exception_ptr first;
+  };
+  auto join = std::make_shared<Join>();
+  join->left = futures.size();
+  for (Future<void>& future : futures) {
+    future.addCallback([join, all, future]() mutable {
+      if (std::exception_ptr error = future.error()) {
+        std::lock_guard<std::mutex> guard(join->mutex);
+        if (!join->first) join->first = error;
+      }
+      if (join->left.fetch_sub(1) != 1) return;
+      if (join->first) {
+        all.setError(join->first);
+      } else {
+        all.setValue();
+      }
+    });
+  }
+  return all;
+}
+
 }  // namespace c10d::inline v0::rpc

@@ -21,6 +21,7 @@ is lost on the way fails backward with its c10d.RemoteError, after the others re
 
 import contextlib
 import itertools
+import sys
 import threading
 
 from . import rpc as _rpc
@@ -134,7 +135,7 @@ def _outgoing(to, args, kwargs):
     """For a call to worker `to` made in the current context: (context header, args, kwargs)
     with the tensors recorded as sent; (None, args, kwargs) outside a context."""
     context_id = _current()
-    if context_id is None or "torch" not in __import__("sys").modules:
+    if context_id is None or "torch" not in sys.modules:
         return None, args, kwargs
     sent = _tensors_requiring_grad([args, kwargs], [])
     message = (_rpc._self.id << 48) | next(_ids)

@@ -48,37 +48,6 @@ void accumulateReceived(RpcAgent::Impl& impl, int64_t context, const GradientLis
   }
 }
 
-// A Future that completes once every one of futures has, with the first error among them.
-Future<void> whenAll(std::vector<Future<void>> futures) {
-  Future<void> all;
-  if (futures.empty()) {
-    all.setValue();
-    return all;
-  }
-  struct Join {
-    std::atomic<size_t> left;
-    std::mutex mutex;
-    std::exception_ptr first;
-  };
-  auto join = std::make_shared<Join>();
-  join->left = futures.size();
-  for (Future<void>& future : futures) {
-    future.addCallback([join, all, future]() mutable {
-      if (std::exception_ptr error = future.error()) {
-        std::lock_guard<std::mutex> guard(join->mutex);
-        if (!join->first) join->first = error;
-      }
-      if (join->left.fetch_sub(1) != 1) return;
-      if (join->first) {
-        all.setError(join->first);
-      } else {
-        all.setValue();
-      }
-    });
-  }
-  return all;
-}
-
 // A tensor of zeros shaped like like: the gradient of a tensor no gradient reached.
 Tensor zerosLike(const Tensor& like) {
   Tensor zeros = Tensor::empty(like.sizes(), like.dtype());

@@ -6,7 +6,6 @@ are released everywhere they went; a worker lost after the forward fails the bac
 Workers import this module to find the functions callers pass by reference."""
 
 import threading
-import time
 
 import pytest
 
@@ -50,13 +49,6 @@ def stop():
 
 def loss_of(out):
     return (out * out).sum() / 2
-
-
-def wait_until(predicate, seconds=10.0):
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.01)
 
 
 def run_model_parallel(rank, size):
@@ -103,7 +95,8 @@ def run_model_parallel(rank, size):
         trained += [rpc.rpc_sync("w1", layer_parameter_value, (i,)) for i in range(2)]
         assert all(torch.equal(a, b.detach()) for a, b in zip(trained, reference))
         # Leaving each block released its context here and on w1.
-        wait_until(lambda: live_contexts() == 0 and rpc.rpc_sync("w1", live_contexts) == 0)
+        world.wait_until(
+            lambda: live_contexts() == 0 and rpc.rpc_sync("w1", live_contexts) == 0)
         with pytest.raises(c10d.InvalidArgument, match="no context"):
             dist_autograd.backward(12345, [torch.ones((), requires_grad=True)])
         with dist_autograd.context() as context_id:
@@ -129,7 +122,7 @@ def run_lost_worker(rank, size):
         out = rpc.rpc_sync("w1", layer_forward, (torch.tanh(first(torch.ones(4,
                                                                         dtype=torch.float64))),))
         rpc.rpc_async("w1", stop)
-        wait_until(lambda: not _reachable("w1"))
+        world.wait_until(lambda: not _reachable("w1"))
         with pytest.raises(c10d.RemoteError, match="w1"):
             dist_autograd.backward(context_id, [loss_of(out)])
     rpc.shutdown(graceful=False)

@@ -43,13 +43,6 @@ def relay(to, x):
     return rpc.rpc_sync(to, "add", (x, 1))
 
 
-def wait_until(predicate, seconds=5.0):
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.01)
-
-
 def run_two(rank, size):
     import torch
 
@@ -95,11 +88,12 @@ def run_two(rank, size):
     c10d.barrier()  # both have counted before either drops its references
     del ref, mine
     gc.collect()
-    wait_until(lambda: rpc.rpc_sync(other, owned_count) == 0)
+    world.wait_until(lambda: rpc.rpc_sync(other, owned_count) == 0, 5.0)
     # an RRef dropped before its call answered: released once it has
     rpc.remote(other, sleepy, (0.2,))
     gc.collect()
-    wait_until(lambda: rpc.rpc_sync(other, owned_count) == 0 and not rpc._unsettled)
+    world.wait_until(lambda: rpc.rpc_sync(other, owned_count) == 0 and not rpc._unsettled,
+                     5.0)
     failed = rpc.remote(other, fail, (3,))
     with pytest.raises(c10d.RemoteError, match="bad input 3"):
         failed.to_here()

@@ -83,3 +83,11 @@ def run(fn, world_size, *args, init=True, timeout=DEFAULT_TIMEOUT):
         raise AssertionError(f"ranks {missing} did not finish within {timeout} s (killed: {hung}; "
                              f"exit codes {codes})")
     return [outcomes[r] for r in range(world_size)]
+
+
+def wait_until(predicate, seconds=10.0):
+    """Polls predicate until it holds; fails the test after seconds."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.01)
