@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Collectives across hosts made of network namespaces (tests/netns/hosts.sh): HOSTS namespaces
+# Collectives across hosts made of network namespaces (tests/integration/netns/hosts.sh): HOSTS namespaces
 # (one rank each) reach a bridge in another namespace (the switch) through veth pairs, every link
 # shaped to RATE each way with tc tbf (netem is not in every kernel). Runs c10d-comm-bench with
 # --raw (ours and raw Gloo) and, when built (cmake --build BUILD --target torch-gloo-bench),
@@ -26,7 +26,7 @@ bench_args=("$@")
 
 subnet=10.214.0
 port=29617
-source "$(dirname "$0")/../tests/netns/hosts.sh"
+source "$(dirname "$0")/../tests/integration/netns/hosts.sh"
 trap netns_hosts_down EXIT
 netns_hosts_up "b$$" "$subnet" "$hosts_wanted" "$rate" || exit 1
 echo "# ${#hosts[@]} hosts at $subnet.1-${#hosts[@]}, links $rate each way, on $(nproc) cores"

@@ -29,7 +29,7 @@ test `backends_md_is_current` regenerates this file and fails when it differs.
 HEADER
   "$c10drun" --nproc-per-node 2 "$matrix" | strip_prefix
   if "$matrix" --has-backend mpi && command -v mpirun >/dev/null; then
-    C10D_BACKEND=mpi bash "$here/tests/run_under_mpirun.sh" --no-store 2 "$matrix"
+    C10D_BACKEND=mpi bash "$here/tests/support/run_under_mpirun.sh" --no-store 2 "$matrix"
   fi
   echo "<!-- cuda -->"
   gpus=$("$matrix" --cuda-devices)

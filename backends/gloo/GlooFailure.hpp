@@ -1,7 +1,7 @@
 #pragma once
 
 // What a Gloo failure was, read from its message: Gloo reports failures as text only, so this is
-// the one place that knows its wording (Debian's Gloo 5b14351; tests/gloo_failure_test.cpp holds
+// the one place that knows its wording (Debian's Gloo 5b14351; tests/unit/gloo_failure_test.cpp holds
 // the messages it was written against). The SyncMesh's shared memory channels report theirs in
 // the same words ("Read timeout [shared memory from rank 1] ...", "Connection closed by peer
 // [shared memory to rank 1]"), so that every failure takes one path.
