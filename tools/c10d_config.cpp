@@ -2,8 +2,8 @@
 //
 //   c10d-config              every variable: its value here (or the default), checked; exits 1
 //                            when one is refused, naming it, as a process group would
-//   c10d-config --markdown   the README's table of variables (tests/config_table_test.sh keeps
-//                            the README equal to it)
+//   c10d-config --markdown   docs/configuration.md's table of variables
+//                            (tests/integration/repo/config_table_test.sh keeps the two equal)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -16,7 +16,7 @@ namespace config = c10d::config;
 int main(int argc, char** argv) {
   CLI::App app{"Lists the environment variables c10d reads, checked against their accepted values"};
   bool markdown = false;
-  app.add_flag("--markdown", markdown, "print the README's table of variables and exit");
+  app.add_flag("--markdown", markdown, "print docs/configuration.md's table of variables and exit");
   CLI11_PARSE(app, argc, argv);
   if (markdown) {
     std::fputs(config::markdownTable().c_str(), stdout);

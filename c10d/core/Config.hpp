@@ -3,8 +3,8 @@
 // Every C10D_* environment variable the library reads, declared once (kVariables), and the one
 // reader that applies one policy to all of them (Settings): unset or empty means the default; any
 // other value must be one the table accepts, or the read throws InvalidArgument naming the
-// variable, the value and what it accepts. The README's table of variables is printed from here
-// (`c10d-config --markdown`), and a test fails when the two differ.
+// variable, the value and what it accepts. docs/configuration.md's table of variables is
+// printed from here (`c10d-config --markdown`), and a test fails when the two differ.
 //
 // Variables of Scope::Group can also be set for one process group through
 // ProcessGroupOptions::config, which takes precedence over the environment.
@@ -314,7 +314,7 @@ inline constexpr Variable kVariables[] = {
      {},
      "no authentication",
      "shared secret: TCPStore and RPC connections must pass an HMAC-SHA256 challenge-response "
-     "before any request ([docs/store-protocol.md](docs/store-protocol.md#authentication))",
+     "before any request ([store-protocol.md](store-protocol.md#authentication))",
      {},
      true},
     {"C10D_AUTH_TOKEN_FILE",
@@ -576,7 +576,7 @@ inline std::optional<int> launcherLocalRank() {
   return std::nullopt;
 }
 
-// The README's table: one row per variable.
+// docs/configuration.md's table: one row per variable.
 inline std::string markdownTable() {
   std::string out =
       "| Variable | Accepts | Default | Per group | Meaning |\n|---|---|---|---|---|\n";

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# The README's table of C10D_* variables must be what c10d/core/Config.hpp declares: compares the
+# docs/configuration.md's table of C10D_* variables must be what c10d/core/Config.hpp declares: compares the
 # lines between the config-table markers with `c10d-config --markdown`.
-# Usage: tests/integration/repo/config_table_test.sh BUILD_DIR [--write]   (--write replaces the README's table)
+# Usage: tests/integration/repo/config_table_test.sh BUILD_DIR [--write]   (--write replaces the table)
 set -euo pipefail
 build=$1
 here=$(cd "$(dirname "$0")/../../.." && pwd)
-readme=$here/README.md
+readme=$here/docs/configuration.md
 table=$("$build/tools/c10d-config" --markdown)
 begin='<!-- config-table'
 end='<!-- /config-table -->'
-grep -q "^$begin" "$readme" || { echo "FAIL: README.md has no '$begin' marker"; exit 1; }
+grep -q "^$begin" "$readme" || { echo "FAIL: docs/configuration.md has no '$begin' marker"; exit 1; }
 current=$(awk -v begin="$begin" -v end="$end" '
   index($0, end) == 1 { inside = 0 }
   inside
@@ -32,9 +32,9 @@ if [ -n "$readers" ]; then
   exit 1
 fi
 if [ "$current" != "$table" ]; then
-  echo "FAIL: README.md's table of variables differs from c10d/core/Config.hpp:"
+  echo "FAIL: docs/configuration.md's table of variables differs from c10d/core/Config.hpp:"
   diff <(echo "$current") <(echo "$table") || true
   echo "run: bash tests/integration/repo/config_table_test.sh $build --write"
   exit 1
 fi
-echo "PASS: README.md lists the $(echo "$table" | tail -n +3 | wc -l) variables of c10d/core/Config.hpp"
+echo "PASS: docs/configuration.md lists the $(echo "$table" | tail -n +3 | wc -l) variables of c10d/core/Config.hpp"
