@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the in-process tests built with ThreadSanitizer (C10D_SANITIZE=thread) in BUILD_DIR, which
-# `cmake --build` makes (tests/CMakeLists.txt, tsan_build); any report fails (tests/sanitizer/tsan.supp lists
+# `cmake --build` makes (tests/sanitizer/CMakeLists.txt, tsan_build); any report fails (tests/sanitizer/tsan.supp lists
 # the one false report and why).
 # Usage: tsan_test.sh SOURCE_DIR BUILD_DIR TEST...
 set -euo pipefail

@@ -1,4 +1,4 @@
-/* Compiles c10d.h alone as strict C99 (see tests/CMakeLists.txt): the header must need nothing a
+/* Compiles c10d.h alone as strict C99 (see tests/integration/CMakeLists.txt): the header must need nothing a
  * C compiler lacks, and its *_INIT macros must initialise their structs completely. */
 #include "c10d/capi/c10d.h"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs a libFuzzer harness built by `cmake --build` (tests/CMakeLists.txt, fuzz_build: clang,
+# Runs a libFuzzer harness built by `cmake --build` (tests/sanitizer/CMakeLists.txt, fuzz_build: clang,
 # ASan and UBSan, core and RPC only, in FUZZ_BUILD_DIR); ctest runs each one.
 #
 #   run_fuzzer.sh run FUZZ_BUILD_DIR NAME SECONDS
