@@ -71,10 +71,6 @@ std::chrono::nanoseconds spinBudget(const config::Settings& settings) {
   return chosen;
 }
 
-// The link the cost model prices TCP messages with, the same on every rank: what rank 0 measured
-// as its sockets connected (its first TCP pair's exchange runs alone on its link;
-// SyncMesh::attachSockets), or rank 0's C10D_NET_LATENCY_US and C10D_NET_MBITS where set, shared
-// through the store.
 // The link as published: every rank, rank 0 included, takes the numbers from the same text, so no
 // rank chooses an algorithm from digits the others rounded away (CI saw ranks choose two
 // broadcasts where two costs were close).
@@ -85,10 +81,13 @@ cost::LinkCost parseLink(const std::string& text) {
   return link;
 }
 
+// The link the cost model prices TCP messages with, the same on every rank: what rank 0 measured
+// as its sockets connected (its first TCP pair's exchange runs alone on its link;
+// SyncMesh::attachSockets), or rank 0's C10D_NET_LATENCY_US and C10D_NET_MBITS where set, shared
+// through the store.
 cost::LinkCost agreedLink(Store& store, const SyncMesh& mesh, const BackendContext& context) {
   if (context.rank != 0) return parseLink(toString(store.multiGet({"link"}, context.timeout)[0]));
-  cost::LinkCost link;
-  link = mesh.measuredLink();
+  cost::LinkCost link = mesh.measuredLink();
   std::string from = "measured by rank 0";
   if (const int64_t latency = context.settings.integer("C10D_NET_LATENCY_US"); latency > 0) {
     link.latencyUs = static_cast<double>(latency);

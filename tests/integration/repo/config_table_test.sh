@@ -5,22 +5,22 @@
 set -euo pipefail
 build=$1
 here=$(cd "$(dirname "$0")/../../.." && pwd)
-readme=$here/docs/configuration.md
+doc=$here/docs/configuration.md
 table=$("$build/tools/c10d-config" --markdown)
 begin='<!-- config-table'
 end='<!-- /config-table -->'
-grep -q "^$begin" "$readme" || { echo "FAIL: docs/configuration.md has no '$begin' marker"; exit 1; }
+grep -q "^$begin" "$doc" || { echo "FAIL: docs/configuration.md has no '$begin' marker"; exit 1; }
 current=$(awk -v begin="$begin" -v end="$end" '
   index($0, end) == 1 { inside = 0 }
   inside
-  index($0, begin) == 1 { inside = 1 }' "$readme")
+  index($0, begin) == 1 { inside = 1 }' "$doc")
 if [ "${2:-}" = "--write" ]; then
   TABLE=$table awk -v begin="$begin" -v end="$end" '
     index($0, begin) == 1 { print; print ENVIRON["TABLE"]; skip = 1; next }
     index($0, end) == 1 { skip = 0 }
-    !skip' "$readme" > "$readme.tmp"
-  mv "$readme.tmp" "$readme"
-  echo "wrote the table into $readme"
+    !skip' "$doc" > "$doc.tmp"
+  mv "$doc.tmp" "$doc"
+  echo "wrote the table into $doc"
   exit 0
 fi
 # One reader: nothing but c10d/core/Config.hpp looks a C10D_ variable up itself.
