@@ -81,21 +81,32 @@ endif()
 # need only dlpack.
 function(c10d_link_backends target)
   if(C10D_USE_GLOO_ENABLED)
+    # backends/gloo: the backend (set-up, op table), its ops (which path each op takes), the
+    # mesh's algorithms, its transport, and tagged point-to-point.
     target_sources(${target} PRIVATE
-      backends/gloo/Allgather.cpp
-      backends/gloo/Allreduce.cpp
-      backends/gloo/Alltoall.cpp
-      backends/gloo/Barrier.cpp
-      backends/gloo/Broadcast.cpp
-      backends/gloo/CostModel.cpp
-      backends/gloo/Gather.cpp
       backends/gloo/GlooBackend.cpp
-      backends/gloo/PointToPoint.cpp
-      backends/gloo/SharedPointToPoint.cpp
-      backends/gloo/Reduce.cpp
-      backends/gloo/ReduceScatter.cpp
-      backends/gloo/Scatter.cpp
-      backends/gloo/SyncMesh.cpp)
+      backends/gloo/ops/Allgather.cpp
+      backends/gloo/ops/Allreduce.cpp
+      backends/gloo/ops/Alltoall.cpp
+      backends/gloo/ops/Barrier.cpp
+      backends/gloo/ops/Broadcast.cpp
+      backends/gloo/ops/Gather.cpp
+      backends/gloo/ops/Reduce.cpp
+      backends/gloo/ops/ReduceScatter.cpp
+      backends/gloo/ops/Scatter.cpp
+      backends/gloo/algorithms/Allgather.cpp
+      backends/gloo/algorithms/Allreduce.cpp
+      backends/gloo/algorithms/Alltoall.cpp
+      backends/gloo/algorithms/Barrier.cpp
+      backends/gloo/algorithms/Broadcast.cpp
+      backends/gloo/algorithms/CostModel.cpp
+      backends/gloo/algorithms/Exchange.cpp
+      backends/gloo/algorithms/Reduce.cpp
+      backends/gloo/algorithms/ReduceScatter.cpp
+      backends/gloo/algorithms/Topology.cpp
+      backends/gloo/transport/SyncMesh.cpp
+      backends/gloo/p2p/PointToPoint.cpp
+      backends/gloo/p2p/SharedPointToPoint.cpp)
     target_link_libraries(${target} PRIVATE gloo)
     target_compile_definitions(${target} PRIVATE C10D_WITH_GLOO=1)
   endif()

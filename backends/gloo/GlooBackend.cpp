@@ -12,13 +12,13 @@
 #include <system_error>
 
 #include "backends/common/OpQueue.hpp"
-#include "backends/gloo/Collectives.hpp"
-#include "backends/gloo/CostModel.hpp"
-#include "backends/gloo/GlooFailure.hpp"
 #include "backends/gloo/GlooRuntime.hpp"
 #include "backends/gloo/GlooSetup.hpp"
-#include "backends/gloo/PointToPoint.hpp"
-#include "backends/gloo/SharedPointToPoint.hpp"
+#include "backends/gloo/algorithms/CostModel.hpp"
+#include "backends/gloo/ops/Collectives.hpp"
+#include "backends/gloo/p2p/PointToPoint.hpp"
+#include "backends/gloo/p2p/SharedPointToPoint.hpp"
+#include "backends/gloo/transport/GlooFailure.hpp"
 #include "c10d/WorkPool.hpp"
 #include "c10d/core/Cores.hpp"
 #include "c10d/core/Logging.hpp"
@@ -153,7 +153,7 @@ std::string endedPeers(const std::vector<std::pair<int, long>>& localPeerPids,
 }  // namespace
 
 GlooBackend::Runtime::GroupFacts GlooBackend::Runtime::exchangePeerFacts(
-    Store& store, std::chrono::milliseconds timeout, bool spin, SyncMesh::Hierarchy wanted,
+    Store& store, std::chrono::milliseconds timeout, bool spin, MeshAlgorithms::Hierarchy wanted,
     std::string counted, const std::vector<std::pair<std::string, std::string>>& agreed) {
   const std::string host = shm::hostIdentity();
   // The host this rank counts as (C10D_HOST_ID): it groups ranks, while pids are compared only
@@ -195,8 +195,8 @@ GlooBackend::Runtime::GroupFacts GlooBackend::Runtime::exchangePeerFacts(
                  ": every rank must run the same algorithm; set it alike on all ranks");
     }
     facts.anySleeps = facts.anySleeps || peerSpins == 0;
-    facts.hierarchy =
-        SyncMesh::agreedHierarchy(facts.hierarchy, static_cast<SyncMesh::Hierarchy>(peerHierarchy));
+    facts.hierarchy = MeshAlgorithms::agreedHierarchy(
+        facts.hierarchy, static_cast<MeshAlgorithms::Hierarchy>(peerHierarchy));
     hosts[peers[i]] = peerCounted;
     if (peerHost == host && peerCounted == counted && pid > 0) {
       localPeerPids.emplace_back(peers[i], pid);
@@ -287,9 +287,9 @@ void GlooBackend::Runtime::notePeerAddresses(GlooContext& connected, int peer) {
 void GlooBackend::Runtime::closeConnections() {
   try {
     if (contextReady_.load(std::memory_order_acquire)) context_->closeConnections();
-    if (fast) {
-      if (fast->context() != nullptr) fast->context()->closeConnections();
-      fast->closeSharedMemory();
+    if (mesh) {
+      if (mesh->context() != nullptr) mesh->context()->closeConnections();
+      mesh->closeSharedMemory();
     }
   } catch (const std::exception& e) {
     C10D_LOG(Warning, "gloo backend of group '", group, "' rank ", rank,
@@ -397,7 +397,7 @@ void GlooBackend::Runtime::agree(uint32_t tag, std::chrono::milliseconds timeout
   // Every rank's record of `bytes` into records, whose block `rank` holds ours.
   auto gather = [&](void* records, size_t bytes) {
     if (fast) {
-      fast->setCall(mine, timeout);
+      mesh->setCall(mine, timeout);
       fast->allgather(records, bytes);
       return;
     }
@@ -707,23 +707,24 @@ GlooBackend::GlooBackend(const BackendContext& context)
     const std::string hierarchy = context.settings.value("C10D_GLOO_HIERARCHICAL");
     const Runtime::GroupFacts facts = runtime_->exchangePeerFacts(
         peerStore, context.timeout, spin,
-        hierarchy == "0"   ? SyncMesh::Hierarchy::Off
-        : hierarchy == "1" ? SyncMesh::Hierarchy::On
-                           : SyncMesh::Hierarchy::Auto,
+        hierarchy == "0"   ? MeshAlgorithms::Hierarchy::Off
+        : hierarchy == "1" ? MeshAlgorithms::Hierarchy::On
+                           : MeshAlgorithms::Hierarchy::Auto,
         context.settings.value("C10D_HOST_ID"),
         {{"C10D_ALLREDUCE_ALGO", context.settings.value("C10D_ALLREDUCE_ALGO")},
          {"C10D_BROADCAST_ALGO", context.settings.value("C10D_BROADCAST_ALGO")},
          {"C10D_ALLGATHER_ALGO", context.settings.value("C10D_ALLGATHER_ALGO")}});
     if (context.size > 1 && fastPath != "0") {
-      runtime_->fast =
+      runtime_->mesh =
           std::make_unique<SyncMesh>(context.rank, context.size, context.timeout, spinFor);
+      runtime_->fast = std::make_unique<MeshAlgorithms>(*runtime_->mesh);
       const bool shm = context.settings.flag("C10D_SHM").value_or(true);
       std::string chosen =
-          runtime_->fast->connectSharedMemory(peerStore, runtime_->localPeerPids, shm);
+          runtime_->mesh->connectSharedMemory(peerStore, runtime_->localPeerPids, shm);
       C10D_LOG(Info, "gloo backend of group '", context.groupName, "' rank ", context.rank, ": ",
                chosen);
       // Sockets only for the pairs that shared memory does not carry (none on one host).
-      if (runtime_->fast->needsSockets()) {
+      if (runtime_->mesh->needsSockets()) {
         auto sockets = std::make_shared<GlooContext>(context.rank, context.size);
         sockets->setTimeout(context.timeout);
         GlooStore fastStore(std::make_shared<PrefixStore>("fast", context.store), context.timeout,
@@ -735,8 +736,8 @@ GlooBackend::GlooBackend(const BackendContext& context)
           addresses[peer] = sockets->peerAddress(peer);
           runtime_->notePeerAddresses(*sockets, peer);
         }
-        runtime_->fast->attachSockets(sockets, addresses);
-        runtime_->fast->setLink(agreedLink(peerStore, *runtime_->fast, context));
+        runtime_->mesh->attachSockets(sockets, addresses);
+        runtime_->fast->setLink(agreedLink(peerStore, *runtime_->mesh, context));
       }
       runtime_->fast->force({cost::algorithmNamed<cost::AllreduceAlgorithm>(
                                  context.settings.value("C10D_ALLREDUCE_ALGO")),
@@ -754,7 +755,7 @@ GlooBackend::GlooBackend(const BackendContext& context)
     // shared memory carries every pair both ways, only Gloo's algorithms need it (gather,
     // scatter, uneven alltoall), and ranks connect it together, at the first op that does
     // (Runtime::context).
-    if (!(runtime_->fast && !runtime_->fast->needsSockets() && runtime_->fast->pullsEverywhere())) {
+    if (!(runtime_->mesh && !runtime_->mesh->needsSockets() && runtime_->mesh->pullsEverywhere())) {
       runtime_->context();
     }
     runtime_->largeViaGloo = runtime_->fast && fastPath != "all" && facts.anySleeps;
@@ -769,8 +770,8 @@ GlooBackend::GlooBackend(const BackendContext& context)
   }
   startQueue();
   if (context.size > 1) runtime_->p2p = std::make_shared<P2PEngine>(*runtime_);
-  if (runtime_->fast && runtime_->fast->pullsEverywhere()) {
-    runtime_->sharedP2p = std::make_shared<SharedP2P>(*runtime_, *runtime_->fast);
+  if (runtime_->mesh && runtime_->mesh->pullsEverywhere()) {
+    runtime_->sharedP2p = std::make_shared<SharedP2P>(*runtime_, *runtime_->mesh);
   }
 }
 

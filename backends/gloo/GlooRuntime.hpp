@@ -24,8 +24,9 @@
 
 #include "backends/gloo/GlooBackend.hpp"
 #include "backends/gloo/GlooSetup.hpp"
-#include "backends/gloo/SyncMesh.hpp"
-#include "backends/gloo/WireCall.hpp"
+#include "backends/gloo/algorithms/MeshAlgorithms.hpp"
+#include "backends/gloo/transport/SyncMesh.hpp"
+#include "backends/gloo/transport/WireCall.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Signals.hpp"
 #include "c10d/core/Tensor.hpp"
@@ -82,8 +83,11 @@ struct GlooBackend::Runtime {
   // group's collectives, or once set-up connected it. Throws BackendError when a rank does not
   // come to connect it within the group's timeout.
   const std::shared_ptr<gloo::rendezvous::Context>& context();
-  // Small messages take this path (see SyncMesh); null for a group of one.
-  std::unique_ptr<SyncMesh> fast;
+  // The collectives' own transport between every pair (transport/SyncMesh.hpp), and the
+  // algorithms over it (algorithms/MeshAlgorithms.hpp): the path small messages take, and every
+  // size where shared memory carries every pair. Null for a group of one, or C10D_GLOO_FAST_PATH=0.
+  std::unique_ptr<SyncMesh> mesh;
+  std::unique_ptr<MeshAlgorithms> fast;
 
   // Messages from this size on go to Gloo's own algorithms when any rank of the group sleeps in
   // its reads (more ranks than cores on its host): there, many 256 KiB pieces each paying a
@@ -92,15 +96,15 @@ struct GlooBackend::Runtime {
   static constexpr size_t kLargeBytes = 2 * 1024 * 1024;
   bool largeViaGloo = false;
 
-  // The SyncMesh, or null when an op must take Gloo's own algorithms: a group of one, a large
-  // message where largeViaGloo, or one over an op's own limit. bytes: the op's whole buffer.
-  // The size rules are about sockets: a group whose every pair is on shared memory keeps every
-  // size on the SyncMesh (its 4 MiB broadcast took 97 µs where Gloo's took 1.9 ms:
-  // docs/performance.md). An op's own timeout does not choose: the SyncMesh keeps it
-  // (SyncMesh::setCall).
-  SyncMesh* fastPath(size_t bytes, size_t limit = SIZE_MAX) const {
+  // The mesh's algorithms, or null when an op must take Gloo's own algorithms: a group of one, a
+  // large message where largeViaGloo, or one over an op's own limit. bytes: the op's whole
+  // buffer. The size rules are about sockets: a group whose every pair is on shared memory keeps
+  // every size on the mesh, which beats Gloo's algorithms there at every size measured
+  // (docs/performance.md, "Same-host shared memory"). An op's own timeout does not choose: the
+  // mesh keeps it (SyncMesh::setCall).
+  MeshAlgorithms* fastPath(size_t bytes, size_t limit = SIZE_MAX) const {
     if (!fast) return nullptr;
-    if (fast->allShared()) return fast.get();
+    if (mesh->allShared()) return fast.get();
     if (bytes > limit) return nullptr;
     return largeViaGloo && bytes >= kLargeBytes ? nullptr : fast.get();
   }
@@ -162,7 +166,7 @@ struct GlooBackend::Runtime {
   WireCall current;
   void beginCall(const WireCall& call, std::chrono::milliseconds timeout) {
     current = call;
-    if (fast) fast->setCall(call, timeout);
+    if (mesh) mesh->setCall(call, timeout);
   }
   // Before Gloo's own algorithm: every rank's call is gathered and compared (and for alltoallv
   // the bytes each pair will exchange), over the SyncMesh (or, where C10D_GLOO_FAST_PATH=0 made
@@ -186,14 +190,14 @@ struct GlooBackend::Runtime {
   // spins on fast-path reads, its C10D_GLOO_HIERARCHICAL (wanted) and the host it
   // counts as (C10D_HOST_ID, counted; empty: its own). What every rank then knows alike:
   struct GroupFacts {
-    bool anySleeps;                 // some rank of the group sleeps in its reads
-    std::vector<int> hostOfRank;    // numbered in the order of their lowest rank
-    SyncMesh::Hierarchy hierarchy;  // what the ranks agree on (SyncMesh::agreedHierarchy)
+    bool anySleeps;                       // some rank of the group sleeps in its reads
+    std::vector<int> hostOfRank;          // numbered in the order of their lowest rank
+    MeshAlgorithms::Hierarchy hierarchy;  // what the ranks agree on (agreedHierarchy)
   };
   // agreed: settings (name, this rank's value, one word) that must be every rank's, such as the
   // forced algorithms (throws InvalidArgument naming the setting and a rank whose value differs).
   GroupFacts exchangePeerFacts(Store& store, std::chrono::milliseconds timeout, bool spin,
-                               SyncMesh::Hierarchy wanted, std::string counted,
+                               MeshAlgorithms::Hierarchy wanted, std::string counted,
                                const std::vector<std::pair<std::string, std::string>>& agreed);
   std::vector<std::pair<int, long>> localPeerPids;  // (rank, pid)
   // Notes the listening addresses of connected's pairs between this rank and peer, by which

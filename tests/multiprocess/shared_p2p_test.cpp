@@ -1,4 +1,4 @@
-// Point-to-point over shared memory (backends/gloo/SharedPointToPoint): a large receive, whose
+// Point-to-point over shared memory (backends/gloo/p2p/SharedPointToPoint): a large receive, whose
 // payload is copied from the sender's memory, does not hold up the rank's other sends and
 // receives meanwhile (issue 32, part 3).
 #include <gtest/gtest.h>
@@ -74,10 +74,12 @@ TEST(SharedPointToPointTest, ALargeReceiveLeavesTheOtherOpsOfItsRankFree) {
         watcher.join();
         const float* values = large.data<float>();
         bool intact = true;
-        for (int64_t i = 0; i < kLargeFloats; i += 4097) intact &= values[i] == static_cast<float>(i % 1000);
+        for (int64_t i = 0; i < kLargeFloats; i += 4097)
+          intact &= values[i] == static_cast<float>(i % 1000);
         intact &= values[kLargeFloats - 1] == static_cast<float>((kLargeFloats - 1) % 1000);
         test::check(intact, "round " + suffix + ": the large message arrived whole");
-        seen += (seen.empty() ? "" : ", ") + std::to_string(during) + " of " + std::to_string(total);
+        seen +=
+            (seen.empty() ? "" : ", ") + std::to_string(during) + " of " + std::to_string(total);
         env.store.setString("verdict" + suffix, during >= kDuring ? "pass" : "again");
       }
       if (env.store.getString("verdict" + suffix) == "pass") return;
@@ -122,7 +124,8 @@ TEST(SharedPointToPointTest, LargeExchangesCompleteWhicheverWaitComesFirst) {
       }
       const float* got = in.data<float>();
       bool intact = true;
-      for (int64_t i = 0; i < kFloats; i += 1009) intact &= got[i] == static_cast<float>(peer * 7 + i % 13);
+      for (int64_t i = 0; i < kFloats; i += 1009)
+        intact &= got[i] == static_cast<float>(peer * 7 + i % 13);
       test::check(intact, "order " + std::to_string(order) + ": the peer's message arrived whole");
     }
   });

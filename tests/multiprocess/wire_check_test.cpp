@@ -1,5 +1,5 @@
-// The always-on check that ranks make the same collective (backends/gloo/WireCall.hpp), at the
-// default C10D_DEBUG (OFF), on forked Gloo ranks. Before it, each of these calls returned
+// The always-on check that ranks make the same collective (backends/gloo/transport/WireCall.hpp),
+// at the default C10D_DEBUG (OFF), on forked Gloo ranks. Before it, each of these calls returned
 // success with wrong data (a partial sum, the other op's bytes), or aborted the process from
 // Gloo's device thread.
 #include <gtest/gtest.h>

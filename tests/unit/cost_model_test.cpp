@@ -1,7 +1,7 @@
-// The cost model (backends/gloo/CostModel.hpp): its costs follow the algorithms' step counts and
-// bytes, and its choices move with the link as they should.
+// The cost model (backends/gloo/algorithms/CostModel.hpp): its costs follow the algorithms' step
+// counts and bytes, and its choices move with the link as they should.
 
-#include "backends/gloo/CostModel.hpp"
+#include "backends/gloo/algorithms/CostModel.hpp"
 
 #include <gtest/gtest.h>
 

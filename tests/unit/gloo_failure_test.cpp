@@ -3,7 +3,7 @@
 // against those of the SyncMesh's shared memory channels.
 #include <gtest/gtest.h>
 
-#include "backends/gloo/GlooFailure.hpp"
+#include "backends/gloo/transport/GlooFailure.hpp"
 
 namespace c10d::inline v0 {
 namespace {

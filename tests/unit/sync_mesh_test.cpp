@@ -1,7 +1,7 @@
-// The Gloo backend's small-message path (backends/gloo/SyncMesh.*) and its point-to-point
-// matching (backends/gloo/PointToPoint.*) with ranks as threads of one process, so that
-// ThreadSanitizer sees both ends (tsan_in_process): every algorithm at world sizes that are and
-// are not powers of two, with element counts that do not divide evenly into the ranks' pieces,
+// The Gloo backend's small-message path (backends/gloo/algorithms/ over transport/SyncMesh)
+// and its point-to-point matching (backends/gloo/p2p/) with ranks as threads of one process, so
+// that ThreadSanitizer sees both ends (tsan_in_process): every algorithm at world sizes that are
+// and are not powers of two, with element counts that do not divide evenly into the ranks' pieces,
 // and sends and receives of every framing. The forked-rank conformance suite covers the same ops
 // through ProcessGroup.
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/gloo/SyncMesh.hpp"
+#include "backends/gloo/algorithms/MeshAlgorithms.hpp"
 #include "c10d/core/Exception.hpp"
 #include "tests/support/BackendCalls.hpp"
 #include "tests/support/ThreadRanks.hpp"
@@ -226,16 +226,18 @@ INSTANTIATE_TEST_SUITE_P(Layouts, SyncMeshHostsTest,
 // stay within a host); hosts dealt round-robin make it cross in every round.
 TEST(SyncMeshLayout, CrossingsCountTheRoundsThatLeaveAHost) {
   const std::vector<int> contiguous3x2 = {0, 0, 1, 1, 2, 2};
-  EXPECT_EQ(SyncMesh::crossings(contiguous3x2, {0, 1, 2, 3, 4, 5}), 3);  // fold, round 2, unfold
-  EXPECT_EQ(SyncMesh::crossings(contiguous3x2, {0, 2, 4}), 3);           // one rank per host
+  EXPECT_EQ(MeshAlgorithms::crossings(contiguous3x2, {0, 1, 2, 3, 4, 5}),
+            3);                                                       // fold, round 2, unfold
+  EXPECT_EQ(MeshAlgorithms::crossings(contiguous3x2, {0, 2, 4}), 3);  // one rank per host
   const std::vector<int> roundRobin3x2 = {0, 1, 2, 0, 1, 2};
-  EXPECT_EQ(SyncMesh::crossings(roundRobin3x2, {0, 1, 2, 3, 4, 5}), 4);  // every round crosses
-  EXPECT_EQ(SyncMesh::crossings(roundRobin3x2, {0, 1, 2}), 3);
+  EXPECT_EQ(MeshAlgorithms::crossings(roundRobin3x2, {0, 1, 2, 3, 4, 5}),
+            4);  // every round crosses
+  EXPECT_EQ(MeshAlgorithms::crossings(roundRobin3x2, {0, 1, 2}), 3);
   const std::vector<int> contiguous2x4 = {0, 0, 0, 0, 1, 1, 1, 1};
-  EXPECT_EQ(SyncMesh::crossings(contiguous2x4, {0, 1, 2, 3, 4, 5, 6, 7}), 1);
-  EXPECT_EQ(SyncMesh::crossings(contiguous2x4, {0, 4}), 1);
+  EXPECT_EQ(MeshAlgorithms::crossings(contiguous2x4, {0, 1, 2, 3, 4, 5, 6, 7}), 1);
+  EXPECT_EQ(MeshAlgorithms::crossings(contiguous2x4, {0, 4}), 1);
   const std::vector<int> oneHost = {0, 0, 0};
-  EXPECT_EQ(SyncMesh::crossings(oneHost, {0, 1, 2}), 0);
+  EXPECT_EQ(MeshAlgorithms::crossings(oneHost, {0, 1, 2}), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, SyncMeshTest, ::testing::Values(2, 3, 4, 5),

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The folders are layers (docs/architecture.md): a library file includes only files of its own
-# layer or of the layers below it. Lists every include that reaches up or sideways, and fails.
+# layer or of the layers below it. A file belongs to the longest folder of the list that holds it
+# (backends/gloo/ops/Allreduce.cpp to backends/gloo, backends/gloo/transport/SyncMesh.cpp to
+# backends/gloo/transport). Lists every include that reaches up or sideways, and fails.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../../.." && pwd)
 cd "$here"
@@ -16,6 +18,8 @@ layers=(
   "c10d/elastic"
   "c10d/training backends/common"
   "c10d/parallel"
+  "backends/gloo/transport"
+  "backends/gloo/algorithms"
   "backends/gloo backends/mpi backends/nccl"
   "rpc/transport"
   "rpc"
@@ -23,16 +27,20 @@ layers=(
   "c10d/capi"
 )
 
-layer_of() {  # prints "index folder" of a tree path's folder
+layer_of() {  # prints "index component" of the longest listed folder holding a tree path's folder
   local dir=$1 i
-  for i in "${!layers[@]}"; do
-    for component in ${layers[$i]}; do
-      for folder in ${component//+/ }; do
-        [ "$dir" = "$folder" ] && { echo "$i $component"; return; }
+  while :; do
+    for i in "${!layers[@]}"; do
+      for component in ${layers[$i]}; do
+        for folder in ${component//+/ }; do
+          [ "$dir" = "$folder" ] && { echo "$i $component"; return; }
+        done
       done
     done
+    [ "$dir" = "${dir%/*}" ] && break
+    dir=${dir%/*}
   done
-  echo "-1 $dir"
+  echo "-1 $1"
 }
 
 bad=0

@@ -1,5 +1,5 @@
-// reduce_scatter (list in) and reduce_scatter_tensor (flat in): on the SyncMesh (a ring, or
-// layered across hosts). Gloo 0.5 has none over unbound buffers, so off the SyncMesh we allreduce
+// reduce_scatter (list in) and reduce_scatter_tensor (flat in): on the mesh (a ring, or
+// layered across hosts). Gloo 0.5 has none over unbound buffers, so off the mesh we allreduce
 // a copy of the whole input there and keep our block (twice the bytes).
 
 #include <gloo/allreduce.h>
@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "backends/common/Reduce.hpp"
-#include "backends/gloo/Collectives.hpp"
+#include "backends/gloo/ops/Collectives.hpp"
 
 namespace c10d::inline v0::gloo_ops {
 namespace {
@@ -18,7 +18,7 @@ void reduceScatterFlat(Runtime& runtime, const Op& op, uint8_t* flat, const Tens
   const size_t count = static_cast<size_t>(output.numel()) * runtime.size;
   const size_t bytes = count * elementSize(dtype);
   prepareReduce(op.reduceOp, dtype, flat, count);
-  if (SyncMesh* fast = runtime.fastPath(bytes); fast != nullptr && count > 0) {
+  if (MeshAlgorithms* fast = runtime.fastPath(bytes); fast != nullptr && count > 0) {
     fast->reduceScatter(flat, output.numel(), elementSize(dtype),
                         reduceFunction(op.reduceOp, dtype));
   } else if (count > 0 && runtime.size > 1) {

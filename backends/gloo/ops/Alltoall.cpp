@@ -1,4 +1,4 @@
-// alltoall (lists), and alltoall_base: equal splits on the SyncMesh (pairwise exchange) or over
+// alltoall (lists), and alltoall_base: equal splits on the mesh (pairwise exchange) or over
 // gloo::alltoall, uneven ones (AlltoAllV) over gloo::alltoallv.
 
 #include <gloo/alltoall.h>
@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "backends/gloo/Collectives.hpp"
+#include "backends/gloo/ops/Collectives.hpp"
 
 namespace c10d::inline v0::gloo_ops {
 namespace {
@@ -16,7 +16,7 @@ void alltoallEqual(Runtime& runtime, const Op& op, uint8_t* input, uint8_t* outp
     copyBytes(output, input, bytes);
     return;
   }
-  if (SyncMesh* fast = runtime.fastPath(bytes)) {
+  if (MeshAlgorithms* fast = runtime.fastPath(bytes)) {
     fast->alltoall(input, output, bytes / runtime.size);
     return;
   }

@@ -1,9 +1,12 @@
 #pragma once
 
-// Private to backends/gloo. The small-message fast path: a second Gloo context whose pairs run
-// in Gloo's synchronous mode, so a message is one blocking write on the sender's thread and one
-// blocking read on the receiver's, with no device-thread hand-off and no send/recv rendezvous
-// round trip (what Gloo's unbound buffers cost per message).
+// Private to backends/gloo. The collectives' transport: blocking messages between any two ranks
+// of the group, each pair on a shared memory channel (ranks of one host) or on a TCP pair of a
+// second Gloo context run in Gloo's synchronous mode, so a message is one blocking write on the
+// sender's thread and one blocking read on the receiver's, with no device-thread hand-off and no
+// send/recv rendezvous round trip (what Gloo's unbound buffers cost per message). The algorithms
+// over it are in algorithms/MeshAlgorithms.hpp; tagged point-to-point takes its own channels
+// (SharedPointToPoint.hpp) or Gloo's (PointToPoint.hpp).
 
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/buffer.h>
@@ -16,8 +19,8 @@
 #include <vector>
 
 #include "backends/common/Reduce.hpp"
-#include "backends/gloo/CostModel.hpp"
-#include "backends/gloo/WireCall.hpp"
+#include "backends/gloo/transport/LinkCost.hpp"
+#include "backends/gloo/transport/WireCall.hpp"
 #include "c10d/net/SharedMemory.hpp"
 
 namespace c10d::inline v0 {
@@ -98,26 +101,6 @@ class SyncMesh {
   std::string lossText(shm::Wait wait, int peer, bool sending) const;
   // The doorbell this rank's point-to-point readers sleep on; every peer's writes ring it.
   shm::Doorbell p2pDoorbell() const { return shm::Doorbell(inbound_.data()); }
-  // C10D_GLOO_HIERARCHICAL. Values are what ranks tell each other.
-  enum class Hierarchy { Off = 0, On = 1, Auto = 2 };
-  // What the ranks agree on: Off when any says so, On when all do, else Auto.
-  static Hierarchy agreedHierarchy(Hierarchy a, Hierarchy b) {
-    if (a == Hierarchy::Off || b == Hierarchy::Off) return Hierarchy::Off;
-    return a == Hierarchy::On && b == Hierarchy::On ? Hierarchy::On : Hierarchy::Auto;
-  }
-  // The host of every rank (numbered in the order of their lowest rank; the same on every rank).
-  // When ranks are on several hosts, some sharing one, allreduce, broadcast, reduce, allgather
-  // and reduce_scatter can be hierarchical: within each host (over shared memory where it is on),
-  // then among one rank per host, then within each host again. On: always; Auto: when its messages
-  // cross hosts fewer times in turn than the flat algorithm's (crossings, below). Returns what it
-  // chose, for the log ("" for a group on one host).
-  std::string setHosts(const std::vector<int>& hostOfRank, Hierarchy hierarchy);
-  // How many times in turn recursive doubling over members (ranks, in this order) crosses
-  // hosts: the rounds (and the fold and unfold) in which some pair of members is on two hosts.
-  // Small messages cost little over shared memory and a network hop each across hosts, so this
-  // is their latency.
-  static int crossings(const std::vector<int>& hostOfRank, const std::vector<int>& members);
-
   // The call that the next messages carry, and that messages received must match (see
   // WireCall.hpp); with WireCall::kAgreeing, received ones need only be agreeing too.
   // Starts the call's deadline too, timeout from its first wait: its waits share it, read from
@@ -148,90 +131,11 @@ class SyncMesh {
   // What attachSockets measured on this rank's first TCP pair when this rank was its lower end
   // (zero otherwise): rank 0's is the group's, agreed through the store by the backend.
   const cost::LinkCost& measuredLink() const { return measuredLink_; }
-  // The link that prices messages over TCP (the same on every rank).
-  void setLink(const cost::LinkCost& link) { link_ = link; }
-  // The algorithms every size takes where the user chose one (C10D_ALLREDUCE_ALGO,
-  // C10D_BROADCAST_ALGO, C10D_ALLGATHER_ALGO; the same on every rank); nullopt: by cost.
-  struct Forced {
-    std::optional<cost::AllreduceAlgorithm> allreduce;
-    std::optional<cost::BroadcastAlgorithm> broadcast;
-    std::optional<cost::AllgatherAlgorithm> allgather;
-  };
-  void force(const Forced& forced) { forced_ = forced; }
-
-  // Collectives over whole buffers of any size; larger ones travel in kMaxMessageBytes pieces.
-  // Over TCP, allreduce, broadcast and allgather take the cheapest algorithm of their kind for
-  // the link (CostModel.hpp); on shared memory, where a message costs little more than its copy,
-  // allreduce takes recursive doubling up to kMaxMessageBytes (fewest steps) and a ring beyond
-  // (fewest bytes per rank), broadcast a binomial tree, allgather a ring. Hierarchical across
-  // hosts after setHosts.
-  void allreduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce);
-  // data holds size() blocks of blockCount elements; afterwards block rank() is the reduction.
-  void reduceScatter(void* data, size_t blockCount, size_t elementSize, ReduceFunction reduce);
-  void reduce(void* data, size_t count, size_t elementSize, ReduceFunction reduce, int root);
-  void broadcast(void* data, size_t bytes, int root);
-  // Whether a broadcast of bytes crosses hosts with more than a binomial tree (a pipeline or a
-  // scatter-allgather, by cost or forced): past one message, only those beat gloo::broadcast.
-  bool broadcastsPastOneMessage(size_t bytes) const;
-  // output holds size() blocks of bytes; block rank() must already hold our input.
-  void allgather(void* output, size_t bytes);
-  // Block r of input goes to rank r; block r of output comes from rank r.
-  void alltoall(const void* input, void* output, size_t blockBytes);
-  void barrier();
 
  private:
   // What a message that contradicts call_ says, for the error.
   WireMismatch mismatch(int peer, const WireCall& header, bool sameCall,
                         size_t expectedBytes) const;
-
-  // The ranks an algorithm runs over, in an order every member agrees on, and this rank's
-  // index among them (-1: not a member).
-  struct Team {
-    std::vector<int> ranks;
-    int me = -1;
-    int size() const { return static_cast<int>(ranks.size()); }
-    int operator[](int index) const { return ranks[(index % size() + size()) % size()]; }
-  };
-  Team teamOf(std::vector<int> ranks) const;
-  // One rank per host: root on its host, the lowest rank on the others.
-  Team representatives(int root) const;
-
-  // The index of rank `rep` among the ranks of this rank's host.
-  int indexOnHost(int rep) const;
-  void allreduceIn(const Team& team, void* data, size_t count, size_t elementSize,
-                   ReduceFunction reduce);
-  // The forced algorithm, else over TCP (a team that is not this host's) the cheapest for the
-  // link, else the one for shared memory.
-  template <typename Algorithm>
-  Algorithm choose(const std::optional<Algorithm>& forced, const Team& team, size_t bytes,
-                   Algorithm onSharedMemory) const;
-  void ringAllreduce(const Team& team, void* data, size_t count, size_t elementSize,
-                     ReduceFunction reduce);
-  void ringPhase(const Team& team, uint8_t* base, size_t count, size_t segment, size_t elementSize,
-                 int shift, ReduceFunction reduce);
-  void halvingDoublingAllreduce(const Team& team, void* data, size_t count, size_t elementSize,
-                                ReduceFunction reduce);
-  void exchangeRanges(int peer, uint8_t* base, size_t sendBegin, size_t sendEnd, size_t recvBegin,
-                      size_t recvEnd, size_t elementSize, ReduceFunction reduce);
-  void sendRecvPieces(int to, const uint8_t* out, size_t sendCount, int from, uint8_t* in,
-                      size_t recvCount, size_t elementSize, ReduceFunction reduce);
-  void recursiveDoublingAllreduce(const Team& team, void* data, size_t count, size_t elementSize,
-                                  ReduceFunction reduce);
-  void reduceIn(const Team& team, void* data, size_t count, size_t elementSize,
-                ReduceFunction reduce, int rootIndex);
-  void broadcastIn(const Team& team, void* data, size_t bytes, int rootIndex);
-  void binomialBroadcast(const Team& team, uint8_t* data, size_t bytes, int rootIndex);
-  void scatterAllgatherBroadcast(const Team& team, uint8_t* data, size_t bytes, int rootIndex);
-  void pipelineBroadcast(const Team& team, uint8_t* data, size_t bytes, int rootIndex);
-  void bruckAllgather(uint8_t* base, size_t bytes);
-  // The middle step of hierarchical allgather (reduce null) and reduce_scatter, on each host's
-  // lowest rank: base holds size() blocks of blockBytes.
-  void exchangeAmongLeaders(uint8_t* base, size_t blockBytes, size_t elementSize,
-                            ReduceFunction reduce);
-  // The largest message of whole elements.
-  static size_t pieceBytes(size_t elementSize) {
-    return kMaxMessageBytes / elementSize * elementSize;
-  }
 
   struct Peer {
     std::vector<uint8_t> sendStage, recvStage;
@@ -275,18 +179,9 @@ class SyncMesh {
   std::vector<Peer> peers_;
   shm::SpinGovernor spin_;  // the ops' waits, one at a time
   cost::LinkCost measuredLink_;
-  cost::LinkCost link_;
-  Forced forced_;
   bool yieldWhenWaiting_ = false;  // shm::Waiting::yield: this host's ranks outnumber its cores
   bool allShared_ = false;
   bool pullsEverywhere_ = false;
-  Team all_;      // every rank
-  Team host_;     // the ranks of this rank's host
-  Team leaders_;  // the lowest rank of each host: the layered ops' middle step
-  std::vector<int> hostOfRank_;
-  std::vector<std::vector<int>> ranksOfHost_;  // in rank order
-  int hosts_ = 1;
-  bool hierarchical_ = false;
   // The segment of the channels toward this rank: a page with its doorbell and a probe word
   // (peers read it to learn whether they can read this rank's memory), then a channel from each
   // peer on shared memory, then a point-to-point channel from each.

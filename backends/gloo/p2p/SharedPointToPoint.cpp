@@ -1,4 +1,4 @@
-#include "backends/gloo/SharedPointToPoint.hpp"
+#include "backends/gloo/p2p/SharedPointToPoint.hpp"
 
 #include <sched.h>
 

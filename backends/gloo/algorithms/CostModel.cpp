@@ -1,4 +1,4 @@
-#include "backends/gloo/CostModel.hpp"
+#include "backends/gloo/algorithms/CostModel.hpp"
 
 #include <algorithm>
 #include <cmath>

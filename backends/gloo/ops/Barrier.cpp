@@ -1,14 +1,14 @@
-// barrier: the SyncMesh's dissemination, else gloo::barrier.
+// barrier: the mesh's dissemination, else gloo::barrier.
 
 #include <gloo/barrier.h>
 
-#include "backends/gloo/Collectives.hpp"
+#include "backends/gloo/ops/Collectives.hpp"
 
 namespace c10d::inline v0::gloo_ops {
 
 void barrier(Runtime& runtime, const Op& op, const OpTensors&) {
   if (runtime.size == 1) return;
-  if (SyncMesh* fast = runtime.fastPath(0)) {
+  if (MeshAlgorithms* fast = runtime.fastPath(0)) {
     fast->barrier();
     return;
   }

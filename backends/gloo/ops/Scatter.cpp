@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "backends/gloo/Collectives.hpp"
+#include "backends/gloo/ops/Collectives.hpp"
 
 namespace c10d::inline v0::gloo_ops {
 

@@ -1,9 +1,9 @@
-// reduce to one root: the SyncMesh's binomial tree (layered across hosts), else gloo::reduce.
+// reduce to one root: the mesh's binomial tree (layered across hosts), else gloo::reduce.
 
 #include <gloo/reduce.h>
 
 #include "backends/common/Reduce.hpp"
-#include "backends/gloo/Collectives.hpp"
+#include "backends/gloo/ops/Collectives.hpp"
 
 namespace c10d::inline v0::gloo_ops {
 
@@ -12,7 +12,7 @@ void reduce(Runtime& runtime, const Op& op, const OpTensors& tensors) {
   const ScalarType dtype = tensor.dtype();
   const size_t count = tensor.numel();
   prepareReduce(op.reduceOp, dtype, tensor.data(), count);
-  if (SyncMesh* fast = runtime.fastPath(tensor.nbytes()); fast != nullptr && count > 0) {
+  if (MeshAlgorithms* fast = runtime.fastPath(tensor.nbytes()); fast != nullptr && count > 0) {
     fast->reduce(tensor.data(), count, elementSize(dtype), reduceFunction(op.reduceOp, dtype),
                  op.root);
   } else if (count > 0 && runtime.size > 1) {

@@ -38,8 +38,8 @@
 #include <thread>
 #include <vector>
 
-#include "backends/gloo/PointToPoint.hpp"
-#include "backends/gloo/SyncMesh.hpp"
+#include "backends/gloo/p2p/PointToPoint.hpp"
+#include "backends/gloo/transport/SyncMesh.hpp"
 
 namespace c10d::inline v0 {
 

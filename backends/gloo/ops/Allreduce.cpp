@@ -1,4 +1,4 @@
-// allreduce and allreduce_coalesced: on the SyncMesh (recursive doubling, a ring for large
+// allreduce and allreduce_coalesced: on the mesh (recursive doubling, a ring for large
 // buffers, layered across hosts), else gloo::allreduce; with our reduce functions, so every
 // dtype (bfloat16 included) and every ReduceOp works.
 
@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "backends/common/Reduce.hpp"
-#include "backends/gloo/Collectives.hpp"
+#include "backends/gloo/ops/Collectives.hpp"
 
 namespace c10d::inline v0::gloo_ops {
 namespace {
@@ -15,7 +15,8 @@ namespace {
 void allreduceInPlace(Runtime& runtime, void* data, ScalarType dtype, size_t count,
                       const ReduceOp& op, uint32_t tag, std::chrono::milliseconds timeout) {
   prepareReduce(op, dtype, data, count);
-  if (SyncMesh* fast = runtime.fastPath(count * elementSize(dtype)); fast != nullptr && count > 0) {
+  if (MeshAlgorithms* fast = runtime.fastPath(count * elementSize(dtype));
+      fast != nullptr && count > 0) {
     fast->allreduce(data, count, elementSize(dtype), reduceFunction(op, dtype));
   } else if (count > 0 && runtime.size > 1) {
     gloo::AllreduceOptions options(runtime.context());

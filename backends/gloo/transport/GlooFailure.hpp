@@ -1,9 +1,9 @@
 #pragma once
 
 // What a Gloo failure was, read from its message: Gloo reports failures as text only, so this is
-// the one place that knows its wording (Debian's Gloo 5b14351; tests/unit/gloo_failure_test.cpp holds
-// the messages it was written against). The SyncMesh's shared memory channels report theirs in
-// the same words ("Read timeout [shared memory from rank 1] ...", "Connection closed by peer
+// the one place that knows its wording (Debian's Gloo 5b14351; tests/unit/gloo_failure_test.cpp
+// holds the messages it was written against). The SyncMesh's shared memory channels report theirs
+// in the same words ("Read timeout [shared memory from rank 1] ...", "Connection closed by peer
 // [shared memory to rank 1]"), so that every failure takes one path.
 
 #include <string_view>

@@ -1,10 +1,10 @@
-// broadcast from a root: the SyncMesh (binomial, scatter-allgather or pipelined, CostModel.hpp);
+// broadcast from a root: the mesh (binomial, scatter-allgather or pipelined, CostModel.hpp);
 // past one message (256 KiB) over sockets where it would take the binomial tree, gloo::broadcast,
 // whose one large transfer beat that tree's 256 KiB pieces (docs/performance.md).
 
 #include <gloo/broadcast.h>
 
-#include "backends/gloo/Collectives.hpp"
+#include "backends/gloo/ops/Collectives.hpp"
 
 namespace c10d::inline v0::gloo_ops {
 
@@ -14,7 +14,7 @@ void broadcast(Runtime& runtime, const Op& op, const OpTensors& tensors) {
   const size_t limit = runtime.fast && runtime.fast->broadcastsPastOneMessage(tensor.nbytes())
                            ? SIZE_MAX
                            : SyncMesh::kMaxMessageBytes;
-  if (SyncMesh* fast = runtime.fastPath(tensor.nbytes(), limit)) {
+  if (MeshAlgorithms* fast = runtime.fastPath(tensor.nbytes(), limit)) {
     fast->broadcast(tensor.data(), tensor.nbytes(), op.root);
     return;
   }

@@ -1,11 +1,11 @@
-// allgather (list out) and allgather_into_tensor (flat out): the SyncMesh (a ring, layered
+// allgather (list out) and allgather_into_tensor (flat out): the mesh (a ring, layered
 // across hosts), else gloo::allgather.
 
 #include <gloo/allgather.h>
 
 #include <cstring>
 
-#include "backends/gloo/Collectives.hpp"
+#include "backends/gloo/ops/Collectives.hpp"
 
 namespace c10d::inline v0::gloo_ops {
 namespace {
@@ -17,7 +17,7 @@ void allgatherFlat(Runtime& runtime, const Op& op, const Tensor& input, uint8_t*
     copyBytes(flat, input.data(), bytes);
     return;
   }
-  if (SyncMesh* fast = runtime.fastPath(bytes * runtime.size)) {
+  if (MeshAlgorithms* fast = runtime.fastPath(bytes * runtime.size)) {
     copyBytes(flat + runtime.rank * bytes, input.data(), bytes);
     fast->allgather(flat, bytes);
     return;

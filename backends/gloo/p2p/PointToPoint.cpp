@@ -1,4 +1,4 @@
-#include "backends/gloo/PointToPoint.hpp"
+#include "backends/gloo/p2p/PointToPoint.hpp"
 
 #include <algorithm>
 #include <cstring>

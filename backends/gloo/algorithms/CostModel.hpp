@@ -1,22 +1,19 @@
 #pragma once
 
-// Which algorithm a SyncMesh team runs for allreduce, broadcast and allgather, from the
-// alpha-beta cost of its links: each message costs `latencyUs` plus `usPerByte` per byte,
-// messages travel in pieces of at most `pieceBytes`, and an algorithm's cost is the sum over its
-// steps (every member takes the same steps at once, so a step costs what one of its messages
-// does). Pure functions: every rank that gives the same inputs gets the same choice.
+// Which algorithm a team of the mesh (MeshAlgorithms.hpp) runs for allreduce, broadcast and
+// allgather, from the alpha-beta cost of its links: each message costs `latencyUs` plus `usPerByte`
+// per byte, messages travel in pieces of at most `pieceBytes`, and an algorithm's cost is the sum
+// over its steps (every member takes the same steps at once, so a step costs what one of its
+// messages does). Pure functions: every rank that gives the same inputs gets the same choice.
 
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
 
-namespace c10d::inline v0::cost {
+#include "backends/gloo/transport/LinkCost.hpp"
 
-struct LinkCost {
-  double latencyUs = 0;  // alpha: a message's fixed cost, one way
-  double usPerByte = 0;  // beta: the link's time per byte
-};
+namespace c10d::inline v0::cost {
 
 enum class AllreduceAlgorithm {
   RecursiveDoubling,  // log2(p) steps, each the whole buffer: fewest messages
