@@ -227,9 +227,10 @@ struct GlooBackend::Runtime {
   static constexpr std::chrono::milliseconds kP2PIdleAfter{200};
   void trackP2P(const std::shared_ptr<P2PWork>& work);
 
-  // Unbound buffers for point-to-point ops. Creating and destroying one per op cost about a
-  // third of a small send/recv's time here (they register with the context, which the device
-  // thread also locks), so buffers whose op completed are kept for the same memory.
+  // Unbound buffers for point-to-point ops. Creating and destroying one per op was a large part
+  // of a small send/recv's time (they register with the context, which the device thread also
+  // locks; docs/performance-history.md, "Figures that lived in code comments"), so buffers whose
+  // op completed are kept for the same memory.
   std::unique_ptr<gloo::transport::UnboundBuffer> acquireBuffer(void* data, size_t size);
   void releaseBuffer(std::unique_ptr<gloo::transport::UnboundBuffer> buffer);
   // Memory of our own with its buffer, for the heads and verdicts of point-to-point messages

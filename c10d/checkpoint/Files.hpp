@@ -55,7 +55,8 @@ bool isPartialName(const std::string& path);
 
 // Bytes read at a time into one reused buffer by verify (a load reads less: Load.cpp): large enough
 // that reads run at the disk's speed, small enough that a reader of a checkpoint of any size
-// holds little memory (a load that staged whole slices spent 3.9 s of 4 in page faults here).
+// holds little memory (a load that staged whole slices spent nearly all its time in page faults;
+// measured: docs/performance-history.md, "Figures that lived in code comments").
 inline constexpr int64_t kReadChunkBytes = int64_t{8} << 20;
 
 }  // namespace c10d::inline v0::checkpoint::detail

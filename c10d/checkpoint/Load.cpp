@@ -119,9 +119,9 @@ enum class Pass {
 };
 
 // A load reads and checks this much at a time (rounded up to whole blocks): small enough that
-// the checksum reads bytes the read just left in the core's 1 MiB L2 cache. With reads straight
-// into the tensors, a one-reading load of 496 MB at 2 ranks from the page cache went from
-// 8.3-9.2 GB/s (8 MiB reads through a buffer) to 9.9-10.6 GB/s (docs/performance.md).
+// the checksum reads bytes the read just left in the core's 1 MiB L2 cache; with reads straight
+// into the tensors this beat 8 MiB reads through a buffer (measured:
+// docs/performance-history.md, "Figures that lived in code comments").
 constexpr int64_t kLoadChunkBytes = int64_t{1} << 20;
 
 // Reads the blocks of stored slices, a chunk at a time, checking each block's checksum.

@@ -3,11 +3,11 @@
 // Private to c10d/checkpoint (not installed): host memory for a rank's whole state at once (an
 // asynchronous save's copy), asked for with transparent huge pages.
 //
-// Why: every first touch of a 4 KiB page costs a fault, and on the 2-vCPU host (a paravirtual
-// guest) a fault costs about 17 us: an earlier load that staged gpt2_small's 496 MB in 4 KiB
-// pages took 3.9 s, nearly all of it faults, against 0.08 s to read and check the same bytes
-// through a reused buffer. With huge pages (THP "madvise" there, Debian's default) a 2 MiB page
-// faults once, so even an asynchronous save's first copy, which makes the staging, is quick.
+// Why: every first touch of a 4 KiB page costs a fault, costly in a paravirtual guest: a load that
+// staged whole slices in 4 KiB pages spent nearly all its time in faults (measured:
+// docs/performance-history.md, "Figures that lived in code comments"). With huge pages (THP
+// "madvise", Debian's default) a 2 MiB page faults once, so even an asynchronous save's first
+// copy, which makes the staging, is quick.
 
 #include <sys/mman.h>
 

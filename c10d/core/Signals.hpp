@@ -41,8 +41,8 @@ inline void blockSigpipeInThisThread() {
 //
 // A guard made kWhenWriting blocks nothing until the code inside it calls beforeSocketWrites()
 // (or mayHaveFailedWrites()): a collective that stays in shared memory writes no socket, and the
-// two system calls of an armed guard were about a third of a 4 B allreduce's own cost here
-// (issue 32: 2 rt_sigprocmask per op, 0.5 us each in this KVM guest).
+// two system calls of an armed guard were a large part of a small allreduce's own cost (issue 32;
+// measured: docs/performance-history.md, "Figures that lived in code comments").
 //
 // Leaving the scope of an armed guard restores the mask with one system call; a SIGPIPE pending
 // then would be delivered at once, so it is consumed first. Looking for one costs a third system

@@ -3,8 +3,9 @@
 // A clock cheap enough to read several times per op (the flight recorder's timestamps): the CPU's
 // time-stamp counter where it ticks at a constant rate on every core (x86 with an invariant TSC),
 // else steady_clock's nanoseconds. A tick is converted to wall-clock time only when someone reads
-// it (a flight recorder dump), by toSystemMicros. Reading steady_clock cost 31 ns a time here
-// (kvm-clock); the counter is one instruction.
+// it (a flight recorder dump), by toSystemMicros. The counter is one instruction; steady_clock
+// costs far more under kvm-clock (measured: docs/performance-history.md, "Figures that lived in
+// code comments").
 
 #include <chrono>
 #include <cstdint>

@@ -28,9 +28,9 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kPollInterval = std::chrono::milliseconds(2);
 
 // How often rank 0's commit looks in the store for a restarted process asking to join: a store
-// round trip (about 50 us here) every step would cost more than the commit's allreduce itself;
-// once per this interval costs a clock read per step, and a newcomer waits at most this long
-// beyond the step boundary.
+// round trip every step would cost more than the commit's allreduce itself (measured:
+// docs/performance-history.md, "Figures that lived in code comments"); once per this interval
+// costs a clock read per step, and a newcomer waits at most this long beyond the step boundary.
 constexpr auto kJoinCheckInterval = std::chrono::milliseconds(100);
 
 int64_t toInt(const std::string& text, const std::string& key) {

@@ -9,7 +9,8 @@ namespace {
 
 // How long one slice of a wait lasts. A death is seen within this plus one store round trip per
 // member; a wait that ends in time costs nothing extra (the store answers as the key appears),
-// and one that lasts costs a round trip per member per slice (about 50 us each here).
+// and one that lasts costs a round trip per member per slice (measured:
+// docs/performance-history.md, "Figures that lived in code comments").
 constexpr auto kSlice = std::chrono::milliseconds(50);
 
 std::string keyList(const std::vector<std::string>& keys) {

@@ -321,8 +321,9 @@ Wait Channel::write(const void* header, size_t headerBytes, const void* payload,
   if (control_->closed.load(std::memory_order_acquire) != 0) return Wait::Closed;
   // A write into free room never waits, so it would never notice a reader that died: a writer
   // that only sends (a broadcast's root) must fail soon, as on a socket (EPIPE). The kernel's
-  // tick clock is enough to space those looks 10 ms apart, and costs 6 ns here where
-  // steady_clock costs 28 (a write is a small op's hot path; issue 32).
+  // tick clock is enough to space those looks 10 ms apart, and far cheaper than steady_clock (a
+  // write is a small op's hot path; issue 32; measured: docs/performance-history.md, "Figures
+  // that lived in code comments").
   if (peerEnded(waiting, tickNow())) return Wait::PeerEnded;
   uint64_t head = control_->head.load(std::memory_order_relaxed);
   if (travelsInline(headerBytes, bytes)) {
@@ -352,9 +353,9 @@ Wait Channel::write(const void* header, size_t headerBytes, const void* payload,
     published(head + padded);
     return Wait::Ready;
   }
-  // A large one's header goes out alone first. Measured: holding it back for the payload's first
-  // piece cost 2-rank allreduce a quarter of its bandwidth at 64 KiB-1 MiB (1 MiB: 8.2 against
-  // 11.4 GB/s busbw, medians of 5 alternating runs).
+  // A large one's header goes out alone first: holding it back for the payload's first piece
+  // cost allreduce bandwidth (measured: docs/performance-history.md, "Figures that lived in
+  // code comments").
   published(head);
   while (padded > 0) {
     if (Wait w = waitWritable(head, std::min(padded, kPublishBytes), waiting, &writable);

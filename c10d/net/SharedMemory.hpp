@@ -90,9 +90,8 @@ class Channel {
   static constexpr size_t kControlBytes = 4096;
   static constexpr size_t bytesFor(size_t capacity) { return kControlBytes + capacity; }
   // Where a payload starts in its header's slot (aligned for any dtype), and whether it goes
-  // there. One cache line then carries the whole message: with 2 ranks, sendrecv of 4 B went
-  // from 3.33 to 2.96 us against the cached tail alone (p50, c10d-comm-bench, medians of 5
-  // alternating runs; issue 32).
+  // there. One cache line then carries the whole message, which made small sendrecvs faster
+  // (issue 32; measured: docs/performance-history.md, "Figures that lived in code comments").
   static constexpr size_t inlineOffset(size_t headerBytes) { return (headerBytes + 15) / 16 * 16; }
   static constexpr bool travelsInline(size_t headerBytes, size_t bytes) {
     return bytes > 0 && inlineOffset(headerBytes) + bytes <= kSlotBytes;
@@ -176,9 +175,8 @@ class Channel {
   Wait waitReadable(const Waiting& waiting, size_t* readable);
   // The writer's free room from head: from its last look at the reader's tail while that shows
   // wanted bytes, else from a fresh one. The tail's cache line then stays with the reader between
-  // messages, instead of crossing to the writer at the start of each: a 2-rank allreduce of 4 B
-  // went from 1.68 to 1.53 us, of 16 KiB from 3.50 to 3.29 (p50, medians of 3 alternating runs;
-  // issue 32).
+  // messages, instead of crossing to the writer at the start of each (issue 32; measured:
+  // docs/performance-history.md, "Figures that lived in code comments").
   size_t room(uint64_t head, size_t wanted);
   // Waits until room(head, wanted) is not zero, and sets *writable to it.
   Wait waitWritable(uint64_t head, size_t wanted, const Waiting& waiting, size_t* writable);
@@ -230,10 +228,9 @@ class Doorbell {
 std::string readProcessMemory(long pid, uint64_t address, void* into, size_t bytes);
 
 // Reads another process's memory on two threads: the caller's and one of its own, started on
-// first use. One process_vm_readv of 16 MiB takes about 2 ms here (8 GB/s: the kernel pins and
-// copies page by page), while the lender mostly waits; in halves on two threads, the 16 MiB echo
-// of c10d-rpc-bench (rpc/transport/Lending.cpp) went from 4.6-7.1 GB/s (median 5.3, 5 runs)
-// to 10.3-13.8 (3 runs).
+// first use. One process_vm_readv is slow (the kernel pins and copies page by page) while the
+// lender mostly waits, so large RPC echoes (rpc/transport/Lending.cpp) ran faster in halves on
+// two threads (measured: docs/performance-history.md, "Figures that lived in code comments").
 class SplitReader {
  public:
   ~SplitReader();
@@ -241,8 +238,8 @@ class SplitReader {
   // thread at a time.
   std::string read(long pid, uint64_t address, void* into, size_t bytes);
 
-  // Splitting from 512 KiB instead made no difference the noise did not hide (1 MiB echo median
-  // 238-253 against 229-243 us, 3 alternating runs), and costs a hand-off per copy.
+  // Splitting from 512 KiB instead gained nothing beyond noise, and costs a hand-off per copy
+  // (measured: docs/performance-history.md, "Figures that lived in code comments").
   static constexpr size_t kSplitBytes = 2 << 20;
 
  private:

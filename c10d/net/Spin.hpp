@@ -4,9 +4,9 @@
 // microseconds without a wake-up (tens of microseconds on virtual machines), but it holds a core
 // the peer may need. A SpinGovernor spins only while spinning pays: a wait whose spin ran out
 // before the answer came counts as a miss, and after kMissesToRest misses in a row the next
-// kRestingWaits waits sleep at once before spinning is tried again. Four ranks on two cores,
-// each its own "host" (so each believes it has a core): waits that always spun 10 us took 450-800
-// us per 4 B allreduce, waits that slept at once 105-200 us (benchmarks/multi_host_bench.sh).
+// kRestingWaits waits sleep at once before spinning is tried again: where ranks outnumber the
+// cores without knowing it, waits that always spun made a small allreduce several times slower
+// than waits that slept (docs/performance-history.md, "Figures that lived in code comments").
 //
 // Not thread-safe: one per sequence of waits that run one at a time (a SyncMesh's ops).
 

@@ -31,8 +31,8 @@ namespace c10d::inline v0::rpc {
 namespace {
 
 // Frames up to this size are written by the sending thread when nothing is queued; larger
-// ones go to the loop thread (written from the sender, 16 MiB echoes ran at 1.7-2.0 instead of
-// 2.4-3.0 GB/s).
+// ones go to the loop thread (written from the sender, large echoes ran slower; measured:
+// docs/performance-history.md, "Figures that lived in code comments").
 constexpr size_t kDirectWriteBytes = 256 * 1024;
 
 using c10d::detail::uvError;
@@ -130,8 +130,8 @@ void Transport::Impl::writeOrQueue(const std::shared_ptr<Connection>& c, int pee
     if (loan != 0) c->loans.emplace(loan, std::move(lent));
     if (!moreSoon && c->queuedWrites == 0 && frameBytes <= kDirectWriteBytes) {
       // Nothing queued and a small frame: write on this thread, which saves a hand-off to the
-      // loop thread (47 instead of 120-135 us per empty call between two processes here).
-      // The socket is non-blocking; what does not fit goes to the loop.
+      // loop thread (measured: docs/performance-history.md, "Figures that lived in code
+      // comments"). The socket is non-blocking; what does not fit goes to the loop.
       std::vector<iovec> parts;
       parts.reserve(1 + frame.tensors.size());
       parts.push_back({head.data(), head.size()});

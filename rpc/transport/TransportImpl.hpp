@@ -180,8 +180,8 @@ struct Transport::Impl {
   // copy failed).
   void queueForCopier(Connection* c, Frame frame);
   // Loans under kCopyOffLoopBytes in all are copied on the loop: the two hand-offs of the copier
-  // cost more than their copy stalls the loop (1 MiB echoes: 4.0 GB/s through the copier, 5.3
-  // on the loop; 16 MiB: 5.3 and 5.6; c10d-rpc-bench, 3 alternating runs, 2026-11-28).
+  // cost more than their copy stalls the loop (measured: docs/performance-history.md, "Figures
+  // that lived in code comments").
   static constexpr size_t kCopyOffLoopBytes = 4 << 20;
   bool copyOnLoop(Connection* c, const Frame& frame) const;
   // On the loop: copies frame's lent tensors and returns the loan; false when that failed and

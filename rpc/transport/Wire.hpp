@@ -56,9 +56,8 @@ struct Frame {
 };
 
 // Tensors from this size up are lent to a peer that can read this process's memory. A loan costs
-// each side a Returned frame to read: median echo of one tensor between two processes here
-// (`c10d-rpc-bench --echo-sizes`, 3 alternating runs, everything lent vs streamed): 16 KiB
-// 49-85 vs 20-42 us, 128 KiB 59-105 vs 50-62, 256 KiB 75-128 vs 149-163, 1 MiB 252-282 vs 331-692.
+// each side a Returned frame to read, which smaller tensors do not earn back (measured:
+// docs/performance-history.md, "Figures that lived in code comments").
 inline constexpr size_t kLendBytes = 256 * 1024;
 inline bool lendable(const Tensor& t) {
   return t.nbytes() >= kLendBytes;

@@ -24,9 +24,9 @@ using Clock = ClientSocket::Clock;
 
 // How long a caller polls the socket without sleeping before it blocks in poll(). A store
 // answers most requests within tens of microseconds; on virtual machines waking a halted vCPU
-// costs about as much again, so sleeping at once cut single-client throughput to a third here
-// (12k vs 40k ops/s, see docs/performance.md). Requests that wait longer lose only this much
-// CPU time.
+// costs about as much again, so sleeping at once cut single-client throughput sharply
+// (measured: docs/performance.md, "Store"). Requests that wait longer lose only this much CPU
+// time.
 constexpr std::chrono::microseconds kSpinBeforeBlocking{50};
 
 // Rounded up: poll() with the rounded-down count wakes before the deadline, and a wait could

@@ -836,7 +836,8 @@ void TCPStoreServer::Impl::park(Connection* connection, Op op, std::vector<std::
   waiter->timer.data = waiter;
   tryComplete(waiter);
   // libuv times from the loop's cached clock, in whole milliseconds: refresh it and round up,
-  // or a wait can end before its timeout has passed (CI measured 99.7 ms for 100 ms).
+  // or a wait can end before its timeout has passed (seen in CI; measured:
+  // docs/performance-history.md, "Figures that lived in code comments").
   uv_update_time(loopThread_.loop());
   uv_timer_start(
       &waiter->timer,

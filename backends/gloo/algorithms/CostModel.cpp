@@ -24,9 +24,10 @@ struct Kind<BroadcastAlgorithm> {
   static constexpr BroadcastAlgorithm kAll[] = {BroadcastAlgorithm::Binomial,
                                                 BroadcastAlgorithm::ScatterAllgather,
                                                 BroadcastAlgorithm::Pipeline};
-  // Not the scatter-allgather: where the model put it first (16-64 KiB over 4 ranks at 1 Gbit/s)
-  // it was the slowest, since its ring makes every rank wait on its neighbour each step while a
-  // tree's or chain's one-way flow overlaps a call with the next (docs/performance.md).
+  // Not the scatter-allgather: where the model priced it lowest it ran slowest, as its ring makes
+  // each rank wait on its neighbour while a tree's or chain's one-way flow overlaps calls
+  // (measured: docs/performance-history.md, "Broadcast and allgather across hosts; unshaped
+  // hosts against raw Open MPI").
   static constexpr BroadcastAlgorithm kAuto[] = {BroadcastAlgorithm::Binomial,
                                                  BroadcastAlgorithm::Pipeline};
 };

@@ -47,8 +47,9 @@ namespace c10d::inline v0 {
 struct P2PFrame {
   // Up to this much payload travels in the head, copied through staging on both sides; the
   // rest goes zero-copy but waits for the receiver to have matched the head (one more round
-  // trip). Measured with 2 ranks here: a 256 KiB sendrecv took 265-283 us with 64 KiB in the
-  // head and 200-258 us with all of it; each rank keeps kPostedHeads of these buffers per group.
+  // trip), which made a 256 KiB sendrecv slower than with all of it in the head (measured:
+  // docs/performance-history.md, "Figures that lived in code comments"). Each rank keeps
+  // kPostedHeads of these buffers per group.
   static constexpr size_t kEagerBytes = 256 * 1024;
   struct Header {
     uint64_t bytes;  // the whole payload

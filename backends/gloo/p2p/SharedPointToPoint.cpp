@@ -30,8 +30,7 @@ constexpr std::chrono::milliseconds kListenerSleep{100};
 constexpr std::chrono::milliseconds kRetryQueued{1};
 // Between the ops of a waiter that polls, the listener stays out of the way: taking over after
 // each op cost a thread wake-up per op, and, armed on the doorbell, a system call per message
-// (one run at 2 ranks: 256 B sendrecv took 27.5 us p50 and 16 KiB 34.2 us, against 2.3 and 2.8
-// us with this delay).
+// (measured: docs/performance-history.md, "Figures that lived in code comments").
 constexpr std::chrono::milliseconds kHandOver{2};
 
 // Whole messages are in the channel when their head is: its payload never waits.

@@ -50,10 +50,9 @@ class WorkPool;
 
 struct SharedFrame {
   // Payloads up to this travel in the head: two copies through the channel, no system call.
-  // Larger ones are read from the sender's memory: one copy, one system call. Measured with 2
-  // ranks (sendrecv p50, medians of 3 alternating runs): at 16 KiB 3.9 us in the head against
-  // 6.7 read; at 32 KiB 4.2-4.4 against 7.9; at 48 KiB 5.8 against 9.6. As large as the
-  // channel allows with four heads in flight.
+  // Larger ones are read from the sender's memory: one copy, one system call, slower at every
+  // size measured (docs/performance-history.md, "Figures that lived in code comments"). As large
+  // as the channel allows with four heads in flight.
   static constexpr size_t kEagerBytes = 60 * 1024;
   static_assert(kEagerBytes + shm::Channel::kSlotBytes <= SyncMesh::kP2PChannelBytes / 4);
   enum Kind : uint32_t { kHead = 1, kVerdict = 2 };
