@@ -16,7 +16,7 @@
 
 #include "c10d/Op.hpp"
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 class AtomicOp {
  public:
@@ -72,4 +72,4 @@ class AtomicOp {
   std::atomic<uint64_t> words_[kWords] = {};
 };
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

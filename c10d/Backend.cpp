@@ -6,7 +6,7 @@
 #include "c10d/BackendLibrary.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 void Backend::unsupported(const char* op) const {
   C10D_THROW(BackendError, "backend ", name_, " does not support ", op);
@@ -209,4 +209,4 @@ std::shared_ptr<Backend> createBackend(const std::string& name, const BackendCon
   return factoryOf(name)(context);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -9,9 +9,9 @@
 #include "c10d/Op.hpp"
 #include "c10d/Options.hpp"
 #include "c10d/Work.hpp"
-#include "c10d/core/Config.hpp"
+#include "c10d/core/Settings.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 class Store;
 
@@ -158,7 +158,7 @@ struct BackendContext {
   // For a subgroup's backend: what the parent group's backend of the same name returned from
   // splitForSubgroup; null for a job's first group.
   std::shared_ptr<void> fromParent;
-  // The group's configuration (c10d/core/Config.hpp): ProcessGroupOptions::config over the
+  // The group's configuration (c10d/core/Settings.hpp): ProcessGroupOptions::config over the
   // environment. Backends read their knobs here, never with getenv.
   config::Settings settings = {};
   // This process's rank among those on its host (ProcessGroupOptions::localRank, else LOCAL_RANK
@@ -182,4 +182,4 @@ void requireBackend(const std::string& name);
 // Throws InvalidArgument naming the unknown backend and the registered ones.
 std::shared_ptr<Backend> createBackend(const std::string& name, const BackendContext& context);
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -9,7 +9,7 @@
 #include "c10d/Backend.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 namespace {
 
@@ -49,7 +49,7 @@ Entry load(const BackendLibrary& library) {
   // RTLD_GLOBAL: an Open MPI built with components (mca_*.so) that are not linked against libmpi
   // finds libmpi's symbols in the global scope only, as when a program links libmpi itself
   // (mpi4py loads libmpi globally for the same reason); Debian's Open MPI 4.1 passes the MPI
-  // tests either way. Our library exports only c10d::v0 names and its entry point
+  // tests either way. Our library exports only c10d::v1 names and its entry point
   // (cmake/exports.map), so nothing of ours becomes global that was not already.
   const int flags = RTLD_NOW | RTLD_GLOBAL;
   std::string path = ownFolder() + library.file;
@@ -87,4 +87,4 @@ std::shared_ptr<Backend> createFromLibrary(const BackendLibrary& library,
   return std::shared_ptr<Backend>(load(library)(context));
 }
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

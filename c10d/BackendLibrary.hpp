@@ -1,13 +1,13 @@
 #pragma once
 
-// The MPI and NCCL backends are libraries of their own (libc10d_mpi.so.0, libc10d_nccl.so.0), so
+// The MPI and NCCL backends are libraries of their own (libc10d_mpi.so.1, libc10d_nccl.so.1), so
 // that libc10d.so starts on a machine without libmpi or libnccl: the backend registry loads a
 // backend's library the first time a group selects it by name.
 
 #include <memory>
 #include <span>
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 class Backend;
 struct BackendContext;
@@ -17,7 +17,7 @@ namespace detail {
 // A backend library of this build.
 struct BackendLibrary {
   const char* backend;  // the name groups select it by ("mpi")
-  const char* file;     // its SONAME ("libc10d_mpi.so.0")
+  const char* file;     // its SONAME ("libc10d_mpi.so.1")
   const char* needs;    // what it loads in turn, for the error when it cannot be loaded
 };
 
@@ -30,7 +30,7 @@ std::shared_ptr<Backend> createFromLibrary(const BackendLibrary& library,
                                            const BackendContext& context);
 
 }  // namespace detail
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1
 
 // Every backend library defines this function (C linkage, so the loader finds it by this name):
 // it returns a new backend that the caller owns.

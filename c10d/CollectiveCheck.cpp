@@ -4,7 +4,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 DebugLevel debugLevel(const config::Settings& settings) {
   std::string text = settings.value("C10D_DEBUG");
@@ -90,4 +90,4 @@ std::string describeMismatch(const std::vector<Op>& byRank) {
 }
 
 }  // namespace detail
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

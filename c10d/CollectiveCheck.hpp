@@ -19,7 +19,7 @@
 #include "c10d/core/Config.hpp"
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 enum class DebugLevel { Off = 0, Info = 1, Detail = 2 };
 
@@ -41,4 +41,4 @@ Op decodeCall(const Tensor& words);
 std::string describeMismatch(const std::vector<Op>& byRank);
 
 }  // namespace detail
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

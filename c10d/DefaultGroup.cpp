@@ -4,7 +4,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 struct Default {
@@ -73,4 +73,4 @@ void setDefaultGroup(std::shared_ptr<ProcessGroup> group) {
   d.state = group ? Default::State::Set : Default::State::Never;
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

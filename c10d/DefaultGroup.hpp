@@ -18,7 +18,7 @@
 
 #include "c10d/ProcessGroup.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // Whether there is a default group: made, not destroyed, still held.
 bool isInitialized();
@@ -34,4 +34,4 @@ void destroyProcessGroup();
 // Makes group the default (initProcessGroup does this); null forgets the current one.
 void setDefaultGroup(std::shared_ptr<ProcessGroup> group);
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -7,7 +7,7 @@
 #include "c10d/Subgroups.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 // Row-major strides: the last dimension varies fastest.
@@ -144,4 +144,4 @@ DeviceMesh initDeviceMesh(ProcessGroup& parent, const std::vector<int>& shape,
   return mesh;
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

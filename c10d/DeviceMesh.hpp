@@ -20,7 +20,7 @@
 
 #include "c10d/ProcessGroup.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 class DeviceMesh {
  public:
@@ -65,4 +65,4 @@ class DeviceMesh {
 DeviceMesh initDeviceMesh(ProcessGroup& parent, const std::vector<int>& shape,
                           const std::vector<std::string>& names = {});
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

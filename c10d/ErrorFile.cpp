@@ -15,7 +15,7 @@
 #include "c10d/core/Json.hpp"
 #include "c10d/core/Logging.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 std::string jsonString(const std::string& text) {
@@ -34,7 +34,7 @@ std::string currentExceptionText() {
         abi::__cxa_demangle(info->name(), nullptr, nullptr, &status), std::free);
     type = status == 0 && name ? name.get() : info->name();
     // The ABI namespace is not what users write.
-    for (size_t at; (at = type.find("c10d::v0::")) != std::string::npos;) type.erase(at + 6, 4);
+    for (size_t at; (at = type.find("c10d::v1::")) != std::string::npos;) type.erase(at + 6, 4);
   }
   try {
     std::rethrow_exception(error);
@@ -88,4 +88,4 @@ void installErrorFileHandler() {
   std::call_once(once, [] { previousHandler = std::set_terminate(writeThenTerminate); });
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

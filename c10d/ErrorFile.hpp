@@ -2,7 +2,7 @@
 
 #include <string>
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // The error file of torchrun (and c10drun): a launcher names a file per rank in
 // TORCHELASTIC_ERROR_FILE, and when the rank fails it reads the file and shows the error in its
@@ -20,4 +20,4 @@ bool writeErrorFile(const std::string& message) noexcept;
 // is set, so a C++ program that lets an error escape main shows it in the launcher's summary.
 void installErrorFileHandler();
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -20,7 +20,7 @@
 #include "c10d/core/ThreadName.hpp"
 #include "c10d/core/Ticks.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 int64_t nowUs() {
@@ -344,4 +344,4 @@ std::vector<std::string> FlightRecorder::dumpAll(const std::string& reason) {
   return paths;
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -28,7 +28,7 @@
 
 #include "c10d/Op.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 class FlightRecorder {
  public:
@@ -98,4 +98,4 @@ class FlightRecorder {
   std::map<std::pair<bool, uint64_t>, std::string> errors_;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -9,7 +9,7 @@
 
 #include "c10d/core/Config.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // SIGUSR1 or SIGUSR2 as C10D_FLIGHT_RECORDER_SIGNAL names it; 0 when it is unset or empty.
 // Throws InvalidArgument for any other value.
@@ -19,4 +19,4 @@ inline int flightRecorderSignalFromEnvironment() {
   return name == "USR1" || name == "SIGUSR1" ? SIGUSR1 : SIGUSR2;
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

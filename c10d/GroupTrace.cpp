@@ -2,7 +2,7 @@
 
 #include "c10d/core/Logging.hpp"
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 GroupTrace::GroupTrace(std::string group, int rank, int size, DebugLevel debug,
                        size_t recorderCapacity)
@@ -63,4 +63,4 @@ void GroupTrace::record(const Op& op, const std::exception_ptr& error,
   }
 }
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

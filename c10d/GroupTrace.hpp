@@ -19,7 +19,7 @@
 #include "c10d/Op.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 class GroupTrace {
  public:
@@ -94,4 +94,4 @@ class GroupTrace {
 // The message of error, "" for none.
 std::string errorText(const std::exception_ptr& error);
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

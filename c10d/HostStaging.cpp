@@ -4,7 +4,7 @@
 
 #include "c10d/core/Cuda.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace {
 
@@ -20,6 +20,10 @@ class StagedWork : public Work {
     inner_->wait(timeout);
     Work::wait(timeout);
   }
+  // Completed by the copy back (Staging::finish).
+  using Work::finish;
+  using Work::finishWithError;
+  using Work::setSourceRank;
 
  private:
   std::shared_ptr<Work> inner_;
@@ -165,4 +169,4 @@ std::vector<std::shared_ptr<Work>> HostStagingBackend::startBatch(const std::vec
   return works;
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -14,7 +14,7 @@
 
 #include "c10d/Backend.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 class HostStagingBackend : public Backend {
  public:
@@ -39,4 +39,4 @@ class HostStagingBackend : public Backend {
   Copy copy_;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -15,7 +15,7 @@
 #include "store/PyTorchTCPStore.hpp"
 #include "store/TCPStore.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 std::optional<std::string> env(const char* name) {
@@ -190,4 +190,4 @@ std::shared_ptr<ProcessGroup> initProcessGroup(InitOptions options) {
   return group;
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -7,7 +7,7 @@
 #include "c10d/ProcessGroup.hpp"
 #include "store/Store.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 struct InitOptions {
   // Backend spec ("gloo", "cpu:gloo,cuda:nccl", a registered name). Empty: C10D_BACKEND, else
@@ -62,4 +62,4 @@ std::shared_ptr<Store> connectStore(const InitOptions& options, const WorldInfo&
 // variable (named), TimeoutError when the other ranks do not show up within the timeout.
 std::shared_ptr<ProcessGroup> initProcessGroup(InitOptions options = {});
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,9 +14,10 @@
 #include "c10d/core/Exception.hpp"
 #include "store/Store.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
-void ProcessGroup::monitoredBarrier(const BarrierOptions& options, bool waitAllRanks) {
+std::shared_ptr<Work> ProcessGroup::monitoredBarrier(const BarrierOptions& options,
+                                                     bool waitAllRanks) {
   return withErrorContext("monitored_barrier", -1, [&] {
     checkUsable("monitored_barrier");
     C10D_CHECK(options_.storeIsShared, InvalidArgument, "monitored_barrier in group '",
@@ -24,6 +26,13 @@ void ProcessGroup::monitoredBarrier(const BarrierOptions& options, bool waitAllR
                "MASTER_ADDR and MASTER_PORT set)");
     auto timeout = resolve(options.timeout, "monitored_barrier");
     auto deadline = std::chrono::steady_clock::now() + timeout;
+    // Blocking, as torch's: the Work says so once every rank arrived.
+    auto passed = [&] {
+      auto work = std::make_shared<BackendWork>(
+          detail::concat("monitored_barrier (group '", options_.groupName, "')"), timeout);
+      work->finish();
+      return std::shared_ptr<Work>(std::move(work));
+    };
     // Through the store rather than the backend: the point is to name ranks that never arrive,
     // which a backend collective cannot do once it is stuck.
     std::string base = "monitored_barrier/" + options_.groupName + "/";
@@ -37,7 +46,7 @@ void ProcessGroup::monitoredBarrier(const BarrierOptions& options, bool waitAllR
       std::string verdict = store_->getString(prefix + "released");
       C10D_CHECK(verdict == "ok", TimeoutError, "monitored_barrier in group '", options_.groupName,
                  "': ", verdict);
-      return;
+      return passed();
     }
     std::vector<int> missing;
     for (int r = 1; r < size_; ++r) {
@@ -53,7 +62,7 @@ void ProcessGroup::monitoredBarrier(const BarrierOptions& options, bool waitAllR
     }
     if (missing.empty()) {
       store_->setString(prefix + "released", "ok");
-      return;
+      return passed();
     }
     std::string message = detail::concat("rank(s) ", detail::rankList(missing),
                                          " did not arrive within ", timeout.count(), " ms");
@@ -64,4 +73,4 @@ void ProcessGroup::monitoredBarrier(const BarrierOptions& options, bool waitAllR
   });
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

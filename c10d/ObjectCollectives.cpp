@@ -6,7 +6,7 @@
 
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 Tensor int64s(size_t n) {
@@ -147,4 +147,4 @@ std::string recvBytes(ProcessGroup& group, int src, int tag) {
   return bytesOf(data, 0, n);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -26,7 +26,7 @@
 #include "c10d/ProcessGroup.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // Every rank's bytes, in rank order.
 std::vector<std::string> allGatherBytes(ProcessGroup& group, const std::string& mine);
@@ -122,4 +122,4 @@ void recvObjectList(ProcessGroup& group, std::vector<T>& objects, int src, int t
       detail::unpackObject<std::vector<T>>(recvBytes(group, src, tag), "recv_object_list", src);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

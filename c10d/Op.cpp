@@ -6,7 +6,7 @@
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 static_assert(std::size(kOpTraits) == kOpTypes);
 
 std::string_view name(OpType type) {
@@ -60,4 +60,4 @@ std::string describeNumbered(const Op& op, const std::string* group) {
                                op.seq, ")");
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -18,7 +18,7 @@
 #include "c10d/core/ScalarType.hpp"
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // Every op, once: X(Enumerator, "name", collective, rooted, reduces, parts, inPlace, shapes).
 //   collective  false for point-to-point ops (numbered apart: ranks make different ones)
@@ -166,4 +166,4 @@ inline void Op::setTensor(const Tensor& tensor) {
   for (int d = kMaxDims; d < n; ++d) dims[kMaxDims - 1] *= sizes[d];
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

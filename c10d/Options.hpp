@@ -8,7 +8,7 @@
 #include "c10d/core/ReduceOp.hpp"
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // Per-operation options. A timeout of kDefaultTimeout (c10d/Work.hpp) means the group's default
 // timeout (C10D_TIMEOUT or the one given at creation). Ranks are ranks within the group.
@@ -80,4 +80,4 @@ struct P2POp {
   int tag = 0;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -21,7 +21,7 @@
 #include "c10d/core/Logging.hpp"
 #include "store/PrefixStore.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 // Once per process: a C10D_* variable the library does not know is most likely a typo of one it
@@ -506,4 +506,4 @@ std::vector<std::shared_ptr<Work>> ProcessGroup::batchIsendIrecv(const std::vect
   });
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -16,7 +16,7 @@
 #include "c10d/Options.hpp"
 #include "c10d/Work.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 class Store;
 class FlightRecorder;
@@ -143,9 +143,13 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
                                      const std::vector<int64_t>& inputSplitSizes = {},
                                      const AllToAllOptions& options = {});
   std::shared_ptr<Work> barrier(const BarrierOptions& options = {});
-  // A barrier that names the ranks that did not arrive in time (rank 0 collects); with
-  // waitAllRanks it reports all of them, otherwise the first. Throws on failure.
-  void monitoredBarrier(const BarrierOptions& options = {}, bool waitAllRanks = false);
+  // A barrier through the job's store that names the ranks that did not arrive in time (rank 0
+  // collects); with waitAllRanks it reports all of them, otherwise the first. Blocking, as
+  // torch's monitored_barrier: it returns once every rank arrived, with a Work that is complete
+  // (its op() is a default barrier: it takes none of the group's numbers), and throws
+  // TimeoutError naming the missing ranks otherwise.
+  std::shared_ptr<Work> monitoredBarrier(const BarrierOptions& options = {},
+                                         bool waitAllRanks = false);
 
   // Point-to-point: a send meets the receive of the same pair and tag posted in the same order,
   // and the two must have the same size in bytes. On Gloo, sizes that differ fail both Works
@@ -291,4 +295,4 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::array<std::atomic<uint64_t>, kOpTypes> trafficBytes_{};
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -10,7 +10,7 @@
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace detail {
 
@@ -152,4 +152,4 @@ Backend& ProcessGroup::route(const Tensor& tensor, const char* op) const {
   return *routed;
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -13,7 +13,7 @@
 
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 // "[0, 2, 3]": ranks as messages list them.
 std::string rankList(const std::vector<int>& ranks);
@@ -40,4 +40,4 @@ void checkAlltoallSplits(const Tensor& output, const Tensor& input,
                          const std::vector<int64_t>& outputSplitSizes,
                          const std::vector<int64_t>& inputSplitSizes, int rank, int size);
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

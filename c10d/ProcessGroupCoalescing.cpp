@@ -6,7 +6,7 @@
 
 #include "c10d/ProcessGroupInstrumentation.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace detail {
 
 // A held op's Work: fails a wait before the block ended, then completes with the fused op.
@@ -109,7 +109,7 @@ std::shared_ptr<Work> ProcessGroup::endCoalescing() {
     detail::tlsCoalescingBlock = nullptr;
     detail::openCoalescingBlocks.fetch_sub(1, std::memory_order_relaxed);
     if (block->tensors.empty()) {
-      auto empty = std::make_shared<Work>("an empty coalescing block", options_.timeout);
+      auto empty = std::make_shared<BackendWork>("an empty coalescing block", options_.timeout);
       empty->finish();
       return empty;
     }
@@ -119,4 +119,4 @@ std::shared_ptr<Work> ProcessGroup::endCoalescing() {
   });
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

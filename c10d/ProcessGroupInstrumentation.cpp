@@ -13,7 +13,7 @@
 #include "c10d/core/Exception.hpp"
 #include "store/Store.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 std::shared_ptr<Work> ProcessGroup::issue(Backend& backend, Op& op, const OpTensors& tensors,
                                           uint64_t bytes) {
@@ -167,4 +167,4 @@ std::string ProcessGroup::dumpFlightRecorder(const std::string& reason) const {
   return trace_->recorder()->dump(reason);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -12,7 +12,7 @@
 #include "c10d/ProcessGroup.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace detail {
 struct CoalescingBlock;
@@ -35,4 +35,4 @@ auto ProcessGroup::withErrorContext(const char* op, int peer, Body&& body) -> de
   }
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

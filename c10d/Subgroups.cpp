@@ -22,7 +22,7 @@
 #include "c10d/core/Exception.hpp"
 #include "store/Store.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(const std::vector<int>& ranks,
                                                      std::optional<ProcessGroupOptions> options) {
@@ -205,4 +205,4 @@ Subgroups newSubgroups(ProcessGroup& parent, int groupSize,
   return newSubgroupsByEnumeration(parent, lists, std::move(options));
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

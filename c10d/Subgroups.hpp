@@ -10,7 +10,7 @@
 
 #include "c10d/ProcessGroup.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 struct Subgroups {
   // The subgroup this rank is in; null where it is in none (newSubgroupsByEnumeration).
@@ -32,4 +32,4 @@ Subgroups newSubgroupsByEnumeration(ProcessGroup& parent,
                                     const std::vector<std::vector<int>>& ranksPerSubgroup,
                                     std::optional<ProcessGroupOptions> options = {});
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

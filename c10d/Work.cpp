@@ -5,7 +5,7 @@
 #include "c10d/core/Futex.hpp"
 #include "c10d/core/Logging.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 bool Future::completed() const {
   return completed_.load(std::memory_order_acquire);
@@ -354,4 +354,4 @@ void Work::fillContext(const std::exception_ptr& error) const {
   }
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

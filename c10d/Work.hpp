@@ -9,13 +9,14 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "c10d/Op.hpp"
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // The timeout that means "the default": in an op's options, the group's timeout (C10D_TIMEOUT or
 // the one given at creation); in Work::wait, the op's own.
@@ -114,10 +115,6 @@ class WorkPool;
 // Threading: every method may be called from any thread; wait() may be called by several.
 class Work {
  public:
-  // A Work for an op of a backend a program writes (registerBackend): description names it in
-  // errors and logs; ProcessGroup adds the op (op()) once the backend returns the Work.
-  Work(std::string description, std::chrono::milliseconds timeout,
-       std::vector<Tensor> outputs = {});
   virtual ~Work();
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
@@ -160,22 +157,20 @@ class Work {
   // the Work of a program's backend.
   const Op& op() const { return op_; }
 
-  // Producer side, used by backends: completes the Work once (later calls are ignored). error
-  // must be this Work's alone (not shared with another Work: detail::copyError makes one),
-  // because the op's context (op, group, rank, sequence number, peer) is written into it.
+ protected:
+  // The producer side: a backend's Work completes itself (a backend a program writes makes a
+  // BackendWork, below). description names the op in errors and logs; ProcessGroup adds the op
+  // (op()) once the backend returns the Work.
+  Work(std::string description, std::chrono::milliseconds timeout,
+       std::vector<Tensor> outputs = {});
+  // Completes the Work once (later calls are ignored). error must be this Work's alone (not
+  // shared with another Work: detail::copyError makes one), because the op's context (op, group,
+  // rank, sequence number, peer) is written into it.
   void finish();
   void finishWithError(std::exception_ptr error);
+  // A receive's sender, before it completes.
   void setSourceRank(int rank) { sourceRank_ = rank; }
 
-  // ProcessGroup's side, for a Work a program's backend made: the op it runs and the group it
-  // reports to. The first call wins; the error the Work failed with before it (or fails with
-  // later) gets the op's context either way. Works of this library's backends know both from
-  // the start.
-  void bind(const Op& op, const std::shared_ptr<detail::GroupTrace>& trace) {
-    if (!(state_.load(std::memory_order_acquire) & kBound)) bindUnbound(op, trace);
-  }
-
- protected:
   // This library's backends: a Work for op (numbered by its group), reporting to trace.
   Work(const Op& op, std::shared_ptr<detail::GroupTrace> trace);
   // Called by wait() before it blocks: a backend may run a queued operation on the waiting
@@ -201,13 +196,21 @@ class Work {
  private:
   // state_'s bits. Done is what waiters wait for; a Work with a Future is Settled first (its
   // hooks run), Done after.
-  static constexpr uint32_t kClaimed = 1;      // a completion has begun
-  static constexpr uint32_t kSettled = 2;      // error_ is written; the op's record is made
-  static constexpr uint32_t kDone = 4;         // complete: waiters return
-  static constexpr uint32_t kSleeping = 8;     // a waiter may sleep on the futex
-  static constexpr uint32_t kFuture = 16;      // getFuture() made future_
-  static constexpr uint32_t kBound = 32;       // op_ and trace_ are set
+  static constexpr uint32_t kClaimed = 1;   // a completion has begun
+  static constexpr uint32_t kSettled = 2;   // error_ is written; the op's record is made
+  static constexpr uint32_t kDone = 4;      // complete: waiters return
+  static constexpr uint32_t kSleeping = 8;  // a waiter may sleep on the futex
+  static constexpr uint32_t kFuture = 16;   // getFuture() made future_
+  static constexpr uint32_t kBound = 32;    // op_ and trace_ are set
 
+  // ProcessGroup's side, for a Work a program's backend made: the op it runs and the group it
+  // reports to. The first call wins; the error the Work failed with before it (or fails with
+  // later) gets the op's context either way. Works of this library's backends know both from
+  // the start.
+  friend class ProcessGroup;
+  void bind(const Op& op, const std::shared_ptr<detail::GroupTrace>& trace) {
+    if (!(state_.load(std::memory_order_acquire) & kBound)) bindUnbound(op, trace);
+  }
   void bindUnbound(const Op& op, const std::shared_ptr<detail::GroupTrace>& trace);
   // complete()'s rest once error_ is written: the record, then done (state: as last read).
   void settle(uint32_t state);
@@ -236,4 +239,17 @@ class Work {
   alignas(std::max_align_t) unsigned char handle_[64];
 };
 
-}  // namespace c10d::inline v0
+// The Work of a backend a program writes (registerBackend): made when the op starts, completed
+// by the backend with finish() or finishWithError() (from any thread, once), and returned to
+// ProcessGroup, which binds it to the op. Its callers see a Work.
+class BackendWork final : public Work {
+ public:
+  BackendWork(std::string description, std::chrono::milliseconds timeout,
+              std::vector<Tensor> outputs = {})
+      : Work(std::move(description), timeout, std::move(outputs)) {}
+  using Work::finish;
+  using Work::finishWithError;
+  using Work::setSourceRank;
+};
+
+}  // namespace c10d::inline v1

@@ -26,7 +26,7 @@
 #include "c10d/Work.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 template <typename T>
 class WorkPool {
@@ -143,4 +143,4 @@ class WorkPool {
   std::atomic<uint64_t> head_{0};
 };
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

@@ -5,6 +5,7 @@ set(C10D_PUBLIC_HEADERS
   c10d/core/Config.hpp c10d/core/Cores.hpp c10d/core/Cuda.hpp c10d/core/Device.hpp
   c10d/core/Exception.hpp c10d/core/Half.hpp c10d/core/HostBlockCache.hpp c10d/core/Json.hpp
   c10d/core/Kernels.hpp c10d/core/Logging.hpp c10d/core/ReduceOp.hpp c10d/core/ScalarType.hpp
+  c10d/core/Settings.hpp
   c10d/core/Signals.hpp c10d/core/Tensor.hpp c10d/core/ThreadName.hpp
   c10d/net/Auth.hpp c10d/net/Spin.hpp
   # stores

@@ -156,8 +156,8 @@ function(c10d_backend_library name)
   add_library(c10d::${name} ALIAS c10d_${name})
   c10d_shared_library_abi(c10d_${name})
   set_target_properties(c10d_${name} PROPERTIES
-    VERSION ${PROJECT_VERSION}
-    SOVERSION ${PROJECT_VERSION_MAJOR}
+    VERSION ${C10D_CXX_ABI_VERSION}.0.0
+    SOVERSION ${C10D_CXX_ABI_VERSION}
     EXPORT_NAME ${name}
     INSTALL_RPATH "$ORIGIN")
   target_compile_options(c10d_${name} PRIVATE -Wall -Wextra)

@@ -18,7 +18,7 @@
 #include "rpc/WorkerPool.hpp"
 #include "rpc/transport/Transport.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 // Names of the agent's own messages; user functions may not start with it.
 inline constexpr const char* kAgentPrefix = "c10d.";
@@ -145,4 +145,4 @@ auto RpcAgent::Impl::runRegistered(const std::string& name, Body&& body) -> decl
   }
 }
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

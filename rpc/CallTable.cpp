@@ -9,7 +9,7 @@
 #include "c10d/core/ThreadName.hpp"
 #include "rpc/WorkerPool.hpp"
 
-namespace c10d::inline v0::rpc::detail {
+namespace c10d::inline v1::rpc::detail {
 
 CallTable::~CallTable() {
   stopDeadlines();
@@ -90,4 +90,4 @@ size_t CallTable::waitForAll(std::chrono::steady_clock::time_point deadline) {
   return pending_.size();
 }
 
-}  // namespace c10d::inline v0::rpc::detail
+}  // namespace c10d::inline v1::rpc::detail

@@ -29,7 +29,7 @@
 
 #include "rpc/Serialization.hpp"
 
-namespace c10d::inline v0::rpc::detail {
+namespace c10d::inline v1::rpc::detail {
 
 class WorkerPool;
 
@@ -88,4 +88,4 @@ class CallTable {
   bool deadlinesStopping_ = false;
 };
 
-}  // namespace c10d::inline v0::rpc::detail
+}  // namespace c10d::inline v1::rpc::detail

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 // How long a thread that expects work soon polls before it sleeps (see Future::wait).
 inline constexpr std::chrono::microseconds kSpinBeforeBlocking{50};
@@ -207,4 +207,4 @@ inline Future<void> whenAll(std::vector<Future<void>> futures) {
   return all;
 }
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

@@ -18,7 +18,7 @@
 #include "c10d/core/Tensor.hpp"
 #include "rpc/RpcAgent.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 class GradientContexts {
  public:
@@ -65,4 +65,4 @@ class GradientContexts {
   std::map<int64_t, Context> contexts_;
 };
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

@@ -30,7 +30,7 @@
 
 #include "rpc/RpcAgent.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 namespace detail {
 
@@ -255,7 +255,7 @@ std::string RRef<T>::describe() const {
   return "RRef(owner " + std::to_string(core_->ownerId()) + ", id " + core_->id().str() + ")";
 }
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc
 
 // RRefs inside msgpack values: an extension holding the fork made for the destination.
 namespace msgpack {

@@ -23,7 +23,7 @@
 #include "rpc/AgentImpl.hpp"
 #include "rpc/RRef.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 namespace detail {
 namespace {
@@ -337,4 +337,4 @@ RRefStats RpcAgent::rrefStats() const {
   return impl_->rrefs.stats();
 }
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

@@ -1,6 +1,6 @@
 #include "rpc/RRefTable.hpp"
 
-namespace c10d::inline v0::rpc::detail {
+namespace c10d::inline v1::rpc::detail {
 
 std::shared_ptr<RRefCore> RRefTable::owned(const GlobalId& id) const {
   std::lock_guard<std::mutex> guard(mutex_);
@@ -118,4 +118,4 @@ RRefStats RRefTable::stats() const {
   return stats;
 }
 
-}  // namespace c10d::inline v0::rpc::detail
+}  // namespace c10d::inline v1::rpc::detail

@@ -22,7 +22,7 @@
 #include "rpc/RRef.hpp"
 #include "rpc/RpcAgent.hpp"
 
-namespace c10d::inline v0::rpc::detail {
+namespace c10d::inline v1::rpc::detail {
 
 class RRefTable {
  public:
@@ -86,4 +86,4 @@ class RRefTable {
   std::map<GlobalId, std::shared_ptr<RRefCore>> pendingChildren_;
 };
 
-}  // namespace c10d::inline v0::rpc::detail
+}  // namespace c10d::inline v1::rpc::detail

@@ -16,7 +16,7 @@
 #include "store/PrefixStore.hpp"
 #include "store/TCPStore.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 namespace {
 
@@ -525,4 +525,4 @@ void RpcAgent::Impl::close() {
   detail::RRefTable::Contents released = rrefs.clear();
 }
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

@@ -43,7 +43,7 @@
 #include "rpc/Serialization.hpp"
 #include "store/Store.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 struct WorkerInfo {
   std::string name;
@@ -398,6 +398,6 @@ struct AgentInternals {
 
 }  // namespace detail
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc
 
 #include "rpc/RRef.hpp"

@@ -23,7 +23,7 @@
 #include "c10d/core/Tensor.hpp"
 #include "rpc/transport/Msgpack.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 // msgpack extension type of a tensor reference.
 inline constexpr int8_t kTensorExtType = 1;
@@ -110,7 +110,7 @@ Tuple unpackArguments(const std::string& bytes, std::vector<Tensor>& tensors,
       what);
 }
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc
 
 // Tensors inside msgpack values: an extension holding the tensor's index (uint32, big-endian).
 namespace msgpack {

@@ -10,7 +10,7 @@
 #include "c10d/core/Logging.hpp"
 #include "c10d/core/ThreadName.hpp"
 
-namespace c10d::inline v0::rpc::detail {
+namespace c10d::inline v1::rpc::detail {
 
 namespace {
 
@@ -99,4 +99,4 @@ void WorkerPool::stop() {
   }
 }
 
-}  // namespace c10d::inline v0::rpc::detail
+}  // namespace c10d::inline v1::rpc::detail

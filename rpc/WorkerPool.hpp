@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-namespace c10d::inline v0::rpc::detail {
+namespace c10d::inline v1::rpc::detail {
 
 class WorkerPool {
  public:
@@ -58,4 +58,4 @@ class WorkerPool {
   std::atomic<size_t> queuedTasks_{0};  // tasks_.size(), readable without the mutex
 };
 
-}  // namespace c10d::inline v0::rpc::detail
+}  // namespace c10d::inline v1::rpc::detail

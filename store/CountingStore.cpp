@@ -2,7 +2,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 const char* CountingStore::name(Request request) {
   static constexpr const char* kNames[kRequestKinds] = {
@@ -132,4 +132,4 @@ int64_t CountingStore::queueLen(const std::string& key) {
   return store_->queueLen(key);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -7,7 +7,7 @@
 
 #include "store/Store.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // Passes every call to another store and counts them by kind, with the keys they name: how
 // many round trips a rendezvous, a group's creation or a reform costs (c10d-scale-bench reads
@@ -85,4 +85,4 @@ class CountingStore : public Store {
   std::array<std::atomic<int64_t>, kRequestKinds> keys_{};
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -16,7 +16,7 @@
 #include "c10d/core/Logging.hpp"
 #include "store/KeyValueState.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using Changes = detail::KeyValueState::Changes;
@@ -453,4 +453,4 @@ int64_t FileStore::queueLen(const std::string& key) {
   return state_->queueLen(key);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -9,7 +9,7 @@
 
 #include "store/Store.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace detail {
 class KeyValueState;
@@ -108,4 +108,4 @@ class FileStore : public Store {
   uint64_t offset_ = 0;  // bytes of the log replayed into state_
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

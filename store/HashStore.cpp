@@ -3,7 +3,7 @@
 #include "c10d/core/Exception.hpp"
 #include "store/KeyValueState.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // Every operation's meaning is state_'s; this file adds the mutex and the waiting. Waiters wait
 // for keys to exist, so they are woken when an operation created a key, and only then.
@@ -152,4 +152,4 @@ void HashStore::waitLocked(std::unique_lock<std::mutex>& lock, const std::vector
                      ErrorContext{.op = detail::concat("store ", op), .key = missing.front()});
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -6,7 +6,7 @@
 
 #include "store/Store.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace detail {
 class KeyValueState;
@@ -52,4 +52,4 @@ class HashStore : public Store {
   std::unique_ptr<detail::KeyValueState> state_;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

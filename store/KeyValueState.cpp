@@ -4,7 +4,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 void KeyValueState::checkSet(const std::string& key, const Bytes& value) {
   checkKey("set", key);
@@ -190,4 +190,4 @@ void KeyValueState::applyPending(std::vector<std::string>* created) {
   pending_.clear();
 }
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

@@ -11,7 +11,7 @@
 
 #include "store/Store.hpp"
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 // What a key-value store holds and what each of its operations means, written once: HashStore,
 // FileStore and the TCPStore server keep their keys in one of these, so that set, add,
@@ -123,4 +123,4 @@ class KeyValueState {
   Changes pending_;  // the plan of the operation in progress; kept for its allocation
 };
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

@@ -2,7 +2,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> store)
     : Store(store ? store->timeout() : kDefaultTimeout),
@@ -99,4 +99,4 @@ int64_t PrefixStore::queueLen(const std::string& key) {
   return store_->queueLen(join(key));
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -4,7 +4,7 @@
 
 #include "store/Store.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // Namespaces another store: every key k becomes "<prefix>/k" underneath, so groups and
 // subsystems can share one store without colliding. numKeys() counts the whole store
@@ -47,4 +47,4 @@ class PrefixStore : public Store {
   std::shared_ptr<Store> store_;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

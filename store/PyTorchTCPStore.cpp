@@ -8,7 +8,7 @@
 #include "store/tcp/ClientSocket.hpp"
 #include "store/tcp/PyTorchWire.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using Clock = detail::ClientSocket::Clock;
@@ -473,4 +473,4 @@ int64_t PyTorchTCPStore::queueLen(const std::string& key) {
   });
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -9,7 +9,7 @@
 
 #include "store/Store.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace detail {
 class ClientSocket;
@@ -99,4 +99,4 @@ class PyTorchTCPStore : public Store {
 PyTorchTCPStore::Protocol probePyTorchStoreProtocol(const std::string& host, uint16_t port,
                                                     std::chrono::milliseconds timeout);
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

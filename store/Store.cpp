@@ -4,7 +4,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 Store::Store(std::chrono::milliseconds timeout) : timeout_(kDefaultTimeout) {
   setTimeout(timeout);
@@ -111,4 +111,4 @@ std::string describeKeys(const std::vector<std::string>& keys) {
   return text;
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // A key-value store shared by all ranks of a job; it is how they find each other.
 //
@@ -132,4 +132,4 @@ int64_t addToCounter(const std::string& key, int64_t current, int64_t delta);
 // "a, b, c" with at most a handful of keys, for error messages about missing keys.
 std::string describeKeys(const std::vector<std::string>& keys);
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -6,7 +6,7 @@
 #include "store/tcp/StoreConnection.hpp"
 #include "store/tcp/StoreProtocol.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using protocol::FrameReader;
@@ -336,4 +336,4 @@ std::optional<std::string> tcpStoreHost(const Store& store) {
   return std::nullopt;
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -9,7 +9,7 @@
 
 #include "store/Store.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 class TCPStoreServer;
 namespace detail {
@@ -134,4 +134,4 @@ class TCPStoreServer {
 // PrefixStore, CountingStore); nullopt for the stores of one host (FileStore, HashStore).
 std::optional<std::string> tcpStoreHost(const Store& store);
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -6,7 +6,7 @@
 #include "c10d/core/Half.hpp"
 #include "c10d/core/ScalarType.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // Calls fn.template operator()<T>() with T the C++ type that holds dtype's elements (Half and
 // BFloat16 for the 16-bit floats), and returns its result.
@@ -22,4 +22,4 @@ decltype(auto) dispatchByDtype(ScalarType dtype, Fn&& fn) {
   C10D_THROW(InvalidArgument, "invalid dtype value ", static_cast<int>(dtype));
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -8,7 +8,7 @@
 
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // memcpy that accepts the null pointers of empty tensors (memcpy's contract forbids them even for
 // zero bytes).
@@ -38,4 +38,4 @@ inline void unpackTensors(const Tensor& flat, const std::vector<Tensor>& parts) 
   }
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

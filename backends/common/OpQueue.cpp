@@ -12,7 +12,7 @@
 #include "c10d/core/Signals.hpp"
 #include "c10d/core/ThreadName.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace {
 
@@ -336,4 +336,4 @@ void OpQueue::close() {
   }
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -26,7 +26,7 @@
 #include "c10d/Backend.hpp"
 #include "c10d/Work.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 class OpQueue;
 
@@ -91,4 +91,4 @@ class OpQueue {
   std::atomic<bool> removed_{false};  // from the process's workers (OpWorkers.hpp)
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -14,7 +14,7 @@
 #include "c10d/core/Signals.hpp"
 #include "c10d/core/ThreadName.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace {
 // The client a worker serves now (remove() from inside its op must not wait for itself).
@@ -166,4 +166,4 @@ void OpWorkers::wake() {
   if (state_->sleepers.load(std::memory_order_seq_cst) > 0) detail::futexWake(state_->bell);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -20,7 +20,7 @@
 #include <chrono>
 #include <memory>
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 class OpWorkers {
  public:
@@ -69,4 +69,4 @@ class OpWorkers {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -2,7 +2,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 QueuedBackend::QueuedBackend(std::string name, const BackendContext& context)
     : Backend(std::move(name), context.rank, context.size),
@@ -47,4 +47,4 @@ std::vector<std::shared_ptr<Work>> QueuedBackend::startBatch(const std::vector<O
   return works;
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -14,7 +14,7 @@
 #include "backends/common/OpQueue.hpp"
 #include "c10d/Backend.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 class QueuedBackend : public Backend {
  public:
@@ -57,4 +57,4 @@ class QueuedBackend : public Backend {
   std::atomic<bool> shutDown_{false};
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -3,7 +3,7 @@
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Kernels.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 ReduceFunction reduceFunction(const ReduceOp& op, ScalarType dtype) {
   checkReduceOp(op, dtype, "reduce");
@@ -22,4 +22,4 @@ void finishReduce(const ReduceOp& op, ScalarType dtype, void* data, size_t n, in
   kernels::best().divide(dtype, data, n, groupSize);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

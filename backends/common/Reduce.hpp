@@ -7,7 +7,7 @@
 #include "c10d/core/ReduceOp.hpp"
 #include "c10d/core/ScalarType.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // out[i] = a[i] op b[i] for n elements; out may alias a or b. The signature is Gloo's reduce
 // function's, and MPI user ops wrap it too. The kernels are c10d/core/Kernels.hpp's, vectorized
@@ -25,4 +25,4 @@ ReduceFunction reduceFunction(const ReduceOp& op, ScalarType dtype);
 void prepareReduce(const ReduceOp& op, ScalarType dtype, void* data, size_t n);
 void finishReduce(const ReduceOp& op, ScalarType dtype, void* data, size_t n, int groupSize);
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

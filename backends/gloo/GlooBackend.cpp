@@ -26,7 +26,7 @@
 #include "c10d/net/SharedMemory.hpp"
 #include "store/PrefixStore.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using GlooWorkPool = detail::WorkPool<GlooWork>;
@@ -856,4 +856,4 @@ std::shared_ptr<Work> GlooBackend::startP2P(const Op& op, const Tensor& tensor) 
   return work;
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

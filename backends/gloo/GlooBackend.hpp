@@ -7,7 +7,7 @@
 
 #include "backends/common/QueuedBackend.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 class GlooWork;  // private to backends/gloo
 namespace detail {
@@ -51,4 +51,4 @@ class GlooBackend : public QueuedBackend {
   std::shared_ptr<detail::WorkPool<GlooWork>> pool_;  // the collectives' Works, for reuse
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

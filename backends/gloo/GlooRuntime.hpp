@@ -31,7 +31,7 @@
 #include "c10d/core/Signals.hpp"
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 class P2PWork;
 class P2PEngine;
@@ -312,4 +312,4 @@ inline uint8_t* bytesOf(const Tensor& tensor) {
   return static_cast<uint8_t*>(tensor.data());
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

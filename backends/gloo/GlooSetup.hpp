@@ -18,7 +18,7 @@
 #include "c10d/net/LocalAddress.hpp"
 #include "store/TCPStore.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // Gloo's rendezvous talks to our store through this. Gloo calls get() on keys that may not exist
 // yet, so get() must wait, within the group's timeout.
@@ -170,4 +170,4 @@ void withWordOfSize(size_t elementSize, Fn&& fn) {
   C10D_THROW(InvalidArgument, "gloo backend: unsupported element size ", elementSize);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -17,7 +17,7 @@
 #include "c10d/core/Exception.hpp"
 #include "store/HashStore.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 MpiBackend::MpiBackend(const BackendContext& context)
     : QueuedBackend("mpi", context), pool_(std::make_shared<detail::WorkPool<MpiWork>>()) {
@@ -371,6 +371,6 @@ std::shared_ptr<ProcessGroup> newMpiProcessGroup(MPI_Comm comm, ProcessGroupOpti
       std::map<std::string, std::shared_ptr<void>>{{"mpi", owned}});
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1
 
 C10D_DEFINE_BACKEND_LIBRARY(c10d::MpiBackend)

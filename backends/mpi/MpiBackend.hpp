@@ -15,7 +15,7 @@
 
 #include "c10d/ProcessGroup.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // A process group over comm, for a program that initialised MPI itself (with
 // MPI_THREAD_MULTIPLE). Rank and size are comm's; the backend works on a duplicate of comm, so
@@ -25,4 +25,4 @@ namespace c10d::inline v0 {
 // MPI_THREAD_MULTIPLE.
 std::shared_ptr<ProcessGroup> newMpiProcessGroup(MPI_Comm comm, ProcessGroupOptions options = {});
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

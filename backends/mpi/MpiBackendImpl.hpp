@@ -14,7 +14,7 @@
 #include "backends/mpi/MpiBackend.hpp"
 #include "c10d/ProcessGroup.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace mpi {
 struct Communicator;
@@ -65,4 +65,4 @@ class MpiBackend : public QueuedBackend {
   std::shared_ptr<detail::WorkPool<MpiWork>> pool_;  // the collectives' Works, for reuse
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -11,7 +11,7 @@
 #include "c10d/core/ThreadName.hpp"
 #include "c10d/core/Ticks.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // ---- MpiP2PWork ----
 
@@ -242,4 +242,4 @@ void MpiBackend::Progress::run() {
   }
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

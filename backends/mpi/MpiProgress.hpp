@@ -15,7 +15,7 @@
 #include "backends/mpi/MpiTypes.hpp"
 #include "c10d/AtomicOp.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // A send or receive posted with MPI_Isend/MPI_Irecv. Whoever tests its request under mutex_
 // first and sees it complete finishes the Work: the caller in wait(), or the progress thread.
@@ -101,4 +101,4 @@ struct MpiBackend::Progress {
   std::thread thread_;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -9,7 +9,7 @@
 #include "backends/common/Reduce.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::mpi {
+namespace c10d::inline v1::mpi {
 
 namespace {
 
@@ -156,4 +156,4 @@ Communicator::~Communicator() {
   if (!finalized && comm != MPI_COMM_NULL && comm != MPI_COMM_WORLD) MPI_Comm_free(&comm);
 }
 
-}  // namespace c10d::inline v0::mpi
+}  // namespace c10d::inline v1::mpi

@@ -18,7 +18,7 @@
 #include "c10d/core/ReduceOp.hpp"
 #include "c10d/core/ScalarType.hpp"
 
-namespace c10d::inline v0::mpi {
+namespace c10d::inline v1::mpi {
 
 // Initialises MPI with MPI_THREAD_MULTIPLE (finalised at exit) unless the program did; throws
 // BackendError when MPI was initialised with a lower thread level, or is already finalised.
@@ -59,6 +59,6 @@ struct Communicator {
   Communicator& operator=(const Communicator&) = delete;
 };
 
-}  // namespace c10d::inline v0::mpi
+}  // namespace c10d::inline v1::mpi
 
 #define C10D_MPI_CHECK(call, what) ::c10d::mpi::check((call), #call, what)

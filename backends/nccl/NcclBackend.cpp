@@ -24,7 +24,7 @@
 #include "c10d/core/CudaRuntime.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 struct NcclBackend::Impl {
   explicit Impl(const BackendContext& context)
@@ -43,8 +43,8 @@ struct NcclBackend::Impl {
 
   // Enqueues launch(comm, stream) for op after the caller's current stream and returns its Work.
   template <typename Launch>
-  std::shared_ptr<Work> run(const Op& op, int onDevice, std::vector<Tensor> outputs,
-                            std::vector<Tensor> inputs, Launch&& launch) {
+  std::shared_ptr<NcclWork> run(const Op& op, int onDevice, std::vector<Tensor> outputs,
+                                std::vector<Tensor> inputs, Launch&& launch) {
     std::lock_guard<std::mutex> guard(mutex);
     C10D_CHECK(!watchdog.stopping(), StateError, c10d::name(op.type), ": ", communicator.where(),
                " was shut down");
@@ -246,28 +246,28 @@ std::shared_ptr<Work> gather(Impl& impl, const Op& op, const OpTensors& t) {
   const Tensor& input = *t.input;
   const std::vector<Tensor>& outputs = *t.outputs;
   const int self = impl.communicator.rank();
-  return impl.run(
-      op, deviceOf(input, op), outputs, {input},
-      [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        nccl::GroupGuard group(comm, what);
-        if (self == op.root) {
-          for (size_t r = 0; r < outputs.size(); ++r) {
-            if (static_cast<int>(r) == self) {
-              C10D_CUDA(cudaMemcpyAsync(outputs[r].data(), input.data(), input.nbytes(),
-                                        cudaMemcpyDeviceToDevice, stream),
-                        what);
-            } else {
-              C10D_NCCL(ncclRecv(outputs[r].data(), outputs[r].nbytes(), ncclUint8,
-                                 static_cast<int>(r), comm, stream),
-                        comm, what);
-            }
-          }
-        } else {
-          C10D_NCCL(ncclSend(input.data(), input.nbytes(), ncclUint8, op.root, comm, stream), comm,
-                    what);
-        }
-        group.end();
-      });
+  return impl.run(op, deviceOf(input, op), outputs, {input},
+                  [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
+                    nccl::GroupGuard group(comm, what);
+                    if (self == op.root) {
+                      for (size_t r = 0; r < outputs.size(); ++r) {
+                        if (static_cast<int>(r) == self) {
+                          C10D_CUDA(cudaMemcpyAsync(outputs[r].data(), input.data(), input.nbytes(),
+                                                    cudaMemcpyDeviceToDevice, stream),
+                                    what);
+                        } else {
+                          C10D_NCCL(ncclRecv(outputs[r].data(), outputs[r].nbytes(), ncclUint8,
+                                             static_cast<int>(r), comm, stream),
+                                    comm, what);
+                        }
+                      }
+                    } else {
+                      C10D_NCCL(
+                          ncclSend(input.data(), input.nbytes(), ncclUint8, op.root, comm, stream),
+                          comm, what);
+                    }
+                    group.end();
+                  });
 }
 
 std::shared_ptr<Work> scatter(Impl& impl, const Op& op, const OpTensors& t) {
@@ -346,20 +346,19 @@ std::shared_ptr<Work> alltoall(Impl& impl, const Op& op, const OpTensors& t) {
   const std::vector<Tensor>& inputs = *t.inputs;
   const std::vector<Tensor>& outputs = *t.outputs;
   deviceOf(outputs, op);
-  return impl.run(
-      op, deviceOf(inputs, op), outputs, inputs,
-      [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        nccl::GroupGuard group(comm, what);
-        for (size_t r = 0; r < inputs.size(); ++r) {
-          C10D_NCCL(ncclSend(inputs[r].data(), inputs[r].nbytes(), ncclUint8, static_cast<int>(r),
-                             comm, stream),
-                    comm, what);
-          C10D_NCCL(ncclRecv(outputs[r].data(), outputs[r].nbytes(), ncclUint8, static_cast<int>(r),
-                             comm, stream),
-                    comm, what);
-        }
-        group.end();
-      });
+  return impl.run(op, deviceOf(inputs, op), outputs, inputs,
+                  [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
+                    nccl::GroupGuard group(comm, what);
+                    for (size_t r = 0; r < inputs.size(); ++r) {
+                      C10D_NCCL(ncclSend(inputs[r].data(), inputs[r].nbytes(), ncclUint8,
+                                         static_cast<int>(r), comm, stream),
+                                comm, what);
+                      C10D_NCCL(ncclRecv(outputs[r].data(), outputs[r].nbytes(), ncclUint8,
+                                         static_cast<int>(r), comm, stream),
+                                comm, what);
+                    }
+                    group.end();
+                  });
 }
 
 std::shared_ptr<Work> alltoallBase(Impl& impl, const Op& op, const OpTensors& t) {
@@ -468,26 +467,25 @@ std::vector<std::shared_ptr<Work>> NcclBackend::startBatch(const std::vector<Op>
   std::vector<Tensor> tensors;
   for (const P2POp& op : p2p) tensors.push_back(op.tensor);
   Op first = ops.at(0);
-  auto work = impl_->run(
-      first, deviceOf(tensors, first), tensors, {},
-      [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        nccl::GroupGuard group(comm, what);
-        for (const P2POp& op : p2p) {
-          if (op.kind == P2POp::Send) {
-            C10D_NCCL(
-                ncclSend(op.tensor.data(), op.tensor.nbytes(), ncclUint8, op.peer, comm, stream),
-                comm, what);
-          } else {
-            C10D_NCCL(
-                ncclRecv(op.tensor.data(), op.tensor.nbytes(), ncclUint8, op.peer, comm, stream),
-                comm, what);
-          }
-        }
-        group.end();
-      });
+  auto work = impl_->run(first, deviceOf(tensors, first), tensors, {},
+                         [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
+                           nccl::GroupGuard group(comm, what);
+                           for (const P2POp& op : p2p) {
+                             if (op.kind == P2POp::Send) {
+                               C10D_NCCL(ncclSend(op.tensor.data(), op.tensor.nbytes(), ncclUint8,
+                                                  op.peer, comm, stream),
+                                         comm, what);
+                             } else {
+                               C10D_NCCL(ncclRecv(op.tensor.data(), op.tensor.nbytes(), ncclUint8,
+                                                  op.peer, comm, stream),
+                                         comm, what);
+                             }
+                           }
+                           group.end();
+                         });
   return std::vector<std::shared_ptr<Work>>(ops.size(), work);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1
 
 C10D_DEFINE_BACKEND_LIBRARY(c10d::NcclBackend)

@@ -10,7 +10,7 @@
 #include "c10d/Backend.hpp"
 #include "c10d/core/Cuda.hpp"  // currentCudaStream(): each op's stream waits on it
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // One NCCL communicator per group, created at the group's first op on the device of its tensors
 // from a unique id that rank 0 publishes in the group's store (so a group that never touches a
@@ -45,4 +45,4 @@ class NcclBackend : public Backend {
   std::shared_ptr<Impl> impl_;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

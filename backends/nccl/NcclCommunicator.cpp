@@ -12,7 +12,7 @@
 #include "c10d/core/Logging.hpp"
 #include "store/Store.hpp"
 
-namespace c10d::inline v0::nccl {
+namespace c10d::inline v1::nccl {
 
 Communicator::Communicator(const BackendContext& context)
     : store_(context.store),
@@ -189,4 +189,4 @@ void Communicator::destroy() {
   stream_ = nullptr;
 }
 
-}  // namespace c10d::inline v0::nccl
+}  // namespace c10d::inline v1::nccl

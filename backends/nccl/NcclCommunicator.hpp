@@ -23,7 +23,7 @@
 
 #include "c10d/Backend.hpp"
 
-namespace c10d::inline v0::nccl {
+namespace c10d::inline v1::nccl {
 
 // What splitForSubgroup hands a member's new backend: its split communicator.
 struct Split {
@@ -105,4 +105,4 @@ void awaitEveryRank(Store& store, const std::string& prefix, int rank, int size,
                     std::chrono::steady_clock::time_point deadline,
                     const std::atomic<bool>& cancelled, const std::function<std::string()>& what);
 
-}  // namespace c10d::inline v0::nccl
+}  // namespace c10d::inline v1::nccl

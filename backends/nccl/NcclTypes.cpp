@@ -7,7 +7,7 @@
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Half.hpp"
 
-namespace c10d::inline v0::nccl {
+namespace c10d::inline v1::nccl {
 
 void check(ncclResult_t status, const char* call, ncclComm_t comm,
            const std::function<std::string()>& what) {
@@ -109,4 +109,4 @@ Reduction reduction(const ReduceOp& op, ScalarType dtype, ncclComm_t comm, const
   }
 }
 
-}  // namespace c10d::inline v0::nccl
+}  // namespace c10d::inline v1::nccl

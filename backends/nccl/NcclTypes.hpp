@@ -12,7 +12,7 @@
 #include "c10d/core/ReduceOp.hpp"
 #include "c10d/core/ScalarType.hpp"
 
-namespace c10d::inline v0::nccl {
+namespace c10d::inline v1::nccl {
 
 // Throws BackendError "<what()>: <call> failed: <NCCL's message> (<comm's last error>)" unless
 // status is ncclSuccess. comm may be null (no communicator yet): the message then has no detail.
@@ -57,6 +57,6 @@ struct Reduction {
 // c10d op, for errors.
 Reduction reduction(const ReduceOp& op, ScalarType dtype, ncclComm_t comm, const char* name);
 
-}  // namespace c10d::inline v0::nccl
+}  // namespace c10d::inline v1::nccl
 
 #define C10D_NCCL(call, comm, what) ::c10d::nccl::check((call), #call, comm, what)

@@ -8,7 +8,7 @@
 #include "c10d/core/Signals.hpp"
 #include "c10d/core/ThreadName.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // ---- NcclWork ----
 
@@ -171,4 +171,4 @@ void Watchdog::watch() {
 
 }  // namespace nccl
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

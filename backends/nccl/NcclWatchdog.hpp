@@ -26,7 +26,7 @@
 #include "c10d/Work.hpp"
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 class NcclWork : public Work {
  public:
@@ -42,6 +42,8 @@ class NcclWork : public Work {
   // caller completes the Work with complete(), outside the backend's lock.
   bool ready(std::exception_ptr& error);
   void complete(const std::exception_ptr& error);
+  // A receive's sender, known when the op starts (NCCL receives from one peer).
+  using Work::setSourceRank;
 
   std::chrono::steady_clock::time_point deadline() const { return deadline_; }
 
@@ -104,4 +106,4 @@ class Watchdog {
 
 }  // namespace nccl
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -10,7 +10,7 @@
 #include "c10d/core/Logging.hpp"
 #include "c10d/core/ThreadName.hpp"
 
-namespace c10d::inline v0::checkpoint {
+namespace c10d::inline v1::checkpoint {
 
 struct AsyncSaver::Impl {
   ProcessGroup* caller = nullptr;       // the group it was made over: save()'s agreement runs here
@@ -127,4 +127,4 @@ size_t AsyncSaver::stagingBytes() const {
   return impl_->stagingBytes;
 }
 
-}  // namespace c10d::inline v0::checkpoint
+}  // namespace c10d::inline v1::checkpoint

@@ -45,7 +45,7 @@
 #include "c10d/Work.hpp"
 #include "c10d/checkpoint/State.hpp"
 
-namespace c10d::inline v0::checkpoint {
+namespace c10d::inline v1::checkpoint {
 
 struct SaveOptions {
   // Replace a complete checkpoint already at DIR (the old one stays loadable until the new one
@@ -146,4 +146,4 @@ std::optional<std::string> latest(const std::string& root);
 // removed.
 std::vector<std::string> keepLast(const std::string& root, size_t keep);
 
-}  // namespace c10d::inline v0::checkpoint
+}  // namespace c10d::inline v1::checkpoint

@@ -5,7 +5,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::checkpoint::detail {
+namespace c10d::inline v1::checkpoint::detail {
 
 namespace {
 
@@ -144,4 +144,4 @@ std::vector<nlohmann::json> exchange(ProcessGroup* group, int rank, const Outcom
 }
 
 
-}  // namespace c10d::inline v0::checkpoint::detail
+}  // namespace c10d::inline v1::checkpoint::detail

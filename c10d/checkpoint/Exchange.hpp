@@ -13,7 +13,7 @@
 
 #include "c10d/ProcessGroup.hpp"
 
-namespace c10d::inline v0::checkpoint::detail {
+namespace c10d::inline v1::checkpoint::detail {
 
 // Every rank's text, in rank order; group null: {mine}. A CPU collective of the group.
 std::vector<std::string> allgatherText(ProcessGroup* group, const std::string& mine);
@@ -36,4 +36,4 @@ Outcome capture(const std::function<void()>& body);
 std::vector<nlohmann::json> exchange(ProcessGroup* group, int rank, const Outcome& outcome,
                                      const nlohmann::json& payload);
 
-}  // namespace c10d::inline v0::checkpoint::detail
+}  // namespace c10d::inline v1::checkpoint::detail

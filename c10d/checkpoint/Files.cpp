@@ -12,7 +12,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::checkpoint::detail {
+namespace c10d::inline v1::checkpoint::detail {
 namespace {
 
 [[noreturn]] void fail(const std::string& what, const std::string& path, int error) {
@@ -158,4 +158,4 @@ std::string parentOf(const std::string& dir) {
   return parent.empty() ? "." : parent.string();
 }
 
-}  // namespace c10d::inline v0::checkpoint::detail
+}  // namespace c10d::inline v1::checkpoint::detail

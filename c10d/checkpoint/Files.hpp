@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-namespace c10d::inline v0::checkpoint::detail {
+namespace c10d::inline v1::checkpoint::detail {
 
 // An open file descriptor, closed on destruction.
 class File {
@@ -59,4 +59,4 @@ bool isPartialName(const std::string& path);
 // measured: docs/performance-history.md, "Figures that lived in code comments").
 inline constexpr int64_t kReadChunkBytes = int64_t{8} << 20;
 
-}  // namespace c10d::inline v0::checkpoint::detail
+}  // namespace c10d::inline v1::checkpoint::detail

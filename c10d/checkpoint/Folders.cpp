@@ -7,7 +7,7 @@
 #include "c10d/checkpoint/Metadata.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::checkpoint {
+namespace c10d::inline v1::checkpoint {
 namespace {
 
 struct Found {
@@ -89,4 +89,4 @@ std::vector<std::string> keepLast(const std::string& root, size_t keep) {
   return removed;
 }
 
-}  // namespace c10d::inline v0::checkpoint
+}  // namespace c10d::inline v1::checkpoint

@@ -13,7 +13,7 @@
 
 #include "c10d/checkpoint/State.hpp"
 
-namespace c10d::inline v0::checkpoint::detail {
+namespace c10d::inline v1::checkpoint::detail {
 
 // Elements [global, global + length) of the global tensor are the slice's elements
 // [local, local + length).
@@ -136,4 +136,4 @@ inline std::string canonicalKey(const Slice& slice, const std::vector<int64_t>& 
   return key;
 }
 
-}  // namespace c10d::inline v0::checkpoint::detail
+}  // namespace c10d::inline v1::checkpoint::detail

@@ -28,7 +28,7 @@
 #include "c10d/core/Logging.hpp"
 #include "c10d/core/ThreadName.hpp"
 
-namespace c10d::inline v0::checkpoint {
+namespace c10d::inline v1::checkpoint {
 namespace {
 
 using Json = nlohmann::json;
@@ -384,4 +384,4 @@ void load(State& state, const std::string& dir, ProcessGroup* group, const LoadO
            " s, checked by ", read, " s, filled by ", since(), " s");
 }
 
-}  // namespace c10d::inline v0::checkpoint
+}  // namespace c10d::inline v1::checkpoint

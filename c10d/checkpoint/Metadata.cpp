@@ -11,7 +11,7 @@
 #include "c10d/checkpoint/Geometry.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::checkpoint {
+namespace c10d::inline v1::checkpoint {
 namespace {
 
 using Json = nlohmann::json;
@@ -302,4 +302,4 @@ Metadata readMetadata(const std::string& dir) {
   return metadataFromJson(detail::readTextFile(path), dir);
 }
 
-}  // namespace c10d::inline v0::checkpoint
+}  // namespace c10d::inline v1::checkpoint

@@ -15,7 +15,7 @@
 #include "c10d/checkpoint/State.hpp"
 #include "c10d/core/ScalarType.hpp"
 
-namespace c10d::inline v0::checkpoint {
+namespace c10d::inline v1::checkpoint {
 
 inline constexpr int kFormatVersion = 1;
 inline constexpr const char* kMetadataFile = "metadata.json";
@@ -72,4 +72,4 @@ std::string valueText(const std::string& bytes);
 std::string safetensorsDtype(ScalarType dtype);
 ScalarType dtypeFromSafetensors(const std::string& name);
 
-}  // namespace c10d::inline v0::checkpoint
+}  // namespace c10d::inline v1::checkpoint

@@ -4,7 +4,7 @@
 
 #include "c10d/checkpoint/Metadata.hpp"
 
-namespace c10d::inline v0::checkpoint::detail {
+namespace c10d::inline v1::checkpoint::detail {
 
 std::string safetensorsHeader(const std::vector<SafetensorsEntry>& entries,
                               const std::map<std::string, std::string>& metadata) {
@@ -24,4 +24,4 @@ std::string safetensorsHeader(const std::vector<SafetensorsEntry>& entries,
   return out + text;
 }
 
-}  // namespace c10d::inline v0::checkpoint::detail
+}  // namespace c10d::inline v1::checkpoint::detail

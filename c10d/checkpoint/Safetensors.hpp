@@ -12,7 +12,7 @@
 
 #include "c10d/core/ScalarType.hpp"
 
-namespace c10d::inline v0::checkpoint::detail {
+namespace c10d::inline v1::checkpoint::detail {
 
 struct SafetensorsEntry {
   std::string key;
@@ -26,4 +26,4 @@ struct SafetensorsEntry {
 std::string safetensorsHeader(const std::vector<SafetensorsEntry>& entries,
                               const std::map<std::string, std::string>& metadata);
 
-}  // namespace c10d::inline v0::checkpoint::detail
+}  // namespace c10d::inline v1::checkpoint::detail

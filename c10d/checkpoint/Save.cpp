@@ -21,7 +21,7 @@
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::checkpoint {
+namespace c10d::inline v1::checkpoint {
 namespace {
 
 using Json = nlohmann::json;
@@ -389,4 +389,4 @@ void save(const State& state, const std::string& folder, ProcessGroup* group,
   detail::exchange(group, rank, outcome, Json());
 }
 
-}  // namespace c10d::inline v0::checkpoint
+}  // namespace c10d::inline v1::checkpoint

@@ -17,7 +17,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::checkpoint::detail {
+namespace c10d::inline v1::checkpoint::detail {
 
 inline std::shared_ptr<void> allocateStaging(size_t bytes) {
   const size_t length = bytes == 0 ? 1 : bytes;
@@ -39,4 +39,4 @@ inline size_t layOut(const std::vector<size_t>& sizes, std::vector<size_t>& offs
   return at;
 }
 
-}  // namespace c10d::inline v0::checkpoint::detail
+}  // namespace c10d::inline v1::checkpoint::detail

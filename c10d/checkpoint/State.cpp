@@ -5,7 +5,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::checkpoint {
+namespace c10d::inline v1::checkpoint {
 namespace {
 
 constexpr const char* kIntPrefix = "int64:";
@@ -182,4 +182,4 @@ void State::beforeSave(std::function<void()> hook) {
   saveHooks_.push_back(std::move(hook));
 }
 
-}  // namespace c10d::inline v0::checkpoint
+}  // namespace c10d::inline v1::checkpoint

@@ -29,7 +29,7 @@
 
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0::checkpoint {
+namespace c10d::inline v1::checkpoint {
 
 // Where a rank's local tensor lies in the global tensor: a box (an offset and a size per
 // dimension: whole tensors, row and column ranges of tensor-parallel layers) or a flat range
@@ -107,4 +107,4 @@ class State {
   std::vector<std::function<void()>> saveHooks_;
 };
 
-}  // namespace c10d::inline v0::checkpoint
+}  // namespace c10d::inline v1::checkpoint

@@ -12,7 +12,7 @@
 #include "c10d/checkpoint/Safetensors.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::checkpoint {
+namespace c10d::inline v1::checkpoint {
 
 std::vector<std::string> verify(const std::string& dir, const Progress& progress) {
   const Metadata m = readMetadata(dir);
@@ -114,4 +114,4 @@ void consolidate(const std::string& dir, const std::string& out, const Progress&
   detail::syncDirectory(detail::parentOf(out));
 }
 
-}  // namespace c10d::inline v0::checkpoint
+}  // namespace c10d::inline v1::checkpoint

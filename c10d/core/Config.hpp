@@ -1,16 +1,18 @@
 #pragma once
 
-// Every C10D_* environment variable the library reads, declared once (kVariables), and the one
-// reader that applies one policy to all of them (Settings): unset or empty means the default; any
-// other value must be one the table accepts, or the read throws InvalidArgument naming the
-// variable, the value and what it accepts. docs/configuration.md's table of variables is
-// printed from here (`c10d-config --markdown`), and a test fails when the two differ.
+// Every C10D_* environment variable the library reads, declared once (kVariables), read by one
+// reader that applies one policy to all of them (Settings, c10d/core/Settings.hpp): unset or empty
+// means the default; any other value must be one the table accepts, or the read throws
+// InvalidArgument naming the variable, the value and what it accepts. docs/configuration.md's table
+// of variables is printed from here (`c10d-config --markdown`), and a test fails when the two
+// differ.
 //
 // Variables of Scope::Group can also be set for one process group through
 // ProcessGroupOptions::config, which takes precedence over the environment.
 //
-// Header-only: c10drun, which does not link the library, checks the same table before it starts
-// any rank. Thread-safe: Settings is immutable after construction; reading the environment while
+// Header-only but for Settings (c10d/core/Settings.cpp, which c10d-config compiles in, as it does
+// not link the library). Not included by ProcessGroup.hpp or Backend.hpp: a program includes it
+// to read the table (c10d-config, the examples). Thread-safe: reading the environment while
 // another thread calls setenv is the caller's race, as with getenv.
 
 #include <algorithm>
@@ -25,11 +27,12 @@
 #include <vector>
 
 #include "c10d/core/Exception.hpp"
+#include "c10d/core/Settings.hpp"
 
 // environ, which unistd.h declares only under _GNU_SOURCE.
 extern "C" char** environ;
 
-namespace c10d::inline v0::config {
+namespace c10d::inline v1::config {
 
 enum class Type {
   Choice,   // one of Variable::choices
@@ -441,88 +444,6 @@ inline std::string_view check(const Variable& v, std::string_view value, std::st
   return value;
 }
 
-// The variables of one process group: ProcessGroupOptions::config over the environment.
-class Settings {
- public:
-  // The environment alone.
-  Settings() = default;
-
-  // overrides: variable name -> value, for one group. Throws InvalidArgument for a name not in
-  // the table, a variable of Scope::Process (only the environment sets those) or a bad value.
-  explicit Settings(std::map<std::string, std::string> overrides)
-      : overrides_(std::move(overrides)) {
-    for (const auto& [name, value] : overrides_) {
-      const Variable* found = find(name);
-      C10D_CHECK(found != nullptr, InvalidArgument, "ProcessGroupOptions::config names '", name,
-                 "', which is not a c10d variable (see `c10d-config`)");
-      C10D_CHECK(found->scope == Scope::Group, InvalidArgument,
-                 "ProcessGroupOptions::config: ", name,
-                 " is read once per process; set it in the environment");
-      if (!value.empty()) check(*found, value, "ProcessGroupOptions::config");
-    }
-  }
-
-  // The value as given, unchecked: this group's override, else the environment, else the alias;
-  // nullopt when none is set or the one that is set is empty.
-  std::optional<std::string> given(std::string_view name) const {
-    const Variable& v = variable(name);
-    if (auto it = overrides_.find(std::string(name)); it != overrides_.end()) {
-      if (it->second.empty()) return std::nullopt;
-      return it->second;
-    }
-    for (std::string_view n : {v.name, v.alias}) {
-      if (n.empty()) continue;
-      const char* value = std::getenv(std::string(n).c_str());
-      if (value != nullptr && *value != '\0') return std::string(value);
-    }
-    return std::nullopt;
-  }
-
-  // Where given(name) comes from, for messages: "environment", "GLOO_SOCKET_IFNAME", ...
-  std::string origin(std::string_view name) const {
-    const Variable& v = variable(name);
-    if (overrides_.count(std::string(name)) != 0) return "ProcessGroupOptions::config";
-    const char* own = std::getenv(std::string(v.name).c_str());
-    if ((own == nullptr || *own == '\0') && !v.alias.empty()) {
-      return detail::concat("from ", v.alias);
-    }
-    return "environment";
-  }
-
-  // The checked value, or the fallback when unset (empty when the table has none).
-  std::string value(std::string_view name) const {
-    const Variable& v = variable(name);
-    std::optional<std::string> text = given(name);
-    if (!text) return std::string(v.fallback);
-    check(v, *text, origin(name));
-    return *text;
-  }
-
-  // A Choice of "0|1" as a bool; nullopt when unset and the table has no fallback.
-  std::optional<bool> flag(std::string_view name) const {
-    const Variable& v = variable(name);
-    C10D_CHECK(v.type == Type::Choice && v.choices == "0|1", Error, "internal: ", name,
-               " is not a 0/1 variable");
-    std::string text = value(name);
-    if (text.empty()) return std::nullopt;
-    return text == "1";
-  }
-
-  int64_t integer(std::string_view name) const {
-    const Variable& v = variable(name);
-    C10D_CHECK(v.type == Type::Integer, Error, "internal: ", name, " is not an integer variable");
-    return *parseInteger(value(name), v.min, v.max);  // value() checked it
-  }
-
-  // Checks every variable that is set; the first bad one throws as value() would.
-  void checkAll() const {
-    for (const Variable& v : kVariables) value(v.name);
-  }
-
- private:
-  std::map<std::string, std::string> overrides_;
-};
-
 // The environment's value of name, checked (Settings{}.value(name)).
 inline std::string value(std::string_view name) {
   return Settings().value(name);
@@ -592,4 +513,4 @@ inline std::string markdownTable() {
   return out;
 }
 
-}  // namespace c10d::inline v0::config
+}  // namespace c10d::inline v1::config

@@ -10,7 +10,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 namespace {
 
 bool readWords(const std::string& path, std::vector<std::string>* words) {
@@ -118,4 +118,4 @@ const CoreCount& usableCores() {
   return count;
 }
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

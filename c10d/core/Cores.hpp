@@ -7,7 +7,7 @@
 
 #include <string>
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 struct CoreCount {
   unsigned usable = 1;    // what the others leave, rounded up; at least 1
@@ -26,4 +26,4 @@ CoreCount countCores(const std::string& procSelfCgroup, const std::string& cgrou
 // This process's counts, read from /proc and /sys/fs/cgroup once, the first time it is asked.
 const CoreCount& usableCores();
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

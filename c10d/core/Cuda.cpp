@@ -9,7 +9,7 @@
 #include "c10d/core/CudaRuntime.hpp"
 #endif
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace {
 
@@ -83,4 +83,4 @@ void synchronizeCurrentStream(const Device& device) {
 #endif
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

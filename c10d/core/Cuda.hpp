@@ -6,7 +6,7 @@
 
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // The stream the calling thread's device work runs on, as a cudaStream_t (nullptr: the legacy
 // default stream). Backends order their device work after it: the NCCL backend's stream waits
@@ -36,4 +36,4 @@ void copyTensor(const Tensor& dst, const Tensor& src);
 // (for timing device work from the host). Throws BackendError like copyTensor.
 void synchronizeCurrentStream(const Device& device);
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

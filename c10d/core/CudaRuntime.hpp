@@ -11,7 +11,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // Throws BackendError "<what()>: <call> failed: <CUDA's name> (<CUDA's message>)".
 inline void cudaCheck(cudaError_t status, const char* call,
@@ -43,4 +43,4 @@ class CudaDeviceGuard {
   cudaError_t status_ = cudaSuccess;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

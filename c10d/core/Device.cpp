@@ -4,7 +4,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 Device Device::cuda(int index) {
   C10D_CHECK(index >= 0, InvalidArgument, "CUDA device index must be >= 0, got ", index);
@@ -38,4 +38,4 @@ std::ostream& operator<<(std::ostream& out, const Device& device) {
   return out << device.str();
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

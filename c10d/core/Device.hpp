@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 enum class DeviceType : uint8_t { CPU, CUDA };
 
@@ -29,4 +29,4 @@ struct Device {
 std::string_view name(DeviceType type);  // "cpu", "cuda"
 std::ostream& operator<<(std::ostream& out, const Device& device);
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // What an error is about, as fields a program can act on without parsing what(): which op, in
 // which group, on which rank, at which collective, and which other ranks it concerns. A field
@@ -137,7 +137,7 @@ std::string concat(const Args&... args) {
 }
 
 }  // namespace detail
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1
 
 // Throws ErrorType (looked up where the macro is used) with the streamed arguments as message
 // when cond is false:
@@ -154,10 +154,10 @@ std::string concat(const Args&... args) {
 
 #define C10D_THROW(ErrorType, ...) throw ErrorType(::c10d::detail::concat(__VA_ARGS__))
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 // C10D_CHECK's throw, out of line (its arguments are passed by reference).
 template <typename ErrorType, typename... Args>
 [[noreturn, gnu::cold, gnu::noinline]] void throwConcatenated(const Args&... args) {
   throw ErrorType(concat(args...));
 }
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

@@ -7,7 +7,7 @@
 #include <climits>
 #include <ctime>
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 void futexWait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout,
                FutexScope scope) {
@@ -26,4 +26,4 @@ void futexWake(std::atomic<uint32_t>& word, FutexScope scope) {
             nullptr, 0);
 }
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <cstdint>
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 enum class FutexScope { Process, Shared };
 
@@ -18,4 +18,4 @@ void futexWait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nano
 // Wakes every sleeper on word.
 void futexWake(std::atomic<uint32_t>& word, FutexScope scope = FutexScope::Process);
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

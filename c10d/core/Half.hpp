@@ -6,7 +6,7 @@
 
 #include "c10d/core/ScalarType.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // IEEE 754 binary16, stored as its bits. Arithmetic goes through float. The conversions give
 // F16C's bits for every input, NaNs included (c10d/core/Kernels.hpp relies on it).
@@ -90,4 +90,4 @@ struct BFloat16 {
 template <typename T>
 inline constexpr bool kComputesViaFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

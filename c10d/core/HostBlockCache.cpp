@@ -6,7 +6,7 @@
 #include "c10d/core/Config.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 namespace {
 
 size_t limitFromEnvironment() {
@@ -101,4 +101,4 @@ size_t HostBlockCache::cachedBytes() const {
   return cached_;
 }
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

@@ -26,7 +26,7 @@
 #include <memory>
 #include <mutex>
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 class HostBlockCache {
  public:
@@ -72,4 +72,4 @@ class HostBlockCache {
   std::atomic<size_t> peak_{0};
 };
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 // The length of the well-formed UTF-8 sequence at text[i] (RFC 3629: no overlong forms, no
 // surrogates, nothing above U+10FFFF), or 0.
@@ -115,4 +115,4 @@ inline std::string readJsonString(std::string_view json, size_t at) {
   return text;
 }
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

@@ -18,7 +18,7 @@
 #define C10D_KERNELS_X86 0
 #endif
 
-namespace c10d::inline v0::kernels {
+namespace c10d::inline v1::kernels {
 
 // The element loops bound by arithmetic take this attribute (Kernels.inc, C10D_KERNEL_LOOPS).
 #define C10D_KERNEL_WIDE
@@ -118,4 +118,4 @@ const Table& best() {
   return chosen;
 }
 
-}  // namespace c10d::inline v0::kernels
+}  // namespace c10d::inline v1::kernels

@@ -20,7 +20,7 @@
 #include "c10d/core/ReduceOp.hpp"
 #include "c10d/core/ScalarType.hpp"
 
-namespace c10d::inline v0::kernels {
+namespace c10d::inline v1::kernels {
 
 // out[i] = a[i] op b[i] for n elements. out may be a or b, or apart from both; never a partial
 // overlap.
@@ -49,4 +49,4 @@ const Table& best();
 // Every table this CPU runs, the portable one first.
 std::vector<const Table*> available();
 
-}  // namespace c10d::inline v0::kernels
+}  // namespace c10d::inline v1::kernels

@@ -11,7 +11,7 @@
 
 #include "c10d/core/Config.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 // Logging must not throw where it is called (destructors, threads): a bad C10D_LOG_LEVEL is
@@ -72,4 +72,4 @@ void logLine(LogLevel level, const std::string& message) {
   [[maybe_unused]] ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -4,7 +4,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 enum class LogLevel : int { Debug = 0, Info = 1, Warning = 2, Error = 3, Off = 4 };
 
@@ -14,7 +14,7 @@ LogLevel logLevel();
 bool shouldLog(LogLevel level);
 void logLine(LogLevel level, const std::string& message);
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1
 
 #define C10D_LOG(level, ...)                                                         \
   do {                                                                               \

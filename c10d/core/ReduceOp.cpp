@@ -5,7 +5,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 ReduceOp ReduceOp::premulSum(double factor) {
   ReduceOp op(PREMUL_SUM);
@@ -62,4 +62,4 @@ void detail::refuseReduceOp(const ReduceOp& op, ScalarType dtype, std::string_vi
                      : "; this op takes floating-point or integer tensors");
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

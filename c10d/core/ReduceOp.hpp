@@ -5,7 +5,7 @@
 
 #include "c10d/core/ScalarType.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // How a reduction combines the ranks' values. PREMUL_SUM multiplies each input by factor
 // before summing (NCCL's ncclRedOpCreatePreMulSum); AVG is SUM divided by the group size.
@@ -59,4 +59,4 @@ inline void checkReduceOp(const ReduceOp& op, ScalarType dtype, std::string_view
   if (!supports(op, dtype)) detail::refuseReduceOp(op, dtype, where);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

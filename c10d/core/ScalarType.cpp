@@ -4,7 +4,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 void detail::invalidScalarType(const char* where, ScalarType type) {
   C10D_THROW(InvalidArgument, where, ": invalid ScalarType value ", static_cast<int>(type));
@@ -67,4 +67,4 @@ std::ostream& operator<<(std::ostream& out, ScalarType type) {
   return out << name(type);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -7,7 +7,7 @@
 #include <ostream>
 #include <string_view>
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 struct Half;
 struct BFloat16;
@@ -84,4 +84,4 @@ struct ScalarTypeOf;
 C10D_FORALL_SCALAR_TYPES(C10D_SCALAR_TYPE_OF)
 #undef C10D_SCALAR_TYPE_OF
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

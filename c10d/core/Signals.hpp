@@ -16,7 +16,7 @@
 
 #include <exception>
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 inline thread_local bool sigpipeBlockedForGood = false;
 
@@ -110,4 +110,4 @@ class SigpipeGuard {
   int exceptionsAtEntry_ = 0;
 };
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

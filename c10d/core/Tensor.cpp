@@ -13,7 +13,7 @@
 #include "c10d/core/CudaRuntime.hpp"
 #endif
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 // DLPack >= 0.8 names this kDLBool; the 0.6 header we build against predates it.
@@ -242,4 +242,4 @@ Tensor fromDLPack(DLManagedTensor* managed) {
                           std::move(holder));
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

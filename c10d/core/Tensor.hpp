@@ -11,7 +11,7 @@
 
 struct DLManagedTensor;
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // A strided view of typed memory on a device: data pointer, dtype, sizes, strides (in
 // elements) and device. A Tensor may own its memory through a holder shared by every copy of
@@ -111,4 +111,4 @@ DLManagedTensor* toDLPack(const Tensor& tensor);
 // unsupported device, dtype code/bits or lanes.
 Tensor fromDLPack(DLManagedTensor* managed);
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

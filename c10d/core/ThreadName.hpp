@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 // Names the calling thread as top -H, gdb, perf and /proc/<pid>/task/*/comm show it. Linux keeps
 // 15 characters; a longer name is cut, never refused.
@@ -12,4 +12,4 @@ inline void nameThisThread(const std::string& name) {
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
 }
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

@@ -7,7 +7,7 @@
 #include <cpuid.h>
 #endif
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 namespace {
 
 using Steady = std::chrono::steady_clock;
@@ -79,4 +79,4 @@ int64_t toSystemMicros(uint64_t t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(system.time_since_epoch()).count();
 }
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

@@ -14,7 +14,7 @@
 #include <x86intrin.h>
 #endif
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 // Whether ticks() reads the time-stamp counter (decided as the library loads).
 extern const bool tscTicks;
@@ -37,4 +37,4 @@ int64_t toSystemMicros(uint64_t ticks);
 // measured rate.
 int64_t ticksToNanos(uint64_t elapsedTicks);
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

@@ -17,7 +17,7 @@
 #include "store/PrefixStore.hpp"
 #include "store/Store.hpp"
 
-namespace c10d::inline v0::elastic {
+namespace c10d::inline v1::elastic {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -529,4 +529,4 @@ bool ElasticGroup::heal(checkpoint::State* given) {
   return behind;
 }
 
-}  // namespace c10d::inline v0::elastic
+}  // namespace c10d::inline v1::elastic

@@ -68,14 +68,14 @@
 
 #include "c10d/ProcessGroup.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 class Store;
 namespace checkpoint {
 class State;
 }
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1
 
-namespace c10d::inline v0::elastic {
+namespace c10d::inline v1::elastic {
 
 struct ElasticOptions {
   // Of every generation's group. The group name also names the store keys of this ElasticGroup.
@@ -208,4 +208,4 @@ class ElasticGroup {
   int sameMembersFailures_ = 0;            // generations of those members that failed in a row
 };
 
-}  // namespace c10d::inline v0::elastic
+}  // namespace c10d::inline v1::elastic

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace c10d::inline v0::elastic {
+namespace c10d::inline v1::elastic {
 
 inline std::string idList(const std::vector<int>& ids) {
   std::string text;
@@ -13,4 +13,4 @@ inline std::string idList(const std::vector<int>& ids) {
   return text.empty() ? "none" : text;
 }
 
-}  // namespace c10d::inline v0::elastic
+}  // namespace c10d::inline v1::elastic

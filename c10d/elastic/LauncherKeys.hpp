@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-namespace c10d::inline v0::elastic {
+namespace c10d::inline v1::elastic {
 
 // A counter (Store::add): how many processes of this rank have ended so far. The process that
 // runs as the rank after n ends is its incarnation n; it is dead once the counter passes n.
@@ -48,4 +48,4 @@ inline std::string launcherExitKey(int globalRank, int64_t incarnation) {
   return "c10d/launcher/exit/" + std::to_string(globalRank) + "/" + std::to_string(incarnation);
 }
 
-}  // namespace c10d::inline v0::elastic
+}  // namespace c10d::inline v1::elastic

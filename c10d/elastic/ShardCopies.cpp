@@ -15,7 +15,7 @@
 #include "c10d/elastic/IdList.hpp"
 #include "store/Store.hpp"
 
-namespace c10d::inline v0::elastic {
+namespace c10d::inline v1::elastic {
 namespace {
 
 using checkpoint::Slice;
@@ -313,4 +313,4 @@ size_t ShardCopies::bytes() const {
   return total;
 }
 
-}  // namespace c10d::inline v0::elastic
+}  // namespace c10d::inline v1::elastic

@@ -34,11 +34,11 @@
 #include "c10d/checkpoint/State.hpp"
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 class Work;
 }
 
-namespace c10d::inline v0::elastic {
+namespace c10d::inline v1::elastic {
 
 class ElasticGroup;
 struct Reformation;
@@ -104,4 +104,4 @@ class ShardCopies {
   int64_t ownStep_ = -1;   // the committed step of this rank's slices (at the last refresh)
 };
 
-}  // namespace c10d::inline v0::elastic
+}  // namespace c10d::inline v1::elastic

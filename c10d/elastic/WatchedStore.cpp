@@ -4,7 +4,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::elastic {
+namespace c10d::inline v1::elastic {
 namespace {
 
 // How long one slice of a wait lasts. A death is seen within this plus one store round trip per
@@ -64,4 +64,4 @@ std::vector<WatchedStore::Bytes> WatchedStore::multiGet(const std::vector<std::s
   });
 }
 
-}  // namespace c10d::inline v0::elastic
+}  // namespace c10d::inline v1::elastic

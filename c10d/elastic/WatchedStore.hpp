@@ -16,7 +16,7 @@
 
 #include "store/PrefixStore.hpp"
 
-namespace c10d::inline v0::elastic {
+namespace c10d::inline v1::elastic {
 
 class WatchedStore : public PrefixStore {
  public:
@@ -39,4 +39,4 @@ class WatchedStore : public PrefixStore {
   std::function<std::string()> lost_;
 };
 
-}  // namespace c10d::inline v0::elastic
+}  // namespace c10d::inline v1::elastic

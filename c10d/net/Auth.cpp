@@ -10,7 +10,7 @@
 #include "c10d/core/Config.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::auth {
+namespace c10d::inline v1::auth {
 
 std::optional<std::string> tokenFromEnvironment() {
   if (auto token = config::Settings().given("C10D_AUTH_TOKEN")) return token;
@@ -58,4 +58,4 @@ bool matches(const Proof& expected, const uint8_t* received) {
   return CRYPTO_memcmp(expected.data(), received, expected.size()) == 0;
 }
 
-}  // namespace c10d::inline v0::auth
+}  // namespace c10d::inline v1::auth

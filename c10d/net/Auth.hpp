@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-namespace c10d::inline v0::auth {
+namespace c10d::inline v1::auth {
 
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kProofBytes = 32;  // HMAC-SHA256
@@ -40,4 +40,4 @@ Proof prove(std::string_view token, std::string_view role, const Nonce& first, c
 // Constant-time comparison of a received proof with the expected one.
 bool matches(const Proof& expected, const uint8_t* received);
 
-}  // namespace c10d::inline v0::auth
+}  // namespace c10d::inline v1::auth

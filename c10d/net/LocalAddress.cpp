@@ -10,7 +10,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace {
 
@@ -91,4 +91,4 @@ std::string addressTowardStore(const std::optional<std::string>& storeHost,
   return address;
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

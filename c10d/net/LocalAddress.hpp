@@ -10,7 +10,7 @@
 
 #include "c10d/core/Config.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 bool isLoopback(const std::string& host);
 
@@ -36,4 +36,4 @@ std::string addressTowardStore(const std::optional<std::string>& storeHost,
 std::string advertisedAddress(const std::optional<std::string>& storeHost, const std::string& what,
                               const config::Settings& settings = {});
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -21,7 +21,7 @@
 #include "c10d/core/Futex.hpp"
 #include "c10d/core/ThreadName.hpp"
 
-namespace c10d::inline v0::shm {
+namespace c10d::inline v1::shm {
 
 std::string hostIdentity() {
   char name[256] = {};
@@ -517,4 +517,4 @@ void SplitReader::loop() {
   }
 }
 
-}  // namespace c10d::inline v0::shm
+}  // namespace c10d::inline v1::shm

@@ -19,7 +19,7 @@
 
 #include "c10d/net/Spin.hpp"
 
-namespace c10d::inline v0::shm {
+namespace c10d::inline v1::shm {
 
 // Equal in two processes when they are on one host for our purposes: the same kernel (boot id
 // and host name), the same process ids (pid namespace: a peer's pid can be looked up) and the
@@ -259,4 +259,4 @@ class SplitReader {
   std::thread thread_;
 };
 
-}  // namespace c10d::inline v0::shm
+}  // namespace c10d::inline v1::shm

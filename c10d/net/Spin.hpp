@@ -12,7 +12,7 @@
 
 #include <chrono>
 
-namespace c10d::inline v0::shm {
+namespace c10d::inline v1::shm {
 
 // A budget that never runs out: the user said each rank has a core of its own.
 inline constexpr std::chrono::nanoseconds kSpinForever = std::chrono::nanoseconds::max();
@@ -47,4 +47,4 @@ class SpinGovernor {
   int resting_ = 0;
 };
 
-}  // namespace c10d::inline v0::shm
+}  // namespace c10d::inline v1::shm

@@ -6,7 +6,7 @@
 #include "c10d/core/Signals.hpp"
 #include "c10d/core/ThreadName.hpp"
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 namespace {
 
@@ -137,4 +137,4 @@ void UvLoopThread::run() {
   }
 }
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

@@ -37,7 +37,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 // A libuv error code as "ECONNREFUSED (connection refused)": the name is what one searches for,
 // and the parentheses keep the text from reading as one more "context: cause" step of the
@@ -119,4 +119,4 @@ class UvLoopThread {
   bool stopped_ = false;  // under stopMutex_
 };
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

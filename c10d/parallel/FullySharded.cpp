@@ -6,7 +6,7 @@
 #include "c10d/core/Exception.hpp"
 #include "c10d/parallel/Shard.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 struct Layer {
@@ -179,4 +179,4 @@ void FullyShardedLayers::resetPeak() {
   impl_->peak = impl_->resident();
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -7,7 +7,7 @@
 #include "c10d/checkpoint/State.hpp"
 #include "c10d/training/Optimizers.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // ZeRO-3 / FSDP for a model given as a list of layers, each with its parameters as one flat
 // tensor: every rank stores only its shard of each layer (ceil(n / N) elements, the last padded),
@@ -63,4 +63,4 @@ class FullyShardedLayers {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

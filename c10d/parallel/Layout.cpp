@@ -4,7 +4,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 void checkSizes(const ParallelSizes& sizes, int worldSize) {
@@ -74,4 +74,4 @@ ParallelLayout::ParallelLayout(ProcessGroup& world, ParallelSizes sizes) : sizes
   pipeline_ = world.split(mine_.data * sizes.tensor + mine_.tensor, mine_.pipeline);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -6,7 +6,7 @@
 
 #include "c10d/ProcessGroup.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // How many ways a job is cut along each axis of combined parallelism. Their product is the world
 // size.
@@ -62,4 +62,4 @@ class ParallelLayout {
   std::shared_ptr<ProcessGroup> pipeline_;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

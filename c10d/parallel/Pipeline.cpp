@@ -4,7 +4,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -138,4 +138,4 @@ void PipelineRunner::addToState(checkpoint::State& state, const std::string& pre
   for (const auto& [name, tensor] : stage_.parameters) state.add(prefix + name, tensor);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -10,7 +10,7 @@
 #include "c10d/checkpoint/State.hpp"
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // One stage of a pipeline: what this rank computes for a micro-batch. The runner moves tensors
 // between stages; the stage keeps whatever its backward needs (activations) itself, by micro-batch.
@@ -86,4 +86,4 @@ class PipelineRunner {
   PipelineOptions options_;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 struct Shard {
   int64_t part = 0;   // every rank's part, padding included: N * part >= n
@@ -23,4 +23,4 @@ inline Shard shardOf(int64_t elements, int ranks, int rank) {
   return shard;
 }
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

@@ -7,7 +7,7 @@
 #include "c10d/core/Exception.hpp"
 #include "c10d/parallel/Shard.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 // A run of a bucket's flat elements that lies in one parameter.
@@ -208,4 +208,4 @@ int64_t ZeroOptimizer::shardElements() const {
   return elements;
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

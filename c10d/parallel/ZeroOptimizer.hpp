@@ -8,7 +8,7 @@
 #include "c10d/training/DistributedDataParallel.hpp"
 #include "c10d/training/Optimizers.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 struct ZeroOptions {
   // 1: the optimizer's state is sharded (gradients still allreduced); 2: the gradient buckets
@@ -69,4 +69,4 @@ class ZeroOptimizer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 DataParallelOptimizer::DataParallelOptimizer(DistributedDataParallel& reducer,
                                              const OptimizerSpec& spec)
@@ -29,4 +29,4 @@ void DataParallelOptimizer::addToState(checkpoint::State& state, const std::stri
   }
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -20,7 +20,7 @@
 #include "c10d/training/DistributedDataParallel.hpp"
 #include "c10d/training/Optimizers.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 class DataParallelOptimizer {
  public:
@@ -44,4 +44,4 @@ class DataParallelOptimizer {
   std::unique_ptr<FunctionalOptimizer> optimizer_;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

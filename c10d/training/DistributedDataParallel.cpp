@@ -18,7 +18,7 @@
 #include "c10d/core/Kernels.hpp"
 #include "c10d/training/HostValues.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace {
 
@@ -767,4 +767,4 @@ DistributedDataParallel::NoSync::~NoSync() {
   ddp_.impl_->noSync.fetch_sub(1);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

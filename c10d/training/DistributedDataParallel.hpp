@@ -61,7 +61,7 @@
 #include "c10d/core/ReduceOp.hpp"
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // One registered parameter. grad: the framework's gradient tensor (same dtype, device and
 // element count as value, contiguous), which the reducer reads when it is marked ready and
@@ -210,4 +210,4 @@ std::vector<std::vector<size_t>> assignBuckets(const std::vector<Tensor>& parame
                                                size_t cap);
 }  // namespace detail
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -7,7 +7,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 // A uniform draw from [0, bound) by rejection: the values past the last whole multiple of
@@ -118,4 +118,4 @@ std::vector<int64_t> DistributedSampler::indices() const {
   return mine;
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -19,7 +19,7 @@
 
 #include "c10d/checkpoint/State.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 struct DistributedSamplerOptions {
   bool shuffle = true;
@@ -79,4 +79,4 @@ class DistributedSampler {
   int64_t numSamples_ = 0;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

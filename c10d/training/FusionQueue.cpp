@@ -28,7 +28,7 @@
 #include "c10d/core/ThreadName.hpp"
 #include "c10d/training/HostValues.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace {
 
@@ -564,4 +564,4 @@ std::shared_ptr<Future> FusionQueue::broadcast(const std::string& name, const Te
   return impl_->submit(std::move(request));
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -38,7 +38,7 @@
 #include "c10d/core/ReduceOp.hpp"
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 struct FusionOptions {
   // How often the ranks agree on what is ready. Shorter reacts sooner and costs more cycles.
@@ -91,4 +91,4 @@ class FusionQueue {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

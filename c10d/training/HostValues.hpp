@@ -12,7 +12,7 @@
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 // Runs collective(tensor) on values copied to device, and returns the tensor's values after it.
 template <typename Collective>
@@ -57,4 +57,4 @@ inline std::vector<std::vector<int64_t>> allgatherValues(ProcessGroup& group,
   return all;
 }
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

@@ -4,7 +4,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 Join::Join(ProcessGroup& group)
     : group_(group), flags_(Tensor::empty({group.size()}, ScalarType::Int64)) {}
@@ -43,4 +43,4 @@ int Join::finish(const std::function<void()>& shadowStep) {
   return lastActiveRank_;
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

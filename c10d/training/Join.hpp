@@ -25,7 +25,7 @@
 
 #include "c10d/ProcessGroup.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 class Join {
  public:
@@ -55,4 +55,4 @@ class Join {
   bool finished_ = false;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

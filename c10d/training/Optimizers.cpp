@@ -9,7 +9,7 @@
 #include "c10d/checkpoint/State.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace {
 
@@ -373,4 +373,4 @@ std::unique_ptr<FunctionalOptimizer> makeOptimizer(const OptimizerSpec& spec) {
              "' (optimizers: sgd, adam, adamw, adagrad, rmsprop)");
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -21,7 +21,7 @@
 
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // Which optimizer and its options, by torch.optim's names (lr, momentum, dampening,
 // weight_decay, nesterov, beta1, beta2, eps, lr_decay, initial_accumulator_value, alpha,
@@ -89,4 +89,4 @@ void addOptimizerState(checkpoint::State& state, FunctionalOptimizer& optimizer,
 
 std::unique_ptr<FunctionalOptimizer> makeOptimizer(const OptimizerSpec& spec);
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

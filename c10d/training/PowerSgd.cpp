@@ -16,7 +16,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace {
 
@@ -227,4 +227,4 @@ CommHook PowerSgd::hook() const {
   };
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -21,7 +21,7 @@
 
 #include "c10d/training/DistributedDataParallel.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 struct PowerSgdOptions {
   size_t rank = 1;  // columns of P and Q: larger approximates better and sends more
@@ -44,4 +44,4 @@ class PowerSgd {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -12,7 +12,7 @@
 #include "c10d/core/Logging.hpp"
 #include "rpc/AgentImpl.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 using detail::GlobalId;
 
@@ -431,4 +431,4 @@ void registerAutogradFunctions(RpcAgent& agent) {
       });
 }
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

@@ -47,7 +47,7 @@
 
 #include "rpc/RpcAgent.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 class DistAutogradContext {
  public:
@@ -155,4 +155,4 @@ Future<R> DistAutogradContext::rpcAsync(const std::string& to, const std::string
   return rpcAsyncInContext<R>(*agent_, id_, to, function, std::forward<A>(args)...);
 }
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

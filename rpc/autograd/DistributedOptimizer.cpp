@@ -4,7 +4,7 @@
 
 #include "rpc/AgentImpl.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 namespace {
 constexpr const char* kCreate = "c10d.optim.create";
@@ -84,4 +84,4 @@ void registerOptimizerFunctions(RpcAgent& agent) {
       });
 }
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

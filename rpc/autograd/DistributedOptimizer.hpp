@@ -50,7 +50,7 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
 }  // MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS)
 }  // namespace msgpack
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 // The functional optimizers are the data-parallel layer's (c10d/training/Optimizers.hpp); these
 // names keep rpc::OptimizerSpec and friends working.
@@ -76,4 +76,4 @@ class DistributedOptimizer {
   std::vector<RRef<detail::LocalOptimizer>> optimizers_;
 };
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

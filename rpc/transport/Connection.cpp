@@ -26,7 +26,7 @@
 #include "rpc/transport/TransportImpl.hpp"
 #include "rpc/transport/Wire.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 namespace {
 
@@ -227,4 +227,4 @@ void Transport::Impl::write(Connection* c, std::vector<Outgoing> frames) {
   }
 }
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

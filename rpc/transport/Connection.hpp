@@ -26,7 +26,7 @@
 #include "rpc/transport/Transport.hpp"
 #include "rpc/transport/Wire.hpp"
 
-namespace c10d::inline v0::rpc::detail {
+namespace c10d::inline v1::rpc::detail {
 
 // Reads of at least this much go straight into their destination (a tensor); smaller wants are
 // served from one staging buffer, so a small frame costs one read, not one per part.
@@ -152,4 +152,4 @@ struct Connection {
   }
 };
 
-}  // namespace c10d::inline v0::rpc::detail
+}  // namespace c10d::inline v1::rpc::detail

@@ -18,7 +18,7 @@
 #include "rpc/transport/TransportImpl.hpp"
 #include "rpc/transport/Wire.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 namespace {
 
@@ -156,4 +156,4 @@ void Transport::Impl::refuse(Connection* c, const std::string& why) {
   drop(c, why);
 }
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

@@ -43,7 +43,7 @@
 #include "rpc/transport/TransportImpl.hpp"
 #include "rpc/transport/Wire.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 namespace {
 
@@ -258,4 +258,4 @@ std::string Transport::Impl::takeLoan(shm::SplitReader& reader, long pid, int pe
   return "";
 }
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <string>
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 // msgpack's packer writes into anything with write(data, size): this appends to a string, so
 // packed bytes land where they are kept, without an intermediate buffer.
@@ -28,4 +28,4 @@ inline msgpack::object_handle unpackBounded(const char* data, size_t size) {
                          msgpack::unpack_limit(size, size / 2, size, size, size, kMaxNesting));
 }
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

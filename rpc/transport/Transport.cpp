@@ -20,7 +20,7 @@
 #include "c10d/net/UvLoop.hpp"
 #include "rpc/transport/TransportImpl.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 namespace {
 
@@ -308,4 +308,4 @@ void Transport::close() {
   }
 }
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

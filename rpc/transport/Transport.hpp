@@ -18,7 +18,7 @@
 #include "c10d/core/Exception.hpp"
 #include "rpc/transport/Wire.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 // send() to a peer whose connection is lost, or being dropped right now: the same error either
 // way, so a caller can fail the call as it fails those in flight at the loss.
@@ -79,4 +79,4 @@ class Transport {
   std::shared_ptr<Impl> impl_;
 };
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

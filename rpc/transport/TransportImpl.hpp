@@ -31,7 +31,7 @@
 #include "rpc/transport/Transport.hpp"
 #include "rpc/transport/Wire.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 struct Transport::Impl {
   using Outgoing = detail::Outgoing;
@@ -208,4 +208,4 @@ struct Transport::Impl {
   shm::SplitReader loopReader;
 };
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

@@ -6,7 +6,7 @@
 #include "c10d/core/Exception.hpp"
 #include "rpc/transport/Msgpack.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 namespace {
 
@@ -212,4 +212,4 @@ void FrameReader::startTensors() {
   have_ = 0;
 }
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

@@ -27,7 +27,7 @@
 
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 
 enum class FrameKind : uint8_t {
   Hello = 1,     // first frame on a connection: id = the sender's worker id
@@ -108,4 +108,4 @@ class FrameReader {
   std::vector<bool> lentMask_;  // by tensor index: lent, so not on the stream
 };
 
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

@@ -17,7 +17,7 @@
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Logging.hpp"
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 namespace {
 
 using Clock = ClientSocket::Clock;
@@ -186,4 +186,4 @@ void ClientSocket::fail(const std::string& what) {
   C10D_THROW(StoreError, "connection to ", peer_, ": ", what);
 }
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 // A TCP client connection driven with poll(), so every send and receive has a deadline: what the
 // store clients (ours, and PyTorch's protocol) share. Connecting retries refused or unreachable
@@ -55,4 +55,4 @@ class ClientSocket {
   size_t end_ = 0;
 };
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

@@ -5,7 +5,7 @@
 
 #include "store/tcp/StoreProtocol.hpp"
 
-namespace c10d::inline v0::pytorch_wire {
+namespace c10d::inline v1::pytorch_wire {
 namespace {
 
 constexpr size_t kRequests = static_cast<size_t>(Request::Count);
@@ -172,4 +172,4 @@ void appendI64(std::vector<uint8_t>& out, int64_t value) {
   out.insert(out.end(), p, p + sizeof(value));
 }
 
-}  // namespace c10d::inline v0::pytorch_wire
+}  // namespace c10d::inline v1::pytorch_wire

@@ -19,7 +19,7 @@
 
 #include "store/Store.hpp"
 
-namespace c10d::inline v0::pytorch_wire {
+namespace c10d::inline v1::pytorch_wire {
 
 enum class Version { V1, V2 };
 
@@ -83,4 +83,4 @@ std::optional<ParsedRequest> parseRequest(Version version, const uint8_t* data, 
 void appendValue(std::vector<uint8_t>& out, const Store::Bytes& value);
 void appendI64(std::vector<uint8_t>& out, int64_t value);
 
-}  // namespace c10d::inline v0::pytorch_wire
+}  // namespace c10d::inline v1::pytorch_wire

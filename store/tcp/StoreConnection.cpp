@@ -5,7 +5,7 @@
 #include "c10d/core/Exception.hpp"
 #include "c10d/net/Auth.hpp"
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 StoreConnection::StoreConnection(const std::string& host, uint16_t port,
                                  std::chrono::milliseconds timeout,
@@ -91,4 +91,4 @@ void StoreConnection::fail(const std::string& what) {
   socket_.fail(what);
 }
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

@@ -9,7 +9,7 @@
 #include "store/tcp/ClientSocket.hpp"
 #include "store/tcp/StoreProtocol.hpp"
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 
 // One client connection to a TCPStoreServer: our handshake and request frames over a
 // ClientSocket, so every call has a deadline. Not thread-safe: TCPStore serialises calls.
@@ -45,4 +45,4 @@ class StoreConnection {
   std::optional<std::string> token_;
 };
 
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

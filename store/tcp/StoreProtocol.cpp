@@ -1,6 +1,6 @@
 #include "store/tcp/StoreProtocol.hpp"
 
-namespace c10d::inline v0::protocol {
+namespace c10d::inline v1::protocol {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the store protocol is little-endian and is encoded with memcpy");
@@ -41,4 +41,4 @@ const char* opName(Op op) {
   return "unknown";
 }
 
-}  // namespace c10d::inline v0::protocol
+}  // namespace c10d::inline v1::protocol

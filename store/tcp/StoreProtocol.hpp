@@ -13,7 +13,7 @@
 #include "c10d/core/Exception.hpp"
 #include "store/Store.hpp"
 
-namespace c10d::inline v0::protocol {
+namespace c10d::inline v1::protocol {
 
 // Handshake, 8 bytes each way. Client: magic, version, 0. Server: magic, its version, status.
 // A server with an authentication token answers AuthChallenge followed by its nonce; the client
@@ -188,4 +188,4 @@ class FrameReader {
   const uint8_t* end_;
 };
 
-}  // namespace c10d::inline v0::protocol
+}  // namespace c10d::inline v1::protocol

@@ -22,7 +22,7 @@
 #include "store/tcp/PyTorchWire.hpp"
 #include "store/tcp/StoreProtocol.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using detail::uvError;
@@ -1018,4 +1018,4 @@ int64_t TCPStoreServer::droppedConnectionCount() const {
   return impl_->dropped.load();
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

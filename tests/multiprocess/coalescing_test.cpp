@@ -14,7 +14,7 @@
 #include "c10d/core/Tensor.hpp"
 #include "tests/support/MultiProcess.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 // Tensor i of rank r: float values that depend on both, with sizes 1..50 elements, so that a
@@ -125,4 +125,4 @@ TEST(Coalescing, WhatCannotBeCoalescedFailsOnEveryRankAndTheBlockGoesOn) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -13,7 +13,7 @@
 
 #include "c10d/core/Cores.hpp"
 
-namespace c10d::inline v0::detail {
+namespace c10d::inline v1::detail {
 namespace {
 
 namespace fs = std::filesystem;
@@ -151,4 +151,4 @@ TEST(Cores, AProcessInACgroupWithAOneCpuQuotaCountsOne) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0::detail
+}  // namespace c10d::inline v1::detail

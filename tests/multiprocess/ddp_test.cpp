@@ -27,7 +27,7 @@
 #include "tests/support/MultiProcess.hpp"
 #include "tests/support/RanksOnBackend.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 template <typename... Args>
@@ -788,4 +788,4 @@ TEST(DataParallelBuckets, FillInOrderOneKindPerBucketWithASmallFirstBucket) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -6,7 +6,7 @@
 #include "c10d/CollectiveCheck.hpp"
 #include "tests/support/MultiProcess.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 // Sets C10D_DEBUG for the ranks forked while it lives.
@@ -92,4 +92,4 @@ TEST(CollectiveCheckTest, AnUnknownLevelIsAClearError) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

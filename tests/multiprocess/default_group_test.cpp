@@ -16,7 +16,7 @@
 #include "c10d/core/Tensor.hpp"
 #include "tests/support/MultiProcess.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -172,4 +172,4 @@ TEST(Subgroups, BadInputFailsOnEveryRankAndLeavesTheGroupUsable) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

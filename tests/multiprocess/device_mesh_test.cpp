@@ -12,7 +12,7 @@
 #include "c10d/core/Tensor.hpp"
 #include "tests/support/MultiProcess.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 // The sum of 1 << rank over the group's members: which ranks it holds.
@@ -105,4 +105,4 @@ TEST(DeviceMesh, BadShapesAndNamesFailOnEveryRank) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -16,7 +16,7 @@
 #include "c10d/elastic/ShardCopies.hpp"
 #include "tests/support/MultiProcess.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using elastic::ElasticGroup;
@@ -437,4 +437,4 @@ TEST(Elastic, RefusesBadOptions) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

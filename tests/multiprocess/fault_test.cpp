@@ -15,7 +15,7 @@
 #include "store/PrefixStore.hpp"
 #include "tests/support/MultiProcess.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -345,4 +345,4 @@ TEST(FaultTest, RpcCallersOfAWorkerKilledWhileTheyCopyItsTensorsFailNamingIt) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -15,7 +15,7 @@
 #include "c10d/FlightRecorder.hpp"
 #include "tests/support/MultiProcess.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -213,4 +213,4 @@ TEST(FlightRecorderTest, TheSignalDumpsEveryGroup) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

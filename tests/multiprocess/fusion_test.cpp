@@ -19,7 +19,7 @@
 #include "tests/support/MultiProcess.hpp"
 #include "tests/support/RanksOnBackend.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -220,4 +220,4 @@ INSTANTIATE_TEST_SUITE_P(Mpi, Fusion, ::testing::ValuesIn(test::worldSizes("mpi"
                          test::worldSizeName);
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

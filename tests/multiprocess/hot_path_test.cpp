@@ -61,7 +61,7 @@ void operator delete(void* p, std::size_t) noexcept {
   std::free(p);
 }
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 bool sigpipeBlocked() {
@@ -220,4 +220,4 @@ TEST(HotPathTest, ASocketAllreduceBlocksSigpipeAroundItsWrites) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

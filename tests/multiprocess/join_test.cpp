@@ -9,7 +9,7 @@
 #include "c10d/training/Join.hpp"
 #include "tests/support/MultiProcess.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 // Ranks with {2, 5, 3} steps of data: an allreduce of ones per step, shadowed with zeros.
@@ -142,4 +142,4 @@ TEST(DistributedSamplerTest, BadArgumentsNameWhatIsWrong) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

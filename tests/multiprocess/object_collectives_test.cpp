@@ -14,7 +14,7 @@
 #include "c10d/core/Tensor.hpp"
 #include "tests/support/MultiProcess.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 struct Step {
@@ -142,4 +142,4 @@ TEST(ObjectCollectives, DisagreementsAndLiesNameTheRank) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -36,7 +36,7 @@
 #include "tests/support/MultiProcess.hpp"
 #include "tests/support/RanksOnBackend.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -1479,4 +1479,4 @@ INSTANTIATE_TEST_SUITE_P(Mpi, ProcessGroupConformance,
                          ::testing::ValuesIn(test::worldSizes("mpi")), test::worldSizeName);
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <thread>
+#include <type_traits>
 
 #include "c10d/Init.hpp"
 #include "c10d/ProcessGroup.hpp"
@@ -22,7 +23,7 @@
 #include "tests/support/MultiProcess.hpp"
 #include "tests/support/ThreadRanks.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -86,8 +87,8 @@ class DoublingBackend : public Backend {
   explicit DoublingBackend(const BackendContext& context)
       : Backend("doubling", context.rank, context.size) {}
   std::shared_ptr<Work> allreduce(const Tensor& tensor, const AllreduceOptions& options) override {
-    auto work =
-        std::make_shared<Work>("doubling allreduce", options.timeout, std::vector<Tensor>{tensor});
+    auto work = std::make_shared<BackendWork>("doubling allreduce", options.timeout,
+                                              std::vector<Tensor>{tensor});
     for (int64_t i = 0; i < tensor.numel(); ++i) tensor.data<float>()[i] *= 2;
     ++calls;
     work->finish();
@@ -188,7 +189,13 @@ TEST(ProcessGroupTest, WorldOfOneRunsEveryCollectiveLocally) {
   pg.allgatherIntoTensor(out, t)->wait();
   EXPECT_EQ(out.data<int32_t>()[2], 2);
   pg.barrier()->wait();
-  pg.monitoredBarrier();
+  std::shared_ptr<Work> passed = pg.monitoredBarrier();
+  ASSERT_NE(passed, nullptr);
+  EXPECT_TRUE(passed->isCompleted());
+  EXPECT_TRUE(passed->isSuccess());
+  EXPECT_NE(passed->description().find("monitored_barrier"), std::string::npos)
+      << passed->description();
+  passed->wait();
   EXPECT_EQ(pg.globalRank(0), 0);
   EXPECT_EQ(pg.groupRank(0), 0);
   EXPECT_EQ(pg.groupRank(5), std::nullopt);
@@ -278,8 +285,20 @@ TEST(ProcessGroupTest, ShutdownWhileAnotherThreadIssuesOpsFailsThemCleanly) {
   }
 }
 
+// A caller's Work has no producer side: only the backend that made a Work completes it.
+template <typename W>
+concept Completable = requires(W& work) {
+  work.finish();
+  work.finishWithError(std::exception_ptr());
+  work.setSourceRank(0);
+};
+static_assert(!Completable<Work>, "a Work's caller must not be able to complete it");
+static_assert(!std::is_constructible_v<Work, std::string, std::chrono::milliseconds>,
+              "a program's backend makes a BackendWork, not a bare Work");
+static_assert(Completable<BackendWork>, "a program's backend completes its BackendWork");
+
 TEST(WorkTest, FutureThenAndErrors) {
-  Work work("test op", 1s, {});
+  BackendWork work("test op", 1s, {});
   auto chained = work.getFuture()->then(
       [](Future&) { return std::vector<Tensor>{Tensor::zeros({2}, ScalarType::Float32)}; });
   EXPECT_FALSE(work.isCompleted());
@@ -290,7 +309,7 @@ TEST(WorkTest, FutureThenAndErrors) {
   EXPECT_EQ(chained->value().size(), 1u);
   EXPECT_THROW(work.sourceRank(), Error);
 
-  Work failing("failing op", 1s, {});
+  BackendWork failing("failing op", 1s, {});
   bool callbackSawError = false;
   failing.getFuture()->addCallback([&](Future& f) { callbackSawError = f.hasError(); });
   failing.finishWithError(std::make_exception_ptr(BackendError("peer 3 vanished")));
@@ -305,7 +324,7 @@ TEST(WorkTest, FutureThenAndErrors) {
 }
 
 TEST(WorkTest, ACallbackThrowingANonStdExceptionDoesNotSkipTheOthers) {
-  Work work("op", 1s, {});
+  BackendWork work("op", 1s, {});
   bool laterRan = false;
   work.getFuture()->addCallback([](Future&) { throw 42; });
   work.getFuture()->addCallback([&](Future&) { laterRan = true; });
@@ -456,4 +475,4 @@ TEST(ProcessGroupTest, TrafficCountsCallsAndBytesPerOp) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

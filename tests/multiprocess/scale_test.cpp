@@ -14,7 +14,7 @@
 #include "store/PrefixStore.hpp"
 #include "tests/support/MultiProcess.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 // The most requests any rank made: for the world group's set-up (to its first barrier's end),
@@ -110,4 +110,4 @@ TEST(ScaleTest, TwentyGroupsAddNoThreadAndNoDescriptor) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -17,7 +17,7 @@
 #include "c10d/core/Cuda.hpp"
 #include "tests/support/MultiProcess.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -32,7 +32,7 @@ class NumberingDouble : public Backend {
 
   std::shared_ptr<Work> start(const Op& op, const OpTensors&) override {
     seen().push_back(op.seq);
-    auto work = std::make_shared<Work>(std::string(), op.timeout);
+    auto work = std::make_shared<BackendWork>(std::string(), op.timeout);
     work->finish();
     return work;
   }
@@ -175,4 +175,4 @@ TEST(SequenceTest, EveryPlaceNamesACallByTheSameNumberWithTheDetailCheck) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -18,7 +18,7 @@
 #include "c10d/net/SharedMemory.hpp"
 #include "tests/support/MultiProcess.hpp"
 
-namespace c10d::inline v0::shm {
+namespace c10d::inline v1::shm {
 namespace {
 
 using namespace std::chrono_literals;
@@ -483,4 +483,4 @@ TEST(SharedMemoryGroupTest, PointToPointRoundsBothWaysNeverStall) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0::shm
+}  // namespace c10d::inline v1::shm

@@ -11,7 +11,7 @@
 #include "c10d/ProcessGroup.hpp"
 #include "tests/support/MultiProcess.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 // 128 MiB: its copy takes tens of milliseconds, many small round trips. A round in which fewer
@@ -133,4 +133,4 @@ TEST(SharedPointToPointTest, LargeExchangesCompleteWhicheverWaitComesFirst) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

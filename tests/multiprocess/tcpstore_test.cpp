@@ -20,7 +20,7 @@
 #include "store/tcp/StoreProtocol.hpp"
 #include "tests/support/MultiProcess.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -603,4 +603,4 @@ TEST(TCPStoreAuthTest, TokenComesFromTheEnvironmentOrAFile) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -9,7 +9,7 @@
 
 #include "tests/support/MultiProcess.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -249,4 +249,4 @@ TEST(WireCheckTest, PointToPointSizesThatDisagreeFailBothSidesAndTheGroupStaysUs
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -13,7 +13,7 @@
 #include "c10d/Backend.hpp"
 #include "c10d/Options.hpp"
 
-namespace c10d::inline v0::test {
+namespace c10d::inline v1::test {
 
 class BackendCalls {
  public:
@@ -134,4 +134,4 @@ class BackendCalls {
   std::atomic<uint64_t> pointToPoint_{0};
 };
 
-}  // namespace c10d::inline v0::test
+}  // namespace c10d::inline v1::test

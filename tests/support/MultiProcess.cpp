@@ -33,7 +33,7 @@
 #include "store/PrefixStore.hpp"
 #include "store/TCPStore.hpp"
 
-namespace c10d::inline v0::test {
+namespace c10d::inline v1::test {
 
 // ---- checks inside a rank ----
 
@@ -363,4 +363,4 @@ std::string report(const std::vector<RankOutcome>& outcomes, size_t maxChars) {
   return out.str();
 }
 
-}  // namespace c10d::inline v0::test
+}  // namespace c10d::inline v1::test

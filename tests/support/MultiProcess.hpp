@@ -38,7 +38,7 @@
 #include "c10d/core/Exception.hpp"
 #include "store/Store.hpp"
 
-namespace c10d::inline v0::test {
+namespace c10d::inline v1::test {
 
 // What a rank's body gets.
 struct RankEnv {
@@ -205,4 +205,4 @@ std::vector<int> exitCodes(const std::vector<RankOutcome>& outcomes);
 // Every rank's exit code explained, and its output (the last maxChars characters of it).
 std::string report(const std::vector<RankOutcome>& outcomes, size_t maxChars = 8000);
 
-}  // namespace c10d::inline v0::test
+}  // namespace c10d::inline v1::test

@@ -15,7 +15,7 @@
 #include "c10d/Backend.hpp"
 #include "tests/support/MultiProcess.hpp"
 
-namespace c10d::inline v0::test {
+namespace c10d::inline v1::test {
 
 struct BackendRanks {
   std::string backend;
@@ -68,4 +68,4 @@ class RanksOnBackend : public ::testing::TestWithParam<BackendRanks> {
   std::string mpiTest_;
 };
 
-}  // namespace c10d::inline v0::test
+}  // namespace c10d::inline v1::test

@@ -14,7 +14,7 @@
 #include "rpc/RpcAgent.hpp"
 #include "store/HashStore.hpp"
 
-namespace c10d::inline v0::rpc::test {
+namespace c10d::inline v1::rpc::test {
 
 // worldSize agents named worker<rank>, created together (create() returns once all are
 // connected); setup runs on each before the set-up barrier.
@@ -57,4 +57,4 @@ inline std::string messageOf(const std::function<void()>& call) {
   return "(no error)";
 }
 
-}  // namespace c10d::inline v0::rpc::test
+}  // namespace c10d::inline v1::rpc::test

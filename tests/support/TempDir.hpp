@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-namespace c10d::inline v0::test {
+namespace c10d::inline v1::test {
 
 class TempDir {
  public:
@@ -30,4 +30,4 @@ class TempDir {
   std::string path_;
 };
 
-}  // namespace c10d::inline v0::test
+}  // namespace c10d::inline v1::test

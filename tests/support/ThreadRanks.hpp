@@ -19,7 +19,7 @@
 #include "store/HashStore.hpp"
 #include "store/PrefixStore.hpp"
 
-namespace c10d::inline v0::test {
+namespace c10d::inline v1::test {
 
 // Runs body(rank, backend) on size threads, each with a Gloo backend of group name whose default
 // timeout is timeout (and configOf(rank) as its ProcessGroupOptions::config when given), and
@@ -72,4 +72,4 @@ inline std::vector<std::string> errorsOnThreadRanks(
   return errors;
 }
 
-}  // namespace c10d::inline v0::test
+}  // namespace c10d::inline v1::test

@@ -10,7 +10,7 @@
 
 #include "c10d/training/DistributedDataParallel.hpp"
 
-namespace c10d::inline v0::test {
+namespace c10d::inline v1::test {
 
 inline std::vector<DataParallelParameter> cosineParameters(
     const std::vector<int64_t>& sizes, const std::function<std::string(size_t)>& nameOf) {
@@ -23,4 +23,4 @@ inline std::vector<DataParallelParameter> cosineParameters(
   return params;
 }
 
-}  // namespace c10d::inline v0::test
+}  // namespace c10d::inline v1::test

@@ -19,7 +19,7 @@
 #include "tests/support/TempDir.hpp"
 #include "tests/support/ThreadRanks.hpp"
 
-namespace c10d::inline v0::checkpoint {
+namespace c10d::inline v1::checkpoint {
 namespace {
 
 using namespace std::chrono_literals;
@@ -595,9 +595,9 @@ TEST(CheckpointAsync, RefusesWhileBusyWhenAsked) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0::checkpoint
+}  // namespace c10d::inline v1::checkpoint
 
-namespace c10d::inline v0::checkpoint {
+namespace c10d::inline v1::checkpoint {
 namespace {
 
 // Edits metadata.json of dir with edit, as a damaged or hostile file would be.
@@ -707,9 +707,9 @@ TEST(Checkpoint, LatestOrdersByCommitTimeUnlessEveryCheckpointHasAStep) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0::checkpoint
+}  // namespace c10d::inline v1::checkpoint
 
-namespace c10d::inline v0::checkpoint {
+namespace c10d::inline v1::checkpoint {
 namespace {
 
 // A tensor larger than a reading thread's task (32 MiB), with checksum blocks that split
@@ -739,9 +739,9 @@ TEST(CheckpointLarge, ColumnsOfALargeTensorAcrossTasksAndOddBlocks) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0::checkpoint
+}  // namespace c10d::inline v1::checkpoint
 
-namespace c10d::inline v0::checkpoint {
+namespace c10d::inline v1::checkpoint {
 namespace {
 
 // A rank that never comes to the save: the others end in the group's timeout, naming it, and no
@@ -763,9 +763,9 @@ TEST(CheckpointAgreement, ARankThatNeverSavesIsNamedAtTheTimeout) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0::checkpoint
+}  // namespace c10d::inline v1::checkpoint
 
-namespace c10d::inline v0::checkpoint {
+namespace c10d::inline v1::checkpoint {
 namespace {
 
 Tensor onDevice(const Tensor& host) {
@@ -823,4 +823,4 @@ TEST(CheckpointOnDevice, CudaSlicesSaveLoadAndSaveInTheBackground) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0::checkpoint
+}  // namespace c10d::inline v1::checkpoint

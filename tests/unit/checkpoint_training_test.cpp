@@ -23,7 +23,7 @@
 #include "tests/support/ThreadRanks.hpp"
 #include "tests/support/TrainingParameters.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -309,4 +309,4 @@ TEST(CheckpointTraining, SamplerResumesAtAnotherWorldSizeWithEverySampleOnce) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -13,7 +13,7 @@
 #include "c10d/core/Logging.hpp"
 #include "store/HashStore.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 // Sets one environment variable for its scope.
@@ -193,4 +193,4 @@ TEST(ConfigTest, TheLocalRankComesFromTheLauncherOrTheOptions) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

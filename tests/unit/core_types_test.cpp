@@ -14,7 +14,7 @@
 #include "c10d/core/ScalarType.hpp"
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 TEST(ScalarTypeTest, SizesAndNamesRoundTrip) {
@@ -328,4 +328,4 @@ TEST(FutureTest, CompletionHooksRunBeforeAnyWaitReturnsAndBeforeCallbacks) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

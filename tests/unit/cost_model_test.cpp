@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-namespace c10d::inline v0::cost {
+namespace c10d::inline v1::cost {
 namespace {
 
 constexpr size_t kPiece = 256 * 1024;
@@ -149,4 +149,4 @@ TEST(CostModel, AllgatherCostsCountStepsAndBytes) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0::cost
+}  // namespace c10d::inline v1::cost

@@ -16,7 +16,7 @@
 #include "c10d/training/FusionQueue.hpp"
 #include "tests/support/ThreadRanks.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -122,4 +122,4 @@ TEST(FusionQueueThreads, ConcurrentSubmissionsOnThreadRanksReduceCorrectly) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

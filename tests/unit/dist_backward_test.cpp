@@ -16,7 +16,7 @@
 #include "rpc/autograd/DistributedOptimizer.hpp"
 #include "tests/support/RpcTestUtil.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 namespace {
 
 using test::messageOf;
@@ -255,4 +255,4 @@ TEST(DistBackward, MisuseAndALostWorkerAreNamed) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

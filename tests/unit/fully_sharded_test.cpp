@@ -10,7 +10,7 @@
 #include "c10d/parallel/FullySharded.hpp"
 #include "tests/support/ThreadRanks.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -89,4 +89,4 @@ TEST(FullyShardedTest, GathersReductionsAndStepsOnTwoAndThreeRanks) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -5,7 +5,7 @@
 
 #include "backends/gloo/transport/GlooFailure.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 struct Sample {
@@ -43,4 +43,4 @@ TEST(GlooFailureTest, EveryMessageIsReadAsWhatItSays) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

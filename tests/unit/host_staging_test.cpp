@@ -20,7 +20,7 @@
 #include "tests/support/BackendCalls.hpp"
 #include "tests/support/ThreadRanks.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -244,4 +244,4 @@ TEST(HostStagingTest, ProcessGroupRefusesCudaTensorsWithoutAGpu) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

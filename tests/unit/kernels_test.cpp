@@ -16,7 +16,7 @@
 #include "c10d/core/Half.hpp"
 #include "c10d/core/Kernels.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using kernels::Table;
@@ -290,4 +290,4 @@ TEST(PortableKernelsTest, KnownValues) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -21,7 +21,7 @@
 #include "store/HashStore.hpp"
 #include "tests/support/BackendCalls.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -364,4 +364,4 @@ TEST(NcclCommunicatorCreation, CancelEndsTheWaitAtOnce) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

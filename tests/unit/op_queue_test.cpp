@@ -12,7 +12,7 @@
 #include "c10d/GroupTrace.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -200,4 +200,4 @@ TEST(OpQueueTest, ACallbackMayEnqueueTheNextOperationAndWaitForIt) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -13,7 +13,7 @@
 #include "c10d/training/Optimizers.hpp"
 #include "tests/support/RpcTestUtil.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 namespace {
 
 using test::messageOf;
@@ -243,4 +243,4 @@ TEST_F(DistributedOptimizerTest, ErrorsNameTheParameterAndTheOwner) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

@@ -9,7 +9,7 @@
 #include "c10d/parallel/Layout.hpp"
 #include "tests/support/ThreadRanks.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -81,4 +81,4 @@ TEST(ParallelLayoutTest, SizesThatDoNotMakeTheWorldAreRefused) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

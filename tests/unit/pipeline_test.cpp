@@ -10,7 +10,7 @@
 #include "c10d/parallel/Pipeline.hpp"
 #include "tests/support/ThreadRanks.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -121,4 +121,4 @@ TEST(PipelineTest, AStageWithoutFunctionsOrMicroBatchesIsRefused) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -26,7 +26,7 @@
 #include "store/HashStore.hpp"
 #include "tests/support/RpcTestUtil.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 namespace {
 
 using namespace std::chrono_literals;
@@ -849,4 +849,4 @@ TEST(RpcAuthTest, AMissingTokenIsRefusedEitherWay) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

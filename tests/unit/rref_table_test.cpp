@@ -8,7 +8,7 @@
 
 #include "rpc/RRefTable.hpp"
 
-namespace c10d::inline v0::rpc::detail {
+namespace c10d::inline v1::rpc::detail {
 namespace {
 
 using namespace std::chrono_literals;
@@ -105,4 +105,4 @@ TEST(RRefTable, SettleGivesUpAtTheDeadlineAndCountsWhatIsStillInFlight) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0::rpc::detail
+}  // namespace c10d::inline v1::rpc::detail

@@ -10,7 +10,7 @@
 #include "rpc/RRef.hpp"
 #include "tests/support/RpcTestUtil.hpp"
 
-namespace c10d::inline v0::rpc {
+namespace c10d::inline v1::rpc {
 namespace {
 
 using namespace std::chrono_literals;
@@ -260,4 +260,4 @@ TEST(RRefTest, GracefulShutdownReleasesReferencesStillHeld) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0::rpc
+}  // namespace c10d::inline v1::rpc

@@ -20,7 +20,7 @@
 #include "store/PyTorchTCPStore.hpp"
 #include "store/TCPStore.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -602,4 +602,4 @@ TEST(CountingStoreTest, TheTcpStoreHostIsFoundThroughIt) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

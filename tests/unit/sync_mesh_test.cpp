@@ -16,7 +16,7 @@
 #include "tests/support/BackendCalls.hpp"
 #include "tests/support/ThreadRanks.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -246,4 +246,4 @@ INSTANTIATE_TEST_SUITE_P(Ranks, SyncMeshTest, ::testing::Values(2, 3, 4, 5),
                          });
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using detail::UvLoopThread;
@@ -178,4 +178,4 @@ TEST(UvErrorTest, NamesTheCodeThenSaysWhatItMeans) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

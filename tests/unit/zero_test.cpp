@@ -14,7 +14,7 @@
 #include "tests/support/ThreadRanks.hpp"
 #include "tests/support/TrainingParameters.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 namespace {
 
 using namespace std::chrono_literals;
@@ -147,4 +147,4 @@ TEST(ZeroOptimizerTest, RefusesStage3AndParametersWithoutGradients) {
 }
 
 }  // namespace
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -5,7 +5,7 @@
 
 #include "backends/gloo/algorithms/MeshAlgorithms.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 void MeshAlgorithms::allgather(void* output, size_t bytes) {
   auto* base = static_cast<uint8_t*>(output);
@@ -74,4 +74,4 @@ void MeshAlgorithms::bruckAllgather(uint8_t* base, size_t bytes) {
   }
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

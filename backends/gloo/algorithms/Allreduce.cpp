@@ -5,7 +5,7 @@
 
 #include "backends/gloo/algorithms/MeshAlgorithms.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 void MeshAlgorithms::allreduce(void* data, size_t count, size_t elementSize,
                                ReduceFunction reduce) {
@@ -124,4 +124,4 @@ void MeshAlgorithms::halvingDoublingAllreduce(const Team& team, void* data, size
   if (me < extra) exchangeRanges(team[me + pow2], base, 0, count, 0, 0, elementSize, nullptr);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

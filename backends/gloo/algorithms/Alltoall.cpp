@@ -3,7 +3,7 @@
 #include "backends/common/Flatten.hpp"
 #include "backends/gloo/algorithms/MeshAlgorithms.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // Pairwise: in step s, send to rank + s and receive from rank - s, piece by piece.
 void MeshAlgorithms::alltoall(const void* input, void* output, size_t blockBytes) {
@@ -20,4 +20,4 @@ void MeshAlgorithms::alltoall(const void* input, void* output, size_t blockBytes
   }
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

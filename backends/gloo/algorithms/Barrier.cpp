@@ -2,7 +2,7 @@
 
 #include "backends/gloo/algorithms/MeshAlgorithms.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // Dissemination: after round k every rank has heard, directly or not, from 2^(k+1) ranks.
 void MeshAlgorithms::barrier() {
@@ -13,4 +13,4 @@ void MeshAlgorithms::barrier() {
   }
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -2,7 +2,7 @@
 
 #include "backends/gloo/algorithms/MeshAlgorithms.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 void MeshAlgorithms::broadcast(void* data, size_t bytes, int root) {
   if (!hierarchical_) {
@@ -93,4 +93,4 @@ void MeshAlgorithms::pipelineBroadcast(const Team& team, uint8_t* data, size_t b
            });
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -5,7 +5,7 @@
 
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0::cost {
+namespace c10d::inline v1::cost {
 namespace {
 
 // Every algorithm of a kind (kAll), and those cheapest chooses among (kAuto), in the order ties
@@ -228,4 +228,4 @@ C10D_COST_KIND(BroadcastAlgorithm)
 C10D_COST_KIND(AllgatherAlgorithm)
 #undef C10D_COST_KIND
 
-}  // namespace c10d::inline v0::cost
+}  // namespace c10d::inline v1::cost

@@ -13,7 +13,7 @@
 
 #include "backends/gloo/transport/LinkCost.hpp"
 
-namespace c10d::inline v0::cost {
+namespace c10d::inline v1::cost {
 
 enum class AllreduceAlgorithm {
   RecursiveDoubling,  // log2(p) steps, each the whole buffer: fewest messages
@@ -65,4 +65,4 @@ std::string choices(int members, const LinkCost& link, size_t pieceBytes);
 inline constexpr size_t kMinPipelinePiece = 16 * 1024;
 size_t pipelinePiece(int members, size_t bytes, const LinkCost& link, size_t pieceBytes);
 
-}  // namespace c10d::inline v0::cost
+}  // namespace c10d::inline v1::cost

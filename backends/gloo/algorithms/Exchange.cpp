@@ -6,7 +6,7 @@
 
 #include "backends/gloo/algorithms/MeshAlgorithms.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // One phase of a ring over `count` elements cut in team.size() segments of `segment` elements.
 // In step s member m sends segment (m - s + shift) to its right and receives segment
@@ -100,4 +100,4 @@ void MeshAlgorithms::exchangeAmongLeaders(uint8_t* base, size_t blockBytes, size
   }
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -21,7 +21,7 @@
 #include "backends/gloo/algorithms/CostModel.hpp"
 #include "backends/gloo/transport/SyncMesh.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 class MeshAlgorithms {
  public:
@@ -180,4 +180,4 @@ Algorithm MeshAlgorithms::choose(const std::optional<Algorithm>& forced, const T
   return onSharedMemory;
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

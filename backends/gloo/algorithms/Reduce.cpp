@@ -2,7 +2,7 @@
 
 #include "backends/gloo/algorithms/MeshAlgorithms.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 void MeshAlgorithms::reduce(void* data, size_t count, size_t elementSize, ReduceFunction reduceFn,
                             int root) {
@@ -36,4 +36,4 @@ void MeshAlgorithms::reduceIn(const Team& team, void* data, size_t count, size_t
   });
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -2,7 +2,7 @@
 
 #include "backends/gloo/algorithms/MeshAlgorithms.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 void MeshAlgorithms::reduceScatter(void* data, size_t blockCount, size_t elementSize,
                                    ReduceFunction reduce) {
@@ -31,4 +31,4 @@ void MeshAlgorithms::reduceScatter(void* data, size_t blockCount, size_t element
   }
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -6,7 +6,7 @@
 #include "backends/gloo/algorithms/MeshAlgorithms.hpp"
 #include "c10d/core/Exception.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 MeshAlgorithms::MeshAlgorithms(SyncMesh& mesh)
     : mesh_(mesh), rank_(mesh.rank()), size_(mesh.size()) {
@@ -87,4 +87,4 @@ std::string MeshAlgorithms::setHosts(const std::vector<int>& hostOfRank, Hierarc
                         flat, " flat)");
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

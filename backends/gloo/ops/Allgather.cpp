@@ -7,7 +7,7 @@
 
 #include "backends/gloo/ops/Collectives.hpp"
 
-namespace c10d::inline v0::gloo_ops {
+namespace c10d::inline v1::gloo_ops {
 namespace {
 
 // Gathers input from every rank into flat (size * input bytes), rank r's at offset r.
@@ -48,4 +48,4 @@ void allgatherIntoTensor(Runtime& runtime, const Op& op, const OpTensors& tensor
   allgatherFlat(runtime, op, *tensors.input, bytesOf(*tensors.output));
 }
 
-}  // namespace c10d::inline v0::gloo_ops
+}  // namespace c10d::inline v1::gloo_ops

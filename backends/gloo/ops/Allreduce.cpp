@@ -9,7 +9,7 @@
 #include "backends/common/Reduce.hpp"
 #include "backends/gloo/ops/Collectives.hpp"
 
-namespace c10d::inline v0::gloo_ops {
+namespace c10d::inline v1::gloo_ops {
 namespace {
 
 void allreduceInPlace(Runtime& runtime, void* data, ScalarType dtype, size_t count,
@@ -57,4 +57,4 @@ void allreduceCoalesced(Runtime& runtime, const Op& op, const OpTensors& tensors
   }
 }
 
-}  // namespace c10d::inline v0::gloo_ops
+}  // namespace c10d::inline v1::gloo_ops

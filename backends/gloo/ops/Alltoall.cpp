@@ -8,7 +8,7 @@
 
 #include "backends/gloo/ops/Collectives.hpp"
 
-namespace c10d::inline v0::gloo_ops {
+namespace c10d::inline v1::gloo_ops {
 namespace {
 
 void alltoallEqual(Runtime& runtime, const Op& op, uint8_t* input, uint8_t* output, size_t bytes) {
@@ -110,4 +110,4 @@ void alltoallBase(Runtime& runtime, const Op& op, const OpTensors& tensors) {
             output.nbytes() ? bytesOf(output) : nullptr, recvBytes);
 }
 
-}  // namespace c10d::inline v0::gloo_ops
+}  // namespace c10d::inline v1::gloo_ops

@@ -4,7 +4,7 @@
 
 #include "backends/gloo/ops/Collectives.hpp"
 
-namespace c10d::inline v0::gloo_ops {
+namespace c10d::inline v1::gloo_ops {
 
 void barrier(Runtime& runtime, const Op& op, const OpTensors&) {
   if (runtime.size == 1) return;
@@ -20,4 +20,4 @@ void barrier(Runtime& runtime, const Op& op, const OpTensors&) {
   gloo::barrier(gloo);
 }
 
-}  // namespace c10d::inline v0::gloo_ops
+}  // namespace c10d::inline v1::gloo_ops

@@ -6,7 +6,7 @@
 
 #include "backends/gloo/ops/Collectives.hpp"
 
-namespace c10d::inline v0::gloo_ops {
+namespace c10d::inline v1::gloo_ops {
 
 void broadcast(Runtime& runtime, const Op& op, const OpTensors& tensors) {
   const Tensor& tensor = *tensors.input;
@@ -28,4 +28,4 @@ void broadcast(Runtime& runtime, const Op& op, const OpTensors& tensors) {
   gloo::broadcast(gloo);
 }
 
-}  // namespace c10d::inline v0::gloo_ops
+}  // namespace c10d::inline v1::gloo_ops

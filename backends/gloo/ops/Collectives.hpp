@@ -8,7 +8,7 @@
 #include "backends/common/OpQueue.hpp"
 #include "backends/gloo/GlooRuntime.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace gloo_ops {
 
@@ -43,4 +43,4 @@ class GlooWork final : public QueuedWork {
   GlooBackend::Runtime* runtime_;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -6,7 +6,7 @@
 
 #include "backends/gloo/ops/Collectives.hpp"
 
-namespace c10d::inline v0::gloo_ops {
+namespace c10d::inline v1::gloo_ops {
 
 void gather(Runtime& runtime, const Op& op, const OpTensors& tensors) {
   const Tensor& input = *tensors.input;
@@ -32,4 +32,4 @@ void gather(Runtime& runtime, const Op& op, const OpTensors& tensors) {
   }
 }
 
-}  // namespace c10d::inline v0::gloo_ops
+}  // namespace c10d::inline v1::gloo_ops

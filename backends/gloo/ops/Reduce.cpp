@@ -5,7 +5,7 @@
 #include "backends/common/Reduce.hpp"
 #include "backends/gloo/ops/Collectives.hpp"
 
-namespace c10d::inline v0::gloo_ops {
+namespace c10d::inline v1::gloo_ops {
 
 void reduce(Runtime& runtime, const Op& op, const OpTensors& tensors) {
   const Tensor& tensor = *tensors.input;
@@ -34,4 +34,4 @@ void reduce(Runtime& runtime, const Op& op, const OpTensors& tensors) {
   }
 }
 
-}  // namespace c10d::inline v0::gloo_ops
+}  // namespace c10d::inline v1::gloo_ops

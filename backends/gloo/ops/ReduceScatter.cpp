@@ -9,7 +9,7 @@
 #include "backends/common/Reduce.hpp"
 #include "backends/gloo/ops/Collectives.hpp"
 
-namespace c10d::inline v0::gloo_ops {
+namespace c10d::inline v1::gloo_ops {
 namespace {
 
 // flat: size() blocks of output's size, the op's input; output gets our block's reduction.
@@ -55,4 +55,4 @@ void reduceScatterTensor(Runtime& runtime, const Op& op, const OpTensors& tensor
   reduceScatterFlat(runtime, op, flat, *tensors.output);
 }
 
-}  // namespace c10d::inline v0::gloo_ops
+}  // namespace c10d::inline v1::gloo_ops

@@ -6,7 +6,7 @@
 
 #include "backends/gloo/ops/Collectives.hpp"
 
-namespace c10d::inline v0::gloo_ops {
+namespace c10d::inline v1::gloo_ops {
 
 void scatter(Runtime& runtime, const Op& op, const OpTensors& tensors) {
   const Tensor& output = *tensors.output;
@@ -31,4 +31,4 @@ void scatter(Runtime& runtime, const Op& op, const OpTensors& tensors) {
   gloo::scatter(gloo);
 }
 
-}  // namespace c10d::inline v0::gloo_ops
+}  // namespace c10d::inline v1::gloo_ops

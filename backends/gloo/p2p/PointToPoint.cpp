@@ -8,7 +8,7 @@
 #include "c10d/core/Signals.hpp"
 #include "c10d/core/ThreadName.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace {
 
@@ -346,4 +346,4 @@ bool P2PEngine::withdraw(const P2PRecv* recv) {
   return matcher_.withdraw(recv);
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -42,7 +42,7 @@
 #include "c10d/Work.hpp"
 #include "c10d/core/Tensor.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 struct P2PFrame {
   // Up to this much payload travels in the head, copied through staging on both sides; the
@@ -250,4 +250,4 @@ class P2PEngine {
   P2PMatcher<P2PRecv, P2PFrame::Header> matcher_;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -11,7 +11,7 @@
 #include "c10d/core/Signals.hpp"
 #include "c10d/core/ThreadName.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace {
 
@@ -672,4 +672,4 @@ void SharedRecv::run(Clock::time_point deadline) {
              sizesDisagree(matchedHead_.bytes, taken, source_, runtime_->rank));
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -41,7 +41,7 @@
 #include "backends/gloo/p2p/PointToPoint.hpp"
 #include "backends/gloo/transport/SyncMesh.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace detail {
 template <typename T>
@@ -268,4 +268,4 @@ class SharedP2P {
   std::atomic<bool> stopping_{false};
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -8,7 +8,7 @@
 
 #include <string_view>
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 struct GlooFailure {
   // A wait ran out of time: "Timed out waiting 30000ms for recv operation to complete"
@@ -28,4 +28,4 @@ struct GlooFailure {
   }
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -23,7 +23,7 @@
 #include "c10d/core/Signals.hpp"
 #include "store/Store.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 namespace {
 
@@ -481,4 +481,4 @@ WireMismatch SyncMesh::mismatch(int peer, const WireCall& header, bool sameCall,
                          " while this rank runs ", call_.describe(), why)};
 }
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

@@ -23,7 +23,7 @@
 #include "backends/gloo/transport/WireCall.hpp"
 #include "c10d/net/SharedMemory.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 class Store;
 
@@ -203,4 +203,4 @@ class SyncMesh {
   std::optional<WireCall> previous_;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1

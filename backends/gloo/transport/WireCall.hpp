@@ -16,7 +16,7 @@
 #include "c10d/core/ReduceOp.hpp"
 #include "c10d/core/ScalarType.hpp"
 
-namespace c10d::inline v0 {
+namespace c10d::inline v1 {
 
 // 24 bytes on the wire, in the sender's byte order (ranks of a group share an architecture): the
 // fields of the sender's Op (c10d/Op.hpp) that every rank's must match.
@@ -79,4 +79,4 @@ struct WireMismatch {
   std::string message;
 };
 
-}  // namespace c10d::inline v0
+}  // namespace c10d::inline v1
