@@ -29,7 +29,8 @@ set(C10D_PUBLIC_HEADERS
   rpc/Future.hpp rpc/RRef.hpp rpc/RpcAgent.hpp rpc/Serialization.hpp rpc/transport/Msgpack.hpp
   rpc/autograd/DistAutograd.hpp rpc/autograd/DistributedOptimizer.hpp
   # the C API
-  c10d/capi/c10d.h)
+  c10d/capi/c10d.h c10d/capi/common.h c10d/capi/store.h c10d/capi/group.h c10d/capi/ops.h
+  c10d/capi/work.h c10d/capi/ddp.h c10d/capi/rpc.h c10d/capi/checkpoint.h c10d/capi/elastic.h)
 # Only for handing in a communicator (newMpiProcessGroup); it includes <mpi.h>.
 set(C10D_PUBLIC_MPI_HEADERS backends/mpi/MpiBackend.hpp)
 set(C10D_PUBLIC_NCCL_HEADERS backends/nccl/NcclBackend.hpp)

@@ -121,11 +121,11 @@ c10d_status c10d_allgather(c10d_group* group, const c10d_buffer* outputs, size_t
   });
 }
 
-c10d_status c10d_allgather_into(c10d_group* group, const c10d_buffer* output,
-                                const c10d_buffer* input, const c10d_op_options* options,
-                                c10d_work** work) {
+c10d_status c10d_allgather_into_tensor(c10d_group* group, const c10d_buffer* output,
+                                       const c10d_buffer* input, const c10d_op_options* options,
+                                       c10d_work** work) {
   return guarded([&] {
-    const char* call = "c10d_allgather_into";
+    const char* call = "c10d_allgather_into_tensor";
     auto& pg = groupOf(group, call);
     OpOptions op = opOptionsOf(options, call);
     Tensor out = tensorOf(output, call, "output");
@@ -177,11 +177,11 @@ c10d_status c10d_reduce_scatter(c10d_group* group, const c10d_buffer* output,
   });
 }
 
-c10d_status c10d_reduce_scatter_into(c10d_group* group, const c10d_buffer* output,
-                                     const c10d_buffer* input, const c10d_op_options* options,
-                                     c10d_work** work) {
+c10d_status c10d_reduce_scatter_tensor(c10d_group* group, const c10d_buffer* output,
+                                       const c10d_buffer* input, const c10d_op_options* options,
+                                       c10d_work** work) {
   return guarded([&] {
-    const char* call = "c10d_reduce_scatter_into";
+    const char* call = "c10d_reduce_scatter_tensor";
     auto& pg = groupOf(group, call);
     OpOptions op = opOptionsOf(options, call);
     Tensor out = tensorOf(output, call, "output");
@@ -206,12 +206,12 @@ c10d_status c10d_alltoall(c10d_group* group, const c10d_buffer* outputs, size_t 
   });
 }
 
-c10d_status c10d_alltoall_single(c10d_group* group, const c10d_buffer* output,
-                                 const c10d_buffer* input, const int64_t* output_splits,
-                                 const int64_t* input_splits, size_t num_splits,
-                                 const c10d_op_options* options, c10d_work** work) {
+c10d_status c10d_alltoall_base(c10d_group* group, const c10d_buffer* output,
+                               const c10d_buffer* input, const int64_t* output_splits,
+                               const int64_t* input_splits, size_t num_splits,
+                               const c10d_op_options* options, c10d_work** work) {
   return guarded([&] {
-    const char* call = "c10d_alltoall_single";
+    const char* call = "c10d_alltoall_base";
     auto& pg = groupOf(group, call);
     OpOptions op = opOptionsOf(options, call);
     Tensor out = tensorOf(output, call, "output");
@@ -272,10 +272,10 @@ c10d_status c10d_recv(c10d_group* group, const c10d_buffer* buffer, int src,
   });
 }
 
-c10d_status c10d_recv_any(c10d_group* group, const c10d_buffer* buffer,
-                          const c10d_op_options* options, c10d_work** work) {
+c10d_status c10d_recv_anysource(c10d_group* group, const c10d_buffer* buffer,
+                                const c10d_op_options* options, c10d_work** work) {
   return guarded([&] {
-    const char* call = "c10d_recv_any";
+    const char* call = "c10d_recv_anysource";
     auto& pg = groupOf(group, call);
     OpOptions op = opOptionsOf(options, call);
     Tensor tensor = tensorOf(buffer, call, "buffer");
@@ -330,6 +330,32 @@ c10d_status c10d_batch_isend_irecv(c10d_group* group, const c10d_p2p_op* ops, si
           new c10d_work{started[started.size() == 1 ? 0 : i], pg, stream.active(), stream.stream()};
     }
   });
+}
+
+// The former names (deprecated in the header, exported for programs built against them).
+c10d_status c10d_allgather_into(c10d_group* group, const c10d_buffer* output,
+                                const c10d_buffer* input, const c10d_op_options* options,
+                                c10d_work** work) {
+  return c10d_allgather_into_tensor(group, output, input, options, work);
+}
+
+c10d_status c10d_reduce_scatter_into(c10d_group* group, const c10d_buffer* output,
+                                     const c10d_buffer* input, const c10d_op_options* options,
+                                     c10d_work** work) {
+  return c10d_reduce_scatter_tensor(group, output, input, options, work);
+}
+
+c10d_status c10d_recv_any(c10d_group* group, const c10d_buffer* buffer,
+                          const c10d_op_options* options, c10d_work** work) {
+  return c10d_recv_anysource(group, buffer, options, work);
+}
+
+c10d_status c10d_alltoall_single(c10d_group* group, const c10d_buffer* output,
+                                 const c10d_buffer* input, const int64_t* output_splits,
+                                 const int64_t* input_splits, size_t num_splits,
+                                 const c10d_op_options* options, c10d_work** work) {
+  return c10d_alltoall_base(group, output, input, output_splits, input_splits, num_splits, options,
+                            work);
 }
 
 }  // extern "C"

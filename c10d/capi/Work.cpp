@@ -15,10 +15,10 @@ c10d_status c10d_work_wait(c10d_work* work, int64_t timeout_ms) {
   });
 }
 
-c10d_status c10d_work_test(c10d_work* work, int* completed) {
+c10d_status c10d_work_is_completed(c10d_work* work, int* completed) {
   c10d_status status = guarded([&] {
-    Work& w = *deref(work, "c10d_work_test", "work").work;
-    C10D_CHECK(completed != nullptr, InvalidArgument, "c10d_work_test: completed is NULL");
+    Work& w = *deref(work, "c10d_work_is_completed", "work").work;
+    C10D_CHECK(completed != nullptr, InvalidArgument, "c10d_work_is_completed: completed is NULL");
     *completed = w.isCompleted() ? 1 : 0;
   });
   if (status != C10D_OK || *completed == 0) return status;
@@ -49,6 +49,11 @@ c10d_status c10d_work_on_completion(c10d_work* work, c10d_work_callback callback
 
 void c10d_work_free(c10d_work* work) {
   delete work;
+}
+
+// The former names (deprecated in the header, exported for programs built against them).
+c10d_status c10d_work_test(c10d_work* work, int* completed) {
+  return c10d_work_is_completed(work, completed);
 }
 
 }  // extern "C"

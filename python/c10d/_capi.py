@@ -12,7 +12,7 @@ from ctypes import (POINTER, Structure, byref, c_char_p, c_double, c_int, c_int6
 
 from . import errors
 
-API_VERSION = 3
+API_VERSION = 5
 
 # c10d_status
 OK = 0
@@ -352,28 +352,28 @@ _PROTOTYPES = {
     "c10d_reduce": (_status, [_group_p, _Buffer_p, _OpOptions_p, _work_pp]),
     "c10d_allgather": (_status, [_group_p, _Buffer_p, c_size_t, _Buffer_p, _OpOptions_p,
                                  _work_pp]),
-    "c10d_allgather_into": (_status, [_group_p, _Buffer_p, _Buffer_p, _OpOptions_p, _work_pp]),
+    "c10d_allgather_into_tensor": (_status, [_group_p, _Buffer_p, _Buffer_p, _OpOptions_p, _work_pp]),
     "c10d_gather": (_status, [_group_p, _Buffer_p, c_size_t, _Buffer_p, _OpOptions_p, _work_pp]),
     "c10d_scatter": (_status, [_group_p, _Buffer_p, _Buffer_p, c_size_t, _OpOptions_p,
                                _work_pp]),
     "c10d_reduce_scatter": (_status, [_group_p, _Buffer_p, _Buffer_p, c_size_t, _OpOptions_p,
                                       _work_pp]),
-    "c10d_reduce_scatter_into": (_status, [_group_p, _Buffer_p, _Buffer_p, _OpOptions_p,
+    "c10d_reduce_scatter_tensor": (_status, [_group_p, _Buffer_p, _Buffer_p, _OpOptions_p,
                                            _work_pp]),
     "c10d_alltoall": (_status, [_group_p, _Buffer_p, c_size_t, _Buffer_p, c_size_t,
                                 _OpOptions_p, _work_pp]),
-    "c10d_alltoall_single": (_status, [_group_p, _Buffer_p, _Buffer_p, POINTER(c_int64),
+    "c10d_alltoall_base": (_status, [_group_p, _Buffer_p, _Buffer_p, POINTER(c_int64),
                                        POINTER(c_int64), c_size_t, _OpOptions_p, _work_pp]),
     "c10d_barrier": (_status, [_group_p, _OpOptions_p, _work_pp]),
     "c10d_monitored_barrier": (_status, [_group_p, c_int64, c_int]),
     "c10d_send": (_status, [_group_p, _Buffer_p, c_int, _OpOptions_p, _work_pp]),
     "c10d_recv": (_status, [_group_p, _Buffer_p, c_int, _OpOptions_p, _work_pp]),
-    "c10d_recv_any": (_status, [_group_p, _Buffer_p, _OpOptions_p, _work_pp]),
+    "c10d_recv_anysource": (_status, [_group_p, _Buffer_p, _OpOptions_p, _work_pp]),
     "c10d_batch_isend_irecv": (_status, [_group_p, POINTER(P2POp), c_size_t, c_int64,
                                          _work_pp]),
     # work
     "c10d_work_wait": (_status, [_work_p, c_int64]),
-    "c10d_work_test": (_status, [_work_p, POINTER(c_int)]),
+    "c10d_work_is_completed": (_status, [_work_p, POINTER(c_int)]),
     "c10d_work_source_rank": (_status, [_work_p, POINTER(c_int)]),
     "c10d_work_on_completion": (_status, [_work_p, WorkCallback, c_void_p]),
     "c10d_work_free": (None, [_work_p]),

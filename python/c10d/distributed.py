@@ -222,7 +222,7 @@ _orphans = []  # (handle, what keeps its memory) of Works dropped before their o
 def _reap_orphans():
     done = c_int()
     for entry in list(_orphans):
-        lib.c10d_work_test(entry[0], byref(done))
+        lib.c10d_work_is_completed(entry[0], byref(done))
         if done.value:
             _orphans.remove(entry)
             lib.c10d_work_free(entry[0])
@@ -251,7 +251,7 @@ class Work:
 
     def _test(self):
         done = c_int()
-        status = lib.c10d_work_test(self._handle, byref(done))
+        status = lib.c10d_work_is_completed(self._handle, byref(done))
         return bool(done.value), status
 
     def is_completed(self):
@@ -273,7 +273,7 @@ class Work:
         return self._group.global_rank(rank.value)
 
     # Everything it uses is bound as a default: it may run while the interpreter shuts down.
-    def __del__(self, _test=lib.c10d_work_test, _free=lib.c10d_work_free, _flag=c_int,
+    def __del__(self, _test=lib.c10d_work_is_completed, _free=lib.c10d_work_free, _flag=c_int,
                 _orphans=_orphans):
         handle, self._handle = self._handle, None
         if not handle:
@@ -564,7 +564,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
         return _skipped(group, "all_gather_into_tensor")
     out = _buffer(output_tensor, "output_tensor", True)
     buf = _buffer(input_tensor, "input_tensor", False)
-    return _run(lib.c10d_allgather_into, pg, (out, buf, None), async_op,
+    return _run(lib.c10d_allgather_into_tensor, pg, (out, buf, None), async_op,
                 (output_tensor, input_tensor, out, buf))
 
 
@@ -618,7 +618,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
         return _skipped(group, "reduce_scatter_tensor")
     out = _buffer(output, "output", True)
     buf = _buffer(input, "input", False)
-    return _run(lib.c10d_reduce_scatter_into, pg, (out, buf, _options(op)), async_op,
+    return _run(lib.c10d_reduce_scatter_tensor, pg, (out, buf, _options(op)), async_op,
                 (output, input, out, buf))
 
 
@@ -661,7 +661,7 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
                                   f"input_split_sizes {len(ins)}; each needs one per rank")
         count = len(outs)
         out_splits, in_splits = (c_int64 * count)(*outs), (c_int64 * count)(*ins)
-    return _run(lib.c10d_alltoall_single, pg, (out, buf, out_splits, in_splits, count, None),
+    return _run(lib.c10d_alltoall_base, pg, (out, buf, out_splits, in_splits, count, None),
                 async_op, (output, input, out, buf))
 
 
@@ -714,7 +714,7 @@ def irecv(tensor, src=None, group=None, tag=0):
         return _skipped(group, "irecv")
     buf = _buffer(tensor, "tensor", True)
     if src is None:
-        return _run(lib.c10d_recv_any, pg, (buf, _tag_options(tag)), True, (tensor, buf))
+        return _run(lib.c10d_recv_anysource, pg, (buf, _tag_options(tag)), True, (tensor, buf))
     return _run(lib.c10d_recv, pg, (buf, pg.group_rank(src, "src"), _tag_options(tag)), True,
                 (tensor, buf))
 

@@ -594,8 +594,15 @@ static void test_gathers(c10d_group* g, int rank, int size) {
     flat[i] = -1.0f;
     want[i] = 10 * (i / 3) + i % 3 + 0.5;
   }
-  CHECK_OK(c10d_allgather_into(g, &output, &input, NULL, NULL), "allgather_into");
-  CHECK_VALUES(C10D_FLOAT32, flat, want, 3 * size, "allgather_into");
+  CHECK_OK(c10d_allgather_into_tensor(g, &output, &input, NULL, NULL), "allgather_into_tensor");
+  CHECK_VALUES(C10D_FLOAT32, flat, want, 3 * size, "allgather_into_tensor");
+  /* The former name, kept deprecated for one release, is the same call. */
+  for (i = 0; i < 3 * size; ++i) flat[i] = -1.0f;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  CHECK_OK(c10d_allgather_into(g, &output, &input, NULL, NULL), "allgather_into (deprecated)");
+#pragma GCC diagnostic pop
+  CHECK_VALUES(C10D_FLOAT32, flat, want, 3 * size, "allgather_into (deprecated)");
 
   for (p = 0; p < size; ++p) {
     for (i = 0; i < 3; ++i) parts[p][i] = -1.0f;
@@ -652,7 +659,7 @@ static void test_reduce_scatter(c10d_group* g, int rank, int size) {
   CHECK_OK(c10d_reduce_scatter(g, &output, inputs, (size_t)size, NULL, NULL), "reduce_scatter");
   CHECK_VALUES(C10D_FLOAT32, out, want, 2, "reduce_scatter");
   out[0] = out[1] = -1.0f;
-  CHECK_OK(c10d_reduce_scatter_into(g, &output, &input, NULL, NULL), "reduce_scatter_into");
+  CHECK_OK(c10d_reduce_scatter_tensor(g, &output, &input, NULL, NULL), "reduce_scatter_into");
   CHECK_VALUES(C10D_FLOAT32, out, want, 2, "reduce_scatter_into");
 }
 
@@ -685,7 +692,7 @@ static void test_alltoall(c10d_group* g, int rank, int size) {
   }
   input = cpu(flat_in, 2 * size, C10D_FLOAT32);
   output = cpu(flat_out, 2 * size, C10D_FLOAT32);
-  CHECK_OK(c10d_alltoall_single(g, &output, &input, NULL, NULL, 0, NULL, NULL),
+  CHECK_OK(c10d_alltoall_base(g, &output, &input, NULL, NULL, 0, NULL, NULL),
            "alltoall_single with equal splits");
   CHECK_VALUES(C10D_FLOAT32, flat_out, want, 2 * size, "alltoall_single with equal splits");
 
@@ -701,7 +708,7 @@ static void test_alltoall(c10d_group* g, int rank, int size) {
   }
   input = cpu(flat_in, n, C10D_FLOAT32);
   output = cpu(flat_out, (int64_t)size * (rank + 1), C10D_FLOAT32);
-  CHECK_OK(c10d_alltoall_single(g, &output, &input, output_splits, input_splits, (size_t)size, NULL,
+  CHECK_OK(c10d_alltoall_base(g, &output, &input, output_splits, input_splits, (size_t)size, NULL,
                                 NULL),
            "alltoall_single with uneven splits");
   CHECK_VALUES(C10D_FLOAT32, flat_out, want, (int64_t)size * (rank + 1),
@@ -749,7 +756,7 @@ static void test_async(c10d_group* g, int rank, int size) {
   c10d_work* work = NULL;
   int completed = 0, polls, i, p, q;
 
-  /* allreduce: poll with c10d_work_test, then wait */
+  /* allreduce: poll with c10d_work_is_completed, then wait */
   for (i = 0; i < COUNT; ++i) {
     x[i] = (float)(rank + 1 + i);
     want[i] = 0;
@@ -760,11 +767,11 @@ static void test_async(c10d_group* g, int rank, int size) {
   CHECK_OK(c10d_work_on_completion(work, record_completion, &record),
            "c10d_work_on_completion on an async allreduce");
   for (polls = 0; polls < 60000; ++polls) {
-    CHECK_OK(c10d_work_test(work, &completed), "c10d_work_test of an async allreduce");
+    CHECK_OK(c10d_work_is_completed(work, &completed), "c10d_work_is_completed of an async allreduce");
     if (completed) break;
     sleep_ms(1);
   }
-  CHECK(completed == 1, "the async allreduce completed within 60 s by c10d_work_test");
+  CHECK(completed == 1, "the async allreduce completed within 60 s by c10d_work_is_completed");
   CHECK_OK(c10d_work_wait(work, -1), "c10d_work_wait of the async allreduce");
   CHECK_VALUES(C10D_FLOAT32, x, want, COUNT, "async allreduce");
   CHECK(calls_after_waiting(&record) == 1, "the completion callback ran");
@@ -800,8 +807,14 @@ static void test_async(c10d_group* g, int rank, int size) {
   CHECK_OK(c10d_allgather(g, outputs, (size_t)size, &input, NULL, &work), "async allgather");
   CHECK_OK(c10d_work_wait(work, -1), "c10d_work_wait of the async allgather");
   completed = 0;
-  CHECK_OK(c10d_work_test(work, &completed), "c10d_work_test after wait");
+  CHECK_OK(c10d_work_is_completed(work, &completed), "c10d_work_is_completed after wait");
   CHECK(completed == 1, "a waited work tests completed");
+  completed = 0;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  CHECK_OK(c10d_work_test(work, &completed), "c10d_work_test (deprecated) after wait");
+#pragma GCC diagnostic pop
+  CHECK(completed == 1, "the deprecated c10d_work_test says completed too");
   for (p = 0; p < size; ++p) {
     want[0] = 1000 * p;
     want[1] = 1000 * p + 1;
@@ -860,7 +873,7 @@ static void test_p2p(c10d_group* g, int rank, int size) {
       for (i = 0; i < COUNT; ++i) in[i] = -1.0f;
       work = NULL;
       source = -1;
-      CHECK_OK(c10d_recv_any(g, &bin, &options, &work), "recv_any tag 8");
+      CHECK_OK(c10d_recv_anysource(g, &bin, &options, &work), "recv_any tag 8");
       CHECK_OK(c10d_work_wait(work, -1), "wait for recv_any tag 8");
       CHECK_OK(c10d_work_source_rank(work, &source), "c10d_work_source_rank of recv_any");
       c10d_work_free(work);
@@ -910,7 +923,7 @@ static void test_p2p(c10d_group* g, int rank, int size) {
     CHECK_OK(c10d_recv(g, &bin, 1, &options, &work), "async recv tag 13 from rank 1");
     CHECK_FAILS(c10d_work_wait(work, 100), C10D_ERR_TIMEOUT, NULL,
                 "c10d_work_wait(100 ms) of a recv whose sender waits");
-    CHECK_OK(c10d_work_test(work, &completed), "c10d_work_test of a recv still waiting");
+    CHECK_OK(c10d_work_is_completed(work, &completed), "c10d_work_is_completed of a recv still waiting");
     CHECK(completed == 0, "a wait that timed out left the recv running");
   }
   barrier(g, "barrier releasing the sender of tag 13");

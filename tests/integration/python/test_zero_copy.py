@@ -124,7 +124,7 @@ def run_work_keeps_memory(rank, size):
         deadline = time.monotonic() + 10
         while not done.value and time.monotonic() < deadline:
             time.sleep(0.01)
-            c10d._capi.lib.c10d_work_test(handle, ctypes.byref(done))
+            c10d._capi.lib.c10d_work_is_completed(handle, ctypes.byref(done))
         dist.all_reduce(np.zeros(1), async_op=True).wait()  # a new Work reaps the orphans
         assert not distributed._orphans
     else:
