@@ -33,9 +33,10 @@ std::shared_ptr<Backend> createFromLibrary(const BackendLibrary& library,
 }  // namespace c10d::inline v1
 
 // Every backend library defines this function (C linkage, so the loader finds it by this name):
-// it returns a new backend that the caller owns.
-#define C10D_BACKEND_LIBRARY_ENTRY c10d_plugin_v0_create_backend
-#define C10D_BACKEND_LIBRARY_ENTRY_NAME "c10d_plugin_v0_create_backend"
+// it returns a new backend that the caller owns. The name carries the C++ ABI's number (the
+// inline namespace's), so a library built for another ABI is not found rather than misused.
+#define C10D_BACKEND_LIBRARY_ENTRY c10d_plugin_v1_create_backend
+#define C10D_BACKEND_LIBRARY_ENTRY_NAME "c10d_plugin_v1_create_backend"
 #define C10D_DEFINE_BACKEND_LIBRARY(BackendClass)                                                \
   extern "C" __attribute__((visibility("default"))) ::c10d::Backend* C10D_BACKEND_LIBRARY_ENTRY( \
       const ::c10d::BackendContext& context) {                                                   \

@@ -74,6 +74,9 @@ struct NcclBackend::Impl {
     inputs.insert(inputs.end(), outputs.begin(), outputs.end());
     auto work = std::make_shared<NcclWork>(op, trace, std::move(outputs), std::move(inputs), done,
                                            blockingWait);
+    // A receive's sender is its peer (NCCL receives from one): set before the watchdog can
+    // complete the Work.
+    if (op.type == OpType::Recv) work->setSourceRank(op.peer);
     watchdog.track(work);
     return work;
   }
@@ -421,14 +424,12 @@ std::shared_ptr<Work> send(Impl& impl, const Op& op, const OpTensors& t) {
 
 std::shared_ptr<Work> recv(Impl& impl, const Op& op, const OpTensors& t) {
   const Tensor& tensor = *t.input;
-  auto work = impl.run(
-      op, deviceOf(tensor, op), {tensor}, {},
-      [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
-        C10D_NCCL(ncclRecv(tensor.data(), tensor.nbytes(), ncclUint8, op.peer, comm, stream), comm,
-                  what);
-      });
-  work->setSourceRank(op.peer);
-  return work;
+  return impl.run(op, deviceOf(tensor, op), {tensor}, {},
+                  [&](ncclComm_t comm, cudaStream_t stream, const What& what) {
+                    C10D_NCCL(
+                        ncclRecv(tensor.data(), tensor.nbytes(), ncclUint8, op.peer, comm, stream),
+                        comm, what);
+                  });
 }
 
 // Each op's function, by OpType (null: NCCL has no receive from any source).

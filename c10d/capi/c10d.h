@@ -39,14 +39,14 @@
 #ifndef C10D_CAPI_C10D_H
 #define C10D_CAPI_C10D_H
 
-#include "c10d/capi/checkpoint.h"
-#include "c10d/capi/common.h"
-#include "c10d/capi/ddp.h"
-#include "c10d/capi/elastic.h"
-#include "c10d/capi/group.h"
-#include "c10d/capi/ops.h"
-#include "c10d/capi/rpc.h"
-#include "c10d/capi/store.h"
-#include "c10d/capi/work.h"
+#include "checkpoint.h"
+#include "common.h"
+#include "ddp.h"
+#include "elastic.h"
+#include "group.h"
+#include "ops.h"
+#include "rpc.h"
+#include "store.h"
+#include "work.h"
 
 #endif /* C10D_CAPI_C10D_H */

@@ -3,8 +3,8 @@
 #ifndef C10D_CAPI_ELASTIC_H
 #define C10D_CAPI_ELASTIC_H
 
-#include "c10d/capi/checkpoint.h"
-#include "c10d/capi/common.h"
+#include "checkpoint.h"
+#include "common.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -2,7 +2,7 @@
 #ifndef C10D_CAPI_RPC_H
 #define C10D_CAPI_RPC_H
 
-#include "c10d/capi/common.h"
+#include "common.h"
 
 #ifdef __cplusplus
 extern "C" {

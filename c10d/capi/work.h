@@ -3,7 +3,7 @@
 #ifndef C10D_CAPI_WORK_H
 #define C10D_CAPI_WORK_H
 
-#include "c10d/capi/common.h"
+#include "common.h"
 
 #ifdef __cplusplus
 extern "C" {

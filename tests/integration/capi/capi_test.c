@@ -659,8 +659,8 @@ static void test_reduce_scatter(c10d_group* g, int rank, int size) {
   CHECK_OK(c10d_reduce_scatter(g, &output, inputs, (size_t)size, NULL, NULL), "reduce_scatter");
   CHECK_VALUES(C10D_FLOAT32, out, want, 2, "reduce_scatter");
   out[0] = out[1] = -1.0f;
-  CHECK_OK(c10d_reduce_scatter_tensor(g, &output, &input, NULL, NULL), "reduce_scatter_into");
-  CHECK_VALUES(C10D_FLOAT32, out, want, 2, "reduce_scatter_into");
+  CHECK_OK(c10d_reduce_scatter_tensor(g, &output, &input, NULL, NULL), "reduce_scatter_tensor");
+  CHECK_VALUES(C10D_FLOAT32, out, want, 2, "reduce_scatter_tensor");
 }
 
 static void test_alltoall(c10d_group* g, int rank, int size) {
@@ -693,8 +693,8 @@ static void test_alltoall(c10d_group* g, int rank, int size) {
   input = cpu(flat_in, 2 * size, C10D_FLOAT32);
   output = cpu(flat_out, 2 * size, C10D_FLOAT32);
   CHECK_OK(c10d_alltoall_base(g, &output, &input, NULL, NULL, 0, NULL, NULL),
-           "alltoall_single with equal splits");
-  CHECK_VALUES(C10D_FLOAT32, flat_out, want, 2 * size, "alltoall_single with equal splits");
+           "alltoall_base with equal splits");
+  CHECK_VALUES(C10D_FLOAT32, flat_out, want, 2 * size, "alltoall_base with equal splits");
 
   /* Uneven: rank r sends p + 1 elements to rank p and receives r + 1 from each. */
   for (p = 0; p < size; ++p) {
@@ -708,11 +708,11 @@ static void test_alltoall(c10d_group* g, int rank, int size) {
   }
   input = cpu(flat_in, n, C10D_FLOAT32);
   output = cpu(flat_out, (int64_t)size * (rank + 1), C10D_FLOAT32);
-  CHECK_OK(c10d_alltoall_base(g, &output, &input, output_splits, input_splits, (size_t)size, NULL,
-                                NULL),
-           "alltoall_single with uneven splits");
+  CHECK_OK(
+      c10d_alltoall_base(g, &output, &input, output_splits, input_splits, (size_t)size, NULL, NULL),
+      "alltoall_base with uneven splits");
   CHECK_VALUES(C10D_FLOAT32, flat_out, want, (int64_t)size * (rank + 1),
-               "alltoall_single with uneven splits");
+               "alltoall_base with uneven splits");
 
   barrier(g, "barrier");
   CHECK_OK(c10d_monitored_barrier(g, 60000, 0), "monitored_barrier");
@@ -767,7 +767,8 @@ static void test_async(c10d_group* g, int rank, int size) {
   CHECK_OK(c10d_work_on_completion(work, record_completion, &record),
            "c10d_work_on_completion on an async allreduce");
   for (polls = 0; polls < 60000; ++polls) {
-    CHECK_OK(c10d_work_is_completed(work, &completed), "c10d_work_is_completed of an async allreduce");
+    CHECK_OK(c10d_work_is_completed(work, &completed),
+             "c10d_work_is_completed of an async allreduce");
     if (completed) break;
     sleep_ms(1);
   }
@@ -865,7 +866,7 @@ static void test_p2p(c10d_group* g, int rank, int size) {
   }
   CHECK_VALUES(C10D_FLOAT32, in, want, COUNT, "blocking ring send/recv tag 6");
 
-  /* recv_any: rank 0 hears from every other rank once, in whatever order */
+  /* recv_anysource: rank 0 hears from every other rank once, in whatever order */
   options = tagged(8);
   if (rank == 0) {
     memset(seen, 0, sizeof seen);
@@ -873,19 +874,19 @@ static void test_p2p(c10d_group* g, int rank, int size) {
       for (i = 0; i < COUNT; ++i) in[i] = -1.0f;
       work = NULL;
       source = -1;
-      CHECK_OK(c10d_recv_anysource(g, &bin, &options, &work), "recv_any tag 8");
-      CHECK_OK(c10d_work_wait(work, -1), "wait for recv_any tag 8");
-      CHECK_OK(c10d_work_source_rank(work, &source), "c10d_work_source_rank of recv_any");
+      CHECK_OK(c10d_recv_anysource(g, &bin, &options, &work), "recv_anysource tag 8");
+      CHECK_OK(c10d_work_wait(work, -1), "wait for recv_anysource tag 8");
+      CHECK_OK(c10d_work_source_rank(work, &source), "c10d_work_source_rank of recv_anysource");
       c10d_work_free(work);
       CHECK(source >= 1 && source < size && !seen[source],
-            "recv_any's source is a rank from 1 to size - 1 not seen before");
+            "recv_anysource's source is a rank from 1 to size - 1 not seen before");
       seen[source] = 1;
       for (i = 0; i < COUNT; ++i) want[i] = 10 * source + i;
-      CHECK_VALUES(C10D_FLOAT32, in, want, COUNT, "recv_any: the data is its source's");
+      CHECK_VALUES(C10D_FLOAT32, in, want, COUNT, "recv_anysource: the data is its source's");
     }
   } else {
     for (i = 0; i < COUNT; ++i) out[i] = (float)(10 * rank + i);
-    CHECK_OK(c10d_send(g, &bout, 0, &options, NULL), "send tag 8 to rank 0 for recv_any");
+    CHECK_OK(c10d_send(g, &bout, 0, &options, NULL), "send tag 8 to rank 0 for recv_anysource");
   }
 
   /* batch_isend_irecv: a ring, with works and then blocking */
@@ -923,7 +924,8 @@ static void test_p2p(c10d_group* g, int rank, int size) {
     CHECK_OK(c10d_recv(g, &bin, 1, &options, &work), "async recv tag 13 from rank 1");
     CHECK_FAILS(c10d_work_wait(work, 100), C10D_ERR_TIMEOUT, NULL,
                 "c10d_work_wait(100 ms) of a recv whose sender waits");
-    CHECK_OK(c10d_work_is_completed(work, &completed), "c10d_work_is_completed of a recv still waiting");
+    CHECK_OK(c10d_work_is_completed(work, &completed),
+             "c10d_work_is_completed of a recv still waiting");
     CHECK(completed == 0, "a wait that timed out left the recv running");
   }
   barrier(g, "barrier releasing the sender of tag 13");
