@@ -151,10 +151,14 @@ def _queue_worker(rank, world_size):
         answers = sorted(int(store.queue_pop("answers", timeout=timedelta(seconds=30)))
                          for _ in range(1, world_size))
         store.set("done", "1")
+        # The server lives in this process: it stays until every rank has seen "done" (a rank
+        # still on its way to the wait found the server gone under load).
+        store.wait([f"seen/{r}" for r in range(1, world_size)])
         return answers
     job = int(store.queue_pop("jobs", timeout=timedelta(seconds=30)))
     store.queue_push("answers", str(job + rank))
-    store.wait(["done"])  # rank 0 keeps the server up until every answer is in
+    store.wait(["done"])
+    store.set(f"seen/{rank}", "1")
     return job
 
 
