@@ -100,8 +100,8 @@ struct GlooBackend::Runtime {
   // large message where largeViaGloo, or one over an op's own limit. bytes: the op's whole
   // buffer. The size rules are about sockets: a group whose every pair is on shared memory keeps
   // every size on the mesh, which beats Gloo's algorithms there at every size measured
-  // (docs/performance.md, "Same-host shared memory against TCP"). An op's own timeout does not choose: the
-  // mesh keeps it (SyncMesh::setCall).
+  // (docs/performance.md, "Same-host shared memory against TCP"). An op's own timeout does not
+  // choose: the mesh keeps it (SyncMesh::setCall).
   MeshAlgorithms* fastPath(size_t bytes, size_t limit = SIZE_MAX) const {
     if (!fast) return nullptr;
     if (mesh->allShared()) return fast.get();
