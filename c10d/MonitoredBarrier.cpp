@@ -20,8 +20,8 @@ std::shared_ptr<Work> ProcessGroup::monitoredBarrier(const BarrierOptions& optio
                                                      bool waitAllRanks) {
   return withErrorContext("monitored_barrier", -1, [&] {
     checkUsable("monitored_barrier");
-    C10D_CHECK(options_.storeIsShared, InvalidArgument, "monitored_barrier in group '",
-               options_.groupName,
+    C10D_CHECK(state_->options.storeIsShared, InvalidArgument, "monitored_barrier in group '",
+               state_->options.groupName,
                "' needs a store shared by the ranks; this job has none (start it with "
                "MASTER_ADDR and MASTER_PORT set)");
     auto timeout = resolve(options.timeout, "monitored_barrier");
@@ -29,46 +29,46 @@ std::shared_ptr<Work> ProcessGroup::monitoredBarrier(const BarrierOptions& optio
     // Blocking, as torch's: the Work says so once every rank arrived.
     auto passed = [&] {
       auto work = std::make_shared<BackendWork>(
-          detail::concat("monitored_barrier (group '", options_.groupName, "')"), timeout);
+          detail::concat("monitored_barrier (group '", state_->options.groupName, "')"), timeout);
       work->finish();
       return std::shared_ptr<Work>(std::move(work));
     };
     // Through the store rather than the backend: the point is to name ranks that never arrive,
     // which a backend collective cannot do once it is stuck.
-    std::string base = "monitored_barrier/" + options_.groupName + "/";
-    int64_t round = store_->add(base + "round/" + std::to_string(rank_), 1);
+    std::string base = "monitored_barrier/" + state_->options.groupName + "/";
+    int64_t round = state_->store->add(base + "round/" + std::to_string(state_->rank), 1);
     std::string prefix = base + std::to_string(round) + "/";
-    store_->setString(prefix + "arrived/" + std::to_string(rank_), "1");
-    if (rank_ != 0) {
+    state_->store->setString(prefix + "arrived/" + std::to_string(state_->rank), "1");
+    if (state_->rank != 0) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
-      store_->wait({prefix + "released"}, std::max(left, std::chrono::milliseconds(1)));
-      std::string verdict = store_->getString(prefix + "released");
-      C10D_CHECK(verdict == "ok", TimeoutError, "monitored_barrier in group '", options_.groupName,
-                 "': ", verdict);
+      state_->store->wait({prefix + "released"}, std::max(left, std::chrono::milliseconds(1)));
+      std::string verdict = state_->store->getString(prefix + "released");
+      C10D_CHECK(verdict == "ok", TimeoutError, "monitored_barrier in group '",
+                 state_->options.groupName, "': ", verdict);
       return passed();
     }
     std::vector<int> missing;
-    for (int r = 1; r < size_; ++r) {
+    for (int r = 1; r < state_->size; ++r) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
       try {
-        store_->wait({prefix + "arrived/" + std::to_string(r)},
-                     std::max(left, std::chrono::milliseconds(1)));
+        state_->store->wait({prefix + "arrived/" + std::to_string(r)},
+                            std::max(left, std::chrono::milliseconds(1)));
       } catch (const TimeoutError&) {
         missing.push_back(r);
         if (!waitAllRanks) break;
       }
     }
     if (missing.empty()) {
-      store_->setString(prefix + "released", "ok");
+      state_->store->setString(prefix + "released", "ok");
       return passed();
     }
     std::string message = detail::concat("rank(s) ", detail::rankList(missing),
                                          " did not arrive within ", timeout.count(), " ms");
-    store_->setString(prefix + "released", message);
+    state_->store->setString(prefix + "released", message);
     throw TimeoutError(
-        detail::concat("monitored_barrier in group '", options_.groupName, "': ", message),
+        detail::concat("monitored_barrier in group '", state_->options.groupName, "': ", message),
         ErrorContext{.peers = missing});
   });
 }

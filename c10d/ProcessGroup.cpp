@@ -88,96 +88,130 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
 ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size,
                            ProcessGroupOptions options,
                            const std::map<std::string, std::shared_ptr<void>>& fromParent)
-    : store_(std::move(store)), rank_(rank), size_(size), options_(std::move(options)) {
-  C10D_CHECK(store_ != nullptr, InvalidArgument, "ProcessGroup: null store");
-  C10D_CHECK(size_ >= 1, InvalidArgument, "ProcessGroup: size must be >= 1, got ", size_);
-  C10D_CHECK(rank_ >= 0 && rank_ < size_, InvalidArgument, "ProcessGroup: rank ", rank_,
-             " out of range [0, ", size_, ")");
-  C10D_CHECK(options_.timeout.count() > 0, InvalidArgument,
-             "ProcessGroup: timeout must be positive, got ", options_.timeout.count(), " ms");
-  if (options_.localRank < 0) options_.localRank = config::launcherLocalRank().value_or(-1);
+    : state_(
+          std::make_unique<detail::GroupState>(std::move(store), rank, size, std::move(options))) {
+  detail::GroupState& s = *state_;
+  C10D_CHECK(s.store != nullptr, InvalidArgument, "ProcessGroup: null store");
+  C10D_CHECK(s.size >= 1, InvalidArgument, "ProcessGroup: size must be >= 1, got ", s.size);
+  C10D_CHECK(s.rank >= 0 && s.rank < s.size, InvalidArgument, "ProcessGroup: rank ", s.rank,
+             " out of range [0, ", s.size, ")");
+  C10D_CHECK(s.options.timeout.count() > 0, InvalidArgument,
+             "ProcessGroup: timeout must be positive, got ", s.options.timeout.count(), " ms");
+  if (s.options.localRank < 0) s.options.localRank = config::launcherLocalRank().value_or(-1);
   // Every variable the group reads is checked here, at its creation, whether or not this
   // group's code paths read it later, so a typo fails at the front door.
-  const config::Settings settings(options_.config);
+  const config::Settings settings(s.options.config);
   settings.checkAll();
   warnAboutUnknownVariablesOnce();
   const DebugLevel debug = debugLevel(settings);
-  detail_ = debug == DebugLevel::Detail;
-  trace_ = std::make_shared<detail::GroupTrace>(
-      options_.groupName, rank_, size_, debug,
+  s.debugDetail = debug == DebugLevel::Detail;
+  s.trace = std::make_shared<detail::GroupTrace>(
+      s.options.groupName, s.rank, s.size, debug,
       static_cast<size_t>(settings.integer("C10D_FLIGHT_RECORDER_SIZE")));
-  globalRanks_.resize(size_);
-  std::iota(globalRanks_.begin(), globalRanks_.end(), 0);
+  s.globalRanks.resize(s.size);
+  std::iota(s.globalRanks.begin(), s.globalRanks.end(), 0);
   // One backend object per distinct name, shared by the device types it serves.
   std::map<std::string, std::shared_ptr<Backend>> byName;
-  for (const auto& [device, name] : parseBackendSpec(options_.backend)) {
+  for (const auto& [device, name] : parseBackendSpec(s.options.backend)) {
     auto& backend = byName[name];
     if (!backend) {
       auto parentPart = fromParent.find(name);
-      BackendContext context{std::make_shared<PrefixStore>(options_.groupName + "/" + name, store_),
-                             rank_,
-                             size_,
-                             options_.timeout,
-                             options_.groupName,
-                             parentPart == fromParent.end() ? nullptr : parentPart->second,
-                             settings,
-                             options_.localRank,
-                             trace_};
+      BackendContext context{
+          std::make_shared<PrefixStore>(s.options.groupName + "/" + name, s.store),
+          s.rank,
+          s.size,
+          s.options.timeout,
+          s.options.groupName,
+          parentPart == fromParent.end() ? nullptr : parentPart->second,
+          settings,
+          s.options.localRank,
+          s.trace};
       backend = createBackend(name, context);
     }
-    backends_[device] = backend;
+    s.backends[device] = backend;
     // A backend that moves only CPU tensors still serves CUDA ones, through host memory.
-    routes_[device] = backend->handlesDevice(device) || !backend->handlesDevice(DeviceType::CPU)
-                          ? backend
-                          : std::make_shared<HostStagingBackend>(backend);
-    routed_[static_cast<size_t>(device)] = routes_[device].get();
+    s.routes[device] = backend->handlesDevice(device) || !backend->handlesDevice(DeviceType::CPU)
+                           ? backend
+                           : std::make_shared<HostStagingBackend>(backend);
+    s.routed[static_cast<size_t>(device)] = s.routes[device].get();
   }
-  C10D_LOG(Info, "process group '", options_.groupName, "' rank ", rank_, " of ", size_,
-           " backends ", options_.backend);
+  C10D_LOG(Info, "process group '", s.options.groupName, "' rank ", s.rank, " of ", s.size,
+           " backends ", s.options.backend);
   if (debug != DebugLevel::Off) {
-    logLine(LogLevel::Info,
-            detail::concat("process group '", options_.groupName, "': rank ", rank_, " of ", size_,
-                           ", backend '", options_.backend, "', timeout ", options_.timeout.count(),
-                           " ms, C10D_DEBUG=", detail_ ? "DETAIL" : "INFO"));
+    logLine(LogLevel::Info, detail::concat("process group '", s.options.groupName, "': rank ",
+                                           s.rank, " of ", s.size, ", backend '", s.options.backend,
+                                           "', timeout ", s.options.timeout.count(),
+                                           " ms, C10D_DEBUG=", s.debugDetail ? "DETAIL" : "INFO"));
   }
-  if (detail_ && !options_.storeIsShared && backends_.count(DeviceType::CPU) == 0) {
+  if (s.debugDetail && !s.options.storeIsShared && s.backends.count(DeviceType::CPU) == 0) {
     C10D_THROW(InvalidArgument, "C10D_DEBUG=DETAIL checks collectives over the group's store, ",
-               "or without a shared store over its CPU backend, and group '", options_.groupName,
-               "' (backend '", options_.backend, "') has neither; use e.g. ",
+               "or without a shared store over its CPU backend, and group '", s.options.groupName,
+               "' (backend '", s.options.backend, "') has neither; use e.g. ",
                "C10D_BACKEND=cpu:gloo,cuda:nccl");
   }
 }
 
-ProcessGroup::ProcessGroup(NonMember, std::string groupName) : rank_(-1), size_(0), member_(false) {
-  options_.groupName = std::move(groupName);
-  options_.backend.clear();
+ProcessGroup::ProcessGroup(NonMember, std::string groupName)
+    : state_(std::make_unique<detail::GroupState>(nullptr, -1, 0, ProcessGroupOptions{})) {
+  state_->member = false;
+  state_->options.groupName = std::move(groupName);
+  state_->options.backend.clear();
   // Its errors name the group too.
-  trace_ = std::make_shared<detail::GroupTrace>(options_.groupName, -1, 0, DebugLevel::Off, 0);
+  state_->trace =
+      std::make_shared<detail::GroupTrace>(state_->options.groupName, -1, 0, DebugLevel::Off, 0);
 }
 
 ProcessGroup::~ProcessGroup() {
   shutdown();
 }
 
+int ProcessGroup::rank() const {
+  return state_->rank;
+}
+int ProcessGroup::size() const {
+  return state_->size;
+}
+const std::string& ProcessGroup::groupName() const {
+  return state_->options.groupName;
+}
+const std::string& ProcessGroup::backendSpec() const {
+  return state_->options.backend;
+}
+std::chrono::milliseconds ProcessGroup::timeout() const {
+  return state_->options.timeout;
+}
+bool ProcessGroup::isMember() const {
+  return state_->member;
+}
+int ProcessGroup::localRank() const {
+  return state_->options.localRank;
+}
+const std::vector<int>& ProcessGroup::globalRanks() const {
+  return state_->globalRanks;
+}
+std::shared_ptr<Store> ProcessGroup::store() const {
+  return state_->store;
+}
+
 void ProcessGroup::retire(const std::string& reason) {
   std::vector<std::shared_ptr<ProcessGroup>> made;
   {
-    std::lock_guard<std::mutex> guard(subgroupsMutex_);
-    for (const auto& weak : subgroups_) {
+    std::lock_guard<std::mutex> guard(state_->subgroupsMutex);
+    for (const auto& weak : state_->subgroups) {
       if (auto group = weak.lock()) made.push_back(std::move(group));
     }
   }
   for (const auto& group : made) group->retire(reason);
-  if (!shutdown_.load()) retiredBecause_ = reason;
+  if (!state_->shutdown.load()) state_->retiredBecause = reason;
   stopBackends(&reason);
 }
 
 void ProcessGroup::shutdown() { stopBackends(nullptr); }
 
 void ProcessGroup::stopBackends(const std::string* abortBecause) {
-  if (shutdown_.exchange(true)) return;
+  if (state_->shutdown.exchange(true)) return;
   std::map<Backend*, std::shared_ptr<Backend>> distinct;
-  for (auto& [device, backend] : backends_) distinct[backend.get()] = backend;
+  for (auto& [device, backend] : state_->backends) distinct[backend.get()] = backend;
   for (auto& [raw, backend] : distinct) {
     try {
       if (abortBecause != nullptr) {
@@ -186,27 +220,28 @@ void ProcessGroup::stopBackends(const std::string* abortBecause) {
         backend->shutdown();
       }
     } catch (const std::exception& e) {
-      C10D_LOG(Warning, "process group '", options_.groupName, "': backend ", backend->name(),
-               " shutdown failed: ", e.what());
+      C10D_LOG(Warning, "process group '", state_->options.groupName, "': backend ",
+               backend->name(), " shutdown failed: ", e.what());
     }
   }
 }
 
 int ProcessGroup::globalRank(int groupRank) const {
   checkRank(groupRank, "rank", "globalRank");
-  return globalRanks_[groupRank];
+  return state_->globalRanks[groupRank];
 }
 
 std::optional<int> ProcessGroup::groupRank(int globalRank) const {
-  auto it = std::find(globalRanks_.begin(), globalRanks_.end(), globalRank);
-  if (it == globalRanks_.end()) return std::nullopt;
-  return static_cast<int>(it - globalRanks_.begin());
+  auto it = std::find(state_->globalRanks.begin(), state_->globalRanks.end(), globalRank);
+  if (it == state_->globalRanks.end()) return std::nullopt;
+  return static_cast<int>(it - state_->globalRanks.begin());
 }
 
 std::shared_ptr<Backend> ProcessGroup::backend(DeviceType device) const {
-  auto it = backends_.find(device);
-  C10D_CHECK(it != backends_.end(), InvalidArgument, "process group '", options_.groupName,
-             "' has no backend for ", name(device), " tensors (backend spec '", options_.backend,
+  auto it = state_->backends.find(device);
+  C10D_CHECK(it != state_->backends.end(), InvalidArgument, "process group '",
+             state_->options.groupName, "' has no backend for ", name(device),
+             " tensors (backend spec '", state_->options.backend,
              "'); use e.g. C10D_BACKEND=cpu:gloo,cuda:nccl");
   return it->second;
 }
@@ -274,13 +309,14 @@ std::shared_ptr<Work> ProcessGroup::allgather(const std::vector<Tensor>& outputs
                                               const AllgatherOptions& options) {
   return withErrorContext("allgather", -1, [&] {
     Backend& backend = route(input, "allgather");
-    detail::checkList(outputs, size_, "allgather", "output");
-    for (int r = 0; r < size_; ++r) {
+    detail::checkList(outputs, state_->size, "allgather", "output");
+    for (int r = 0; r < state_->size; ++r) {
       detail::checkTensor(outputs[r], "allgather", "output");
       detail::checkSameShape(input, outputs[r], "allgather", "output " + std::to_string(r));
     }
     Op op = Op::on(OpType::Allgather, input, resolve(options.timeout, "allgather"));
-    return issue(backend, op, {.input = &input, .outputs = &outputs}, input.nbytes() * size_);
+    return issue(backend, op, {.input = &input, .outputs = &outputs},
+                 input.nbytes() * state_->size);
   });
 }
 
@@ -290,12 +326,12 @@ std::shared_ptr<Work> ProcessGroup::allgatherIntoTensor(const Tensor& output, co
     Backend& backend = route(input, "allgather_into_tensor");
     detail::checkTensor(output, "allgather_into_tensor", "output");
     detail::checkSameKind(input, output, "allgather_into_tensor", "output");
-    C10D_CHECK(output.numel() == input.numel() * size_, InvalidArgument,
+    C10D_CHECK(output.numel() == input.numel() * state_->size, InvalidArgument,
                "allgather_into_tensor: output ", output.describe(), " must have size() * ",
-               input.numel(), " = ", input.numel() * size_, " elements");
+               input.numel(), " = ", input.numel() * state_->size, " elements");
     Op op = Op::on(OpType::AllgatherIntoTensor, input,
                    resolve(options.timeout, "allgather_into_tensor"));
-    return issue(backend, op, {.input = &input, .output = &output}, input.nbytes() * size_);
+    return issue(backend, op, {.input = &input, .output = &output}, input.nbytes() * state_->size);
   });
 }
 
@@ -304,10 +340,12 @@ std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Tensor>& outputs, c
   return withErrorContext("gather", -1, [&] {
     Backend& backend = route(input, "gather");
     checkRank(options.rootRank, "root", "gather");
-    detail::checkRootList(outputs, input, rank_, options.rootRank, size_, "gather", "output");
+    detail::checkRootList(outputs, input, state_->rank, options.rootRank, state_->size, "gather",
+                          "output");
     Op op = Op::on(OpType::Gather, input, resolve(options.timeout, "gather"));
     op.root = options.rootRank;
-    return issue(backend, op, {.input = &input, .outputs = &outputs}, input.nbytes() * size_);
+    return issue(backend, op, {.input = &input, .outputs = &outputs},
+                 input.nbytes() * state_->size);
   });
 }
 
@@ -316,10 +354,12 @@ std::shared_ptr<Work> ProcessGroup::scatter(const Tensor& output, const std::vec
   return withErrorContext("scatter", -1, [&] {
     Backend& backend = route(output, "scatter");
     checkRank(options.rootRank, "root", "scatter");
-    detail::checkRootList(inputs, output, rank_, options.rootRank, size_, "scatter", "input");
+    detail::checkRootList(inputs, output, state_->rank, options.rootRank, state_->size, "scatter",
+                          "input");
     Op op = Op::on(OpType::Scatter, output, resolve(options.timeout, "scatter"));
     op.root = options.rootRank;
-    return issue(backend, op, {.output = &output, .inputs = &inputs}, output.nbytes() * size_);
+    return issue(backend, op, {.output = &output, .inputs = &inputs},
+                 output.nbytes() * state_->size);
   });
 }
 
@@ -328,15 +368,16 @@ std::shared_ptr<Work> ProcessGroup::reduceScatter(const Tensor& output,
                                                   const ReduceScatterOptions& options) {
   return withErrorContext("reduce_scatter", -1, [&] {
     Backend& backend = route(output, "reduce_scatter");
-    detail::checkList(inputs, size_, "reduce_scatter", "input");
-    for (int r = 0; r < size_; ++r) {
+    detail::checkList(inputs, state_->size, "reduce_scatter", "input");
+    for (int r = 0; r < state_->size; ++r) {
       detail::checkTensor(inputs[r], "reduce_scatter", "input");
       detail::checkSameShape(output, inputs[r], "reduce_scatter", "input " + std::to_string(r));
     }
     checkReduceOp(options.reduceOp, output.dtype(), "reduce_scatter");
     Op op = Op::on(OpType::ReduceScatter, output, resolve(options.timeout, "reduce_scatter"));
     op.reduceOp = options.reduceOp;
-    return issue(backend, op, {.output = &output, .inputs = &inputs}, output.nbytes() * size_);
+    return issue(backend, op, {.output = &output, .inputs = &inputs},
+                 output.nbytes() * state_->size);
   });
 }
 
@@ -346,14 +387,14 @@ std::shared_ptr<Work> ProcessGroup::reduceScatterTensor(const Tensor& output, co
     Backend& backend = route(output, "reduce_scatter_tensor");
     detail::checkTensor(input, "reduce_scatter_tensor", "input");
     detail::checkSameKind(output, input, "reduce_scatter_tensor", "input");
-    C10D_CHECK(input.numel() == output.numel() * size_, InvalidArgument,
+    C10D_CHECK(input.numel() == output.numel() * state_->size, InvalidArgument,
                "reduce_scatter_tensor: input ", input.describe(), " must have size() * ",
-               output.numel(), " = ", output.numel() * size_, " elements");
+               output.numel(), " = ", output.numel() * state_->size, " elements");
     checkReduceOp(options.reduceOp, output.dtype(), "reduce_scatter_tensor");
     Op op = Op::on(OpType::ReduceScatterTensor, output,
                    resolve(options.timeout, "reduce_scatter_tensor"));
     op.reduceOp = options.reduceOp;
-    return issue(backend, op, {.input = &input, .output = &output}, output.nbytes() * size_);
+    return issue(backend, op, {.input = &input, .output = &output}, output.nbytes() * state_->size);
   });
 }
 
@@ -361,11 +402,11 @@ std::shared_ptr<Work> ProcessGroup::alltoall(const std::vector<Tensor>& outputs,
                                              const std::vector<Tensor>& inputs,
                                              const AllToAllOptions& options) {
   return withErrorContext("alltoall", -1, [&] {
-    detail::checkList(inputs, size_, "alltoall", "input");
-    detail::checkList(outputs, size_, "alltoall", "output");
+    detail::checkList(inputs, state_->size, "alltoall", "input");
+    detail::checkList(outputs, state_->size, "alltoall", "output");
     Backend& backend = route(inputs[0], "alltoall");
     uint64_t bytes = 0;
-    for (int r = 0; r < size_; ++r) {
+    for (int r = 0; r < state_->size; ++r) {
       detail::checkTensor(inputs[r], "alltoall", "input");
       detail::checkTensor(outputs[r], "alltoall", "output");
       detail::checkSameKind(inputs[0], inputs[r], "alltoall", "input " + std::to_string(r));
@@ -387,7 +428,8 @@ std::shared_ptr<Work> ProcessGroup::alltoallBase(const Tensor& output, const Ten
     Backend& backend = route(input, "alltoall_base");
     detail::checkTensor(output, "alltoall_base", "output");
     detail::checkSameKind(input, output, "alltoall_base", "output");
-    detail::checkAlltoallSplits(output, input, outputSplitSizes, inputSplitSizes, rank_, size_);
+    detail::checkAlltoallSplits(output, input, outputSplitSizes, inputSplitSizes, state_->rank,
+                                state_->size);
     Op op = Op::on(OpType::AlltoallBase, input, resolve(options.timeout, "alltoall_base"));
     const bool equal = outputSplitSizes.empty() && inputSplitSizes.empty();
     if (!equal) op.count = 0;  // uneven splits: ranks' counts differ
@@ -403,7 +445,7 @@ std::shared_ptr<Work> ProcessGroup::alltoallBase(const Tensor& output, const Ten
 std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& options) {
   return withErrorContext("barrier", -1, [&] {
     checkUsable("barrier");
-    Backend* cpu = routed_[static_cast<size_t>(DeviceType::CPU)];
+    Backend* cpu = state_->routed[static_cast<size_t>(DeviceType::CPU)];
     if (cpu == nullptr) backend(DeviceType::CPU);  // throws, naming the spec
     Op op;
     op.type = OpType::Barrier;
@@ -419,7 +461,8 @@ std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dstRank,
     Backend& backend = route(tensor, "send");
     checkRank(dstRank, "destination", "send");
     C10D_CHECK(tag >= 0, InvalidArgument, "send: tag must be >= 0, got ", tag);
-    C10D_CHECK(dstRank != rank_, InvalidArgument, "send: rank ", rank_, " cannot send to itself");
+    C10D_CHECK(dstRank != state_->rank, InvalidArgument, "send: rank ", state_->rank,
+               " cannot send to itself");
     Op op = Op::on(OpType::Send, tensor, resolve(options.timeout, "send"));
     op.peer = dstRank;
     op.tag = tag;
@@ -434,7 +477,7 @@ std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int srcRank,
     Backend& backend = route(tensor, "recv");
     checkRank(srcRank, "source", "recv");
     C10D_CHECK(tag >= 0, InvalidArgument, "recv: tag must be >= 0, got ", tag);
-    C10D_CHECK(srcRank != rank_, InvalidArgument, "recv: rank ", rank_,
+    C10D_CHECK(srcRank != state_->rank, InvalidArgument, "recv: rank ", state_->rank,
                " cannot receive from itself");
     Op op = Op::on(OpType::Recv, tensor, resolve(options.timeout, "recv"));
     op.peer = srcRank;
@@ -449,8 +492,9 @@ std::shared_ptr<Work> ProcessGroup::recvAnysource(const Tensor& tensor,
   return withErrorContext("recv_anysource", -1, [&] {
     Backend& backend = route(tensor, "recv_anysource");
     C10D_CHECK(tag >= 0, InvalidArgument, "recv_anysource: tag must be >= 0, got ", tag);
-    C10D_CHECK(size_ > 1, InvalidArgument, "recv_anysource ", tensor.describe(), " tag ", tag,
-               " (group '", options_.groupName, "'): a group of one has nobody to receive from");
+    C10D_CHECK(state_->size > 1, InvalidArgument, "recv_anysource ", tensor.describe(), " tag ",
+               tag, " (group '", state_->options.groupName,
+               "'): a group of one has nobody to receive from");
     Op op = Op::on(OpType::RecvAnysource, tensor, resolve(options.timeout, "recv_anysource"));
     op.tag = tag;
     return issue(backend, op, {.input = &tensor}, tensor.nbytes());
@@ -468,7 +512,7 @@ std::vector<std::shared_ptr<Work>> ProcessGroup::batchIsendIrecv(const std::vect
                  "batch_isend_irecv: all tensors must be on one device");
       checkRank(op.peer, op.kind == P2POp::Send ? "destination" : "source", "batch_isend_irecv");
       C10D_CHECK(op.tag >= 0, InvalidArgument, "batch_isend_irecv: tag must be >= 0");
-      C10D_CHECK(op.peer != rank_, InvalidArgument, "batch_isend_irecv: rank ", rank_,
+      C10D_CHECK(op.peer != state_->rank, InvalidArgument, "batch_isend_irecv: rank ", state_->rank,
                  op.kind == P2POp::Send ? " cannot send to itself" : " cannot receive from itself");
     }
     const std::chrono::milliseconds timeout = resolve(options.timeout, "batch_isend_irecv");
@@ -478,28 +522,28 @@ std::vector<std::shared_ptr<Work>> ProcessGroup::batchIsendIrecv(const std::vect
       Op op = Op::on(p2p.kind == P2POp::Send ? OpType::Send : OpType::Recv, p2p.tensor, timeout);
       op.peer = p2p.peer;
       op.tag = p2p.tag;
-      op.seq = pointToPoint_.fetch_add(1, std::memory_order_relaxed);
+      op.seq = state_->pointToPoint.fetch_add(1, std::memory_order_relaxed);
       described.push_back(op);
     }
-    for (const Op& op : described) trace_->issued(op, true);
+    for (const Op& op : described) state_->trace->issued(op, true);
     std::vector<std::shared_ptr<Work>> works;
     try {
       works = backend.startBatch(described, ops);
     } catch (const std::exception& e) {
-      for (const Op& op : described) trace_->failedBeforeStart(op, e.what());
+      for (const Op& op : described) state_->trace->failedBeforeStart(op, e.what());
       throw;
     }
     for (size_t i = 0; i < works.size() && i < ops.size(); ++i) {
       countTraffic(described[i].type, ops[i].tensor.nbytes());
       if (i == 0 || works[i] != works[i - 1]) {
-        works[i]->bind(described[i], trace_);
+        works[i]->bind(described[i], state_->trace);
         continue;
       }
       // One Work for several ops (a backend that fuses the batch): the later ones are recorded
       // as it completes, when anything records them (GroupTrace::finished does nothing else).
-      if (!trace_->recorder() && !trace_->timesOps()) continue;
+      if (!state_->trace->recorder() && !state_->trace->timesOps()) continue;
       works[i]->getFuture()->addCompletionHook(
-          [trace = trace_, op = described[i], start = std::chrono::steady_clock::now()](
+          [trace = state_->trace, op = described[i], start = std::chrono::steady_clock::now()](
               Future& done) { trace->finished(op, done.error(), start); });
     }
     return works;

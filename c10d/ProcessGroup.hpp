@@ -1,12 +1,10 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +18,9 @@ namespace c10d::inline v1 {
 
 class Store;
 class FlightRecorder;
+namespace detail {
+struct GroupState;
+}
 
 // Which backend serves which device type: "gloo" (every device), or "cpu:gloo,cuda:nccl".
 // Throws InvalidArgument on an unknown device type or a malformed spec.
@@ -77,24 +78,24 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
                const std::map<std::string, std::shared_ptr<void>>& fromParent);
   ~ProcessGroup();
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  const std::string& groupName() const { return options_.groupName; }
+  int rank() const;
+  int size() const;
+  const std::string& groupName() const;
   // The backend spec the group was created with ("gloo", "cpu:gloo,cuda:nccl"); "" for a
   // non-member's handle.
-  const std::string& backendSpec() const { return options_.backend; }
-  std::chrono::milliseconds timeout() const { return options_.timeout; }
+  const std::string& backendSpec() const;
+  std::chrono::milliseconds timeout() const;
   // False for the handle a non-member receives from newGroup/split: every operation on it
   // throws InvalidArgument saying so.
-  bool isMember() const { return member_; }
+  bool isMember() const;
   // ProcessGroupOptions::localRank, else the launcher's; -1 when unknown.
-  int localRank() const { return options_.localRank; }
+  int localRank() const;
 
   // Global rank (in the root group) of a rank of this group, and the inverse (nullopt when the
   // global rank is not in this group).
   int globalRank(int groupRank) const;
   std::optional<int> groupRank(int globalRank) const;
-  const std::vector<int>& globalRanks() const { return globalRanks_; }
+  const std::vector<int>& globalRanks() const;
 
   std::shared_ptr<Backend> backend(DeviceType device) const;
 
@@ -107,7 +108,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // order; resetTraffic() starts the counts again (e.g. after warm-up steps).
   std::vector<OpTraffic> traffic() const;
   void resetTraffic();
-  std::shared_ptr<Store> store() const { return store_; }
+  std::shared_ptr<Store> store() const;
 
   std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& options = {});
   std::shared_ptr<Work> allreduce(const Tensor& tensor, const AllreduceOptions& options = {});
@@ -234,10 +235,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // the CPU backend's allgather. Throws TimeoutError naming the ranks that did not make it.
   std::vector<Tensor> gatherCalls(const Op& op);
 
-  // The op's timeout: the group's for kDefaultTimeout; anything not positive is refused, naming op.
-  std::chrono::milliseconds resolve(std::chrono::milliseconds timeout, const char* op) const {
-    return timeout == kDefaultTimeout ? options_.timeout : resolveGiven(timeout, op);
-  }
+  // The op's timeout: the group's for kDefaultTimeout; anything not positive is refused, naming op
+  // (inline in c10d/GroupState.hpp, for every op).
+  std::chrono::milliseconds resolve(std::chrono::milliseconds timeout, const char* op) const;
   std::chrono::milliseconds resolveGiven(std::chrono::milliseconds timeout, const char* op) const;
   // The one way an op reaches a backend, once its public method validated the call and filled op
   // (all but its number): numbers it (the group's sequence for collectives, this rank's
@@ -264,35 +264,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
                                              const std::string& name,
                                              std::optional<ProcessGroupOptions> options);
 
-  std::shared_ptr<Store> store_;
-  int rank_;
-  int size_;
-  ProcessGroupOptions options_;
-  bool member_ = true;
-  std::atomic<bool> shutdown_{false};
-  std::string retiredBecause_;  // set before shutdown_ by retire; read after it
-  // The groups made from this one, for retire.
-  mutable std::mutex subgroupsMutex_;
-  std::vector<std::weak_ptr<ProcessGroup>> subgroups_;
-  std::vector<int> globalRanks_;
-  std::map<DeviceType, std::shared_ptr<Backend>> backends_;
-  // What ops on each device type go to: the backend, or a HostStagingBackend over it; and the
-  // same as plain pointers by DeviceType, which every op reads.
-  std::map<DeviceType, std::shared_ptr<Backend>> routes_;
-  std::array<Backend*, 2> routed_{};
-  // Threads may create subgroups (each call is collective, so the order is the program's).
-  std::atomic<uint64_t> subgroupCounter_{0};
-  // The group's identity, flight recorder and C10D_DEBUG level, shared with every Work.
-  std::shared_ptr<detail::GroupTrace> trace_;
-  bool detail_ = false;  // C10D_DEBUG=DETAIL
-  // The numbers of the next collective (the group's sequence, the same on every rank) and of
-  // this rank's next point-to-point op.
-  std::atomic<uint64_t> collectives_{0};
-  std::atomic<uint64_t> pointToPoint_{0};
-  // Every op pays for the count: a slot per op type, relaxed atomics.
+  // Every field (c10d/GroupState.hpp, private): one pointer, so the class's size and layout
+  // do not change when a field is added.
+  std::unique_ptr<detail::GroupState> state_;
   void countTraffic(OpType type, uint64_t bytes);
-  std::array<std::atomic<uint64_t>, kOpTypes> trafficCalls_{};
-  std::array<std::atomic<uint64_t>, kOpTypes> trafficBytes_{};
 };
 
 }  // namespace c10d::inline v1

@@ -6,6 +6,7 @@
 
 #include <sstream>
 
+#include "c10d/GroupState.hpp"
 #include "c10d/ProcessGroup.hpp"
 #include "c10d/core/Cuda.hpp"
 #include "c10d/core/Exception.hpp"
@@ -119,30 +120,32 @@ void checkAlltoallSplits(const Tensor& output, const Tensor& input,
 }  // namespace detail
 
 void ProcessGroup::checkUsable(const char* op) const {
-  C10D_CHECK(member_, InvalidArgument, op, ": this process is not a member of group '",
-             options_.groupName, "'");
-  C10D_CHECK(!shutdown_.load(), StateError, op, ": process group '", options_.groupName,
-             "' was shut down", retiredBecause_.empty() ? "" : ": ", retiredBecause_);
+  C10D_CHECK(state_->member, InvalidArgument, op, ": this process is not a member of group '",
+             state_->options.groupName, "'");
+  C10D_CHECK(!state_->shutdown.load(), StateError, op, ": process group '",
+             state_->options.groupName, "' was shut down",
+             state_->retiredBecause.empty() ? "" : ": ", state_->retiredBecause);
 }
 
 void ProcessGroup::checkRank(int rank, const char* what, const char* op) const {
-  C10D_CHECK(rank >= 0 && rank < size_, InvalidArgument, op, ": ", what, " ", rank,
-             " out of range [0, ", size_, ") of group '", options_.groupName, "'");
+  C10D_CHECK(rank >= 0 && rank < state_->size, InvalidArgument, op, ": ", what, " ", rank,
+             " out of range [0, ", state_->size, ") of group '", state_->options.groupName, "'");
 }
 
 std::chrono::milliseconds ProcessGroup::resolveGiven(std::chrono::milliseconds timeout,
                                                      const char* op) const {
-  C10D_CHECK(timeout.count() > 0, InvalidArgument, op, " in group '", options_.groupName,
+  C10D_CHECK(timeout.count() > 0, InvalidArgument, op, " in group '", state_->options.groupName,
              "': timeout must be positive, got ", timeout.count(),
              " ms (leave it unset for the group's timeout)");
   return timeout;
 }
 
 Backend& ProcessGroup::route(const Tensor& tensor, const char* op) const {
+  const detail::GroupState& s = *state_;
   const auto device = static_cast<size_t>(tensor.device().type);
-  Backend* routed = device < routed_.size() ? routed_[device] : nullptr;
+  Backend* routed = device < s.routed.size() ? s.routed[device] : nullptr;
   // Every op passes here: the common case (a usable group, a contiguous host tensor) in one test.
-  if (routed != nullptr && member_ && !shutdown_.load(std::memory_order_acquire) &&
+  if (routed != nullptr && s.member && !s.shutdown.load(std::memory_order_acquire) &&
       tensor.defined() && tensor.device().isCPU() && tensor.isContiguous()) {
     return *routed;
   }

@@ -57,7 +57,7 @@ void ProcessGroup::startCoalescing() {
   withErrorContext("start_coalescing", -1, [&] {
     checkUsable("start_coalescing");
     if (auto* open = detail::tlsCoalescingBlock) {
-      C10D_THROW(InvalidArgument, "startCoalescing on group '", options_.groupName,
+      C10D_THROW(InvalidArgument, "startCoalescing on group '", state_->options.groupName,
                  "': this thread's coalescing block ",
                  open->group == this ? "of this group" : "of another group",
                  " is still open; end it first (blocks do not nest)");
@@ -70,7 +70,7 @@ void ProcessGroup::startCoalescing() {
 std::shared_ptr<Work> ProcessGroup::hold(const Op& op, const OpTensors& tensors) {
   detail::CoalescingBlock& block = *detail::tlsCoalescingBlock;
   const std::string what = describe(op);
-  C10D_CHECK(block.group == this, InvalidArgument, what, " on group '", options_.groupName,
+  C10D_CHECK(block.group == this, InvalidArgument, what, " on group '", state_->options.groupName,
              "' inside a coalescing block of another group: a block holds one group's ops; "
              "end it first");
   C10D_CHECK(op.type == OpType::Allreduce, InvalidArgument, what,
@@ -88,7 +88,7 @@ std::shared_ptr<Work> ProcessGroup::hold(const Op& op, const OpTensors& tensors)
   }
   block.tensors.push_back(*tensors.input);
   auto work = std::make_shared<detail::HeldWork>(
-      detail::concat(what, " (coalesced, group '", options_.groupName, "')"), op.timeout,
+      detail::concat(what, " (coalesced, group '", state_->options.groupName, "')"), op.timeout,
       *tensors.input);
   block.works.push_back(work);
   return work;
@@ -102,14 +102,15 @@ std::shared_ptr<Work> ProcessGroup::endCoalescing() {
   return withErrorContext("end_coalescing", -1, [&]() -> std::shared_ptr<Work> {
     detail::CoalescingBlock* open = detail::tlsCoalescingBlock;
     C10D_CHECK(open != nullptr && open->group == this, InvalidArgument, "endCoalescing on group '",
-               options_.groupName, "': ",
+               state_->options.groupName, "': ",
                open == nullptr ? "no coalescing block is open on this thread"
                                : "this thread's open block is of another group");
     std::unique_ptr<detail::CoalescingBlock> block(open);
     detail::tlsCoalescingBlock = nullptr;
     detail::openCoalescingBlocks.fetch_sub(1, std::memory_order_relaxed);
     if (block->tensors.empty()) {
-      auto empty = std::make_shared<BackendWork>("an empty coalescing block", options_.timeout);
+      auto empty =
+          std::make_shared<BackendWork>("an empty coalescing block", state_->options.timeout);
       empty->finish();
       return empty;
     }

@@ -8,6 +8,7 @@
 
 #include <atomic>
 
+#include "c10d/GroupState.hpp"
 #include "c10d/GroupTrace.hpp"
 #include "c10d/ProcessGroup.hpp"
 #include "c10d/core/Exception.hpp"
@@ -28,7 +29,7 @@ auto ProcessGroup::withErrorContext(const char* op, int peer, Body&& body) -> de
   try {
     return body();
   } catch (Error& e) {
-    ErrorContext context{.op = op, .group = trace_->group(), .rank = trace_->rank()};
+    ErrorContext context{.op = op, .group = state_->trace->group(), .rank = state_->trace->rank()};
     if (peer >= 0) context.peers = {peer};
     e.addContext(context);
     throw;

@@ -34,9 +34,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(const std::vector<int>& ran
     C10D_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), InvalidArgument,
                "new_group: duplicate rank in ", detail::rankList(ranks));
     for (int r : ranks) checkRank(r, "rank", "new_group");
-    const uint64_t index = subgroupCounter_++;
+    const uint64_t index = state_->subgroupCounter++;
     agreeOnCreation(index, "new_group " + detail::rankList(ranks));
-    return makeSubgroup(ranks, options_.groupName + ".sub" + std::to_string(index), options);
+    return makeSubgroup(ranks, state_->options.groupName + ".sub" + std::to_string(index), options);
   });
 }
 
@@ -44,12 +44,12 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key,
                                                   std::optional<ProcessGroupOptions> options) {
   return withErrorContext("split", -1, [&] {
     checkUsable("split");
-    const uint64_t index = subgroupCounter_++;
+    const uint64_t index = state_->subgroupCounter++;
     agreeOnCreation(index, "split");
-    std::string name = options_.groupName + ".split" + std::to_string(index);
+    std::string name = state_->options.groupName + ".split" + std::to_string(index);
     std::vector<std::array<int, 2>> all = exchangeColors(name, color, key);
     std::vector<std::pair<int, int>> members;  // (key, rank) of this rank's color, if it has one
-    for (int r = 0; r < size_ && color >= 0; ++r) {
+    for (int r = 0; r < state_->size && color >= 0; ++r) {
       if (all[r][0] == color) members.emplace_back(all[r][1], r);
     }
     std::sort(members.begin(), members.end());
@@ -62,15 +62,15 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key,
 std::vector<Store::Bytes> ProcessGroup::exchangeThroughStore(
     const std::string& prefix, const Store::Bytes& mine, std::chrono::milliseconds timeout,
     const std::function<std::string(const std::string& absent)>& describeAbsent) {
-  store_->set(prefix + std::to_string(rank_), mine);
+  state_->store->set(prefix + std::to_string(state_->rank), mine);
   std::vector<std::string> keys;
-  for (int r = 0; r < size_; ++r) keys.push_back(prefix + std::to_string(r));
+  for (int r = 0; r < state_->size; ++r) keys.push_back(prefix + std::to_string(r));
   try {
-    return store_->multiGet(keys, timeout);
+    return state_->store->multiGet(keys, timeout);
   } catch (const TimeoutError&) {
     std::vector<int> absent;
-    for (int r = 0; r < size_; ++r) {
-      if (!store_->check({keys[r]})) absent.push_back(r);
+    for (int r = 0; r < state_->size; ++r) {
+      if (!state_->store->check({keys[r]})) absent.push_back(r);
     }
     C10D_THROW(TimeoutError, describeAbsent(detail::rankList(absent)));
   }
@@ -79,22 +79,22 @@ std::vector<Store::Bytes> ProcessGroup::exchangeThroughStore(
 void ProcessGroup::agreeOnCreation(uint64_t index, const std::string& call) {
   // Without a shared store the backend splits its communicator collectively (MPI_Comm_split),
   // which has no way to say who is missing; nothing to record here.
-  if (!options_.storeIsShared) return;
+  if (!state_->options.storeIsShared) return;
   // The store is the job's: the key names the group too.
   auto where = [&] {
-    return detail::concat(call, " in group '", options_.groupName, "' (group creation #", index + 1,
-                          " on this rank)");
+    return detail::concat(call, " in group '", state_->options.groupName, "' (group creation #",
+                          index + 1, " on this rank)");
   };
   const char* rule =
       "every rank of a group must make the same new_group and split calls in the same order; a "
       "rank that skips one shifts every later one";
   std::vector<Store::Bytes> calls = exchangeThroughStore(
-      detail::concat("create/", options_.groupName, "/", index, "/"), toBytes(call),
-      options_.timeout, [&](const std::string& absent) {
+      detail::concat("create/", state_->options.groupName, "/", index, "/"), toBytes(call),
+      state_->options.timeout, [&](const std::string& absent) {
         return detail::concat(where(), ": rank(s) ", absent, " made no group creation #", index + 1,
-                              " within ", options_.timeout.count(), " ms; ", rule);
+                              " within ", state_->options.timeout.count(), " ms; ", rule);
       });
-  for (int r = 0; r < size_; ++r) {
+  for (int r = 0; r < state_->size; ++r) {
     std::string theirs = toString(calls[r]);
     C10D_CHECK(theirs == call, InvalidArgument, where(), ": rank ", r, " made ", theirs,
                " as its group creation #", index + 1, "; ", rule);
@@ -103,31 +103,32 @@ void ProcessGroup::agreeOnCreation(uint64_t index, const std::string& call) {
 
 std::vector<std::array<int, 2>> ProcessGroup::exchangeColors(const std::string& name, int color,
                                                              int key) {
-  std::vector<std::array<int, 2>> all(size_);
-  if (options_.storeIsShared) {
+  std::vector<std::array<int, 2>> all(state_->size);
+  if (state_->options.storeIsShared) {
     std::string prefix = "split/" + name + "/";
-    store_->setString(prefix + std::to_string(rank_),
-                      std::to_string(color) + " " + std::to_string(key));
+    state_->store->setString(prefix + std::to_string(state_->rank),
+                             std::to_string(color) + " " + std::to_string(key));
     std::vector<std::string> keys;
-    for (int r = 0; r < size_; ++r) keys.push_back(prefix + std::to_string(r));
-    std::vector<Store::Bytes> values = store_->multiGet(keys, options_.timeout);
-    for (int r = 0; r < size_; ++r) {
+    for (int r = 0; r < state_->size; ++r) keys.push_back(prefix + std::to_string(r));
+    std::vector<Store::Bytes> values = state_->store->multiGet(keys, state_->options.timeout);
+    for (int r = 0; r < state_->size; ++r) {
       std::istringstream in(toString(values[r]));
       in >> all[r][0] >> all[r][1];
     }
     return all;
   }
   // No shared store: through the backend, as one allgather of (color, key) per rank.
-  auto cpu = backends_.find(DeviceType::CPU);
-  C10D_CHECK(cpu != backends_.end(), InvalidArgument, "split in group '", options_.groupName,
+  auto cpu = state_->backends.find(DeviceType::CPU);
+  C10D_CHECK(cpu != state_->backends.end(), InvalidArgument, "split in group '",
+             state_->options.groupName,
              "': without a shared store (MASTER_ADDR) it needs a CPU backend");
   Tensor mine = Tensor::empty({2}, ScalarType::Int32);
   static_cast<int32_t*>(mine.data())[0] = color;
   static_cast<int32_t*>(mine.data())[1] = key;
-  Tensor gathered = Tensor::empty({2 * static_cast<int64_t>(size_)}, ScalarType::Int32);
+  Tensor gathered = Tensor::empty({2 * static_cast<int64_t>(state_->size)}, ScalarType::Int32);
   // A collective of this group like any other: every rank splits, so its number agrees.
-  allgatherIntoTensor(gathered, mine, {.timeout = options_.timeout})->wait();
-  for (int r = 0; r < size_; ++r) {
+  allgatherIntoTensor(gathered, mine, {.timeout = state_->options.timeout})->wait();
+  for (int r = 0; r < state_->size; ++r) {
     all[r][0] = static_cast<int32_t*>(gathered.data())[2 * r];
     all[r][1] = static_cast<int32_t*>(gathered.data())[2 * r + 1];
   }
@@ -140,28 +141,29 @@ std::shared_ptr<ProcessGroup> ProcessGroup::makeSubgroup(
   // Every rank of this group gets here for every subgroup, members or not: the backends that
   // split a communicator collectively need all of them.
   std::map<std::string, std::shared_ptr<void>> fromParent;
-  for (auto& [device, backend] : backends_) {
+  for (auto& [device, backend] : state_->backends) {
     // One backend may serve several device types: split it once.
     if (fromParent.count(backend->name()) == 0) {
       fromParent[backend->name()] = backend->splitForSubgroup(memberRanks);
     }
   }
-  auto it = std::find(memberRanks.begin(), memberRanks.end(), rank_);
+  auto it = std::find(memberRanks.begin(), memberRanks.end(), state_->rank);
   if (it == memberRanks.end()) {
     return std::shared_ptr<ProcessGroup>(new ProcessGroup(NonMember{}, name));
   }
-  ProcessGroupOptions subOptions = options.value_or(options_);
+  ProcessGroupOptions subOptions = options.value_or(state_->options);
   subOptions.groupName = name;
-  subOptions.storeIsShared = options_.storeIsShared;
+  subOptions.storeIsShared = state_->options.storeIsShared;
   std::shared_ptr<ProcessGroup> group(
-      new ProcessGroup(store_, static_cast<int>(it - memberRanks.begin()),
+      new ProcessGroup(state_->store, static_cast<int>(it - memberRanks.begin()),
                        static_cast<int>(memberRanks.size()), subOptions, fromParent));
   for (size_t i = 0; i < memberRanks.size(); ++i) {
-    group->globalRanks_[i] = globalRanks_[memberRanks[i]];
+    group->state_->globalRanks[i] = state_->globalRanks[memberRanks[i]];
   }
-  std::lock_guard<std::mutex> guard(subgroupsMutex_);
-  std::erase_if(subgroups_, [](const std::weak_ptr<ProcessGroup>& g) { return g.expired(); });
-  subgroups_.push_back(group);
+  std::lock_guard<std::mutex> guard(state_->subgroupsMutex);
+  std::erase_if(state_->subgroups,
+                [](const std::weak_ptr<ProcessGroup>& g) { return g.expired(); });
+  state_->subgroups.push_back(group);
   return group;
 }
 

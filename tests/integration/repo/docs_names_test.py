@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The docs name only files and functions that exist: every `path/File.ext` quoted in README.md,
 docs/*.md and rpc/README.md is a file of the tree (or one CMake generates), and every quoted
-`Class::member` or `function()` is a name the code has. A renamed file or function then fails
+`Class::member` or `function()` is a name the code has, and every link between the docs reaches
+a file and, with an #anchor, a heading. A renamed file or function then fails
 here instead of leaving the architecture doc describing code that is gone.
 Usage: docs_names_test.py SOURCE_DIR"""
 import glob
@@ -68,6 +69,35 @@ for doc in docs:
                 checked += 1
                 if not name_exists(m.group(1)):
                     wrong.append(f"{doc}:{number}: no function {m.group(1)} in the code")
+
+def anchors(path):
+    """The #anchors of a markdown file's headings, as GitHub makes them."""
+    result = set()
+    for line in open(path, errors="ignore"):
+        m = re.match(r"#+\s+(.*?)\s*$", line)
+        if m:
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-")
+            result.add(slug)
+    return result
+
+# Links between the docs: the file exists, and so does the heading an #anchor names.
+links = 0
+for doc in docs + ["docs/bench/README.md", "CHANGELOG.md"]:
+    if not os.path.exists(doc):
+        continue
+    for number, line in enumerate(open(doc, errors="ignore"), 1):
+        for target in re.findall(r"\]\(([^)\s]+)\)", line):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            path = os.path.normpath(os.path.join(os.path.dirname(doc), path)) if path else doc
+            links += 1
+            if not os.path.exists(path):
+                wrong.append(f"{doc}:{number}: link to {target}: no file {path}")
+            elif anchor and path.endswith(".md") and anchor not in anchors(path):
+                wrong.append(f"{doc}:{number}: link to {target}: no heading with that anchor")
+checked += links
+
 if wrong:
     print("FAIL: the docs name what the tree does not have:")
     print("\n".join(wrong))
