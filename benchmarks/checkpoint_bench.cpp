@@ -197,16 +197,18 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       const double gb = static_cast<double>(totalBytes) / 1e9;
       const double w = median(rawWrite), s = median(save), rr = median(rawRead), l = median(load);
-      std::printf("model %s: %zu tensors, %.1f MB of float32, %d ranks, %d repeats (medians), "
-                  "reads %s\n",
-                  model.c_str(), shapes->shapes.size(), totalBytes / 1e6, size, repeats,
-                  drop ? "after dropping the page cache" : "from the page cache");
+      std::printf(
+          "model %s: %zu tensors, %.1f MB of float32, %d ranks, %d repeats (medians), "
+          "reads %s\n",
+          model.c_str(), shapes->shapes.size(), totalBytes / 1e6, size, repeats,
+          drop ? "after dropping the page cache" : "from the page cache");
       std::printf("raw write %.3f s %.2f GB/s | save %.3f s %.2f GB/s | save/raw %.0f%%\n", w,
                   gb / w, s, gb / s, 100 * w / s);
       const double l1 = median(loadOnce);
-      std::printf("raw read  %.3f s %.2f GB/s | load %.3f s %.2f GB/s | load/raw %.0f%% | "
-                  "load1 %.3f s %.2f GB/s | load1/raw %.0f%%\n",
-                  rr, gb / rr, l, gb / l, 100 * rr / l, l1, gb / l1, 100 * rr / l1);
+      std::printf(
+          "raw read  %.3f s %.2f GB/s | load %.3f s %.2f GB/s | load/raw %.0f%% | "
+          "load1 %.3f s %.2f GB/s | load1/raw %.0f%%\n",
+          rr, gb / rr, l, gb / l, 100 * rr / l, l1, gb / l1, 100 * rr / l1);
       std::printf("async save blocks %.1f ms | memcpy of a rank's slices %.1f ms | ratio %.2f\n",
                   1e3 * median(block), 1e3 * median(copy), median(block) / median(copy));
       std::filesystem::remove_all(dir);

@@ -203,7 +203,9 @@ BackendFactory factoryOf(const std::string& name) {
 
 }  // namespace
 
-void requireBackend(const std::string& name) { factoryOf(name); }
+void requireBackend(const std::string& name) {
+  factoryOf(name);
+}
 
 std::shared_ptr<Backend> createBackend(const std::string& name, const BackendContext& context) {
   return factoryOf(name)(context);

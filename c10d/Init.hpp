@@ -55,8 +55,8 @@ std::shared_ptr<Store> connectStore(const InitOptions& options, const WorldInfo&
 
 // Creates the job's default process group: connectStore, then the backends, and makes it the
 // process's default (c10d/DefaultGroup.hpp: getRank(), destroyProcessGroup(), ...). Every rank
-// must call it. Under a launcher that names an error file (TORCHELASTIC_ERROR_FILE), an exception that
-// escapes main is written there too (c10d/ErrorFile.hpp). A job whose backends are all "mpi",
+// must call it. Under a launcher that names an error file (TORCHELASTIC_ERROR_FILE), an exception
+// that escapes main is written there too (c10d/ErrorFile.hpp). A job whose backends are all "mpi",
 // started by mpirun with env:// and no MASTER_ADDR, gets no shared store (MPI finds the peers; see
 // ProcessGroupOptions::storeIsShared). Throws InvalidArgument for a bad init method or a missing
 // variable (named), TimeoutError when the other ranks do not show up within the timeout.

@@ -206,7 +206,9 @@ void ProcessGroup::retire(const std::string& reason) {
   stopBackends(&reason);
 }
 
-void ProcessGroup::shutdown() { stopBackends(nullptr); }
+void ProcessGroup::shutdown() {
+  stopBackends(nullptr);
+}
 
 void ProcessGroup::stopBackends(const std::string* abortBecause) {
   if (state_->shutdown.exchange(true)) return;

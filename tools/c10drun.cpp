@@ -79,7 +79,8 @@ constexpr int kMaxPollMs = 1000;
 constexpr auto kStoreConnectTimeout = std::chrono::minutes(5);
 // Each record of a rank's end may take this long: the supervision loop waits for it. Over a cut
 // link the first record fails after it (and the launcher records no more), so the launcher ends
-// this long after its last rank instead of hanging (tests/integration/netns/multi_host_test.sh cuts a link).
+// this long after its last rank instead of hanging (tests/integration/netns/multi_host_test.sh cuts
+// a link).
 constexpr auto kStoreCallTimeout = std::chrono::seconds(5);
 
 struct Options {

@@ -74,9 +74,8 @@ int inspect(const std::string& dir) {
   for (const auto& [name, t] : m.tensors) {
     int64_t bytes = 0;
     for (const SavedSlice& s : t.slices) bytes += s.bytes;
-    std::cout << "  " << name << "  " << shapeText(t.dtype, t.shape) << "  "
-              << humanBytes(bytes) << "  " << t.slices.size()
-              << (t.slices.size() == 1 ? " slice" : " slices") << "\n";
+    std::cout << "  " << name << "  " << shapeText(t.dtype, t.shape) << "  " << humanBytes(bytes)
+              << "  " << t.slices.size() << (t.slices.size() == 1 ? " slice" : " slices") << "\n";
     for (const SavedSlice& s : t.slices) {
       std::cout << "    " << s.slice.describe() << "  in " << m.files[s.file].name << " at "
                 << s.offset << ", held by rank" << (s.holders.size() == 1 ? " " : "s ");

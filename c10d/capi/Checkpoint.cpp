@@ -238,9 +238,8 @@ c10d_status c10d_checkpoint_verify(const char* dir, c10d_bytes* report, int* pro
 
 c10d_status c10d_checkpoint_consolidate(const char* dir, const char* out) {
   const char* call = "c10d_checkpoint_consolidate";
-  return guarded([&] {
-    checkpoint::consolidate(textOf(dir, call, "dir"), textOf(out, call, "out"));
-  });
+  return guarded(
+      [&] { checkpoint::consolidate(textOf(dir, call, "dir"), textOf(out, call, "out")); });
 }
 
 }  // extern "C"

@@ -50,12 +50,12 @@ c10d_status c10d_elastic_from_env(const c10d_elastic_options* options, c10d_elas
     elastic::ElasticOptions elastic;
     if (checkOptions(options, call)) {
       if (options->backend != nullptr) elastic.group.backend = options->backend;
-      C10D_CHECK(options->timeout_ms >= 0 && options->join_timeout_ms >= 0 &&
-                     options->min_size >= 0,
-                 InvalidArgument, call,
-                 ": options->timeout_ms, join_timeout_ms and min_size must be >= 0 (0: the "
-                 "default), got ",
-                 options->timeout_ms, ", ", options->join_timeout_ms, ", ", options->min_size);
+      C10D_CHECK(
+          options->timeout_ms >= 0 && options->join_timeout_ms >= 0 && options->min_size >= 0,
+          InvalidArgument, call,
+          ": options->timeout_ms, join_timeout_ms and min_size must be >= 0 (0: the "
+          "default), got ",
+          options->timeout_ms, ", ", options->join_timeout_ms, ", ", options->min_size);
       if (options->timeout_ms > 0) {
         elastic.group.timeout = std::chrono::milliseconds(options->timeout_ms);
       }
@@ -71,7 +71,9 @@ c10d_status c10d_elastic_from_env(const c10d_elastic_options* options, c10d_elas
   });
 }
 
-void c10d_elastic_free(c10d_elastic* elastic) { delete elastic; }
+void c10d_elastic_free(c10d_elastic* elastic) {
+  delete elastic;
+}
 
 c10d_status c10d_elastic_group(c10d_elastic* elastic, c10d_group** out) {
   const char* call = "c10d_elastic_group";
@@ -83,7 +85,8 @@ c10d_status c10d_elastic_group(c10d_elastic* elastic, c10d_group** out) {
 
 c10d_status c10d_elastic_commit(c10d_elastic* elastic, int ok, int* committed) {
   const char* call = "c10d_elastic_commit";
-  return guarded([&] { outOf(committed, call) = elasticOf(elastic, call).commit(ok != 0) ? 1 : 0; });
+  return guarded(
+      [&] { outOf(committed, call) = elasticOf(elastic, call).commit(ok != 0) ? 1 : 0; });
 }
 
 int c10d_elastic_joins_pending(const c10d_elastic* elastic) {

@@ -82,9 +82,9 @@ std::shared_ptr<Future> AsyncSaver::save(const State& state, const std::string& 
     }
     for (size_t i = 0; i < state.tensors().size(); ++i) {
       const StateTensor& t = state.tensors()[i];
-      Tensor copy = Tensor::fromBlob(static_cast<char*>(impl.staging.get()) + offsets[i],
-                                     t.local.dtype(), t.local.sizes(), Device::cpu(), {},
-                                     impl.staging);
+      Tensor copy =
+          Tensor::fromBlob(static_cast<char*>(impl.staging.get()) + offsets[i], t.local.dtype(),
+                           t.local.sizes(), Device::cpu(), {}, impl.staging);
       if (t.local.device().isCPU()) {
         std::memcpy(copy.data(), t.local.data(), t.local.nbytes());
       } else {
@@ -105,8 +105,7 @@ std::shared_ptr<Future> AsyncSaver::save(const State& state, const std::string& 
 
   auto future = std::make_shared<Future>();
   impl.pending = future;
-  impl.thread = std::thread([group = impl.group, staged = std::move(staged), dir, options,
-                             future] {
+  impl.thread = std::thread([group = impl.group, staged = std::move(staged), dir, options, future] {
     c10d::detail::nameThisThread("c10d-ckpt-save");
     try {
       checkpoint::save(staged, dir, group.get(), options);

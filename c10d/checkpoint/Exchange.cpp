@@ -14,9 +14,8 @@ std::vector<int64_t> lengthsOf(ProcessGroup& group, const std::string& mine) {
   int64_t length = static_cast<int64_t>(mine.size());
   std::vector<int64_t> lengths(group.size());
   group
-      .allgatherIntoTensor(
-          Tensor::fromBlob(lengths.data(), ScalarType::Int64, {group.size()}),
-          Tensor::fromBlob(&length, ScalarType::Int64, {1}))
+      .allgatherIntoTensor(Tensor::fromBlob(lengths.data(), ScalarType::Int64, {group.size()}),
+                           Tensor::fromBlob(&length, ScalarType::Int64, {1}))
       ->wait();
   return lengths;
 }
@@ -115,8 +114,8 @@ void raiseFirst(const std::vector<Outcome>& outcomes, int rank) {
   const Outcome& o = outcomes[failed];
   const std::string message =
       failed == rank ? o.message : "rank " + std::to_string(failed) + ": " + o.message;
-  const ErrorContext context{.rank = rank, .peers = failed == rank ? std::vector<int>{}
-                                                                    : std::vector<int>{failed}};
+  const ErrorContext context{
+      .rank = rank, .peers = failed == rank ? std::vector<int>{} : std::vector<int>{failed}};
   if (o.type == "CheckpointError") throw CheckpointError(message, context);
   if (o.type == "InvalidArgument") throw InvalidArgument(message, context);
   if (o.type == "TimeoutError") throw TimeoutError(message, context);
@@ -142,6 +141,5 @@ std::vector<nlohmann::json> exchange(ProcessGroup* group, int rank, const Outcom
   raiseFirst(outcomes, rank);
   return payloads;
 }
-
 
 }  // namespace c10d::inline v1::checkpoint::detail

@@ -113,7 +113,8 @@ inline std::optional<CoverFault> coverFault(std::vector<std::pair<Run, size_t>>&
   for (size_t i = 0; i < runs.size(); ++i) {
     const Run& run = runs[i].first;
     if (run.global > covered) return CoverFault{false, covered, 0, 0};
-    if (run.global < covered) return CoverFault{true, run.global, runs[i - 1].second, runs[i].second};
+    if (run.global < covered)
+      return CoverFault{true, run.global, runs[i - 1].second, runs[i].second};
     covered = run.global + run.length;
   }
   if (covered < numel) return CoverFault{false, covered, 0, 0};
@@ -125,9 +126,9 @@ inline std::optional<CoverFault> coverFault(std::vector<std::pair<Run, size_t>>&
 inline std::string canonicalKey(const Slice& slice, const std::vector<int64_t>& shape) {
   const std::vector<Run> runs = runsOf(slice, shape);
   if (runs.size() <= 1) {
-    return runs.empty() ? "empty"
-                        : "run:" + std::to_string(runs[0].global) + "+" +
-                              std::to_string(runs[0].length);
+    return runs.empty()
+               ? "empty"
+               : "run:" + std::to_string(runs[0].global) + "+" + std::to_string(runs[0].length);
   }
   std::string key = "box";
   for (size_t d = 0; d < slice.offsets.size(); ++d) {

@@ -43,8 +43,8 @@ std::string listNames(const std::vector<std::string>& names) {
 
 // What one of the State's tensors takes from one stored slice.
 struct Piece {
-  size_t target;                  // index in State::tensors()
-  const std::string* name;        // the tensor's
+  size_t target;            // index in State::tensors()
+  const std::string* name;  // the tensor's
   const SavedSlice* source;
   std::vector<detail::Overlap> overlaps;  // in elements
 };
@@ -87,8 +87,9 @@ Reads match(const State& state, const Metadata& m, const std::string& dir,
                "' (its slices overlap or leave gaps: the metadata was changed)");
   }
   C10D_CHECK(missing.empty() || options.allowMissing, CheckpointError,
-             "checkpoint::load: checkpoint '", dir, "' lacks tensor", missing.size() > 1 ? "s " : " ",
-             listNames(missing), " that the program asks for (LoadOptions::allowMissing leaves "
+             "checkpoint::load: checkpoint '", dir, "' lacks tensor",
+             missing.size() > 1 ? "s " : " ", listNames(missing),
+             " that the program asks for (LoadOptions::allowMissing leaves "
              "them as they are)");
   std::vector<std::string> missingValues;
   for (const auto& [name, bytes] : state.values()) {
@@ -128,12 +129,15 @@ constexpr int64_t kLoadChunkBytes = int64_t{1} << 20;
 class BlockReader {
  public:
   BlockReader(const Metadata& m, const std::string& dir)
-      : m_(m), dir_(dir), block_(m.checksumBlockBytes),
+      : m_(m),
+        dir_(dir),
+        block_(m.checksumBlockBytes),
         chunk_(std::max(block_, kLoadChunkBytes / block_ * block_)) {}
 
   const detail::File& file(size_t index) {
     auto& file = open_[index];
-    if (!file) file = std::make_unique<detail::File>(detail::File::open(dir_ + "/" + m_.files[index].name));
+    if (!file)
+      file = std::make_unique<detail::File>(detail::File::open(dir_ + "/" + m_.files[index].name));
     return *file;
   }
 
@@ -168,7 +172,8 @@ class BlockReader {
  private:
   static const char* partly(Pass pass) {
     switch (pass) {
-      case Pass::Check: return "";
+      case Pass::Check:
+        return "";
       case Pass::FillAfterCheck:
         return " (the file changed during the load, which left this rank's tensors partly "
                "loaded)";
@@ -183,10 +188,10 @@ class BlockReader {
     for (int64_t at = begin; at < end; at += block_) {
       const int64_t n = std::min(block_, end - at);
       const uint64_t found = XXH3_64bits(data + (at - begin), static_cast<size_t>(n));
-      C10D_CHECK(found == p.source->checksums.at(static_cast<size_t>(at / block_)),
-                 CheckpointError, "checkpoint::load: tensor '", *p.name, "', slice ",
-                 p.source->slice.describe(), ": bytes ", p.source->offset + at, " to ",
-                 p.source->offset + at + n, " of file '", f.path(),
+      C10D_CHECK(found == p.source->checksums.at(static_cast<size_t>(at / block_)), CheckpointError,
+                 "checkpoint::load: tensor '", *p.name, "', slice ", p.source->slice.describe(),
+                 ": bytes ", p.source->offset + at, " to ", p.source->offset + at + n, " of file '",
+                 f.path(),
                  pass == Pass::FillAfterCheck
                      ? "' no longer match their checksum: the file was changed during the "
                        "load, which left this rank's tensors partly loaded"
@@ -240,10 +245,9 @@ char* placeOf(const Piece& p, int64_t element, const Tensor& local, int64_t begi
   if (begin < lo || end > hi || !local.device().isCPU()) return nullptr;
   // The overlaps are in increasing source order; the one holding begin is the last that starts
   // at or before it.
-  auto after = std::upper_bound(p.overlaps.begin(), p.overlaps.end(), begin,
-                                [element](int64_t at, const detail::Overlap& o) {
-                                  return at < o.source * element;
-                                });
+  auto after = std::upper_bound(
+      p.overlaps.begin(), p.overlaps.end(), begin,
+      [element](int64_t at, const detail::Overlap& o) { return at < o.source * element; });
   if (after == p.overlaps.begin()) return nullptr;
   const detail::Overlap& o = *std::prev(after);
   const int64_t from = o.source * element;
@@ -293,8 +297,8 @@ void readPass(const Reads& reads, const Metadata& m, const std::string& dir, con
       }
     }
   }
-  const unsigned threads = static_cast<unsigned>(std::min<size_t>(
-      {tasks.size(), kMaxReadThreads, c10d::detail::usableCores().usable}));
+  const unsigned threads = static_cast<unsigned>(
+      std::min<size_t>({tasks.size(), kMaxReadThreads, c10d::detail::usableCores().usable}));
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::vector<std::exception_ptr> errors(tasks.size());
@@ -305,16 +309,16 @@ void readPass(const Reads& reads, const Metadata& m, const std::string& dir, con
       try {
         const Tensor& local = state.tensors()[t.piece->target].local;
         size_t overlap = 0;
-        reader.readThrough(*t.piece, t.lo, t.hi, pass,
-                           [&](int64_t begin, int64_t end) -> char* {
-                             if (pass == Pass::Check) return nullptr;
-                             return placeOf(*t.piece, t.element, local, begin, end, t.lo, t.hi);
-                           },
-                           [&](int64_t begin, int64_t end, const char* data) {
-                             if (pass == Pass::Check) return;
-                             copyOverlaps(*t.piece, t.element, local, overlap, begin, end, data,
-                                          t.lo, t.hi);
-                           });
+        reader.readThrough(
+            *t.piece, t.lo, t.hi, pass,
+            [&](int64_t begin, int64_t end) -> char* {
+              if (pass == Pass::Check) return nullptr;
+              return placeOf(*t.piece, t.element, local, begin, end, t.lo, t.hi);
+            },
+            [&](int64_t begin, int64_t end, const char* data) {
+              if (pass == Pass::Check) return;
+              copyOverlaps(*t.piece, t.element, local, overlap, begin, end, data, t.lo, t.hi);
+            });
       } catch (...) {
         errors[i] = std::current_exception();
         failed = true;

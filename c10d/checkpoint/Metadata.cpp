@@ -80,16 +80,26 @@ int64_t Metadata::dataBytes() const {
 
 std::string safetensorsDtype(ScalarType dtype) {
   switch (dtype) {
-    case ScalarType::Float32: return "F32";
-    case ScalarType::Float64: return "F64";
-    case ScalarType::Float16: return "F16";
-    case ScalarType::BFloat16: return "BF16";
-    case ScalarType::Int8: return "I8";
-    case ScalarType::Int16: return "I16";
-    case ScalarType::Int32: return "I32";
-    case ScalarType::Int64: return "I64";
-    case ScalarType::UInt8: return "U8";
-    case ScalarType::Bool: return "BOOL";
+    case ScalarType::Float32:
+      return "F32";
+    case ScalarType::Float64:
+      return "F64";
+    case ScalarType::Float16:
+      return "F16";
+    case ScalarType::BFloat16:
+      return "BF16";
+    case ScalarType::Int8:
+      return "I8";
+    case ScalarType::Int16:
+      return "I16";
+    case ScalarType::Int32:
+      return "I32";
+    case ScalarType::Int64:
+      return "I64";
+    case ScalarType::UInt8:
+      return "U8";
+    case ScalarType::Bool:
+      return "BOOL";
   }
   C10D_THROW(InvalidArgument, "checkpoint: no safetensors dtype for ", dtype);
 }
@@ -166,8 +176,8 @@ Metadata metadataFromJson(const std::string& text, const std::string& dir) {
     field = "created_unix_ns";
     m.createdUnixNanos = root.at("created_unix_ns").get<int64_t>();
     field = "checksum";
-    C10D_CHECK(root.at("checksum").at("algorithm").get<std::string>() == "xxh3_64",
-               CheckpointError, "checkpoint: the ", where, " uses checksum ",
+    C10D_CHECK(root.at("checksum").at("algorithm").get<std::string>() == "xxh3_64", CheckpointError,
+               "checkpoint: the ", where, " uses checksum ",
                root.at("checksum").at("algorithm").dump(), "; this build checks xxh3_64");
     m.checksumBlockBytes = root.at("checksum").at("block_bytes").get<int64_t>();
     C10D_CHECK(m.checksumBlockBytes > 0 && m.checksumBlockBytes <= kMaxChecksumBlockBytes,
@@ -208,8 +218,8 @@ Metadata metadataFromJson(const std::string& text, const std::string& dir) {
                  "checkpoint: the ", where, ": tensor '", name, "' is too large");
       for (const Json& j : t.at("slices")) {
         SavedSlice s;
-        s.slice.kind = j.at("kind").get<std::string>() == "flat" ? Slice::Kind::Flat
-                                                                 : Slice::Kind::Box;
+        s.slice.kind =
+            j.at("kind").get<std::string>() == "flat" ? Slice::Kind::Flat : Slice::Kind::Box;
         s.slice.offsets = j.at("offsets").get<std::vector<int64_t>>();
         s.slice.sizes = j.at("sizes").get<std::vector<int64_t>>();
         s.file = j.at("file").get<size_t>();
@@ -236,20 +246,20 @@ Metadata metadataFromJson(const std::string& text, const std::string& dir) {
         }
         C10D_CHECK(inside, CheckpointError, "checkpoint: the ", where, ": slice ",
                    s.slice.describe(), " of tensor '", name, "' is outside its shape");
-        C10D_CHECK(s.bytes == s.slice.numel() * element, CheckpointError, "checkpoint: the ",
-                   where, ": slice ", s.slice.describe(), " of tensor '", name, "' has ", s.bytes,
+        C10D_CHECK(s.bytes == s.slice.numel() * element, CheckpointError, "checkpoint: the ", where,
+                   ": slice ", s.slice.describe(), " of tensor '", name, "' has ", s.bytes,
                    " bytes for ", s.slice.numel(), " elements of ", tensor.dtype);
-        C10D_CHECK(s.file < m.files.size(), CheckpointError, "checkpoint: the ", where,
-                   ": slice ", s.slice.describe(), " of tensor '", name, "' names file ", s.file,
-                   " of ", m.files.size());
+        C10D_CHECK(s.file < m.files.size(), CheckpointError, "checkpoint: the ", where, ": slice ",
+                   s.slice.describe(), " of tensor '", name, "' names file ", s.file, " of ",
+                   m.files.size());
         C10D_CHECK(s.offset >= 0 && s.offset <= m.files[s.file].bytes - s.bytes, CheckpointError,
                    "checkpoint: the ", where, ": slice ", s.slice.describe(), " of tensor '", name,
                    "' lies outside its file '", m.files[s.file].name, "'");
         const int64_t blocks =
             s.bytes / m.checksumBlockBytes + (s.bytes % m.checksumBlockBytes != 0 ? 1 : 0);
         C10D_CHECK(static_cast<int64_t>(s.checksums.size()) == blocks, CheckpointError,
-                   "checkpoint: the ", where, ": slice ", s.slice.describe(), " of tensor '",
-                   name, "' has ", s.checksums.size(), " checksums for ", blocks, " blocks");
+                   "checkpoint: the ", where, ": slice ", s.slice.describe(), " of tensor '", name,
+                   "' has ", s.checksums.size(), " checksums for ", blocks, " blocks");
         tensor.slices.push_back(std::move(s));
       }
       // The slices cover the tensor once: overlaps (which could hide a gap from a count) and

@@ -26,12 +26,12 @@ inline constexpr int64_t kMaxChecksumBlockBytes = int64_t{256} << 20;
 // One stored slice: where its bytes are, and where they belong.
 struct SavedSlice {
   Slice slice;
-  size_t file = 0;          // index into Metadata::files
-  std::string key;          // its name in that file's safetensors header
-  int64_t offset = 0;       // of its first byte in the file
+  size_t file = 0;     // index into Metadata::files
+  std::string key;     // its name in that file's safetensors header
+  int64_t offset = 0;  // of its first byte in the file
   int64_t bytes = 0;
   std::vector<uint64_t> checksums;  // XXH3-64 of each checksumBlockBytes of its bytes
-  std::vector<int> holders;  // the ranks that held it at save (its writer first)
+  std::vector<int> holders;         // the ranks that held it at save (its writer first)
 };
 
 struct SavedTensor {

@@ -26,7 +26,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-
 // One slice as some rank holds it.
 struct Held {
   std::string name;
@@ -42,8 +41,8 @@ struct UniqueSlice {
   std::string name;
   Slice slice;
   int64_t bytes = 0;
-  std::vector<int> holders;         // ascending
-  std::vector<size_t> localIndex;   // each holder's index of it
+  std::vector<int> holders;        // ascending
+  std::vector<size_t> localIndex;  // each holder's index of it
   int writer = -1;
 };
 
@@ -85,8 +84,8 @@ Plan makePlan(const std::vector<Json>& lists) {
   for (size_t r = 1; r < lists.size(); ++r) {
     for (const char* field : {"folder", "block", "overwrite"}) {
       C10D_CHECK(lists[r].at(field) == lists[0].at(field), InvalidArgument,
-                 "checkpoint::save: rank ", r, " saves with ", field, " ", lists[r].at(field).dump(),
-                 " but rank 0 with ", lists[0].at(field).dump(),
+                 "checkpoint::save: rank ", r, " saves with ", field, " ",
+                 lists[r].at(field).dump(), " but rank 0 with ", lists[0].at(field).dump(),
                  "; every rank must save to the same folder with the same options");
     }
   }
@@ -104,7 +103,8 @@ Plan makePlan(const std::vector<Json>& lists) {
                 Slice{t.at("flat").get<bool>() ? Slice::Kind::Flat : Slice::Kind::Box,
                       t.at("offsets").get<std::vector<int64_t>>(),
                       t.at("sizes").get<std::vector<int64_t>>()},
-                rank, i};
+                rank,
+                i};
       auto [known, added] = plan.tensors.try_emplace(held.name, held.dtype, held.shape);
       if (added) {
         firstHolder[held.name] = rank;
@@ -112,8 +112,8 @@ Plan makePlan(const std::vector<Json>& lists) {
         C10D_CHECK(known->second.first == held.dtype && known->second.second == held.shape,
                    InvalidArgument, "checkpoint::save: tensor '", held.name, "' is ",
                    shapeText(known->second.first, known->second.second), " on rank ",
-                   firstHolder[held.name], " but ", shapeText(held.dtype, held.shape),
-                   " on rank ", rank);
+                   firstHolder[held.name], " but ", shapeText(held.dtype, held.shape), " on rank ",
+                   rank);
       }
       const std::string key = detail::canonicalKey(held.slice, held.shape);
       auto [at, fresh] = byKey.try_emplace({held.name, key}, plan.slices.size());
@@ -173,9 +173,8 @@ Plan makePlan(const std::vector<Json>& lists) {
   // ranks holding replicas share the writing.
   std::vector<size_t> order(plan.slices.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return plan.slices[a].bytes > plan.slices[b].bytes;
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return plan.slices[a].bytes > plan.slices[b].bytes; });
   std::vector<int64_t> load(lists.size(), 0);
   for (size_t u : order) {
     UniqueSlice& s = plan.slices[u];
@@ -216,8 +215,8 @@ Json writeFile(const State& state, const Plan& plan, int rank, const std::string
   for (const UniqueSlice& s : plan.slices) {
     if (s.writer != rank) continue;
     const size_t at = std::find(s.holders.begin(), s.holders.end(), rank) - s.holders.begin();
-    items.push_back({&s, &state.tensors().at(s.localIndex.at(at)),
-                     keyOf(s, plan.tensors.at(s.name).second)});
+    items.push_back(
+        {&s, &state.tensors().at(s.localIndex.at(at)), keyOf(s, plan.tensors.at(s.name).second)});
   }
   Json result{{"file", nullptr}, {"bytes", 0}, {"slices", Json::array()}};
   if (items.empty()) return result;
@@ -352,9 +351,10 @@ void save(const State& state, const std::string& folder, ProcessGroup* group,
                  InvalidArgument, "checkpoint::save: folder '", folder, "' ends in '", suffix,
                  "', which names checkpoints in the making or being replaced; choose another name");
     }
-    C10D_CHECK(options.checksumBlockBytes > 0 && options.checksumBlockBytes <= kMaxChecksumBlockBytes,
-               InvalidArgument, "checkpoint::save: checksumBlockBytes is ",
-               options.checksumBlockBytes, "; it must be 1 to ", kMaxChecksumBlockBytes);
+    C10D_CHECK(
+        options.checksumBlockBytes > 0 && options.checksumBlockBytes <= kMaxChecksumBlockBytes,
+        InvalidArgument, "checkpoint::save: checksumBlockBytes is ", options.checksumBlockBytes,
+        "; it must be 1 to ", kMaxChecksumBlockBytes);
     if (rank == 0) {
       C10D_CHECK(options.overwrite || !detail::pathExists(dir), CheckpointError,
                  "checkpoint::save: '", dir,

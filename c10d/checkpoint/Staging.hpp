@@ -21,7 +21,8 @@ namespace c10d::inline v1::checkpoint::detail {
 
 inline std::shared_ptr<void> allocateStaging(size_t bytes) {
   const size_t length = bytes == 0 ? 1 : bytes;
-  void* memory = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* memory =
+      ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   C10D_CHECK(memory != MAP_FAILED, Error, "checkpoint: cannot map ", bytes,
              " bytes of staging memory");
   ::madvise(memory, length, MADV_HUGEPAGE);  // a hint: without THP it is 4 KiB pages, as before

@@ -27,9 +27,10 @@ void checkInside(const std::string& name, const std::vector<int64_t>& globalShap
     C10D_CHECK(where.offsets.size() == 1 && where.sizes.size() == 1, InvalidArgument,
                "checkpoint::State: tensor '", name, "': a flat slice has one offset and one size");
     const int64_t n = product(globalShape);
-    C10D_CHECK(where.offsets[0] >= 0 && where.sizes[0] >= 0 && where.offsets[0] + where.sizes[0] <= n,
-               InvalidArgument, "checkpoint::State: tensor '", name, "': slice ", where.describe(),
-               " is outside its ", n, " elements (global shape ", shapeText(globalShape), ")");
+    C10D_CHECK(
+        where.offsets[0] >= 0 && where.sizes[0] >= 0 && where.offsets[0] + where.sizes[0] <= n,
+        InvalidArgument, "checkpoint::State: tensor '", name, "': slice ", where.describe(),
+        " is outside its ", n, " elements (global shape ", shapeText(globalShape), ")");
     return;
   }
   C10D_CHECK(where.offsets.size() == globalShape.size() && where.sizes.size() == globalShape.size(),
@@ -114,8 +115,8 @@ void State::add(const std::string& name, const Tensor& tensor) {
   addSlice(name, tensor, tensor.sizes(), Slice::whole(tensor.sizes()));
 }
 
-void State::addSlice(const std::string& name, const Tensor& local,
-                     std::vector<int64_t> globalShape, Slice where) {
+void State::addSlice(const std::string& name, const Tensor& local, std::vector<int64_t> globalShape,
+                     Slice where) {
   C10D_CHECK(!name.empty(), InvalidArgument, "checkpoint::State: a tensor needs a name");
   // '@' separates a tensor's name from its slice in the data files' keys, and "__metadata__" is
   // the safetensors header's own entry.
@@ -136,8 +137,8 @@ void State::addSlice(const std::string& name, const Tensor& local,
                "checkpoint::State: tensor '", name, "' was added as ",
                shapeText(t.local.dtype(), t.globalShape), " and now as ",
                shapeText(local.dtype(), globalShape));
-    C10D_CHECK(!(t.slice == where), InvalidArgument, "checkpoint::State: slice ",
-               where.describe(), " of tensor '", name, "' was added twice");
+    C10D_CHECK(!(t.slice == where), InvalidArgument, "checkpoint::State: slice ", where.describe(),
+               " of tensor '", name, "' was added twice");
   }
   tensors_.push_back({name, std::move(globalShape), std::move(where), local});
 }

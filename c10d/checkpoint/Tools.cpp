@@ -80,8 +80,8 @@ void consolidate(const std::string& dir, const std::string& out, const Progress&
   for (const SavedFile& f : m.files) {
     const std::string path = dir + "/" + f.name;
     const int64_t bytes = detail::File::open(path).size();
-    C10D_CHECK(bytes == f.bytes, CheckpointError, "checkpoint::consolidate: file '", path,
-               "' is ", bytes, " bytes but the metadata says ", f.bytes);
+    C10D_CHECK(bytes == f.bytes, CheckpointError, "checkpoint::consolidate: file '", path, "' is ",
+               bytes, " bytes but the metadata says ", f.bytes);
   }
   std::vector<detail::SafetensorsEntry> entries;
   for (const auto& [name, tensor] : m.tensors) {

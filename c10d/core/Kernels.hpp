@@ -8,8 +8,8 @@
 //
 // Every table computes the same bits for the same inputs: IEEE round-to-nearest-even in float
 // for float16 and bfloat16, the same NaN for the same NaN (quiet, the input's sign and top
-// payload bits), operands in the same order for min and max. tests/unit/kernels_test.cpp compares each
-// table this CPU runs against the portable one.
+// payload bits), operands in the same order for min and max. tests/unit/kernels_test.cpp compares
+// each table this CPU runs against the portable one.
 //
 // Thread-safe: the tables are immutable.
 

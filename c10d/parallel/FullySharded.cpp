@@ -161,8 +161,9 @@ void FullyShardedLayers::addToState(checkpoint::State& state, const std::string&
     const std::string layer = "layer" + std::to_string(i);
     const std::string name = prefix + layer;
     const checkpoint::Slice where = checkpoint::Slice::flat(mine.begin, mine.count);
-    state.addSlice(name, Tensor::fromBlob(l.shard.data(), l.shard.dtype(), {mine.count},
-                                          Device::cpu(), {}, l.shard.holder()),
+    state.addSlice(name,
+                   Tensor::fromBlob(l.shard.data(), l.shard.dtype(), {mine.count}, Device::cpu(),
+                                    {}, l.shard.holder()),
                    {l.elements}, where);
     addOptimizerState(state, *impl.optimizer, i, l.shard, prefix + "optim." + layer, {l.elements},
                       where);

@@ -83,8 +83,8 @@ std::vector<int64_t> DistributedSampler::order() const {
 }
 
 std::vector<int64_t> DistributedSampler::window(int64_t first, int64_t count) const {
-  C10D_CHECK(first >= 0 && count >= 0, InvalidArgument, "DistributedSampler: window [", first,
-             ", ", first, " + ", count, ") of the epoch is negative");
+  C10D_CHECK(first >= 0 && count >= 0, InvalidArgument, "DistributedSampler: window [", first, ", ",
+             first, " + ", count, ") of the epoch is negative");
   const std::vector<int64_t> all = order();
   std::vector<int64_t> mine;
   const int64_t end = std::min(datasetSize_, first + count);

@@ -126,7 +126,7 @@ class Sgd final : public Optimizer<Sgd> {
  public:
   explicit Sgd(const Options& o)
       : Optimizer("sgd", o.get("momentum") != 0 ? std::vector<std::string>{"momentum_buffer"}
-                                                 : std::vector<std::string>{}),
+                                                : std::vector<std::string>{}),
         lr_(o.get("lr")),
         momentum_(o.get("momentum")),
         dampening_(o.get("dampening")),
@@ -309,14 +309,17 @@ void addOptimizerState(checkpoint::State& state, FunctionalOptimizer& optimizer,
                        const std::vector<int64_t>& globalShape, const checkpoint::Slice& where,
                        int64_t offset) {
   OptimizerState* mine = optimizer.stateOf(index, param);
-  C10D_CHECK(mine != nullptr, InvalidArgument, "checkpoint: this optimizer does not expose its "
-             "state (FunctionalOptimizer::stateOf), so '", name, "' cannot be saved");
+  C10D_CHECK(mine != nullptr, InvalidArgument,
+             "checkpoint: this optimizer does not expose its "
+             "state (FunctionalOptimizer::stateOf), so '",
+             name, "' cannot be saved");
   const std::vector<std::string> names = optimizer.stateNames();
   const int64_t count = where.numel();
   for (size_t b = 0; b < names.size(); ++b) {
     const Tensor& buffer = mine->buffers.at(b);
-    Tensor view = Tensor::fromBlob(static_cast<char*>(buffer.data()) + offset * buffer.elementSize(),
-                                   buffer.dtype(), {count}, buffer.device(), {}, buffer.holder());
+    Tensor view =
+        Tensor::fromBlob(static_cast<char*>(buffer.data()) + offset * buffer.elementSize(),
+                         buffer.dtype(), {count}, buffer.device(), {}, buffer.holder());
     state.addSlice(name + "." + names[b], view, globalShape, where);
   }
   // The step travels as a tensor so that every holder of a slice of the parameter saves (and

@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
   {
     c10d_buffer all = {whole, ROWS * COLS, C10D_FLOAT32, C10D_DEVICE_CPU, 0, NULL};
     if (c10d_checkpoint_state_new(&state) != C10D_OK) return fail("state");
-    if (c10d_checkpoint_state_add(state, "w", &all, shape, 2, C10D_SLICE_BOX, NULL, NULL) != C10D_OK)
+    if (c10d_checkpoint_state_add(state, "w", &all, shape, 2, C10D_SLICE_BOX, NULL, NULL) !=
+        C10D_OK)
       return fail("add whole");
     if (c10d_checkpoint_load(state, dir, group, NULL) != C10D_OK) return fail("load");
     if (c10d_checkpoint_state_get_int(state, "step", &loaded_step) != C10D_OK)

@@ -208,8 +208,8 @@ class CompletionThreads {
   // Called at interpreter exit, without the GIL: a torch callback still running then would
   // need the GIL once finalization has begun, and Python ends such a thread with pthread_exit,
   // whose unwinding through torch's noexcept frames aborts the process ("terminate called
-  // without an active exception" in 2 to 5 of 10 runs of tests/integration/torch/ddp_equality.py: the
-  // waiter of the last op's Future wakes before that Future's callbacks have finished).
+  // without an active exception" in 2 to 5 of 10 runs of tests/integration/torch/ddp_equality.py:
+  // the waiter of the last op's Future wakes before that Future's callbacks have finished).
   bool drain(std::chrono::milliseconds limit) {
     std::unique_lock<std::mutex> lock(mutex_);
     return drained_.wait_for(lock, limit, [this] { return tasks_.empty() && busy_ == 0; });

@@ -208,23 +208,24 @@ void Transport::Impl::copyLoans() {
     std::string failed =
         frame.loan != 0 ? takeLoan(reader, c->peerPid, c->peer, frame) : std::string();
     try {
-      post([this, c = std::move(c), frame = std::move(frame), failed = std::move(failed)]() mutable {
-        --c->framesAtCopier;
-        if (c->isClosing()) return;  // dropped meanwhile: its calls failed with it
-        if (!failed.empty()) {
-          drop(c.get(), failed);
-          return;
-        }
-        try {
-          if (frame.loan != 0) {
-            writeOrQueue(c, c->peer, controlFrame(FrameKind::Returned, frame.loan), false);
-          }
-          onFrame(c->peer, std::move(frame));
-        } catch (const std::exception& e) {
-          drop(c.get(), c10d::detail::concat("delivering a frame of worker ", c->peer,
-                                             " failed: ", e.what()));
-        }
-      });
+      post(
+          [this, c = std::move(c), frame = std::move(frame), failed = std::move(failed)]() mutable {
+            --c->framesAtCopier;
+            if (c->isClosing()) return;  // dropped meanwhile: its calls failed with it
+            if (!failed.empty()) {
+              drop(c.get(), failed);
+              return;
+            }
+            try {
+              if (frame.loan != 0) {
+                writeOrQueue(c, c->peer, controlFrame(FrameKind::Returned, frame.loan), false);
+              }
+              onFrame(c->peer, std::move(frame));
+            } catch (const std::exception& e) {
+              drop(c.get(), c10d::detail::concat("delivering a frame of worker ", c->peer,
+                                                 " failed: ", e.what()));
+            }
+          });
     } catch (const std::exception&) {
       // The transport is closing: its loop takes no more commands, and the frame goes with it.
     }
@@ -232,8 +233,7 @@ void Transport::Impl::copyLoans() {
   }
 }
 
-std::string Transport::Impl::takeLoan(shm::SplitReader& reader, long pid, int peer,
-                                      Frame& frame) {
+std::string Transport::Impl::takeLoan(shm::SplitReader& reader, long pid, int peer, Frame& frame) {
   for (const auto& [index, address] : frame.lent) {
     Tensor& t = frame.tensors[index];
     std::string failed = reader.read(pid, address, t.data(), t.nbytes());

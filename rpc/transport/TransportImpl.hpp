@@ -174,8 +174,8 @@ struct Transport::Impl {
   void onLendingFrame(Connection* c, const Frame& frame);
   // On the loop thread: hands a frame that lends kCopyOffLoopBytes or more to the loan copier
   // (throws InvalidArgument for a loan from a peer never invited), and so every later frame of
-  // c while one is there. The copier copies the tensors from the peer's memory on its own thread, so
-  // that a 16 MiB argument does not stall the loop's other connections for its copy, and posts
+  // c while one is there. The copier copies the tensors from the peer's memory on its own thread,
+  // so that a 16 MiB argument does not stall the loop's other connections for its copy, and posts
   // the frame back to the loop, which returns the loan and delivers it (or drops c when the
   // copy failed).
   void queueForCopier(Connection* c, Frame frame);

@@ -1,5 +1,5 @@
-// A job that loses a rank or a link on purpose, for the fault tests (tests/multiprocess/fault_*.sh and the
-// multi-host test): every rank runs one op in a loop (--op: allreduce, or a ring of
+// A job that loses a rank or a link on purpose, for the fault tests (tests/multiprocess/fault_*.sh
+// and the multi-host test): every rank runs one op in a loop (--op: allreduce, or a ring of
 // point-to-point messages: isend/irecv, irecv from any source, or batch_isend_irecv);
 // --kill-rank R makes rank R start one and then SIGKILL itself mid-op at iteration --kill-at.
 // A rank whose op fails prints

@@ -161,8 +161,9 @@ TEST(HotPathTest, APowerSgdStepAllocatesNoScratch) {
   bucket.buffer = buffer;
   bucket.average = ReduceOp::premulSum(1.0);
   bucket.parameters = {0, 1};
-  bucket.gradients = {Tensor::fromBlob(buffer.data(), ScalarType::Float32, {256, 256}),
-                      Tensor::fromBlob(buffer.data<float>() + 256 * 256, ScalarType::Float32, {100})};
+  bucket.gradients = {
+      Tensor::fromBlob(buffer.data(), ScalarType::Float32, {256, 256}),
+      Tensor::fromBlob(buffer.data<float>() + 256 * 256, ScalarType::Float32, {100})};
   CommHook hook = PowerSgd(PowerSgdOptions{.rank = 2}).hook();
   for (int i = 0; i < 20; ++i) hook(pg, bucket)->wait();
   const long before = allocations;

@@ -115,7 +115,8 @@ TEST(DistributedSamplerTest, WindowsSplitEachSampleOnceAtAnyWorldSizeAcrossAResh
   // An epoch of 100 samples in windows of 7 (the last one short), the members changing from 4
   // to 3 at window 5 and to 2 at window 11: each sample of the epoch is taken once.
   std::vector<DistributedSampler> replicas;
-  for (int rank = 0; rank < 4; ++rank) replicas.emplace_back(100, 4, rank, DistributedSamplerOptions{});
+  for (int rank = 0; rank < 4; ++rank)
+    replicas.emplace_back(100, 4, rank, DistributedSamplerOptions{});
   std::multiset<int64_t> seen;
   for (int64_t window = 0; window * 7 < 100; ++window) {
     const int size = window < 5 ? 4 : window < 11 ? 3 : 2;

@@ -1,6 +1,7 @@
 // Rank 0 starts an allreduce that the other ranks never join. MPI cannot abandon a collective,
 // so the mpi backend must end the job once the op's timeout passes instead of hanging:
-// tests/multiprocess/mpi_timeout_abort.sh checks that mpirun fails soon, with the op named in the log.
+// tests/multiprocess/mpi_timeout_abort.sh checks that mpirun fails soon, with the op named in the
+// log.
 #include <chrono>
 #include <cstdio>
 #include <thread>

@@ -1475,8 +1475,8 @@ TEST_P(ProcessGroupConformance, AnOpsLongerTimeoutOutlastsTheGroups) {
 // a backend this build lacks is skipped.
 INSTANTIATE_TEST_SUITE_P(Gloo, ProcessGroupConformance,
                          ::testing::ValuesIn(test::worldSizes("gloo")), test::worldSizeName);
-INSTANTIATE_TEST_SUITE_P(Mpi, ProcessGroupConformance,
-                         ::testing::ValuesIn(test::worldSizes("mpi")), test::worldSizeName);
+INSTANTIATE_TEST_SUITE_P(Mpi, ProcessGroupConformance, ::testing::ValuesIn(test::worldSizes("mpi")),
+                         test::worldSizeName);
 
 }  // namespace
 }  // namespace c10d::inline v1

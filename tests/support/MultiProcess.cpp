@@ -198,8 +198,8 @@ int mpirunWorldSize() {
 namespace detail {
 
 // The "mpi" backend's ranks are mpirun's processes, not forks: each runs body as its own rank,
-// with a TCPStore at MASTER_ADDR:MASTER_PORT (tests/support/run_under_mpirun.sh) shared by every run of
-// the process. Each process checks its own rank; mpirun's exit code and each process's gtest
+// with a TCPStore at MASTER_ADDR:MASTER_PORT (tests/support/run_under_mpirun.sh) shared by every
+// run of the process. Each process checks its own rank; mpirun's exit code and each process's gtest
 // result carry the verdict. This rank's outcome goes in its slot, the others read 0.
 std::vector<RankOutcome> runThisMpiRank(const RunOptions& options,
                                         const std::function<void(RankEnv&)>& body) {
@@ -216,9 +216,9 @@ std::vector<RankOutcome> runThisMpiRank(const RunOptions& options,
     if (!shared) {
       const char* host = std::getenv("MASTER_ADDR");
       const char* port = std::getenv("MASTER_PORT");
-      C10D_CHECK(
-          host != nullptr && port != nullptr, InvalidArgument,
-          "MPI conformance runs need MASTER_ADDR and MASTER_PORT (tests/support/run_under_mpirun.sh)");
+      C10D_CHECK(host != nullptr && port != nullptr, InvalidArgument,
+                 "MPI conformance runs need MASTER_ADDR and MASTER_PORT "
+                 "(tests/support/run_under_mpirun.sh)");
       shared = std::make_shared<TCPStore>(
           host, static_cast<uint16_t>(std::atoi(port)),
           TCPStoreOptions{

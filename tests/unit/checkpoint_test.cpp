@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "c10d/checkpoint/Checkpoint.hpp"
 #include "c10d/checkpoint/Geometry.hpp"
@@ -54,8 +54,8 @@ void expectFilled(const Tensor& t, const Slice& slice, const std::vector<int64_t
 }
 
 // How a rank of size ranks holds a tensor of shape.
-using Slicing = std::function<std::vector<Slice>(int rank, int size,
-                                                 const std::vector<int64_t>& shape)>;
+using Slicing =
+    std::function<std::vector<Slice>(int rank, int size, const std::vector<int64_t>& shape)>;
 
 int64_t numelOf(const std::vector<int64_t>& shape) {
   int64_t n = 1;
@@ -108,8 +108,8 @@ const std::vector<int64_t> kShape = {7, 5, 3};
 void addSlices(State& state, const std::string& name, const Slicing& slicing, int rank, int size,
                std::vector<std::pair<Slice, Tensor>>* kept = nullptr, bool fill = true) {
   for (const Slice& slice : slicing(rank, size, kShape)) {
-    Tensor local = fill ? filledSlice(slice, kShape)
-                        : Tensor::zeros({slice.numel()}, ScalarType::Float64);
+    Tensor local =
+        fill ? filledSlice(slice, kShape) : Tensor::zeros({slice.numel()}, ScalarType::Float64);
     state.addSlice(name, local, kShape, slice);
     if (kept) kept->push_back({slice, local});
   }
@@ -300,13 +300,25 @@ TEST(Checkpoint, RanksThatDisagreeFailEveryRankNamingThem) {
     const char* expected;
   };
   const std::vector<Case> cases = {
-      {"shape", [](State& s, int rank) { s.add("w", Tensor::zeros({rank == 2 ? 5 : 4}, ScalarType::Float32)); },
+      {"shape",
+       [](State& s, int rank) {
+         s.add("w", Tensor::zeros({rank == 2 ? 5 : 4}, ScalarType::Float32));
+       },
        "tensor 'w' is float32[4] on rank 0 but float32[5] on rank 2"},
-      {"dtype", [](State& s, int rank) { s.add("w", Tensor::zeros({4}, rank == 1 ? ScalarType::Float64 : ScalarType::Float32)); },
+      {"dtype",
+       [](State& s, int rank) {
+         s.add("w", Tensor::zeros({4}, rank == 1 ? ScalarType::Float64 : ScalarType::Float32));
+       },
        "tensor 'w' is float32[4] on rank 0 but float64[4] on rank 1"},
-      {"overlap", [](State& s, int rank) { s.addSlice("w", Tensor::zeros({3}, ScalarType::Float32), {9}, Slice::flat(rank * 2, 3)); },
+      {"overlap",
+       [](State& s, int rank) {
+         s.addSlice("w", Tensor::zeros({3}, ScalarType::Float32), {9}, Slice::flat(rank * 2, 3));
+       },
        "overlap without being equal"},
-      {"gap", [](State& s, int rank) { s.addSlice("w", Tensor::zeros({1}, ScalarType::Float32), {8}, Slice::flat(rank * 2, 1)); },
+      {"gap",
+       [](State& s, int rank) {
+         s.addSlice("w", Tensor::zeros({1}, ScalarType::Float32), {8}, Slice::flat(rank * 2, 1));
+       },
        "tensor 'w' of 8 elements: no rank holds element 1"},
       {"value", [](State& s, int rank) { s.setInt("step", rank == 3 ? 11 : 10); },
        "value 'step' is set to other bytes on rank 3 than on rank 0"},
@@ -319,8 +331,8 @@ TEST(Checkpoint, RanksThatDisagreeFailEveryRankNamingThem) {
       save(state, tmp / c.what, &group);
     });
     for (int r = 0; r < 4; ++r) {
-      EXPECT_NE(errors[r].find(c.expected), std::string::npos) << c.what << " rank " << r << ": "
-                                                               << errors[r];
+      EXPECT_NE(errors[r].find(c.expected), std::string::npos)
+          << c.what << " rank " << r << ": " << errors[r];
     }
     EXPECT_FALSE(fs::exists(tmp / c.what)) << c.what;
   }
@@ -663,8 +675,7 @@ TEST(CheckpointAgreement, FolderNamesAndTensorNamesThatWouldBeAmbiguousAreRefuse
   TempDir tmp;
   State state;
   EXPECT_THROW(state.add("w@[0:2]", Tensor::zeros({2}, ScalarType::Float32)), InvalidArgument);
-  EXPECT_THROW(state.add("__metadata__", Tensor::zeros({2}, ScalarType::Float32)),
-               InvalidArgument);
+  EXPECT_THROW(state.add("__metadata__", Tensor::zeros({2}, ScalarType::Float32)), InvalidArgument);
   state.add("w", Tensor::zeros({2}, ScalarType::Float32));
   EXPECT_THROW(save(state, tmp / "x.partial"), InvalidArgument);
   EXPECT_THROW(save(state, tmp / "x.old"), InvalidArgument);
@@ -679,9 +690,8 @@ TEST(CheckpointAsync, OneRankFailingToStageFailsEveryRankAndNoSaveHangs) {
     AsyncSaver saver(group);
     State state;
     state.add("t", Tensor::zeros({4}, ScalarType::Float32));
-    state.beforeSave([&group] {
-      C10D_CHECK(group.rank() != 1, InvalidArgument, "staging refused on purpose");
-    });
+    state.beforeSave(
+        [&group] { C10D_CHECK(group.rank() != 1, InvalidArgument, "staging refused on purpose"); });
     saver.save(state, tmp / "never");
   });
   expectContains(errors[0], "rank 1: staging refused on purpose");

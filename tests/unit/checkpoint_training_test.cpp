@@ -94,9 +94,8 @@ std::vector<std::vector<float>> train(ProcessGroup& group, bool unsharded, const
 
 TEST(CheckpointTraining, ZeroSavedAtFourContinuesAtAnyWorldSizeAsUnshardedAdam) {
   TempDir tmp;
-  auto errors = test::errorsOnThreadRanks(4, 60s, [&](ProcessGroup& group) {
-    train(group, false, "", 0, 3, tmp / "step-3");
-  });
+  auto errors = test::errorsOnThreadRanks(
+      4, 60s, [&](ProcessGroup& group) { train(group, false, "", 0, 3, tmp / "step-3"); });
   for (int r = 0; r < 4; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
   // Six steps without a break: what every resumed run must reach.
   std::vector<std::vector<float>> uninterrupted;
@@ -107,9 +106,8 @@ TEST(CheckpointTraining, ZeroSavedAtFourContinuesAtAnyWorldSizeAsUnshardedAdam) 
   for (int r = 0; r < 4; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
 
   std::vector<std::vector<float>> reference;
-  errors = test::errorsOnThreadRanks(1, 60s, [&](ProcessGroup& group) {
-    reference = train(group, true, tmp / "step-3", 3, 3);
-  });
+  errors = test::errorsOnThreadRanks(
+      1, 60s, [&](ProcessGroup& group) { reference = train(group, true, tmp / "step-3", 3, 3); });
   ASSERT_EQ(errors[0], "");
   for (size_t i = 0; i < kSizes.size(); ++i) {
     ASSERT_EQ(reference[i], uninterrupted[i]) << "the unsharded Adam resumed, parameter " << i;
@@ -140,9 +138,8 @@ TEST(CheckpointTraining, ZeroSavedAtFourContinuesAtAnyWorldSizeAsUnshardedAdam) 
     train(group, true, tmp / "step-3", 3, 1, tmp / "plain-4");
   });
   ASSERT_EQ(errors[0], "");
-  errors = test::errorsOnThreadRanks(3, 60s, [&](ProcessGroup& group) {
-    train(group, false, tmp / "plain-4", 4, 1);
-  });
+  errors = test::errorsOnThreadRanks(
+      3, 60s, [&](ProcessGroup& group) { train(group, false, tmp / "plain-4", 4, 1); });
   for (int r = 0; r < 3; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
@@ -220,7 +217,8 @@ TEST(CheckpointTraining, FullyShardedLayersLoadAtEveryWorldSizeAndWhole) {
   checkpoint::load(whole, tmp / "fsdp");
   for (size_t l = 0; l < elements.size(); ++l) {
     EXPECT_EQ(std::memcmp(layers[l].data(), afterSteps[l].data(), layers[l].nbytes()), 0);
-    EXPECT_EQ(momentum[l].data<double>()[1], 0.25 * 1.9) << "layer " << l;  // 0.25, then 0.9x + 0.25
+    EXPECT_EQ(momentum[l].data<double>()[1], 0.25 * 1.9)
+        << "layer " << l;  // 0.25, then 0.9x + 0.25
   }
 }
 

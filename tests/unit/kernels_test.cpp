@@ -216,8 +216,8 @@ TEST(AllKernelsTest, DivideIsPlainDivision) {
       table->divide(ScalarType::Int8, signedBytes.data(), 256, divisor);
       table->divide(ScalarType::UInt8, bytes.data(), 256, divisor);
       for (int v = 0; v < 256; ++v) {
-        ASSERT_EQ(signedBytes[v], (v - 128) / divisor) << table->name << " int8 " << v - 128
-                                                        << " / " << divisor;
+        ASSERT_EQ(signedBytes[v], (v - 128) / divisor)
+            << table->name << " int8 " << v - 128 << " / " << divisor;
         ASSERT_EQ(bytes[v], v / divisor) << table->name << " uint8 " << v << " / " << divisor;
       }
     }
@@ -232,8 +232,8 @@ TEST(AllKernelsTest, DivideIsPlainDivision) {
       auto got = wide;
       table->divide(ScalarType::Int64, got.data(), got.size(), divisor);
       for (size_t i = 0; i < wide.size(); ++i) {
-        ASSERT_EQ(got[i], wide[i] / divisor) << table->name << " int64 " << wide[i] << " / "
-                                             << divisor;
+        ASSERT_EQ(got[i], wide[i] / divisor)
+            << table->name << " int64 " << wide[i] << " / " << divisor;
       }
     }
     for (int divisor : {2, 4, 64, 1 << 20}) {

@@ -8,9 +8,9 @@
 #include <map>
 #include <thread>
 
+#include "c10d/training/Optimizers.hpp"
 #include "rpc/autograd/DistAutograd.hpp"
 #include "rpc/autograd/DistributedOptimizer.hpp"
-#include "c10d/training/Optimizers.hpp"
 #include "tests/support/RpcTestUtil.hpp"
 
 namespace c10d::inline v1::rpc {

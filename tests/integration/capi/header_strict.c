@@ -1,5 +1,5 @@
-/* Compiles c10d.h alone as strict C99 (see tests/integration/CMakeLists.txt): the header must need nothing a
- * C compiler lacks, and its *_INIT macros must initialise their structs completely. */
+/* Compiles c10d.h alone as strict C99 (see tests/integration/CMakeLists.txt): the header must need
+ * nothing a C compiler lacks, and its *_INIT macros must initialise their structs completely. */
 #include "c10d/capi/c10d.h"
 
 int c10d_header_strict_check(void);

@@ -68,8 +68,8 @@ int main(int argc, char** argv) {
   if (t.data<int32_t>()[3] != 7) return 6;
 
   // A checkpoint saved and loaded by one process, and its metadata read back.
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("c10d-consumer-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("c10d-consumer-" + std::to_string(::getpid()));
   c10d::checkpoint::State saved;
   saved.add("t", t);
   saved.setInt("step", 3);
