@@ -50,7 +50,8 @@ function(c10d_pkgconfig_file name library description)
   endif()
   configure_file("${PROJECT_SOURCE_DIR}/cmake/c10d.pc.in"
     "${PROJECT_BINARY_DIR}/pkgconfig/${name}.pc" @ONLY)
-  install(FILES "${PROJECT_BINARY_DIR}/pkgconfig/${name}.pc" DESTINATION ${C10D_PKGCONFIG_DIR})
+  install(FILES "${PROJECT_BINARY_DIR}/pkgconfig/${name}.pc" DESTINATION ${C10D_PKGCONFIG_DIR}
+    COMPONENT dev)
 endfunction()
 
 get_target_property(C10D_PC_DLPACK_INCLUDE dlpack::dlpack INTERFACE_INCLUDE_DIRECTORIES)
