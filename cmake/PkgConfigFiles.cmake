@@ -66,7 +66,6 @@ c10d_pkgconfig_file(c10d-rpc c10d_rpc "c10d's RPC: remote calls, RRefs, distribu
 c10d_pkgconfig_file(c10d-c c10d_c "c10d's C API (c10d/capi/c10d.h)")
 if(TARGET c10d_mpi)
   # Its header includes <mpi.h>: MPI's own pkg-config package where it has one.
-  find_package(PkgConfig QUIET)
   set(C10D_PC_MPI_REQUIRES "")
   set(C10D_PC_MPI_FLAGS "")
   set(C10D_PC_MPI_LIBS "")

@@ -30,10 +30,15 @@ for name in c10d c10d-dev python3-c10d; do
   echo "$name: $(dpkg-deb -f "$deb" Installed-Size) KiB installed; Depends: $(dpkg-deb -f "$deb" Depends)"
 done
 
+# An empty system for dpkg --root: its database and nothing else.
+empty_root() {
+  mkdir -p "$1/var/lib/dpkg/info" "$1/var/lib/dpkg/updates" "$1/var/lib/dpkg/triggers"
+  touch "$1/var/lib/dpkg/status"
+}
+
 # python3-c10d alone is refused, naming the package it needs.
 lone=$work/lone
-mkdir -p "$lone/var/lib/dpkg/info" "$lone/var/lib/dpkg/updates" "$lone/var/lib/dpkg/triggers"
-touch "$lone/var/lib/dpkg/status"
+empty_root "$lone"
 if dpkg --root="$lone" -i "$work/packages/python3-c10d_${version}_${arch}.deb" >"$work/lone.log" 2>&1 \
     || ! grep -q "depends on c10d" "$work/lone.log"; then
   cat "$work/lone.log"
@@ -41,8 +46,7 @@ if dpkg --root="$lone" -i "$work/packages/python3-c10d_${version}_${arch}.deb" >
 fi
 
 root=$work/root
-mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates" "$root/var/lib/dpkg/triggers"
-touch "$root/var/lib/dpkg/status"
+empty_root "$root"
 # Ours only: the dependencies are the host's (checked above), not in the empty root.
 dpkg --root="$root" --force-depends -i "${debs[@]}" >"$work/dpkg.log" 2>&1 \
   || { cat "$work/dpkg.log"; echo "FAIL: dpkg -i of the packages failed"; exit 1; }
