@@ -14,18 +14,18 @@ struct BackendContext;
 
 namespace detail {
 
-// A backend library of this build.
+/// A backend library of this build.
 struct BackendLibrary {
-  const char* backend;  // the name groups select it by ("mpi")
-  const char* file;     // its SONAME ("libc10d_mpi.so.1")
-  const char* needs;    // what it loads in turn, for the error when it cannot be loaded
+  const char* backend;  ///< the name groups select it by ("mpi")
+  const char* file;     ///< its SONAME ("libc10d_mpi.so.1")
+  const char* needs;    ///< what it loads in turn, for the error when it cannot be loaded
 };
 
 std::span<const BackendLibrary> backendLibraries();
 
-// Makes library's backend, loading the library on first use: from the folder libc10d.so was
-// loaded from, else by the loader's search path. Throws BackendError naming the backend, the
-// file, the loader's reason and what the library needs. Thread-safe; a library stays loaded.
+/// Makes library's backend, loading the library on first use: from the folder libc10d.so was
+/// loaded from, else by the loader's search path. Throws BackendError naming the backend, the
+/// file, the loader's reason and what the library needs. Thread-safe; a library stays loaded.
 std::shared_ptr<Backend> createFromLibrary(const BackendLibrary& library,
                                            const BackendContext& context);
 

@@ -23,21 +23,21 @@ namespace c10d::inline v1 {
 
 enum class DebugLevel { Off = 0, Info = 1, Detail = 2 };
 
-// C10D_DEBUG of a group's settings. Throws InvalidArgument for a value that is not OFF, INFO or
-// DETAIL.
+/// C10D_DEBUG of a group's settings. Throws InvalidArgument for a value that is not OFF, INFO or
+/// DETAIL.
 DebugLevel debugLevel(const config::Settings& settings);
 
 namespace detail {
 
-// The fields of op every rank must share (its sequence number, type, dtype, device, sizes as far
-// as the op type fixes them, list length, root and reduce op), as kCallWords int64 words.
+/// The fields of op every rank must share (its sequence number, type, dtype, device, sizes as far
+/// as the op type fixes them, list length, root and reduce op), as kCallWords int64 words.
 inline constexpr int64_t kCallWords = 8 + Op::kMaxDims;
 Tensor encodeCall(const Op& op);
-// An Op with the fields encodeCall carries; sizes a rank may choose read -1.
+/// An Op with the fields encodeCall carries; sizes a rank may choose read -1.
 Op decodeCall(const Tensor& words);
 
-// Empty when all ranks' calls agree; else "ranks 0, 1: allreduce float32[4] sum (#3);
-// rank 2: broadcast float32[10] root 0 (#3)".
+/// Empty when all ranks' calls agree; else "ranks 0, 1: allreduce float32[4] sum (#3);
+/// rank 2: broadcast float32[10] root 0 (#3)".
 std::string describeMismatch(const std::vector<Op>& byRank);
 
 }  // namespace detail

@@ -20,18 +20,18 @@
 
 namespace c10d::inline v1 {
 
-// Whether there is a default group: made, not destroyed, still held.
+/// Whether there is a default group: made, not destroyed, still held.
 bool isInitialized();
-// The default group.
+/// The default group.
 std::shared_ptr<ProcessGroup> defaultGroup();
-// The default group's rank and size, and its backend spec ("gloo", "cpu:gloo,cuda:nccl").
+/// The default group's rank and size, and its backend spec ("gloo", "cpu:gloo,cuda:nccl").
 int getRank();
 int getWorldSize();
 std::string getBackend();
-// Shuts the default group down (ProcessGroup::shutdown: its later ops throw StateError) and
-// forgets it. The program's shared_ptr stays valid, as a shut-down group.
+/// Shuts the default group down (ProcessGroup::shutdown: its later ops throw StateError) and
+/// forgets it. The program's shared_ptr stays valid, as a shut-down group.
 void destroyProcessGroup();
-// Makes group the default (initProcessGroup does this); null forgets the current one.
+/// Makes group the default (initProcessGroup does this); null forgets the current one.
 void setDefaultGroup(std::shared_ptr<ProcessGroup> group);
 
 }  // namespace c10d::inline v1

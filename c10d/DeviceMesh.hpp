@@ -24,28 +24,28 @@ namespace c10d::inline v1 {
 
 class DeviceMesh {
  public:
-  // The mesh's dimensions' sizes, names ("" for unnamed) and this rank's coordinate.
+  /// The mesh's dimensions' sizes, names ("" for unnamed) and this rank's coordinate.
   const std::vector<int>& shape() const { return shape_; }
   const std::vector<std::string>& dimNames() const { return names_; }
   const std::vector<int>& coordinate() const { return coordinate_; }
   int ndim() const { return static_cast<int>(shape_.size()); }
-  // The number of ranks in the mesh (the product of the shape).
+  /// The number of ranks in the mesh (the product of the shape).
   int size() const;
-  // Every rank of the mesh, in row-major order (global ranks of the parent group).
+  /// Every rank of the mesh, in row-major order (global ranks of the parent group).
   const std::vector<int>& ranks() const { return ranks_; }
 
-  // The group of dimension dim (by index or name): this rank and those that differ from it only
-  // along dim. Throws InvalidArgument for an index out of range or an unknown name.
+  /// The group of dimension dim (by index or name): this rank and those that differ from it only
+  /// along dim. Throws InvalidArgument for an index out of range or an unknown name.
   std::shared_ptr<ProcessGroup> getGroup(int dim) const;
   std::shared_ptr<ProcessGroup> getGroup(const std::string& name) const;
-  // The index of the dimension called name. Throws InvalidArgument naming the mesh's names.
+  /// The index of the dimension called name. Throws InvalidArgument naming the mesh's names.
   int dimIndex(const std::string& name) const { return indexOf(name, "dimIndex"); }
-  // This rank's index along dim: its rank in getGroup(dim).
+  /// This rank's index along dim: its rank in getGroup(dim).
   int getLocalRank(int dim) const;
   int getLocalRank(const std::string& name) const;
 
-  // The mesh of the named dimensions only (in the mesh's order), through this rank: the ranks
-  // that share its coordinate along the other dimensions. mesh["dp"] in torch.
+  /// The mesh of the named dimensions only (in the mesh's order), through this rank: the ranks
+  /// that share its coordinate along the other dimensions. mesh["dp"] in torch.
   DeviceMesh slice(const std::vector<std::string>& names) const;
 
  private:
@@ -58,10 +58,10 @@ class DeviceMesh {
   std::vector<std::string> names_;
   std::vector<int> coordinate_;
   std::vector<int> ranks_;
-  std::vector<std::shared_ptr<ProcessGroup>> groups_;  // one per dimension
+  std::vector<std::shared_ptr<ProcessGroup>> groups_;  ///< one per dimension
 };
 
-// The mesh of parent's ranks with shape (row-major) and names (empty: unnamed dimensions).
+/// The mesh of parent's ranks with shape (row-major) and names (empty: unnamed dimensions).
 DeviceMesh initDeviceMesh(ProcessGroup& parent, const std::vector<int>& shape,
                           const std::vector<std::string>& names = {});
 

@@ -34,56 +34,56 @@ class FlightRecorder {
  public:
   enum class State : uint8_t { Queued, Started, Completed, Failed };
 
-  // An entry as read: op.seq is the group's collective number (a point-to-point op's: its
-  // number among this rank's point-to-point ops of the group).
+  /// An entry as read: op.seq is the group's collective number (a point-to-point op's: its
+  /// number among this rank's point-to-point ops of the group).
   struct Entry {
     Op op;
     State state = State::Queued;
-    int64_t queuedUs = 0;  // microseconds since the epoch (system clock, comparable across hosts)
+    int64_t queuedUs = 0;  ///< microseconds since the epoch (system clock, comparable across hosts)
     int64_t startedUs = 0;
     int64_t finishedUs = 0;
     std::string error;
   };
 
-  // capacity > 0. Registers the recorder for dumpAll() and the signal.
+  /// capacity > 0. Registers the recorder for dumpAll() and the signal.
   FlightRecorder(std::string group, int rank, int size, size_t capacity);
   ~FlightRecorder();
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
-  // A collective entered ProcessGroup (state queued), went to its backend (started), its Work
-  // finished (error empty: completed). Calls for an op the ring no longer holds are ignored.
-  // An op's calls come in this order (ProcessGroup issues it, then its Work completes), so each
-  // is a few plain stores.
+  /// A collective entered ProcessGroup (state queued), went to its backend (started), its Work
+  /// finished (error empty: completed). Calls for an op the ring no longer holds are ignored.
+  /// An op's calls come in this order (ProcessGroup issues it, then its Work completes), so each
+  /// is a few plain stores.
   void queued(const Op& op);
   void started(uint64_t sequence);
-  void started(const Op& op);  // queued and started at once
+  void started(const Op& op);  ///< queued and started at once
   void finished(uint64_t sequence, const std::string& error);
-  void completed(uint64_t sequence);  // finished without an error
+  void completed(uint64_t sequence);  ///< finished without an error
 
-  // The same for a point-to-point op, in its own ring (ranks make different ones): recorded as
-  // started, as ProcessGroup hands it to its backend.
+  /// The same for a point-to-point op, in its own ring (ranks make different ones): recorded as
+  /// started, as ProcessGroup hands it to its backend.
   void pointToPointStarted(const Op& op);
   void pointToPointFinished(uint64_t number, const std::string& error);
   void pointToPointCompleted(uint64_t number);
 
-  // The entries still held, oldest first.
+  /// The entries still held, oldest first.
   std::vector<Entry> entries() const;
   std::vector<Entry> pointToPointEntries() const;
-  // {"group", "rank", "size", "reason", "dumped_us", "entries": [{"seq", "op", "call",
-  // "state", "queued_us", "started_us", "finished_us", "error"}], "p2p": [{"n", "op", "peer",
-  // "tag", "dtype", "numel", "state", "started_us", "finished_us", "error"}]}.
+  /// {"group", "rank", "size", "reason", "dumped_us", "entries": [{"seq", "op", "call",
+  /// "state", "queued_us", "started_us", "finished_us", "error"}], "p2p": [{"n", "op", "peer",
+  /// "tag", "dtype", "numel", "state", "started_us", "finished_us", "error"}]}.
   std::string toJson(const std::string& reason) const;
-  // Writes toJson(reason) to the file named in the header comment; returns its path. Throws
-  // Error when the file cannot be written.
+  /// Writes toJson(reason) to the file named in the header comment; returns its path. Throws
+  /// Error when the file cannot be written.
   std::string dump(const std::string& reason) const;
 
-  // Dumps every live recorder of this process (best effort: failures are logged); returns the
-  // paths written.
+  /// Dumps every live recorder of this process (best effort: failures are logged); returns the
+  /// paths written.
   static std::vector<std::string> dumpAll(const std::string& reason);
 
  private:
-  struct Ring;  // a ring of slots, each an op written without a lock (FlightRecorder.cpp)
+  struct Ring;  ///< a ring of slots, each an op written without a lock (FlightRecorder.cpp)
   void record(Ring& ring, const Op& op, State state);
   void advance(Ring& ring, uint64_t number, State to, const std::string* error);
   std::vector<Entry> read(const Ring& ring) const;
@@ -93,7 +93,7 @@ class FlightRecorder {
   const int size_;
   std::unique_ptr<Ring> collectives_;
   std::unique_ptr<Ring> pointToPoint_;
-  // Failures' messages, by (ring, number): rare, so kept apart under a lock.
+  /// Failures' messages, by (ring, number): rare, so kept apart under a lock.
   mutable std::mutex errorsMutex_;
   std::map<std::pair<bool, uint64_t>, std::string> errors_;
 };

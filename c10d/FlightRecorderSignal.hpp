@@ -11,8 +11,8 @@
 
 namespace c10d::inline v1 {
 
-// SIGUSR1 or SIGUSR2 as C10D_FLIGHT_RECORDER_SIGNAL names it; 0 when it is unset or empty.
-// Throws InvalidArgument for any other value.
+/// SIGUSR1 or SIGUSR2 as C10D_FLIGHT_RECORDER_SIGNAL names it; 0 when it is unset or empty.
+/// Throws InvalidArgument for any other value.
 inline int flightRecorderSignalFromEnvironment() {
   std::string name = config::value("C10D_FLIGHT_RECORDER_SIGNAL");
   if (name.empty()) return 0;

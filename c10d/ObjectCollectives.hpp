@@ -28,14 +28,14 @@
 
 namespace c10d::inline v1 {
 
-// Every rank's bytes, in rank order.
+/// Every rank's bytes, in rank order.
 std::vector<std::string> allGatherBytes(ProcessGroup& group, const std::string& mine);
-// src's bytes on every rank (bytes is src's input and every other rank's output).
+/// src's bytes on every rank (bytes is src's input and every other rank's output).
 void broadcastBytes(ProcessGroup& group, std::string& bytes, int src);
-// Every rank's bytes on dst, in rank order; nullopt elsewhere.
+/// Every rank's bytes on dst, in rank order; nullopt elsewhere.
 std::optional<std::vector<std::string>> gatherBytes(ProcessGroup& group, const std::string& mine,
                                                     int dst);
-// pieces[r] of src (which passes group.size() pieces; others pass none) to rank r.
+/// pieces[r] of src (which passes group.size() pieces; others pass none) to rank r.
 std::string scatterBytes(ProcessGroup& group, const std::vector<std::string>& pieces, int src);
 void sendBytes(ProcessGroup& group, const std::string& bytes, int dst, int tag = 0);
 std::string recvBytes(ProcessGroup& group, int src, int tag = 0);
@@ -49,7 +49,7 @@ std::string packObject(const T& value) {
   return std::string(buffer.data(), buffer.size());
 }
 
-// Throws Error naming op and the rank the bytes came from when they are not a T.
+/// Throws Error naming op and the rank the bytes came from when they are not a T.
 template <typename T>
 T unpackObject(const std::string& bytes, const char* op, int fromRank) {
   const size_t n = bytes.size();
@@ -66,7 +66,7 @@ T unpackObject(const std::string& bytes, const char* op, int fromRank) {
 
 }  // namespace detail
 
-// Every rank's object, in rank order.
+/// Every rank's object, in rank order.
 template <typename T>
 std::vector<T> allGatherObject(ProcessGroup& group, const T& object) {
   std::vector<std::string> all = allGatherBytes(group, detail::packObject(object));
@@ -78,7 +78,7 @@ std::vector<T> allGatherObject(ProcessGroup& group, const T& object) {
   return objects;
 }
 
-// src's objects on every rank: the others' vectors are replaced (resized to src's length).
+/// src's objects on every rank: the others' vectors are replaced (resized to src's length).
 template <typename T>
 void broadcastObjectList(ProcessGroup& group, std::vector<T>& objects, int src) {
   std::string bytes = group.rank() == src ? detail::packObject(objects) : std::string();
@@ -88,7 +88,7 @@ void broadcastObjectList(ProcessGroup& group, std::vector<T>& objects, int src) 
   }
 }
 
-// Every rank's object on dst, in rank order; nullopt elsewhere.
+/// Every rank's object on dst, in rank order; nullopt elsewhere.
 template <typename T>
 std::optional<std::vector<T>> gatherObject(ProcessGroup& group, const T& object, int dst) {
   std::optional<std::vector<std::string>> all = gatherBytes(group, detail::packObject(object), dst);
@@ -100,7 +100,7 @@ std::optional<std::vector<T>> gatherObject(ProcessGroup& group, const T& object,
   return objects;
 }
 
-// inputs[r] of src to rank r (src passes one object per rank, the others nothing).
+/// inputs[r] of src to rank r (src passes one object per rank, the others nothing).
 template <typename T>
 T scatterObjectList(ProcessGroup& group, const std::vector<T>& inputs, int src) {
   std::vector<std::string> pieces;
@@ -115,7 +115,7 @@ void sendObjectList(ProcessGroup& group, const std::vector<T>& objects, int dst,
   sendBytes(group, detail::packObject(objects), dst, tag);
 }
 
-// Replaces objects with what src sent (resized to its length).
+/// Replaces objects with what src sent (resized to its length).
 template <typename T>
 void recvObjectList(ProcessGroup& group, std::vector<T>& objects, int src, int tag = 0) {
   objects =

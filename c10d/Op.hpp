@@ -60,10 +60,10 @@ inline constexpr int kOpTypes = 0
 #undef C10D_OP_COUNT
     ;
 
-// What the table says of an op type.
+/// What the table says of an op type.
 struct OpTraits {
   enum class Shapes : uint8_t { Same, AnyRows, Any };
-  std::string_view name;  // "allreduce": torch.distributed's name
+  std::string_view name;  ///< "allreduce": torch.distributed's name
   bool collective;
   bool rooted;
   bool reduces;
@@ -79,7 +79,7 @@ inline constexpr OpTraits kOpTraits[] = {
 #undef C10D_OP_TRAITS
 };
 
-// An op type's traits; a value that is no OpType reads as a barrier's.
+/// An op type's traits; a value that is no OpType reads as a barrier's.
 inline const OpTraits& traits(OpType type) {
   const auto index = static_cast<size_t>(type);
   return kOpTraits[index < static_cast<size_t>(kOpTypes) ? index
@@ -87,60 +87,60 @@ inline const OpTraits& traits(OpType type) {
 }
 std::string_view name(OpType type);
 
-// One operation as its ProcessGroup issued it. Fields an op type has no use for keep their
-// defaults (root -1 for ops that are not rooted, reduceOp SUM for ops that do not reduce, peer
-// -1 and tag 0 for collectives), so two ranks' Ops of the same call compare equal field by field.
+/// One operation as its ProcessGroup issued it. Fields an op type has no use for keep their
+/// defaults (root -1 for ops that are not rooted, reduceOp SUM for ops that do not reduce, peer
+/// -1 and tag 0 for collectives), so two ranks' Ops of the same call compare equal field by field.
 struct Op {
   static constexpr int kMaxDims = 6;
-  static constexpr int8_t kNoTensor = -1;   // ndim of an op without a tensor (barrier)
-  static constexpr int8_t kCountOnly = -2;  // an Op read off the wire: dtype and count, no sizes
-  // Ops run on behalf of another, under its number (they take none of their own); the op they
-  // serve is the one recorded and logged. kCheck: C10D_DEBUG=DETAIL's exchange before collective
-  // seq (its wire messages say so). kStaged: the host-memory copy of a device tensor's op
-  // (HostStagingBackend's inner op).
+  static constexpr int8_t kNoTensor = -1;   ///< ndim of an op without a tensor (barrier)
+  static constexpr int8_t kCountOnly = -2;  ///< an Op read off the wire: dtype and count, no sizes
+  /// Ops run on behalf of another, under its number (they take none of their own); the op they
+  /// serve is the one recorded and logged. kCheck: C10D_DEBUG=DETAIL's exchange before collective
+  /// seq (its wire messages say so). kStaged: the host-memory copy of a device tensor's op
+  /// (HostStagingBackend's inner op).
   static constexpr uint8_t kCheck = 1;
   static constexpr uint8_t kStaged = 2;
 
-  // (The sizes come last: a copy of an Op may stop after the ndim of them it has.)
+  /// (The sizes come last: a copy of an Op may stop after the ndim of them it has.)
   OpType type = OpType::Barrier;
   ScalarType dtype = ScalarType::UInt8;
   DeviceType device = DeviceType::CPU;
-  int8_t ndim = kNoTensor;  // of dims
+  int8_t ndim = kNoTensor;  ///< of dims
   uint8_t flags = 0;
-  // Elements of the op on this rank as the wire check compares them: the tensor's, the sum of a
-  // coalesced list's, 0 where ranks may differ (alltoall lists, uneven alltoall_base).
+  /// Elements of the op on this rank as the wire check compares them: the tensor's, the sum of a
+  /// coalesced list's, 0 where ranks may differ (alltoall lists, uneven alltoall_base).
   int64_t count = 0;
-  int32_t tensors = 0;  // tensors in the list of allreduce_coalesced and alltoall; 1 otherwise
+  int32_t tensors = 0;  ///< tensors in the list of allreduce_coalesced and alltoall; 1 otherwise
   int32_t root = -1;
   ReduceOp reduceOp = ReduceOp::SUM;
-  int32_t peer = -1;  // point-to-point: the other rank; -1 for a receive from any rank
-  int32_t tag = 0;    // point-to-point
-  // Collectives: the group's number for this one, from 0, the same on every rank (the wire
-  // check, the DETAIL check, the flight recorder and ErrorContext::sequence all use it).
-  // Point-to-point ops: this rank's count of its point-to-point ops in the group.
+  int32_t peer = -1;  ///< point-to-point: the other rank; -1 for a receive from any rank
+  int32_t tag = 0;    ///< point-to-point
+  /// Collectives: the group's number for this one, from 0, the same on every rank (the wire
+  /// check, the DETAIL check, the flight recorder and ErrorContext::sequence all use it).
+  /// Point-to-point ops: this rank's count of its point-to-point ops in the group.
   uint64_t seq = 0;
-  // The op's own (resolved: never kDefaultTimeout).
+  /// The op's own (resolved: never kDefaultTimeout).
   std::chrono::milliseconds timeout{0};
-  // The sizes of the op's tensor (its input; for scatter and reduce_scatter its output; the
-  // first of a list), up to kMaxDims (a deeper tensor's last entry is the product of the rest).
+  /// The sizes of the op's tensor (its input; for scatter and reduce_scatter its output; the
+  /// first of a list), up to kMaxDims (a deeper tensor's last entry is the product of the rest).
   int64_t dims[kMaxDims] = {};
 
-  // An op of type on tensor (dtype, device and sizes from it), of its elements, one tensor.
+  /// An op of type on tensor (dtype, device and sizes from it), of its elements, one tensor.
   static Op on(OpType type, const Tensor& tensor, std::chrono::milliseconds timeout);
   const OpTraits& traits() const { return c10d::traits(type); }
-  // Sets dtype, device, ndim and dims from tensor.
+  /// Sets dtype, device, ndim and dims from tensor.
   void setTensor(const Tensor& tensor);
 };
 
-// "allreduce float32[4] sum", "broadcast cuda:float32[2, 3] root 1", "send float32[4] to rank 1
-// tag 0", "barrier": what the op is, without its number. Shapes come from dims; an Op that has
-// only a count (one read off the wire) reads "float32 x 4".
+/// "allreduce float32[4] sum", "broadcast cuda:float32[2, 3] root 1", "send float32[4] to rank 1
+/// tag 0", "barrier": what the op is, without its number. Shapes come from dims; an Op that has
+/// only a count (one read off the wire) reads "float32 x 4".
 std::string describe(const Op& op);
-// describe(op) and its number: " (#12)" for a collective, " (point-to-point #3)" otherwise;
-// with group, " (group 'g', seq 12)" and " (group 'g', point-to-point #3)".
+/// describe(op) and its number: " (#12)" for a collective, " (point-to-point #3)" otherwise;
+/// with group, " (group 'g', seq 12)" and " (group 'g', point-to-point #3)".
 std::string describeNumbered(const Op& op, const std::string* group = nullptr);
 
-// Every op of the front door makes one of these: inline.
+/// Every op of the front door makes one of these: inline.
 inline Op Op::on(OpType type, const Tensor& tensor, std::chrono::milliseconds timeout) {
   Op op;
   op.type = type;

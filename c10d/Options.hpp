@@ -56,7 +56,7 @@ struct BarrierOptions {
   std::chrono::milliseconds timeout = kDefaultTimeout;
 };
 
-// Point-to-point: a send meets the receive of the same pair and tag (>= 0).
+/// Point-to-point: a send meets the receive of the same pair and tag (>= 0).
 struct SendOptions {
   int tag = 0;
   std::chrono::milliseconds timeout = kDefaultTimeout;
@@ -67,16 +67,16 @@ struct RecvOptions {
   std::chrono::milliseconds timeout = kDefaultTimeout;
 };
 
-// The whole batch shares one timeout; each operation carries its own tag.
+/// The whole batch shares one timeout; each operation carries its own tag.
 struct BatchP2POptions {
   std::chrono::milliseconds timeout = kDefaultTimeout;
 };
 
-// One point-to-point operation of batchIsendIrecv.
+/// One point-to-point operation of batchIsendIrecv.
 struct P2POp {
   enum Kind { Send, Recv } kind;
   Tensor tensor;
-  int peer;  // destination of a send, source of a receive (group rank)
+  int peer;  ///< destination of a send, source of a receive (group rank)
   int tag = 0;
 };
 

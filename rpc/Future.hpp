@@ -19,10 +19,10 @@
 
 namespace c10d::inline v1::rpc {
 
-// How long a thread that expects work soon polls before it sleeps (see Future::wait).
+/// How long a thread that expects work soon polls before it sleeps (see Future::wait).
 inline constexpr std::chrono::microseconds kSpinBeforeBlocking{50};
 
-// The result of an asynchronous call. Completes exactly once, with a value or an error.
+/// The result of an asynchronous call. Completes exactly once, with a value or an error.
 template <typename T>
 class Future {
  public:
@@ -32,9 +32,9 @@ class Future {
     std::lock_guard<std::mutex> guard(state_->mutex);
     return state_->done;
   }
-  // Blocks until complete; rethrows the call's error. Polls for kSpinBeforeBlocking first: on
-  // hosts where waking a sleeping thread costs tens of microseconds (virtual CPUs that halt),
-  // that is most of a short call's round trip.
+  /// Blocks until complete; rethrows the call's error. Polls for kSpinBeforeBlocking first: on
+  /// hosts where waking a sleeping thread costs tens of microseconds (virtual CPUs that halt),
+  /// that is most of a short call's round trip.
   void wait() const {
     auto spinUntil = std::chrono::steady_clock::now() + kSpinBeforeBlocking;
     while (!state_->doneFlag.load(std::memory_order_acquire) &&
@@ -45,15 +45,15 @@ class Future {
     state_->changed.wait(lock, [&] { return state_->done; });
     if (state_->error) std::rethrow_exception(state_->error);
   }
-  // Blocks until complete or timeout: false at the timeout (the call goes on), true once
-  // complete; rethrows the call's error.
+  /// Blocks until complete or timeout: false at the timeout (the call goes on), true once
+  /// complete; rethrows the call's error.
   bool waitFor(std::chrono::milliseconds timeout) const {
     std::unique_lock<std::mutex> lock(state_->mutex);
     if (!state_->changed.wait_for(lock, timeout, [&] { return state_->done; })) return false;
     if (state_->error) std::rethrow_exception(state_->error);
     return true;
   }
-  // Blocks until complete; the value, or the call's error rethrown.
+  /// Blocks until complete; the value, or the call's error rethrown.
   T value() const {
     wait();
     std::lock_guard<std::mutex> guard(state_->mutex);
@@ -63,9 +63,9 @@ class Future {
     std::lock_guard<std::mutex> guard(state_->mutex);
     return state_->error;
   }
-  // A future of fn(this future)'s result; fn runs once this one completes (on the agent's pool
-  // for an RPC's future, else on the completing thread), or at once when already complete. An
-  // exception fn throws fails the new future.
+  /// A future of fn(this future)'s result; fn runs once this one completes (on the agent's pool
+  /// for an RPC's future, else on the completing thread), or at once when already complete. An
+  /// exception fn throws fails the new future.
   template <typename Fn>
   auto then(Fn fn) const -> Future<std::invoke_result_t<Fn, Future<T>>> {
     using R = std::invoke_result_t<Fn, Future<T>>;
@@ -86,8 +86,8 @@ class Future {
     return next;
   }
 
-  // Producer side. executor, when set, runs the callbacks (so a producer on a thread that must
-  // not block, such as the RPC loop thread, never runs user code).
+  /// Producer side. executor, when set, runs the callbacks (so a producer on a thread that must
+  /// not block, such as the RPC loop thread, never runs user code).
   void setExecutor(std::function<void(std::function<void()>)> executor) {
     std::lock_guard<std::mutex> guard(state_->mutex);
     state_->executor = std::move(executor);
@@ -115,7 +115,7 @@ class Future {
  private:
   struct State;
 
-  // Completes once: fill stores the outcome under the mutex. False when already complete.
+  /// Completes once: fill stores the outcome under the mutex. False when already complete.
   template <typename Fill>
   bool complete(Fill&& fill) {
     std::vector<std::function<void()>> callbacks;
@@ -154,7 +154,7 @@ class Future {
     std::condition_variable changed;
     std::function<void(std::function<void()>)> executor;
     bool done = false;
-    std::atomic<bool> doneFlag{false};  // done, readable without the mutex
+    std::atomic<bool> doneFlag{false};  ///< done, readable without the mutex
     std::optional<std::conditional_t<std::is_void_v<T>, Empty, T>> value;
     std::exception_ptr error;
     std::vector<std::function<void()>> callbacks;
@@ -162,8 +162,8 @@ class Future {
   std::shared_ptr<State> state_;
 };
 
-// Waits for every future, then rethrows the first error among them (or first, when set: an
-// error the caller met before waiting).
+/// Waits for every future, then rethrows the first error among them (or first, when set: an
+/// error the caller met before waiting).
 template <typename T>
 void waitAll(std::vector<Future<T>>& futures, std::exception_ptr first = nullptr) {
   for (Future<T>& future : futures) {
@@ -176,7 +176,7 @@ void waitAll(std::vector<Future<T>>& futures, std::exception_ptr first = nullptr
   if (first) std::rethrow_exception(first);
 }
 
-// A Future that completes once every one of futures has, with the first error among them.
+/// A Future that completes once every one of futures has, with the first error among them.
 inline Future<void> whenAll(std::vector<Future<void>> futures) {
   Future<void> all;
   if (futures.empty()) {

@@ -34,11 +34,11 @@ namespace c10d::inline v1::rpc {
 
 namespace detail {
 
-// The owner's value, type-erased.
+/// The owner's value, type-erased.
 class Held {
  public:
   virtual ~Held() = default;
-  // The value packed for another worker; InvalidArgument for a RemoteObject.
+  /// The value packed for another worker; InvalidArgument for a RemoteObject.
   virtual Packed pack() const = 0;
   virtual const std::type_info& type() const = 0;
   virtual void* address() = 0;
@@ -63,14 +63,14 @@ class HeldValue final : public Held {
   T value_;
 };
 
-// What one worker knows of one RRef: on the owner its value, on a user its fork. Shared by every
-// RRef handle of this worker; a user's fork is deleted on the owner when the last handle (and
-// every protocol message that holds it) is gone.
+/// What one worker knows of one RRef: on the owner its value, on a user its fork. Shared by every
+/// RRef handle of this worker; a user's fork is deleted on the owner when the last handle (and
+/// every protocol message that holds it) is gone.
 class RRefCore {
  public:
-  // The owner's core of a value this worker owns.
+  /// The owner's core of a value this worker owns.
   RRefCore(std::weak_ptr<RpcAgent> agent, GlobalId id, int owner);
-  // A user's core: fork of the value with id, owned by owner.
+  /// A user's core: fork of the value with id, owned by owner.
   RRefCore(std::weak_ptr<RpcAgent> agent, GlobalId id, GlobalId fork, int owner);
   ~RRefCore();
   RRefCore(const RRefCore&) = delete;
@@ -81,21 +81,21 @@ class RRefCore {
   int ownerId() const { return owner_; }
   bool isOwner() const { return isOwner_; }
   bool confirmed() const { return isOwner_ || confirmed_.load(); }
-  // The agent; StateError when it was destroyed.
+  /// The agent; StateError when it was destroyed.
   std::shared_ptr<RpcAgent> agent() const;
 
-  // Owner: the value, once its creating function returned (or its error).
+  /// Owner: the value, once its creating function returned (or its error).
   Future<std::shared_ptr<Held>>& value() { return value_; }
-  // The owner's value of type T; blocks until it exists. Throws InvalidArgument on a user or for
-  // another type, or the creating function's error.
+  /// The owner's value of type T; blocks until it exists. Throws InvalidArgument on a user or for
+  /// another type, or the creating function's error.
   void* localAddress(const std::type_info& type) const;
 
-  // User: the owner has registered this fork (set by the protocol).
+  /// User: the owner has registered this fork (set by the protocol).
   void markConfirmed() { confirmed_.store(true); }
-  // User created by remote(): what creating the value failed with, if it did.
+  /// User created by remote(): what creating the value failed with, if it did.
   void setCreationError(std::exception_ptr error);
   std::exception_ptr creationError() const;
-  // User: the owner was told it is gone (at shutdown); the destructor then stays silent.
+  /// User: the owner was told it is gone (at shutdown); the destructor then stays silent.
   bool markDeleted() { return !deleted_.exchange(true); }
 
  private:
@@ -111,15 +111,15 @@ class RRefCore {
   mutable Future<std::shared_ptr<Held>> value_;
 };
 
-// A reference inside a msgpack value (ext type kRRefExtType), forked for the message's
-// destination; and its reverse on the receiver. Both need the RRef scope that the agent sets
-// around packing and unpacking a call's values.
+/// A reference inside a msgpack value (ext type kRRefExtType), forked for the message's
+/// destination; and its reverse on the receiver. Both need the RRef scope that the agent sets
+/// around packing and unpacking a call's values.
 std::string packRRef(const std::shared_ptr<RRefCore>& core);
 std::shared_ptr<RRefCore> unpackRRef(const char* data, size_t size);
 
 }  // namespace detail
 
-// msgpack extension type of a remote reference.
+/// msgpack extension type of a remote reference.
 inline constexpr int8_t kRRefExtType = 2;
 
 template <typename T>
@@ -131,22 +131,22 @@ class RRef {
   bool defined() const { return core_ != nullptr; }
   bool isOwner() const { return core().isOwner(); }
   WorkerInfo owner() const { return core().agent()->workerInfo(core().ownerId()); }
-  // True once the owner knows of this worker's fork (always on the owner).
+  /// True once the owner knows of this worker's fork (always on the owner).
   bool confirmedByOwner() const { return core().confirmed(); }
 
-  // A copy of the value: fetched from the owner (TimeoutError past timeout, default: the
-  // agent's), or on the owner copied once the creating function has returned (no timeout: the
-  // function runs here). Throws the creating function's error.
+  /// A copy of the value: fetched from the owner (TimeoutError past timeout, default: the
+  /// agent's), or on the owner copied once the creating function has returned (no timeout: the
+  /// function runs here). Throws the creating function's error.
   T toHere(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) const {
     return toHereAsync(timeout).value();
   }
   Future<T> toHereAsync(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) const;
 
-  // The owner's value itself (not a copy); blocks until it exists. Owner only.
+  /// The owner's value itself (not a copy); blocks until it exists. Owner only.
   T& localValue() const { return *static_cast<T*>(core().localAddress(typeid(T))); }
 
-  // Runs method (registered on the owner with RpcAgent::registerMethod<T>) on the owner's value
-  // with args: PyTorch's rref.rpc_sync().method(args), rpc_async() and remote().
+  /// Runs method (registered on the owner with RpcAgent::registerMethod<T>) on the owner's value
+  /// with args: PyTorch's rref.rpc_sync().method(args), rpc_async() and remote().
   template <typename R, typename... A>
   Future<R> rpcAsync(const std::string& method, A&&... args) const {
     auto agent = core().agent();
@@ -165,7 +165,7 @@ class RRef {
     return agent->template remote<R>(owner().name, method, *this, std::forward<A>(args)...);
   }
 
-  // "RRef(owner 'ps', id 1:7)" for messages.
+  /// "RRef(owner 'ps', id 1:7)" for messages.
   std::string describe() const;
   const std::shared_ptr<detail::RRefCore>& coreHandle() const { return core_; }
 

@@ -51,25 +51,25 @@ struct WorkerInfo {
 };
 
 struct RpcOptions {
-  // Default timeout of a call (a call may give its own).
+  /// Default timeout of a call (a call may give its own).
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
-  // How long create() waits for every worker to publish itself and connect.
+  /// How long create() waits for every worker to publish itself and connect.
   std::chrono::milliseconds initTimeout = std::chrono::seconds(60);
-  // Threads that run incoming calls.
+  /// Threads that run incoming calls.
   int threads = 4;
-  // Address this worker listens on and publishes (its port is chosen by the system). Empty:
-  // the address of C10D_SOCKET_IFNAME when set, else the local address that routes to the
-  // TCPStore's host, else 127.0.0.1 (as the Gloo backend chooses).
+  /// Address this worker listens on and publishes (its port is chosen by the system). Empty:
+  /// the address of C10D_SOCKET_IFNAME when set, else the local address that routes to the
+  /// TCPStore's host, else 127.0.0.1 (as the Gloo backend chooses).
   std::string host;
-  // Shared secret every connection between workers must prove before any call is read (see
-  // c10d/net/Auth.hpp). Unset: C10D_AUTH_TOKEN or C10D_AUTH_TOKEN_FILE, or no authentication.
+  /// Shared secret every connection between workers must prove before any call is read (see
+  /// c10d/net/Auth.hpp). Unset: C10D_AUTH_TOKEN or C10D_AUTH_TOKEN_FILE, or no authentication.
   std::optional<std::string> authToken;
-  // Whether a tensor of 256 KiB or more (kLendBytes) to a worker on this host is copied straight
-  // from this worker's memory by the receiver (process_vm_readv) instead of streamed through TCP
-  // loopback, where both workers allow it and the receiver proved it can read this process.
-  // Unset: C10D_SHM (default on). Either side off keeps TCP both ways. Such a tensor is
-  // read after the call returns: a caller must not change an argument before the call's Future
-  // completes, nor a function change its result (which it owns until the caller has it).
+  /// Whether a tensor of 256 KiB or more (kLendBytes) to a worker on this host is copied straight
+  /// from this worker's memory by the receiver (process_vm_readv) instead of streamed through TCP
+  /// loopback, where both workers allow it and the receiver proved it can read this process.
+  /// Unset: C10D_SHM (default on). Either side off keeps TCP both ways. Such a tensor is
+  /// read after the call returns: a caller must not change an argument before the call's Future
+  /// completes, nor a function change its result (which it owns until the caller has it).
   std::optional<bool> sharedMemory;
 };
 
@@ -77,18 +77,18 @@ class RpcAgent;
 template <typename T>
 class RRef;
 
-// Base of values that live only on their owner (they hold locks, threads, device state): an
-// RRef to one can run methods there and can be passed around, but toHere() refuses to copy it,
-// and a function returning one can only be called with remote().
+/// Base of values that live only on their owner (they hold locks, threads, device state): an
+/// RRef to one can run methods there and can be passed around, but toHere() refuses to copy it,
+/// and a function returning one can only be called with remote().
 struct RemoteObject {};
 
-// What rrefStats() counts on one worker: owned values that users still reference, and forks in
-// the middle of the protocol. All zero once every reference is gone and every message answered.
+/// What rrefStats() counts on one worker: owned values that users still reference, and forks in
+/// the middle of the protocol. All zero once every reference is gone and every message answered.
 struct RRefStats {
-  size_t owned = 0;            // values this worker owns that some user still holds
-  size_t users = 0;            // forks of others' values held here, confirmed by their owner
-  size_t pendingUsers = 0;     // forks held here that their owner has not confirmed yet
-  size_t pendingChildren = 0;  // references sent away, kept until the owner confirms the fork
+  size_t owned = 0;            ///< values this worker owns that some user still holds
+  size_t users = 0;            ///< forks of others' values held here, confirmed by their owner
+  size_t pendingUsers = 0;     ///< forks held here that their owner has not confirmed yet
+  size_t pendingChildren = 0;  ///< references sent away, kept until the owner confirms the fork
 };
 
 namespace detail {
@@ -105,7 +105,7 @@ struct Signature<R (C::*)(A...) const> : Signature<R (*)(A...)> {};
 template <typename C, typename R, typename... A>
 struct Signature<R (C::*)(A...)> : Signature<R (*)(A...)> {};
 
-// Whether a registered function's result is an rpc::Future: it replies when that completes.
+/// Whether a registered function's result is an rpc::Future: it replies when that completes.
 template <typename R>
 struct IsFuture : std::false_type {};
 template <typename T>
@@ -113,7 +113,7 @@ struct IsFuture<Future<T>> : std::true_type {
   using Value = T;
 };
 
-// Names an RRef or a fork across workers: the worker that made it and its counter there.
+/// Names an RRef or a fork across workers: the worker that made it and its counter there.
 struct GlobalId {
   int32_t worker = -1;
   uint64_t local = 0;
@@ -126,8 +126,8 @@ class Held;
 class RRefCore;
 struct AgentInternals;
 
-// While alive on a thread, the RRefs packed or unpacked there travel between this agent and
-// peer: packing forks them for peer, unpacking makes peer their sender.
+/// While alive on a thread, the RRefs packed or unpacked there travel between this agent and
+/// peer: packing forks them for peer, unpacking makes peer their sender.
 class RRefScope {
  public:
   RRefScope(const RpcAgent& agent, int peer) : agent(&agent), peer(peer), previous_(current_) {
@@ -150,21 +150,21 @@ class RRefScope {
 
 class RpcAgent {
  public:
-  // A raw handler: gets the packed arguments, returns the packed result (or throws).
+  /// A raw handler: gets the packed arguments, returns the packed result (or throws).
   using Handler = std::function<Packed(Packed& arguments)>;
-  // A raw handler that replies later (PyTorch's @rpc.functions.async_execution): it returns at
-  // once, having arranged for reply to be called once, from any thread, with an error or with
-  // a function that packs the result (called there, so RRefs in it go to the caller).
+  /// A raw handler that replies later (PyTorch's @rpc.functions.async_execution): it returns at
+  /// once, having arranged for reply to be called once, from any thread, with an error or with
+  /// a function that packs the result (called there, so RRefs in it go to the caller).
   using Reply = std::function<void(std::exception_ptr error, const std::function<Packed()>* pack)>;
   using AsyncHandler = std::function<void(Packed& arguments, Reply reply)>;
-  // What remote() runs on the owner: the arguments in, the value the RRef will hold out.
+  /// What remote() runs on the owner: the arguments in, the value the RRef will hold out.
   using Maker = std::function<std::shared_ptr<detail::Held>(Packed& arguments)>;
 
-  // Publishes this worker (name and address) under "rpc/" in store, connects to every other
-  // worker, runs setup (register functions there), and returns once every worker has done all
-  // that, so no call can reach a worker before its functions exist. Names must be unique; ids
-  // are ranks in [0, worldSize). Throws TimeoutError naming the workers that did not appear
-  // within options.initTimeout, InvalidArgument on a duplicate name or bad rank.
+  /// Publishes this worker (name and address) under "rpc/" in store, connects to every other
+  /// worker, runs setup (register functions there), and returns once every worker has done all
+  /// that, so no call can reach a worker before its functions exist. Names must be unique; ids
+  /// are ranks in [0, worldSize). Throws TimeoutError naming the workers that did not appear
+  /// within options.initTimeout, InvalidArgument on a duplicate name or bad rank.
   static std::shared_ptr<RpcAgent> create(std::shared_ptr<Store> store, std::string name, int rank,
                                           int worldSize, RpcOptions options = {},
                                           const std::function<void(RpcAgent&)>& setup = nullptr);
@@ -173,32 +173,32 @@ class RpcAgent {
   RpcAgent& operator=(const RpcAgent&) = delete;
 
   const WorkerInfo& self() const;
-  // Throws InvalidArgument naming the unknown worker and the known ones.
+  /// Throws InvalidArgument naming the unknown worker and the known ones.
   WorkerInfo workerInfo(const std::string& name) const;
   WorkerInfo workerInfo(int id) const;
   std::vector<WorkerInfo> workers() const;
   const RpcOptions& options() const;
 
-  // Registers fn under name: any callable with msgpack-able (or Tensor, or RRef) parameters and
-  // result; rpcSync/rpcAsync call it, and remote() makes an RRef of its result. Throws
-  // InvalidArgument when name is taken or starts with "c10d." (the agent's own messages).
-  // A function that returns an rpc::Future<T> replies when that future completes, with its
-  // value or its error (PyTorch's @rpc.functions.async_execution): it may call other workers
-  // and chain on their futures without holding one of this worker's threads meanwhile.
-  // remote() cannot call such a function (InvalidArgument at the call).
+  /// Registers fn under name: any callable with msgpack-able (or Tensor, or RRef) parameters and
+  /// result; rpcSync/rpcAsync call it, and remote() makes an RRef of its result. Throws
+  /// InvalidArgument when name is taken or starts with "c10d." (the agent's own messages).
+  /// A function that returns an rpc::Future<T> replies when that future completes, with its
+  /// value or its error (PyTorch's @rpc.functions.async_execution): it may call other workers
+  /// and chain on their futures without holding one of this worker's threads meanwhile.
+  /// remote() cannot call such a function (InvalidArgument at the call).
   template <typename Fn>
   void registerFunction(const std::string& name, Fn fn) {
     registerTyped(name, std::move(fn), false);
   }
-  // Registers fn(T& self, args...) under name, to run on an RRef<T>'s owner with the owner's
-  // value: RRef<T>::rpcSync(name, args...) (and rpcAsync, remote) call it.
+  /// Registers fn(T& self, args...) under name, to run on an RRef<T>'s owner with the owner's
+  /// value: RRef<T>::rpcSync(name, args...) (and rpcAsync, remote) call it.
   template <typename T, typename Fn>
   void registerMethod(const std::string& name, Fn fn);
-  // make, when given, lets remote() call name.
+  /// make, when given, lets remote() call name.
   void registerHandler(const std::string& name, Handler handler, Maker make = nullptr);
   void registerAsyncHandler(const std::string& name, AsyncHandler handler);
-  // Calls function on worker `to` with args; the Future completes with its result (an R).
-  // timeout: the call's own (default: options().timeout).
+  /// Calls function on worker `to` with args; the Future completes with its result (an R).
+  /// timeout: the call's own (default: options().timeout).
   template <typename R, typename... A>
   Future<R> rpcAsync(const std::string& to, const std::string& function, A&&... args) {
     return rpcAsyncWithTimeout<R>(to, function, options().timeout, std::forward<A>(args)...);
@@ -214,40 +214,40 @@ class RpcAgent {
     return rpcAsync<R>(to, function, std::forward<A>(args)...).value();
   }
 
-  // Runs function on worker `to` and returns a reference to its result, which stays there (the
-  // owner). Returns at once; errors of the call reach the RRef's toHere().
+  /// Runs function on worker `to` and returns a reference to its result, which stays there (the
+  /// owner). Returns at once; errors of the call reach the RRef's toHere().
   template <typename R, typename... A>
   RRef<R> remote(const std::string& to, const std::string& function, A&&... args);
-  // An RRef owned by this worker, holding value (PyTorch's RRef(value)).
+  /// An RRef owned by this worker, holding value (PyTorch's RRef(value)).
   template <typename T>
   RRef<T> makeRRef(T value);
   RRefStats rrefStats() const;
 
-  // Graceful: waits until this worker's calls and RRef messages are answered, tells the owners
-  // of the RRefs still held here that they are gone, then waits until every worker has done
-  // the same (a barrier through the store) and closes; worker 0, which usually hosts the store,
-  // returns last. It fails at once with RemoteError naming a worker whose connection is lost
-  // before it reached the barrier, and with TimeoutError naming the missing workers after
-  // options().timeout. Non-graceful: closes at once, failing outstanding calls. Either way, and
-  // also when graceful shutdown throws, the agent is closed afterwards: later calls, like those
-  // in flight at the close, fail with StateError. Idempotent.
+  /// Graceful: waits until this worker's calls and RRef messages are answered, tells the owners
+  /// of the RRefs still held here that they are gone, then waits until every worker has done
+  /// the same (a barrier through the store) and closes; worker 0, which usually hosts the store,
+  /// returns last. It fails at once with RemoteError naming a worker whose connection is lost
+  /// before it reached the barrier, and with TimeoutError naming the missing workers after
+  /// options().timeout. Non-graceful: closes at once, failing outstanding calls. Either way, and
+  /// also when graceful shutdown throws, the agent is closed afterwards: later calls, like those
+  /// in flight at the close, fail with StateError. Idempotent.
   void shutdown(bool graceful = true);
 
-  // The agent's state, defined in rpc/AgentImpl.hpp for rpc/'s own files; opaque here.
+  /// The agent's state, defined in rpc/AgentImpl.hpp for rpc/'s own files; opaque here.
   struct Impl;
 
  private:
-  // rpc/'s own files (RRef, distributed autograd, the optimizer) reach what follows through
-  // detail::AgentInternals; users call none of it.
+  /// rpc/'s own files (RRef, distributed autograd, the optimizer) reach what follows through
+  /// detail::AgentInternals; users call none of it.
   friend struct detail::AgentInternals;
   Impl& impl() const { return *impl_; }
-  // Packs a value (made by pack) for peer, RRefs forked for it.
+  /// Packs a value (made by pack) for peer, RRefs forked for it.
   template <typename PackFn>
   Packed packFor(int peer, const PackFn& packFn) const {
     detail::RRefScope scope(*this, peer);
     return packFn();
   }
-  // Sends function (args made by packFn) to worker id `to`; the result unpacked as an R.
+  /// Sends function (args made by packFn) to worker id `to`; the result unpacked as an R.
   template <typename R, typename PackFn>
   Future<R> callTyped(int to, const std::string& function, std::chrono::milliseconds timeout,
                       const PackFn& packFn) {
@@ -279,12 +279,12 @@ class RpcAgent {
   Future<T> fetchRRef(const std::shared_ptr<detail::RRefCore>& core,
                       std::chrono::milliseconds timeout);
 
-  // registerFunction for the agent's own functions (names starting with "c10d.").
+  /// registerFunction for the agent's own functions (names starting with "c10d.").
   template <typename Fn>
   void registerBuiltin(const std::string& name, Fn fn) {
     registerTyped(name, std::move(fn), true);
   }
-  // done runs on the transport's loop thread (or the pool): it must not block.
+  /// done runs on the transport's loop thread (or the pool): it must not block.
   using Done = std::function<void(std::exception_ptr error, Packed* reply)>;
   explicit RpcAgent(std::shared_ptr<Impl> impl);
   void runOnPool(std::function<void()> task);
@@ -362,7 +362,7 @@ class RpcAgent {
 
 namespace detail {
 
-// The one way into RpcAgent's internals, for rpc/'s own files.
+/// The one way into RpcAgent's internals, for rpc/'s own files.
 struct AgentInternals {
   static RpcAgent::Impl& impl(const RpcAgent& agent) { return agent.impl(); }
   template <typename R, typename PackFn>
@@ -383,7 +383,7 @@ struct AgentInternals {
                                    RpcAgent::AsyncHandler handler) {
     agent.addAsyncHandler(name, std::move(handler), true);
   }
-  // Sends function with arguments packed already; done gets the reply as it came.
+  /// Sends function with arguments packed already; done gets the reply as it came.
   static void callRaw(RpcAgent& agent, int to, const std::string& function, Packed arguments,
                       std::chrono::milliseconds timeout, RpcAgent::Done done) {
     agent.callRaw(to, function, std::move(arguments), timeout, std::move(done));

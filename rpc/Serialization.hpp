@@ -25,12 +25,12 @@
 
 namespace c10d::inline v1::rpc {
 
-// msgpack extension type of a tensor reference.
+/// msgpack extension type of a tensor reference.
 inline constexpr int8_t kTensorExtType = 1;
 
 namespace detail {
 
-// The tensors of the message being packed or unpacked on this thread.
+/// The tensors of the message being packed or unpacked on this thread.
 inline thread_local std::vector<Tensor>* tlsTensors = nullptr;
 
 class TensorListScope {
@@ -48,13 +48,13 @@ class TensorListScope {
 
 }  // namespace detail
 
-// A value packed for the wire: msgpack bytes plus the tensors it refers to.
+/// A value packed for the wire: msgpack bytes plus the tensors it refers to.
 struct Packed {
   std::string bytes;
   std::vector<Tensor> tensors;
 };
 
-// Packs value (any msgpack-able type, tensors included).
+/// Packs value (any msgpack-able type, tensors included).
 template <typename T>
 Packed pack(const T& value) {
   Packed packed;
@@ -66,8 +66,8 @@ Packed pack(const T& value) {
 
 namespace detail {
 
-// Unpacks bytes (their tensors from tensors), lets check refuse the value, converts it to a T.
-// Errors name what(), which is formatted only then.
+/// Unpacks bytes (their tensors from tensors), lets check refuse the value, converts it to a T.
+/// Errors name what(), which is formatted only then.
 template <typename T, typename Check, typename What>
 T unpackChecked(const std::string& bytes, std::vector<Tensor>& tensors, const Check& check,
                 const What& what) {
@@ -85,15 +85,15 @@ T unpackChecked(const std::string& bytes, std::vector<Tensor>& tensors, const Ch
 
 }  // namespace detail
 
-// Unpacks a T from bytes, taking tensors from tensors. Throws InvalidArgument naming what()
-// (e.g. "result of 'add' from worker 'w1'"; formatted only then) when the bytes do not hold a T.
+/// Unpacks a T from bytes, taking tensors from tensors. Throws InvalidArgument naming what()
+/// (e.g. "result of 'add' from worker 'w1'"; formatted only then) when the bytes do not hold a T.
 template <typename T, typename What>
 T unpack(const std::string& bytes, std::vector<Tensor>& tensors, const What& what) {
   return detail::unpackChecked<T>(
       bytes, tensors, [](const msgpack::object&) {}, what);
 }
 
-// Unpacks the arguments of function: a tuple of exactly as many values as it has parameters.
+/// Unpacks the arguments of function: a tuple of exactly as many values as it has parameters.
 template <typename Tuple>
 Tuple unpackArguments(const std::string& bytes, std::vector<Tensor>& tensors,
                       const std::string& function) {

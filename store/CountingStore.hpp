@@ -9,15 +9,15 @@
 
 namespace c10d::inline v1 {
 
-// Passes every call to another store and counts them by kind, with the keys they name: how
-// many round trips a rendezvous, a group's creation or a reform costs (c10d-scale-bench reads
-// it; a test can assert that a count does not grow with the world size). A call counts once
-// however many keys it names (multiGet of 100 keys is one request, 100 keys), and whether or not
-// it succeeds. Timeout: its own, initialised from the store underneath. Errors as the store
-// underneath.
-//
-// Threading: as the store underneath; the counters are atomic, so counts() may run beside calls
-// (a snapshot of each counter, not of all of them at one instant).
+/// Passes every call to another store and counts them by kind, with the keys they name: how
+/// many round trips a rendezvous, a group's creation or a reform costs (c10d-scale-bench reads
+/// it; a test can assert that a count does not grow with the world size). A call counts once
+/// however many keys it names (multiGet of 100 keys is one request, 100 keys), and whether or not
+/// it succeeds. Timeout: its own, initialised from the store underneath. Errors as the store
+/// underneath.
+///
+/// Threading: as the store underneath; the counters are atomic, so counts() may run beside calls
+/// (a snapshot of each counter, not of all of them at one instant).
 class CountingStore : public Store {
  public:
   enum class Request : uint8_t {
@@ -33,11 +33,11 @@ class CountingStore : public Store {
     MultiSet,
     Append,
     QueuePush,
-    QueuePop,  // tryQueuePop too
+    QueuePop,  ///< tryQueuePop too
     QueueLen,
   };
   static constexpr size_t kRequestKinds = static_cast<size_t>(Request::QueueLen) + 1;
-  // "set", "multiGet", ...
+  /// "set", "multiGet", ...
   static const char* name(Request request);
 
   struct Counts {
@@ -46,11 +46,11 @@ class CountingStore : public Store {
     int64_t operator[](Request request) const { return requests[static_cast<size_t>(request)]; }
     int64_t totalRequests() const;
     int64_t totalKeys() const;
-    // Per kind, this minus earlier (the calls made between two snapshots).
+    /// Per kind, this minus earlier (the calls made between two snapshots).
     Counts operator-(const Counts& earlier) const;
   };
 
-  // Throws InvalidArgument for a null store.
+  /// Throws InvalidArgument for a null store.
   explicit CountingStore(std::shared_ptr<Store> store);
 
   Counts counts() const;

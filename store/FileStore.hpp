@@ -15,33 +15,33 @@ namespace detail {
 class KeyValueState;
 }
 
-// A store shared by the processes of one host through one file: the store behind
-// `file:///path` init (PyTorch's FileStore). See Store for semantics.
-//
-// The file is an append-only log of set and delete records. Each FileStore replays the records
-// it has not seen yet into a private map before every call, holding flock() on the file (shared
-// to read, exclusive to write), and appends its own records in one write before letting go of
-// the exclusive lock; so every FileStore on the path agrees on one order of operations. The log
-// only grows (each add() is a record), as PyTorch's does. Blocking calls poll the file, sleeping
-// 1 ms at first and up to 10 ms between looks.
-//
-// The path must be on a filesystem where flock() excludes the processes using it (a local disk
-// or tmpfs, not every network filesystem). flock() belongs to the open file, which fork()
-// shares: construct a FileStore in each process after forking, never use one inherited.
-//
-// Cleanup: with numWorkers > 0, each construction counts itself in the reserved keys
-// "__c10d_filestore_opened" (constructions so far) and "__c10d_filestore_refs" (objects alive),
-// and the destructor that brings refs to 0 once numWorkers constructions have happened unlinks
-// the file, so a finished job leaves nothing behind and the path can be used again. Those two
-// keys then count in numKeys(); with numWorkers <= 0 they are never written and the file stays.
-//
-// Errors: StoreError naming the path and the system error when the file cannot be opened,
-// locked, read or written; StoreError naming the path and offset when the log is corrupt or
-// ends in a torn record (a writer died mid-write): delete the file, no job can use it any more.
-// TimeoutError and InvalidArgument as for every Store. The destructor never throws; it logs.
-//
-// Threading: a mutex serialises the threads of one FileStore. Distinct FileStores on one path,
-// even in one process, open the file separately and so exclude each other through flock().
+/// A store shared by the processes of one host through one file: the store behind
+/// `file:///path` init (PyTorch's FileStore). See Store for semantics.
+///
+/// The file is an append-only log of set and delete records. Each FileStore replays the records
+/// it has not seen yet into a private map before every call, holding flock() on the file (shared
+/// to read, exclusive to write), and appends its own records in one write before letting go of
+/// the exclusive lock; so every FileStore on the path agrees on one order of operations. The log
+/// only grows (each add() is a record), as PyTorch's does. Blocking calls poll the file, sleeping
+/// 1 ms at first and up to 10 ms between looks.
+///
+/// The path must be on a filesystem where flock() excludes the processes using it (a local disk
+/// or tmpfs, not every network filesystem). flock() belongs to the open file, which fork()
+/// shares: construct a FileStore in each process after forking, never use one inherited.
+///
+/// Cleanup: with numWorkers > 0, each construction counts itself in the reserved keys
+/// "__c10d_filestore_opened" (constructions so far) and "__c10d_filestore_refs" (objects alive),
+/// and the destructor that brings refs to 0 once numWorkers constructions have happened unlinks
+/// the file, so a finished job leaves nothing behind and the path can be used again. Those two
+/// keys then count in numKeys(); with numWorkers <= 0 they are never written and the file stays.
+///
+/// Errors: StoreError naming the path and the system error when the file cannot be opened,
+/// locked, read or written; StoreError naming the path and offset when the log is corrupt or
+/// ends in a torn record (a writer died mid-write): delete the file, no job can use it any more.
+/// TimeoutError and InvalidArgument as for every Store. The destructor never throws; it logs.
+///
+/// Threading: a mutex serialises the threads of one FileStore. Distinct FileStores on one path,
+/// even in one process, open the file separately and so exclude each other through flock().
 class FileStore : public Store {
  public:
   explicit FileStore(std::string path, int numWorkers = -1,
@@ -66,35 +66,35 @@ class FileStore : public Store {
                               std::chrono::milliseconds timeout) override;
   void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
   void append(const std::string& key, const Bytes& value) override;
-  // A blocking pop polls, as get does.
+  /// A blocking pop polls, as get does.
   void queuePush(const std::string& key, const Bytes& value) override;
   Bytes queuePop(const std::string& key, std::chrono::milliseconds timeout) override;
   std::optional<Bytes> tryQueuePop(const std::string& key) override;
   int64_t queueLen(const std::string& key) override;
 
  private:
-  // Takes both locks and pops key's front value if there is one.
+  /// Takes both locks and pops key's front value if there is one.
   std::optional<Bytes> popLocked(const std::string& key, const char* op);
-  // Polls until all keys exist; returns their values when wantValues. Throws TimeoutError.
+  /// Polls until all keys exist; returns their values when wantValues. Throws TimeoutError.
   std::vector<Bytes> poll(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
                           const char* op, bool wantValues);
-  // The numWorkers > 0 bookkeeping of the constructor and destructor.
+  /// The numWorkers > 0 bookkeeping of the constructor and destructor.
   void registerUser();
   void unregisterUser();
 
   // The helpers below expect mutex_ and the file lock held.
 
-  // Replays records past offset_. Under a shared lock a torn last record is left unread: where
-  // flock() does not reach every writer it may be a write in progress. Under the exclusive lock
-  // it is corruption, since the record we are about to write would land after it.
+  /// Replays records past offset_. Under a shared lock a torn last record is left unread: where
+  /// flock() does not reach every writer it may be a write in progress. Under the exclusive lock
+  /// it is corruption, since the record we are about to write would land after it.
   void refresh(const char* op, bool exclusive);
-  // Applies the records in data, which starts at file offset offset_, to state_, advancing
-  // offset_ past each; returns how many bytes were whole records.
+  /// Applies the records in data, which starts at file offset offset_, to state_, advancing
+  /// offset_ past each; returns how many bytes were whole records.
   size_t replay(const uint8_t* data, size_t size, bool exclusive, const char* op);
-  // Writes encoded records at the end of the file (offset_ after an exclusive refresh) and
-  // applies them. A failed write is cut off again so no torn record stays behind. Operations
-  // that read before they write ask state_ for their records (its plan* methods), so the log
-  // holds what HashStore and the TCPStore server would have done.
+  /// Writes encoded records at the end of the file (offset_ after an exclusive refresh) and
+  /// applies them. A failed write is cut off again so no torn record stays behind. Operations
+  /// that read before they write ask state_ for their records (its plan* methods), so the log
+  /// holds what HashStore and the TCPStore server would have done.
   void commit(const std::vector<uint8_t>& records, const char* op);
   [[noreturn]] void corrupt(const char* op, uint64_t offset, const std::string& why) const;
 
@@ -102,10 +102,10 @@ class FileStore : public Store {
   int numWorkers_;
   int fd_ = -1;
   std::mutex mutex_;
-  // The keys and what each operation does to them (store/KeyValueState.hpp), behind a pointer so
-  // that this installed header needs none of the private ones.
+  /// The keys and what each operation does to them (store/KeyValueState.hpp), behind a pointer so
+  /// that this installed header needs none of the private ones.
   std::unique_ptr<detail::KeyValueState> state_;
-  uint64_t offset_ = 0;  // bytes of the log replayed into state_
+  uint64_t offset_ = 0;  ///< bytes of the log replayed into state_
 };
 
 }  // namespace c10d::inline v1

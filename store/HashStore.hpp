@@ -12,8 +12,8 @@ namespace detail {
 class KeyValueState;
 }
 
-// An in-process store: a hash map behind one mutex, for threads of one process (tests,
-// single-process jobs, world size 1). See Store for semantics, errors and threading.
+/// An in-process store: a hash map behind one mutex, for threads of one process (tests,
+/// single-process jobs, world size 1). See Store for semantics, errors and threading.
 class HashStore : public Store {
  public:
   explicit HashStore(std::chrono::milliseconds timeout = kDefaultTimeout);
@@ -41,14 +41,14 @@ class HashStore : public Store {
   int64_t queueLen(const std::string& key) override;
 
  private:
-  // Waits on changed_ until all keys exist; lock is held on return. Throws TimeoutError.
+  /// Waits on changed_ until all keys exist; lock is held on return. Throws TimeoutError.
   void waitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
                   std::chrono::milliseconds timeout, const char* op);
 
   std::mutex mutex_;
-  std::condition_variable changed_;  // notified when an operation created a key
-  // The keys and what each operation does to them (store/KeyValueState.hpp), behind a pointer so
-  // that this installed header needs none of the private ones.
+  std::condition_variable changed_;  ///< notified when an operation created a key
+  /// The keys and what each operation does to them (store/KeyValueState.hpp), behind a pointer so
+  /// that this installed header needs none of the private ones.
   std::unique_ptr<detail::KeyValueState> state_;
 };
 

@@ -6,10 +6,10 @@
 
 namespace c10d::inline v1 {
 
-// Namespaces another store: every key k becomes "<prefix>/k" underneath, so groups and
-// subsystems can share one store without colliding. numKeys() counts the whole store
-// underneath (as PyTorch's PrefixStore does). Timeout: its own, initialised from the store
-// underneath. Errors and threading as the store underneath.
+/// Namespaces another store: every key k becomes "<prefix>/k" underneath, so groups and
+/// subsystems can share one store without colliding. numKeys() counts the whole store
+/// underneath (as PyTorch's PrefixStore does). Timeout: its own, initialised from the store
+/// underneath. Errors and threading as the store underneath.
 class PrefixStore : public Store {
  public:
   PrefixStore(std::string prefix, std::shared_ptr<Store> store);

@@ -17,38 +17,38 @@ class StoreConnection;
 }
 
 struct TCPStoreOptions {
-  // Start a TCPStoreServer inside this process (rank 0 does) before connecting to it.
+  /// Start a TCPStoreServer inside this process (rank 0 does) before connecting to it.
   bool isServer = false;
-  // With a value: the constructor returns only once this many TCPStore clients (the server's own
-  // included) have connected, or throws TimeoutError saying how many came. Every client of the
-  // job must then pass the same number.
+  /// With a value: the constructor returns only once this many TCPStore clients (the server's own
+  /// included) have connected, or throws TimeoutError saying how many came. Every client of the
+  /// job must then pass the same number.
   std::optional<int> numWorkers;
-  // Default timeout for blocking calls, and for connecting (retried with backoff until then).
+  /// Default timeout for blocking calls, and for connecting (retried with backoff until then).
   std::chrono::milliseconds timeout = Store::kDefaultTimeout;
-  // Server only: the address to listen on. Empty: every interface (IPv6 and IPv4), so ranks on
-  // other hosts can connect; "127.0.0.1" keeps the store private to this host.
+  /// Server only: the address to listen on. Empty: every interface (IPv6 and IPv4), so ranks on
+  /// other hosts can connect; "127.0.0.1" keeps the store private to this host.
   std::string listenAddress;
-  // Shared secret for the connection's challenge-response (see c10d/net/Auth.hpp), for the client
-  // and the server this object hosts. Unset: C10D_AUTH_TOKEN or C10D_AUTH_TOKEN_FILE, or none.
-  // A client with a token refuses a server without one, and the reverse.
+  /// Shared secret for the connection's challenge-response (see c10d/net/Auth.hpp), for the client
+  /// and the server this object hosts. Unset: C10D_AUTH_TOKEN or C10D_AUTH_TOKEN_FILE, or none.
+  /// A client with a token refuses a server without one, and the reverse.
   std::optional<std::string> authToken;
 };
 
-// A client of a TCP key-value server (TCPStoreServer), optionally hosting the server itself.
-// One TCP connection per TCPStore object; requests on it are serialised, so one object may be
-// shared by threads (each call is one round trip; waits happen on the server). Serialised means
-// a call waits for the call ahead of it to be answered: a thread's set on a shared object waits
-// behind another thread's blocking get or wait of a key that is not there yet, up to that call's
-// timeout. Give each thread that blocks on keys an object of its own (a second TCPStore to the
-// same host and port is a second connection to the same keys).
-//
-// Construction connects to host:port, retrying with exponential backoff and jitter until
-// options.timeout; throws TimeoutError with the last connection error when it cannot, and
-// StoreError when the peer does not speak this protocol version. Port 0 with isServer picks a
-// free port: read it back from port().
-//
-// Errors from calls: see Store. A lost connection fails the call in progress and every later
-// call with StoreError naming the server address; the store does not reconnect by itself.
+/// A client of a TCP key-value server (TCPStoreServer), optionally hosting the server itself.
+/// One TCP connection per TCPStore object; requests on it are serialised, so one object may be
+/// shared by threads (each call is one round trip; waits happen on the server). Serialised means
+/// a call waits for the call ahead of it to be answered: a thread's set on a shared object waits
+/// behind another thread's blocking get or wait of a key that is not there yet, up to that call's
+/// timeout. Give each thread that blocks on keys an object of its own (a second TCPStore to the
+/// same host and port is a second connection to the same keys).
+///
+/// Construction connects to host:port, retrying with exponential backoff and jitter until
+/// options.timeout; throws TimeoutError with the last connection error when it cannot, and
+/// StoreError when the peer does not speak this protocol version. Port 0 with isServer picks a
+/// free port: read it back from port().
+///
+/// Errors from calls: see Store. A lost connection fails the call in progress and every later
+/// call with StoreError naming the server address; the store does not reconnect by itself.
 class TCPStore : public Store {
  public:
   TCPStore(std::string host, uint16_t port, TCPStoreOptions options = {});
@@ -56,7 +56,7 @@ class TCPStore : public Store {
 
   const std::string& host() const { return host_; }
   uint16_t port() const { return port_; }
-  // The server this object hosts, or null.
+  /// The server this object hosts, or null.
   TCPStoreServer* server() const { return server_.get(); }
 
   using Store::get;
@@ -75,7 +75,7 @@ class TCPStore : public Store {
                               std::chrono::milliseconds timeout) override;
   void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
   void append(const std::string& key, const Bytes& value) override;
-  // A blocking pop waits at the server, as get does.
+  /// A blocking pop waits at the server, as get does.
   void queuePush(const std::string& key, const Bytes& value) override;
   Bytes queuePop(const std::string& key, std::chrono::milliseconds timeout) override;
   std::optional<Bytes> tryQueuePop(const std::string& key) override;
@@ -83,33 +83,33 @@ class TCPStore : public Store {
 
  private:
   void waitForWorkers(int numWorkers);
-  // One QueuePop request; wait 0: answered at once, nullopt for an empty queue.
+  /// One QueuePop request; wait 0: answered at once, nullopt for an empty queue.
   std::optional<Bytes> popRequest(const std::string& key, std::chrono::milliseconds wait);
 
   std::string host_;
   uint16_t port_;
-  std::unique_ptr<TCPStoreServer> server_;  // declared before connection_: outlives it
-  std::mutex mutex_;                        // one request in flight on connection_
+  std::unique_ptr<TCPStoreServer> server_;  ///< declared before connection_: outlives it
+  std::mutex mutex_;                        ///< one request in flight on connection_
   std::unique_ptr<detail::StoreConnection> connection_;
 };
 
 struct TCPStoreServerOptions {
-  std::string listenAddress;  // empty: all interfaces, dual-stack IPv6 when available
-  uint16_t port = 0;          // 0: any free port; see TCPStoreServer::port()
-  // With a token, a client must prove it holds the same one before any request is read; a
-  // wrong or missing proof closes its connection and logs a warning. Unset: C10D_AUTH_TOKEN or
-  // C10D_AUTH_TOKEN_FILE, or no authentication.
+  std::string listenAddress;  ///< empty: all interfaces, dual-stack IPv6 when available
+  uint16_t port = 0;          ///< 0: any free port; see TCPStoreServer::port()
+  /// With a token, a client must prove it holds the same one before any request is read; a
+  /// wrong or missing proof closes its connection and logs a warning. Unset: C10D_AUTH_TOKEN or
+  /// C10D_AUTH_TOKEN_FILE, or no authentication.
   std::optional<std::string> authToken;
 };
 
-// The store's server: one libuv event loop on its own thread holds all keys and serves every
-// client; a client blocked in get/wait is parked on the loop (no thread per client) until its
-// keys appear or its timeout fires. Malformed or oversized input drops only that connection.
-// The wire protocol is described in docs/store-protocol.md.
-//
-// Construction binds and listens (backlog at the system maximum) or throws StoreError naming
-// the address and the reason. Destruction (or stop()) closes every connection and joins the
-// loop thread. Thread-safe: port() and the counters may be read from any thread.
+/// The store's server: one libuv event loop on its own thread holds all keys and serves every
+/// client; a client blocked in get/wait is parked on the loop (no thread per client) until its
+/// keys appear or its timeout fires. Malformed or oversized input drops only that connection.
+/// The wire protocol is described in docs/store-protocol.md.
+///
+/// Construction binds and listens (backlog at the system maximum) or throws StoreError naming
+/// the address and the reason. Destruction (or stop()) closes every connection and joins the
+/// loop thread. Thread-safe: port() and the counters may be read from any thread.
 class TCPStoreServer {
  public:
   explicit TCPStoreServer(TCPStoreServerOptions options = {});
@@ -120,7 +120,7 @@ class TCPStoreServer {
   uint16_t port() const;
   void stop();
 
-  // Connections open now, and connections dropped for protocol violations since start.
+  /// Connections open now, and connections dropped for protocol violations since start.
   int64_t connectionCount() const;
   int64_t droppedConnectionCount() const;
 
@@ -130,8 +130,8 @@ class TCPStoreServer {
   std::unique_ptr<Impl> impl_;
 };
 
-// The host of the TCPStore under store and the stores that forward to it (Store::forwardsTo:
-// PrefixStore, CountingStore); nullopt for the stores of one host (FileStore, HashStore).
+/// The host of the TCPStore under store and the stores that forward to it (Store::forwardsTo:
+/// PrefixStore, CountingStore); nullopt for the stores of one host (FileStore, HashStore).
 std::optional<std::string> tcpStoreHost(const Store& store);
 
 }  // namespace c10d::inline v1

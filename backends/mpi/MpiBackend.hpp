@@ -17,12 +17,12 @@
 
 namespace c10d::inline v1 {
 
-// A process group over comm, for a program that initialised MPI itself (with
-// MPI_THREAD_MULTIPLE). Rank and size are comm's; the backend works on a duplicate of comm, so
-// the program's own traffic on comm never mixes with it. There is no shared store: split
-// exchanges colors through MPI and monitoredBarrier is unavailable. comm must outlive nothing:
-// the duplicate is the group's. Throws BackendError when MPI is not initialised or lacks
-// MPI_THREAD_MULTIPLE.
+/// A process group over comm, for a program that initialised MPI itself (with
+/// MPI_THREAD_MULTIPLE). Rank and size are comm's; the backend works on a duplicate of comm, so
+/// the program's own traffic on comm never mixes with it. There is no shared store: split
+/// exchanges colors through MPI and monitoredBarrier is unavailable. comm must outlive nothing:
+/// the duplicate is the group's. Throws BackendError when MPI is not initialised or lacks
+/// MPI_THREAD_MULTIPLE.
 std::shared_ptr<ProcessGroup> newMpiProcessGroup(MPI_Comm comm, ProcessGroupOptions options = {});
 
 }  // namespace c10d::inline v1

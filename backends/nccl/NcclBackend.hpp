@@ -12,20 +12,20 @@
 
 namespace c10d::inline v1 {
 
-// One NCCL communicator per group, created at the group's first op on the device of its tensors
-// from a unique id that rank 0 publishes in the group's store (so a group that never touches a
-// GPU never needs one). Each op is enqueued on the group's own stream after the caller's current
-// stream, and completes when its CUDA event does: Work::wait makes the caller's stream wait on
-// it and returns, or, with C10D_NCCL_BLOCKING_WAIT=1, waits on the host (and rethrows errors
-// and timeouts). A watchdog thread completes Works, polls ncclCommGetAsyncError and the ops'
-// timeouts, and on either aborts the communicator and fails the pending Works with a message
-// naming group, op and sequence number; the group is unusable afterwards.
-//
-// Subgroups split the parent's communicator with ncclCommSplit when it exists (every rank of
-// the parent takes part, as newGroup/split require). Point-to-point tags are not part of NCCL:
-// messages between two ranks match in issue order. recv_anysource is not supported; neither are
-// reductions with BAND/BOR/BXOR or on int16 tensors, which NCCL lacks (BackendError naming them,
-// before any device work). Ops that only move data move every dtype, as bytes.
+/// One NCCL communicator per group, created at the group's first op on the device of its tensors
+/// from a unique id that rank 0 publishes in the group's store (so a group that never touches a
+/// GPU never needs one). Each op is enqueued on the group's own stream after the caller's current
+/// stream, and completes when its CUDA event does: Work::wait makes the caller's stream wait on
+/// it and returns, or, with C10D_NCCL_BLOCKING_WAIT=1, waits on the host (and rethrows errors
+/// and timeouts). A watchdog thread completes Works, polls ncclCommGetAsyncError and the ops'
+/// timeouts, and on either aborts the communicator and fails the pending Works with a message
+/// naming group, op and sequence number; the group is unusable afterwards.
+///
+/// Subgroups split the parent's communicator with ncclCommSplit when it exists (every rank of
+/// the parent takes part, as newGroup/split require). Point-to-point tags are not part of NCCL:
+/// messages between two ranks match in issue order. recv_anysource is not supported; neither are
+/// reductions with BAND/BOR/BXOR or on int16 tensors, which NCCL lacks (BackendError naming them,
+/// before any device work). Ops that only move data move every dtype, as bytes.
 class NcclBackend : public Backend {
  public:
   explicit NcclBackend(const BackendContext& context);

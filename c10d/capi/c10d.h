@@ -1,4 +1,5 @@
-/* c10d's C API: stores, process groups, collectives, point-to-point and their Work, RPC, for
+/** \file
+ * c10d's C API: stores, process groups, collectives, point-to-point and their Work, RPC, for
  * programs and language bindings (Rust, Julia, Go, Java, Python's ctypes) that link C.
  *
  * Plain C99; no C++ type or exception crosses this header. Link c10d::c (libc10d_c.so.1): it

@@ -48,58 +48,58 @@
 namespace c10d::inline v1::checkpoint {
 
 struct SaveOptions {
-  // Replace a complete checkpoint already at DIR (the old one stays loadable until the new one
-  // is committed; between the two renames DIR is briefly absent, and DIR.old holds it). Off: a
-  // save to an existing checkpoint is refused.
+  /// Replace a complete checkpoint already at DIR (the old one stays loadable until the new one
+  /// is committed; between the two renames DIR is briefly absent, and DIR.old holds it). Off: a
+  /// save to an existing checkpoint is refused.
   bool overwrite = false;
-  // Bytes covered by each checksum (1 to 256 MiB): a load reads and checks whole blocks, so
-  // smaller blocks read less around a small overlap, larger ones store fewer checksums.
+  /// Bytes covered by each checksum (1 to 256 MiB): a load reads and checks whole blocks, so
+  /// smaller blocks read less around a small overlap, larger ones store fewer checksums.
   int64_t checksumBlockBytes = int64_t{1} << 20;
-  // How the job was laid out ("data=2 tensor=2 pipeline=1"), kept in the metadata for inspect.
+  /// How the job was laid out ("data=2 tensor=2 pipeline=1"), kept in the metadata for inspect.
   std::string layout;
 };
 
 struct LoadOptions {
-  // Let the checkpoint hold tensors and values that no rank of the program asks for (a load of
-  // the model without its optimizer). Off: such a checkpoint is refused, naming them.
+  /// Let the checkpoint hold tensors and values that no rank of the program asks for (a load of
+  /// the model without its optimizer). Off: such a checkpoint is refused, naming them.
   bool allowUnexpected = false;
-  // Let the program ask for tensors and values the checkpoint lacks; those are left as they are.
-  // Off: refused, naming them.
+  /// Let the program ask for tensors and values the checkpoint lacks; those are left as they are.
+  /// Off: refused, naming them.
   bool allowMissing = false;
-  // Read and check every block before writing any tensor, then read (from the page cache) and
-  // copy: a damaged checkpoint leaves the tensors as they were. Off: one reading, each block
-  // checked as it is copied, faster (measured: docs/performance-history.md, "Figures that lived
-  // in code comments"), and a damaged block fails the load (on every rank, naming it) with the
-  // tensors partly written: for programs that load into fresh tensors, or that start over when
-  // a load fails.
+  /// Read and check every block before writing any tensor, then read (from the page cache) and
+  /// copy: a damaged checkpoint leaves the tensors as they were. Off: one reading, each block
+  /// checked as it is copied, faster (measured: docs/performance-history.md, "Figures that lived
+  /// in code comments"), and a damaged block fails the load (on every rank, naming it) with the
+  /// tensors partly written: for programs that load into fresh tensors, or that start over when
+  /// a load fails.
   bool checkFirst = true;
 };
 
-// Collective over group (or this process alone): writes state to dir and returns once the
-// checkpoint is committed. Every rank passes the same dir and options (checked). A dir ending in
-// ".partial" or ".old" is refused: those suffixes name checkpoints in the making or replaced.
+/// Collective over group (or this process alone): writes state to dir and returns once the
+/// checkpoint is committed. Every rank passes the same dir and options (checked). A dir ending in
+/// ".partial" or ".old" is refused: those suffixes name checkpoints in the making or replaced.
 void save(const State& state, const std::string& dir, ProcessGroup* group = nullptr,
           const SaveOptions& options = {});
 
-// Collective over group (or this process alone): fills state's tensors and values from dir, then
-// runs its load hooks.
+/// Collective over group (or this process alone): fills state's tensors and values from dir, then
+/// runs its load hooks.
 void load(State& state, const std::string& dir, ProcessGroup* group = nullptr,
           const LoadOptions& options = {});
 
-// Saves in the background: save() copies the rank's slices into host memory kept between saves
-// (the only part the caller waits for), then a thread of this rank ("c10d-ckpt-save") writes
-// and commits the checkpoint over a group of its own, so training's collectives and the save's
-// never interleave on one group. The returned Future completes when the checkpoint is committed,
-// or with the save's error.
-//
-// A save while the previous one runs waits for it (or, with refuseWhileBusy, throws StateError
-// on every rank when it still runs on any); a previous save's error is thrown by the next save()
-// or wait(), whether or not its Future was waited on.
-//
-// Construction is collective over group (it creates the saver's own group), and so is save():
-// before any rank starts writing, the ranks agree over group that every one staged its slices
-// (an error on one is thrown on all, naming it). group must outlive the saver. Threading: one
-// thread calls save() and wait(); the destructor waits for a save in flight.
+/// Saves in the background: save() copies the rank's slices into host memory kept between saves
+/// (the only part the caller waits for), then a thread of this rank ("c10d-ckpt-save") writes
+/// and commits the checkpoint over a group of its own, so training's collectives and the save's
+/// never interleave on one group. The returned Future completes when the checkpoint is committed,
+/// or with the save's error.
+///
+/// A save while the previous one runs waits for it (or, with refuseWhileBusy, throws StateError
+/// on every rank when it still runs on any); a previous save's error is thrown by the next save()
+/// or wait(), whether or not its Future was waited on.
+///
+/// Construction is collective over group (it creates the saver's own group), and so is save():
+/// before any rank starts writing, the ranks agree over group that every one staged its slices
+/// (an error on one is thrown on all, naming it). group must outlive the saver. Threading: one
+/// thread calls save() and wait(); the destructor waits for a save in flight.
 class AsyncSaver {
  public:
   explicit AsyncSaver(ProcessGroup& group, bool refuseWhileBusy = false);
@@ -109,9 +109,9 @@ class AsyncSaver {
 
   std::shared_ptr<Future> save(const State& state, const std::string& dir,
                                const SaveOptions& options = {});
-  // Waits for the save in flight, if any; throws its error (once).
+  /// Waits for the save in flight, if any; throws its error (once).
   void wait();
-  // Bytes of host memory held for staging.
+  /// Bytes of host memory held for staging.
   size_t stagingBytes() const;
 
   struct Impl;
@@ -120,30 +120,30 @@ class AsyncSaver {
   std::unique_ptr<Impl> impl_;
 };
 
-// Progress of a long call: bytes done of total.
+/// Progress of a long call: bytes done of total.
 using Progress = std::function<void(int64_t done, int64_t total)>;
 
-// Reads every block of every slice of dir and checks it against its checksum, and every file's
-// size. Returns what is wrong, one line each, naming the tensor, file and byte offset; empty
-// when the checkpoint is sound. Throws CheckpointError when dir is not a complete checkpoint.
+/// Reads every block of every slice of dir and checks it against its checksum, and every file's
+/// size. Returns what is wrong, one line each, naming the tensor, file and byte offset; empty
+/// when the checkpoint is sound. Throws CheckpointError when dir is not a complete checkpoint.
 std::vector<std::string> verify(const std::string& dir, const Progress& progress = nullptr);
 
-// Writes every tensor of dir whole, in one safetensors file at out (written as out.partial, then
-// renamed), for inference or a program without c10d; the values go into its "__metadata__"
-// (integers as decimal text, other bytes as base64). Reads and checks as load does, one tensor
-// at a time. Throws CheckpointError as load does, and for an out that exists.
+/// Writes every tensor of dir whole, in one safetensors file at out (written as out.partial, then
+/// renamed), for inference or a program without c10d; the values go into its "__metadata__"
+/// (integers as decimal text, other bytes as base64). Reads and checks as load does, one tensor
+/// at a time. Throws CheckpointError as load does, and for an out that exists.
 void consolidate(const std::string& dir, const std::string& out,
                  const Progress& progress = nullptr);
 
-// Folders holding checkpoints: the complete ones under root (folders whose metadata.json exists
-// and reads; a folder named *.partial never is), newest last: by the value "step" when every one
-// has it as an integer, else by the time of their commit.
+/// Folders holding checkpoints: the complete ones under root (folders whose metadata.json exists
+/// and reads; a folder named *.partial never is), newest last: by the value "step" when every one
+/// has it as an integer, else by the time of their commit.
 std::vector<std::string> completeCheckpoints(const std::string& root);
-// The newest complete checkpoint under root, or nullopt.
+/// The newest complete checkpoint under root, or nullopt.
 std::optional<std::string> latest(const std::string& root);
-// Removes all but the newest keep complete checkpoints under root and every partial folder there
-// (call it between saves: a save in flight under root is a partial folder). Returns the folders
-// removed.
+/// Removes all but the newest keep complete checkpoints under root and every partial folder there
+/// (call it between saves: a save in flight under root is a partial folder). Returns the folders
+/// removed.
 std::vector<std::string> keepLast(const std::string& root, size_t keep);
 
 }  // namespace c10d::inline v1::checkpoint

@@ -31,67 +31,67 @@
 
 namespace c10d::inline v1::checkpoint {
 
-// Where a rank's local tensor lies in the global tensor: a box (an offset and a size per
-// dimension: whole tensors, row and column ranges of tensor-parallel layers) or a flat range
-// (elements [begin, begin + count) of the global tensor in row-major order: ZeroOptimizer's and
-// FullyShardedLayers' shards, which start anywhere in a row). The local tensor holds the slice's
-// elements in row-major order of the box, or in flat order.
+/// Where a rank's local tensor lies in the global tensor: a box (an offset and a size per
+/// dimension: whole tensors, row and column ranges of tensor-parallel layers) or a flat range
+/// (elements [begin, begin + count) of the global tensor in row-major order: ZeroOptimizer's and
+/// FullyShardedLayers' shards, which start anywhere in a row). The local tensor holds the slice's
+/// elements in row-major order of the box, or in flat order.
 struct Slice {
   enum class Kind { Box, Flat };
   Kind kind = Kind::Box;
-  std::vector<int64_t> offsets;  // Box: one per dimension; Flat: {begin}
-  std::vector<int64_t> sizes;    // Box: one per dimension; Flat: {count}
+  std::vector<int64_t> offsets;  ///< Box: one per dimension; Flat: {begin}
+  std::vector<int64_t> sizes;    ///< Box: one per dimension; Flat: {count}
 
   static Slice whole(const std::vector<int64_t>& globalShape);
   static Slice box(std::vector<int64_t> offsets, std::vector<int64_t> sizes);
-  // Rows [first, first + count) of dimension 0, every other dimension whole.
+  /// Rows [first, first + count) of dimension 0, every other dimension whole.
   static Slice rows(int64_t first, int64_t count, const std::vector<int64_t>& globalShape);
-  // Columns [first, first + count) of the last dimension, every other dimension whole.
+  /// Columns [first, first + count) of the last dimension, every other dimension whole.
   static Slice columns(int64_t first, int64_t count, const std::vector<int64_t>& globalShape);
   static Slice flat(int64_t begin, int64_t count);
 
   int64_t numel() const;
-  // "whole", "[0:4, 8:16]", "flat[100:250]": for error messages and the inspect tool.
+  /// "whole", "[0:4, 8:16]", "flat[100:250]": for error messages and the inspect tool.
   std::string describe() const;
   bool operator==(const Slice&) const = default;
 };
 
-// "[2, 3]", and with a dtype "float32[2, 3]": how errors and the inspect tool write shapes.
+/// "[2, 3]", and with a dtype "float32[2, 3]": how errors and the inspect tool write shapes.
 std::string shapeText(const std::vector<int64_t>& shape);
 std::string shapeText(ScalarType dtype, const std::vector<int64_t>& shape);
 
-// One slice of one tensor, as State holds it.
+/// One slice of one tensor, as State holds it.
 struct StateTensor {
   std::string name;
   std::vector<int64_t> globalShape;
   Slice slice;
-  Tensor local;  // contiguous; CPU or CUDA; slice.numel() elements of the global tensor's dtype
+  Tensor local;  ///< contiguous; CPU or CUDA; slice.numel() elements of the global tensor's dtype
 };
 
 class State {
  public:
-  // tensor is the whole of global tensor name (on this rank; replicated if others add it too).
+  /// tensor is the whole of global tensor name (on this rank; replicated if others add it too).
   void add(const std::string& name, const Tensor& tensor);
-  // local is slice where of global tensor name, of globalShape and local's dtype.
+  /// local is slice where of global tensor name, of globalShape and local's dtype.
   void addSlice(const std::string& name, const Tensor& local, std::vector<int64_t> globalShape,
                 Slice where);
 
-  // Small values. A value set on several ranks must be equal there (a save checks it); one a
-  // single rank sets is that rank's. A load replaces every value set here with the checkpoint's.
+  /// Small values. A value set on several ranks must be equal there (a save checks it); one a
+  /// single rank sets is that rank's. A load replaces every value set here with the checkpoint's.
   void setValue(const std::string& name, std::string bytes);
   void setInt(const std::string& name, int64_t value);
-  // The value as set or loaded; nullopt when absent.
+  /// The value as set or loaded; nullopt when absent.
   std::optional<std::string> value(const std::string& name) const;
-  // The value as an integer; throws InvalidArgument when absent or not set by setInt.
+  /// The value as an integer; throws InvalidArgument when absent or not set by setInt.
   int64_t getInt(const std::string& name) const;
 
-  // Runs after a load has filled every tensor and value of this State, in the order added, with
-  // the State loaded (which may be a copy or a move of this one): how the library's pieces turn
-  // loaded values (an optimizer's step count, a sampler's place) back into their state.
+  /// Runs after a load has filled every tensor and value of this State, in the order added, with
+  /// the State loaded (which may be a copy or a move of this one): how the library's pieces turn
+  /// loaded values (an optimizer's step count, a sampler's place) back into their state.
   void onLoad(std::function<void(const State&)> hook);
-  // Runs as a save (or AsyncSaver::save) begins, before anything is read: how the library's
-  // pieces copy counts they keep outside tensors (an optimizer's steps) into the tensors added
-  // for them, so that a State built once saves what is current at each save.
+  /// Runs as a save (or AsyncSaver::save) begins, before anything is read: how the library's
+  /// pieces copy counts they keep outside tensors (an optimizer's steps) into the tensors added
+  /// for them, so that a State built once saves what is current at each save.
   void beforeSave(std::function<void()> hook);
 
   const std::vector<StateTensor>& tensors() const { return tensors_; }

@@ -29,35 +29,35 @@
 #include "c10d/core/Exception.hpp"
 #include "c10d/core/Settings.hpp"
 
-// environ, which unistd.h declares only under _GNU_SOURCE.
+/// environ, which unistd.h declares only under _GNU_SOURCE.
 extern "C" char** environ;
 
 namespace c10d::inline v1::config {
 
 enum class Type {
-  Choice,   // one of Variable::choices
-  Integer,  // a decimal integer in [min, max]
-  Text,     // any non-empty text
-  Path,     // a file or directory name
+  Choice,   ///< one of Variable::choices
+  Integer,  ///< a decimal integer in [min, max]
+  Text,     ///< any non-empty text
+  Path,     ///< a file or directory name
 };
 
 enum class Scope {
-  Process,  // read once or per call, for the whole process: only the environment sets it
-  Group,    // read when a process group is created: ProcessGroupOptions::config can set it too
+  Process,  ///< read once or per call, for the whole process: only the environment sets it
+  Group,    ///< read when a process group is created: ProcessGroupOptions::config can set it too
 };
 
 struct Variable {
   std::string_view name;
   Type type;
   Scope scope;
-  std::string_view choices;  // Choice: the accepted values, '|' between them
-  int64_t min;               // Integer: the accepted range
+  std::string_view choices;  ///< Choice: the accepted values, '|' between them
+  int64_t min;               ///< Integer: the accepted range
   int64_t max;
-  std::string_view fallback;     // the value unset stands for; empty: none (the reader decides)
-  std::string_view defaultText;  // the default in words, where fallback alone does not say it
+  std::string_view fallback;     ///< the value unset stands for; empty: none (the reader decides)
+  std::string_view defaultText;  ///< the default in words, where fallback alone does not say it
   std::string_view meaning;
-  std::string_view alias = {};  // an older name, read when this one is unset
-  bool secret = false;          // never printed
+  std::string_view alias = {};  ///< an older name, read when this one is unset
+  bool secret = false;          ///< never printed
 };
 
 inline constexpr Variable kVariables[] = {
@@ -359,7 +359,7 @@ inline constexpr Variable kVariables[] = {
      "examples only: `cuda` puts their tensors on `cuda:LOCAL_RANK`"},
 };
 
-// The table's row for name; null when it has none.
+/// The table's row for name; null when it has none.
 inline const Variable* find(std::string_view name) {
   for (const Variable& v : kVariables) {
     if (v.name == name) return &v;
@@ -375,7 +375,7 @@ inline const Variable& variable(std::string_view name) {
   return *v;
 }
 
-// A Choice variable's accepted values, in the table's order.
+/// A Choice variable's accepted values, in the table's order.
 inline std::vector<std::string_view> choices(const Variable& v) {
   std::vector<std::string_view> values;
   for (size_t start = 0; start <= v.choices.size();) {
@@ -387,7 +387,7 @@ inline std::vector<std::string_view> choices(const Variable& v) {
   return values;
 }
 
-// text as a decimal integer in [low, high]; nullopt for anything else.
+/// text as a decimal integer in [low, high]; nullopt for anything else.
 inline std::optional<int64_t> parseInteger(std::string_view text, int64_t low, int64_t high) {
   int64_t number = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
@@ -397,8 +397,8 @@ inline std::optional<int64_t> parseInteger(std::string_view text, int64_t low, i
   return number;
 }
 
-// The same, for a value the caller must have: InvalidArgument "<what>='<text>' is not an integer
-// in [low, high]" otherwise (launchers' variables, an init method's port).
+/// The same, for a value the caller must have: InvalidArgument "<what>='<text>' is not an integer
+/// in [low, high]" otherwise (launchers' variables, an init method's port).
 inline int64_t requireInteger(std::string_view what, std::string_view text, int64_t low,
                               int64_t high) {
   std::optional<int64_t> number = parseInteger(text, low, high);
@@ -407,7 +407,7 @@ inline int64_t requireInteger(std::string_view what, std::string_view text, int6
   return *number;
 }
 
-// "`a`, `b` or `c`", "an integer in [min, max]", ...: what a variable accepts, in words.
+/// "`a`, `b` or `c`", "an integer in [min, max]", ...: what a variable accepts, in words.
 inline std::string accepted(const Variable& v) {
   switch (v.type) {
     case Type::Choice: {
@@ -429,8 +429,8 @@ inline std::string accepted(const Variable& v) {
   return "";
 }
 
-// Checks value against v's type; returns it unchanged. Throws InvalidArgument naming the
-// variable, where the value came from, the value and what is accepted.
+/// Checks value against v's type; returns it unchanged. Throws InvalidArgument naming the
+/// variable, where the value came from, the value and what is accepted.
 inline std::string_view check(const Variable& v, std::string_view value, std::string_view origin) {
   bool ok = true;
   if (v.type == Type::Choice) {
@@ -444,13 +444,13 @@ inline std::string_view check(const Variable& v, std::string_view value, std::st
   return value;
 }
 
-// The environment's value of name, checked (Settings{}.value(name)).
+/// The environment's value of name, checked (Settings{}.value(name)).
 inline std::string value(std::string_view name) {
   return Settings().value(name);
 }
 
-// C10D_* variables set in the environment that the table does not know: most likely typos
-// ("C10D_DEGUB"). Reported as a warning, not refused: tests and tools have variables of their own.
+/// C10D_* variables set in the environment that the table does not know: most likely typos
+/// ("C10D_DEGUB"). Reported as a warning, not refused: tests and tools have variables of their own.
 inline std::vector<std::string> unknownEnvironmentNames() {
   std::vector<std::string> unknown;
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
@@ -469,7 +469,7 @@ struct Launcher {
   const char* rank;
   const char* size;
   const char* localRank;
-  const char* name;  // for messages
+  const char* name;  ///< for messages
 };
 
 inline constexpr Launcher kLaunchers[] = {
@@ -479,15 +479,15 @@ inline constexpr Launcher kLaunchers[] = {
     {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "Slurm"},
 };
 
-// The integer in variable name, nullopt when unset or empty; InvalidArgument naming the
-// variable when it holds anything but an integer in [low, high].
+/// The integer in variable name, nullopt when unset or empty; InvalidArgument naming the
+/// variable when it holds anything but an integer in [low, high].
 inline std::optional<int64_t> launcherInteger(const char* name, int64_t low, int64_t high) {
   const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0') return std::nullopt;
   return requireInteger(name, text, low, high);
 }
 
-// This process's rank on its host, from the first launcher that sets one; nullopt when none does.
+/// This process's rank on its host, from the first launcher that sets one; nullopt when none does.
 inline std::optional<int> launcherLocalRank() {
   for (const Launcher& launcher : kLaunchers) {
     if (auto local = launcherInteger(launcher.localRank, 0, INT32_MAX)) {
@@ -497,7 +497,7 @@ inline std::optional<int> launcherLocalRank() {
   return std::nullopt;
 }
 
-// docs/configuration.md's table: one row per variable.
+/// docs/configuration.md's table: one row per variable.
 inline std::string markdownTable() {
   std::string out =
       "| Variable | Accepts | Default | Per group | Meaning |\n|---|---|---|---|---|\n";

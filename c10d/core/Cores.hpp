@@ -10,20 +10,20 @@
 namespace c10d::inline v1::detail {
 
 struct CoreCount {
-  unsigned usable = 1;    // what the others leave, rounded up; at least 1
-  unsigned affinity = 0;  // CPUs in the affinity mask (0: could not be read)
-  double quota = 0;       // CPUs the tightest cgroup quota on our path allows (0: none)
-  std::string why;        // "2 CPUs in the affinity mask, cgroup quota 1.5 CPUs (cpu.max of /a)"
+  unsigned usable = 1;    ///< what the others leave, rounded up; at least 1
+  unsigned affinity = 0;  ///< CPUs in the affinity mask (0: could not be read)
+  double quota = 0;       ///< CPUs the tightest cgroup quota on our path allows (0: none)
+  std::string why;        ///< "2 CPUs in the affinity mask, cgroup quota 1.5 CPUs (cpu.max of /a)"
 };
 
-// Reads the counts: `procSelfCgroup` is /proc/self/cgroup's text, `cgroupRoot` where the cgroup
-// file systems are mounted (v2 at the root or under "unified", v1 under one folder per controller
-// list), `affinity` the mask's CPU count. A quota set on any ancestor of our cgroup applies too.
-// Files that are absent or unreadable count as no quota. Thread-safe; no global state.
+/// Reads the counts: `procSelfCgroup` is /proc/self/cgroup's text, `cgroupRoot` where the cgroup
+/// file systems are mounted (v2 at the root or under "unified", v1 under one folder per controller
+/// list), `affinity` the mask's CPU count. A quota set on any ancestor of our cgroup applies too.
+/// Files that are absent or unreadable count as no quota. Thread-safe; no global state.
 CoreCount countCores(const std::string& procSelfCgroup, const std::string& cgroupRoot,
                      unsigned affinity);
 
-// This process's counts, read from /proc and /sys/fs/cgroup once, the first time it is asked.
+/// This process's counts, read from /proc and /sys/fs/cgroup once, the first time it is asked.
 const CoreCount& usableCores();
 
 }  // namespace c10d::inline v1::detail

@@ -8,32 +8,32 @@
 
 namespace c10d::inline v1 {
 
-// The stream the calling thread's device work runs on, as a cudaStream_t (nullptr: the legacy
-// default stream). Backends order their device work after it: the NCCL backend's stream waits
-// on it, and host staging copies on it. Thread-local, like PyTorch's current stream.
+/// The stream the calling thread's device work runs on, as a cudaStream_t (nullptr: the legacy
+/// default stream). Backends order their device work after it: the NCCL backend's stream waits
+/// on it, and host staging copies on it. Thread-local, like PyTorch's current stream.
 void setCurrentCudaStream(void* stream);
 void* currentCudaStream();
 
-// The number of CUDA devices this process sees (0 without CUDA support, a GPU or a driver).
+/// The number of CUDA devices this process sees (0 without CUDA support, a GPU or a driver).
 int cudaDeviceCount();
 
 namespace detail {
-// For tests on machines without a GPU: cudaDeviceCount() answers count from now on (a negative
-// count: CUDA's answer again), so that a test double registered as a group's CUDA backend gets
-// tensors that say cuda:N (whose memory is on the host). Call it before the process's first op.
+/// For tests on machines without a GPU: cudaDeviceCount() answers count from now on (a negative
+/// count: CUDA's answer again), so that a test double registered as a group's CUDA backend gets
+/// tensors that say cuda:N (whose memory is on the host). Call it before the process's first op.
 void setCudaDeviceCountForTesting(int count);
 }  // namespace detail
 
-// Copies src's elements into dst between any two devices (cpu and cuda:N in either direction,
-// or within one). Both must be contiguous with the same dtype and element count. A copy that
-// touches CUDA memory runs on the calling thread's current stream, so it follows the work
-// already queued there, and the call returns once dst holds the data.
-// Throws InvalidArgument on mismatched tensors and BackendError when CUDA fails or this build
-// has no CUDA support.
+/// Copies src's elements into dst between any two devices (cpu and cuda:N in either direction,
+/// or within one). Both must be contiguous with the same dtype and element count. A copy that
+/// touches CUDA memory runs on the calling thread's current stream, so it follows the work
+/// already queued there, and the call returns once dst holds the data.
+/// Throws InvalidArgument on mismatched tensors and BackendError when CUDA fails or this build
+/// has no CUDA support.
 void copyTensor(const Tensor& dst, const Tensor& src);
 
-// Blocks until the calling thread's current stream on device has finished its queued work
-// (for timing device work from the host). Throws BackendError like copyTensor.
+/// Blocks until the calling thread's current stream on device has finished its queued work
+/// (for timing device work from the host). Throws BackendError like copyTensor.
 void synchronizeCurrentStream(const Device& device);
 
 }  // namespace c10d::inline v1

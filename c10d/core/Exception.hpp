@@ -10,22 +10,22 @@
 
 namespace c10d::inline v1 {
 
-// What an error is about, as fields a program can act on without parsing what(): which op, in
-// which group, on which rank, at which collective, and which other ranks it concerns. A field
-// the error does not know stays empty (-1 for numbers). what() says all of it too.
-// (Every member has an initializer, so designated initializers may name any few of them.)
+/// What an error is about, as fields a program can act on without parsing what(): which op, in
+/// which group, on which rank, at which collective, and which other ranks it concerns. A field
+/// the error does not know stays empty (-1 for numbers). what() says all of it too.
+/// (Every member has an initializer, so designated initializers may name any few of them.)
 struct ErrorContext {
-  std::string op{};          // "allreduce", "send", "store get", an RPC function's name
-  std::string group{};       // the process group's name
-  int rank = -1;             // this process's rank in that group
-  int64_t sequence = -1;     // the collective's number in its group, from 0 (collectives only)
-  std::vector<int> peers{};  // the other ranks concerned: lost, behind, or a point-to-point peer
-  std::string key{};         // a store key
-  std::string worker{};      // an RPC worker's name
+  std::string op{};          ///< "allreduce", "send", "store get", an RPC function's name
+  std::string group{};       ///< the process group's name
+  int rank = -1;             ///< this process's rank in that group
+  int64_t sequence = -1;     ///< the collective's number in its group, from 0 (collectives only)
+  std::vector<int> peers{};  ///< the other ranks concerned: lost, behind, or a point-to-point peer
+  std::string key{};         ///< a store key
+  std::string worker{};      ///< an RPC worker's name
 };
 
-// Base of every error the library throws. what() is the whole message: what failed, where
-// (rank, key, peer, op) and, when the fix is known, what to do; context() the same as fields.
+/// Base of every error the library throws. what() is the whole message: what failed, where
+/// (rank, key, peer, op) and, when the fix is known, what to do; context() the same as fields.
 class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& message, ErrorContext context = {})
@@ -33,8 +33,8 @@ class Error : public std::runtime_error {
 
   const ErrorContext& context() const noexcept { return context_; }
 
-  // Sets the fields of context() that are still unset from more; what() stays as it is. For the
-  // code that throws or completes the error, before another thread can see it.
+  /// Sets the fields of context() that are still unset from more; what() stays as it is. For the
+  /// code that throws or completes the error, before another thread can see it.
   void addContext(const ErrorContext& more) {
     if (context_.op.empty()) context_.op = more.op;
     if (context_.group.empty()) context_.group = more.group;
@@ -49,51 +49,51 @@ class Error : public std::runtime_error {
   ErrorContext context_;
 };
 
-// A blocking call (store wait/get, collective, p2p, RPC) ran past its deadline.
+/// A blocking call (store wait/get, collective, p2p, RPC) ran past its deadline.
 class TimeoutError : public Error {
  public:
   using Error::Error;
 };
 
-// The store could not be reached, spoke the wrong protocol, or refused a request.
+/// The store could not be reached, spoke the wrong protocol, or refused a request.
 class StoreError : public Error {
  public:
   using Error::Error;
 };
 
-// A communication backend (Gloo, MPI, NCCL, user-registered) failed an operation.
+/// A communication backend (Gloo, MPI, NCCL, user-registered) failed an operation.
 class BackendError : public Error {
  public:
   using Error::Error;
 };
 
-// The caller passed something the library cannot accept (wrong dtype, size, rank, limit, a
-// variable's value). The object called stays usable.
+/// The caller passed something the library cannot accept (wrong dtype, size, rank, limit, a
+/// variable's value). The object called stays usable.
 class InvalidArgument : public Error {
  public:
   using Error::Error;
 };
 
-// The call is well-formed, but what it was made on can no longer run it: a process group,
-// backend, RPC agent or transport that was shut down or closed, an RPC reference or autograd
-// context that was released. A call made after that state and one in flight when it began fail
-// alike, with this type. (A group broken by a failure is a BackendError; a lost peer's RPC
-// connection a RemoteError.)
+/// The call is well-formed, but what it was made on can no longer run it: a process group,
+/// backend, RPC agent or transport that was shut down or closed, an RPC reference or autograd
+/// context that was released. A call made after that state and one in flight when it began fail
+/// alike, with this type. (A group broken by a failure is a BackendError; a lost peer's RPC
+/// connection a RemoteError.)
 class StateError : public Error {
  public:
   using Error::Error;
 };
 
-// An error raised on another process (remote function, peer rank) and carried back here.
+/// An error raised on another process (remote function, peer rank) and carried back here.
 class RemoteError : public Error {
  public:
   using Error::Error;
 };
 
-// A checkpoint that cannot be used as asked: incomplete (a save that did not finish), a missing
-// or truncated file, a checksum that does not match, a tensor or value the program expects that
-// it lacks (or holds one the program does not), a shape or dtype that differs. what() names the
-// checkpoint's folder, the tensor and, for data errors, the file and byte offset.
+/// A checkpoint that cannot be used as asked: incomplete (a save that did not finish), a missing
+/// or truncated file, a checksum that does not match, a tensor or value the program expects that
+/// it lacks (or holds one the program does not), a shape or dtype that differs. what() names the
+/// checkpoint's folder, the tensor and, for data errors, the file and byte offset.
 class CheckpointError : public Error {
  public:
   using Error::Error;
@@ -101,10 +101,10 @@ class CheckpointError : public Error {
 
 namespace detail {
 
-// A copy of error, of the same library type (a subclass of those below becomes that type),
-// carrying the same message and context: for code that fails several Works with one error, each
-// of which fills its own context into it (Work::setErrorContext). Anything else is returned as
-// it is.
+/// A copy of error, of the same library type (a subclass of those below becomes that type),
+/// carrying the same message and context: for code that fails several Works with one error, each
+/// of which fills its own context into it (Work::setErrorContext). Anything else is returned as
+/// it is.
 inline std::exception_ptr copyError(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
@@ -155,7 +155,7 @@ std::string concat(const Args&... args) {
 #define C10D_THROW(ErrorType, ...) throw ErrorType(::c10d::detail::concat(__VA_ARGS__))
 
 namespace c10d::inline v1::detail {
-// C10D_CHECK's throw, out of line (its arguments are passed by reference).
+/// C10D_CHECK's throw, out of line (its arguments are passed by reference).
 template <typename ErrorType, typename... Args>
 [[noreturn, gnu::cold, gnu::noinline]] void throwConcatenated(const Args&... args) {
   throw ErrorType(concat(args...));

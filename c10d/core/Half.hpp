@@ -8,8 +8,8 @@
 
 namespace c10d::inline v1 {
 
-// IEEE 754 binary16, stored as its bits. Arithmetic goes through float. The conversions give
-// F16C's bits for every input, NaNs included (c10d/core/Kernels.hpp relies on it).
+/// IEEE 754 binary16, stored as its bits. Arithmetic goes through float. The conversions give
+/// F16C's bits for every input, NaNs included (c10d/core/Kernels.hpp relies on it).
 struct Half {
   uint16_t bits = 0;
 
@@ -62,7 +62,7 @@ struct Half {
   }
 };
 
-// bfloat16: the upper half of a float32, rounded to nearest even.
+/// bfloat16: the upper half of a float32, rounded to nearest even.
 struct BFloat16 {
   uint16_t bits = 0;
 
@@ -86,7 +86,7 @@ struct BFloat16 {
   }
 };
 
-// Half and BFloat16 store bits and compute through float.
+/// Half and BFloat16 store bits and compute through float.
 template <typename T>
 inline constexpr bool kComputesViaFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 

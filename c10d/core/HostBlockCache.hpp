@@ -38,20 +38,20 @@ class HostBlockCache {
   HostBlockCache(const HostBlockCache&) = delete;
   HostBlockCache& operator=(const HostBlockCache&) = delete;
 
-  // The process's cache, sized from C10D_HOST_CACHE_MB on first use. Never destroyed, so that
-  // tensors freed during static destruction can still return their blocks.
+  /// The process's cache, sized from C10D_HOST_CACHE_MB on first use. Never destroyed, so that
+  /// tensors freed during static destruction can still return their blocks.
   static HostBlockCache& process();
 
-  // At least `bytes` (64-byte aligned); the block returns here when the last owner lets go,
-  // so the cache must outlive every block it hands out. Throws Error when memory is exhausted.
+  /// At least `bytes` (64-byte aligned); the block returns here when the last owner lets go,
+  /// so the cache must outlive every block it hands out. Throws Error when memory is exhausted.
   std::shared_ptr<void> allocate(size_t bytes);
 
   size_t cachedBytes() const;
   size_t limitBytes() const { return limit_; }
-  // Bytes of handed-out blocks not yet given back (rounded to kAlignment), and the most at once.
+  /// Bytes of handed-out blocks not yet given back (rounded to kAlignment), and the most at once.
   size_t liveBytes() const { return live_.load(std::memory_order_relaxed); }
   size_t peakLiveBytes() const { return peak_.load(std::memory_order_relaxed); }
-  // Starts a new peak from what is live now.
+  /// Starts a new peak from what is live now.
   void resetPeak() { peak_.store(liveBytes(), std::memory_order_relaxed); }
 
  private:
@@ -66,7 +66,7 @@ class HostBlockCache {
   const size_t limit_;
   mutable std::mutex mutex_;
   size_t cached_ = 0;
-  std::list<Block> byAge_;  // oldest first
+  std::list<Block> byAge_;  ///< oldest first
   std::multimap<size_t, std::list<Block>::iterator> bySize_;
   std::atomic<size_t> live_{0};
   std::atomic<size_t> peak_{0};

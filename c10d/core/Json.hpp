@@ -6,8 +6,8 @@
 
 namespace c10d::inline v1::detail {
 
-// The length of the well-formed UTF-8 sequence at text[i] (RFC 3629: no overlong forms, no
-// surrogates, nothing above U+10FFFF), or 0.
+/// The length of the well-formed UTF-8 sequence at text[i] (RFC 3629: no overlong forms, no
+/// surrogates, nothing above U+10FFFF), or 0.
 inline size_t utf8SequenceLength(std::string_view text, size_t i) {
   auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
   unsigned char lead = byte(i);
@@ -25,9 +25,9 @@ inline size_t utf8SequenceLength(std::string_view text, size_t i) {
   return length;
 }
 
-// Appends text as a JSON string literal (quotes, escapes, control characters as \u00XX, bytes
-// that are not UTF-8 as U+FFFD, since a JSON reader refuses the whole file over one): what the
-// flight recorder's dumps, the fusion timeline and the launcher's error files write.
+/// Appends text as a JSON string literal (quotes, escapes, control characters as \u00XX, bytes
+/// that are not UTF-8 as U+FFFD, since a JSON reader refuses the whole file over one): what the
+/// flight recorder's dumps, the fusion timeline and the launcher's error files write.
 inline void appendJsonString(std::string& out, std::string_view text) {
   out += '"';
   for (size_t i = 0; i < text.size(); ++i) {
@@ -65,9 +65,9 @@ inline void appendJsonString(std::string& out, std::string_view text) {
   out += '"';
 }
 
-// The JSON string literal starting at json[at] (its opening quote) decoded, the inverse of
-// appendJsonString; escapes of code points beyond ASCII become '?'. A literal cut short ends the
-// text where the input ends.
+/// The JSON string literal starting at json[at] (its opening quote) decoded, the inverse of
+/// appendJsonString; escapes of code points beyond ASCII become '?'. A literal cut short ends the
+/// text where the input ends.
 inline std::string readJsonString(std::string_view json, size_t at) {
   std::string text;
   for (size_t i = at + 1; i < json.size() && json[i] != '"'; ++i) {

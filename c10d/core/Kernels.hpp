@@ -22,31 +22,31 @@
 
 namespace c10d::inline v1::kernels {
 
-// out[i] = a[i] op b[i] for n elements. out may be a or b, or apart from both; never a partial
-// overlap.
+/// out[i] = a[i] op b[i] for n elements. out may be a or b, or apart from both; never a partial
+/// overlap.
 using Combine = void (*)(void* out, const void* a, const void* b, size_t n);
 
 struct Table {
-  const char* name;  // "portable", "avx2" (with FMA and F16C), "avx512" (F, BW, VL, DQ)
-  // The function for kind on dtype; nullptr where the op is not defined there. AVG and
-  // PREMUL_SUM combine by summing. Bool follows PyTorch: SUM and MAX are OR, PRODUCT and MIN AND.
+  const char* name;  ///< "portable", "avx2" (with FMA and F16C), "avx512" (F, BW, VL, DQ)
+  /// The function for kind on dtype; nullptr where the op is not defined there. AVG and
+  /// PREMUL_SUM combine by summing. Bool follows PyTorch: SUM and MAX are OR, PRODUCT and MIN AND.
   Combine (*combine)(ReduceOp::Kind kind, ScalarType dtype);
-  // data[i] *= factor: the product in double, rounded to the float type, or truncated toward
-  // zero through int64 and wrapped to the integer type (a product past int64 is undefined).
+  /// data[i] *= factor: the product in double, rounded to the float type, or truncated toward
+  /// zero through int64 and wrapped to the integer type (a product past int64 is undefined).
   void (*scale)(ScalarType dtype, void* data, size_t n, double factor);
-  // data[i] /= divisor, truncating for the integers.
+  /// data[i] /= divisor, truncating for the integers.
   void (*divide)(ScalarType dtype, void* data, size_t n, int divisor);
-  // out[i] = low(float(in[i] * factor)), the product in double, low being Float16 or BFloat16
-  // (out holds its bits).
+  /// out[i] = low(float(in[i] * factor)), the product in double, low being Float16 or BFloat16
+  /// (out holds its bits).
   void (*fromFloat)(ScalarType low, const float* in, void* out, size_t n, double factor);
-  // out[i] = float(in[i]), in holding Float16 or BFloat16 bits.
+  /// out[i] = float(in[i]), in holding Float16 or BFloat16 bits.
   void (*toFloat)(ScalarType low, const void* in, float* out, size_t n);
 };
 
-// The table in use: C10D_KERNELS names one, else the best this CPU runs. InvalidArgument when
-// C10D_KERNELS names one this CPU cannot run.
+/// The table in use: C10D_KERNELS names one, else the best this CPU runs. InvalidArgument when
+/// C10D_KERNELS names one this CPU cannot run.
 const Table& best();
-// Every table this CPU runs, the portable one first.
+/// Every table this CPU runs, the portable one first.
 std::vector<const Table*> available();
 
 }  // namespace c10d::inline v1::kernels

@@ -8,8 +8,8 @@ namespace c10d::inline v1 {
 
 enum class LogLevel : int { Debug = 0, Info = 1, Warning = 2, Error = 3, Off = 4 };
 
-// The threshold comes from C10D_LOG_LEVEL (DEBUG, INFO, WARNING, ERROR, OFF; default WARNING),
-// read once. Lines go to stderr, whole, so lines from threads and ranks do not interleave.
+/// The threshold comes from C10D_LOG_LEVEL (DEBUG, INFO, WARNING, ERROR, OFF; default WARNING),
+/// read once. Lines go to stderr, whole, so lines from threads and ranks do not interleave.
 LogLevel logLevel();
 bool shouldLog(LogLevel level);
 void logLine(LogLevel level, const std::string& message);

@@ -7,8 +7,8 @@
 
 namespace c10d::inline v1 {
 
-// How a reduction combines the ranks' values. PREMUL_SUM multiplies each input by factor
-// before summing (NCCL's ncclRedOpCreatePreMulSum); AVG is SUM divided by the group size.
+/// How a reduction combines the ranks' values. PREMUL_SUM multiplies each input by factor
+/// before summing (NCCL's ncclRedOpCreatePreMulSum); AVG is SUM divided by the group size.
 class ReduceOp {
  public:
   enum Kind : uint8_t { SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR, PREMUL_SUM };
@@ -28,14 +28,14 @@ class ReduceOp {
   double factor_ = 1.0;
 };
 
-std::string_view name(ReduceOp::Kind kind);  // "sum", "avg", "premul_sum", ...
+std::string_view name(ReduceOp::Kind kind);  ///< "sum", "avg", "premul_sum", ...
 std::ostream& operator<<(std::ostream& out, const ReduceOp& op);
 
-// Parses the names name() prints, case-insensitively. Throws InvalidArgument otherwise.
+/// Parses the names name() prints, case-insensitively. Throws InvalidArgument otherwise.
 ReduceOp::Kind reduceOpFromName(std::string_view text);
 
-// Whether op is defined on dtype: bitwise ops need integers or bool; AVG and PREMUL_SUM need
-// a number type that is not bool.
+/// Whether op is defined on dtype: bitwise ops need integers or bool; AVG and PREMUL_SUM need
+/// a number type that is not bool.
 inline bool supports(const ReduceOp& op, ScalarType dtype) {
   switch (op.kind()) {
     case ReduceOp::BAND:

@@ -32,7 +32,7 @@ struct BFloat16;
   /* Bool: one byte, 0 or 1; MPI and NCCL move it as a byte and combine it as logic */ \
   X(Bool, bool, 1, "bool", Bool, kDLBoolCode, MPI_UINT8_T, ncclUint8)
 
-// Element types a Tensor can hold.
+/// Element types a Tensor can hold.
 enum class ScalarType : uint8_t {
 #define C10D_ENUMERATOR(name, ...) name,
   C10D_FORALL_SCALAR_TYPES(C10D_ENUMERATOR)
@@ -49,7 +49,7 @@ namespace detail {
 [[noreturn]] void invalidScalarType(const char* where, ScalarType type);
 }
 
-// Size of one element in bytes. Throws InvalidArgument for a value that is no ScalarType.
+/// Size of one element in bytes. Throws InvalidArgument for a value that is no ScalarType.
 inline size_t elementSize(ScalarType type) {
   constexpr size_t kBytes[] = {
 #define C10D_BYTES(name, type, bytes, ...) bytes,
@@ -61,19 +61,19 @@ inline size_t elementSize(ScalarType type) {
   detail::invalidScalarType("elementSize", type);
 }
 
-// Lower-case name as PyTorch prints it without the "torch." prefix: "float32", "bfloat16".
+/// Lower-case name as PyTorch prints it without the "torch." prefix: "float32", "bfloat16".
 std::string_view name(ScalarType type);
 
-// Inverse of name(); also accepts the common aliases "float", "double", "half", "int", "long".
-// Throws InvalidArgument naming the unknown string and the accepted names.
+/// Inverse of name(); also accepts the common aliases "float", "double", "half", "int", "long".
+/// Throws InvalidArgument naming the unknown string and the accepted names.
 ScalarType scalarTypeFromName(std::string_view name);
 
-bool isFloatingPoint(ScalarType type);  // float32, float64, float16, bfloat16
-bool isIntegral(ScalarType type);       // int8..int64, uint8 (not bool)
+bool isFloatingPoint(ScalarType type);  ///< float32, float64, float16, bfloat16
+bool isIntegral(ScalarType type);       ///< int8..int64, uint8 (not bool)
 
 std::ostream& operator<<(std::ostream& out, ScalarType type);
 
-// Maps C++ element types to ScalarType for typed accessors (Tensor::data<T>()).
+/// Maps C++ element types to ScalarType for typed accessors (Tensor::data<T>()).
 template <typename T>
 struct ScalarTypeOf;
 #define C10D_SCALAR_TYPE_OF(name, type, ...)              \

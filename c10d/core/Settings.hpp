@@ -19,24 +19,24 @@ namespace c10d::inline v1::config {
 
 class Settings {
  public:
-  // The environment alone.
+  /// The environment alone.
   Settings() = default;
-  // overrides: variable name -> value, for one group. Throws InvalidArgument for a name not in
-  // the table, a variable read once per process (only the environment sets those) or a bad value.
+  /// overrides: variable name -> value, for one group. Throws InvalidArgument for a name not in
+  /// the table, a variable read once per process (only the environment sets those) or a bad value.
   explicit Settings(std::map<std::string, std::string> overrides);
 
-  // The value as given, unchecked: this group's override, else the environment, else the alias;
-  // nullopt when none is set or the one that is set is empty.
+  /// The value as given, unchecked: this group's override, else the environment, else the alias;
+  /// nullopt when none is set or the one that is set is empty.
   std::optional<std::string> given(std::string_view name) const;
-  // Where given(name) comes from, for messages: "environment", "from GLOO_SOCKET_IFNAME", ...
+  /// Where given(name) comes from, for messages: "environment", "from GLOO_SOCKET_IFNAME", ...
   std::string origin(std::string_view name) const;
-  // The checked value, or the table's fallback when unset (empty when it has none).
+  /// The checked value, or the table's fallback when unset (empty when it has none).
   std::string value(std::string_view name) const;
-  // A 0/1 variable as a bool; nullopt when unset and the table has no fallback.
+  /// A 0/1 variable as a bool; nullopt when unset and the table has no fallback.
   std::optional<bool> flag(std::string_view name) const;
-  // An integer variable's checked value.
+  /// An integer variable's checked value.
   int64_t integer(std::string_view name) const;
-  // Checks every variable that is set; the first bad one throws as value() would.
+  /// Checks every variable that is set; the first bad one throws as value() would.
   void checkAll() const;
 
  private:

@@ -30,32 +30,32 @@ inline const sigset_t& sigpipeOnly() {
   return set;
 }
 
-// For threads the library owns (loop threads, op queues, progress threads).
+/// For threads the library owns (loop threads, op queues, progress threads).
 inline void blockSigpipeInThisThread() {
   pthread_sigmask(SIG_BLOCK, &sigpipeOnly(), nullptr);
   sigpipeBlockedForGood = true;
 }
 
-// Blocks SIGPIPE in the calling thread for the guard's scope. On a thread where it is already
-// blocked (ours, or an application that blocks it) the guard does nothing more.
-//
-// A guard made kWhenWriting blocks nothing until the code inside it calls beforeSocketWrites()
-// (or mayHaveFailedWrites()): a collective that stays in shared memory writes no socket, and the
-// two system calls of an armed guard were a large part of a small allreduce's own cost (issue 32;
-// measured: docs/performance-history.md, "Figures that lived in code comments").
-//
-// Leaving the scope of an armed guard restores the mask with one system call; a SIGPIPE pending
-// then would be delivered at once, so it is consumed first. Looking for one costs a third system
-// call, which the guard spends only where a write may have failed silently: when the scope ends
-// with an exception, or after mayHaveFailedWrites() (Gloo's asynchronous pairs keep an EPIPE to
-// themselves and fail the operation later, from a read). Gloo's synchronous pairs (the
-// small-message path) throw on EPIPE, so their success needs no look.
+/// Blocks SIGPIPE in the calling thread for the guard's scope. On a thread where it is already
+/// blocked (ours, or an application that blocks it) the guard does nothing more.
+///
+/// A guard made kWhenWriting blocks nothing until the code inside it calls beforeSocketWrites()
+/// (or mayHaveFailedWrites()): a collective that stays in shared memory writes no socket, and the
+/// two system calls of an armed guard were a large part of a small allreduce's own cost (issue 32;
+/// measured: docs/performance-history.md, "Figures that lived in code comments").
+///
+/// Leaving the scope of an armed guard restores the mask with one system call; a SIGPIPE pending
+/// then would be delivered at once, so it is consumed first. Looking for one costs a third system
+/// call, which the guard spends only where a write may have failed silently: when the scope ends
+/// with an exception, or after mayHaveFailedWrites() (Gloo's asynchronous pairs keep an EPIPE to
+/// themselves and fail the operation later, from a read). Gloo's synchronous pairs (the
+/// small-message path) throw on EPIPE, so their success needs no look.
 class SigpipeGuard {
  public:
   enum Arming { kNow, kWhenWriting };
 
-  // Only the outermost guard of a thread is active (inside it SIGPIPE is already blocked, or
-  // will be before the first write), so the active one is the thread's current_ for its scope.
+  /// Only the outermost guard of a thread is active (inside it SIGPIPE is already blocked, or
+  /// will be before the first write), so the active one is the thread's current_ for its scope.
   explicit SigpipeGuard(Arming arming = kNow) {
     if (sigpipeBlockedForGood) return;
     if (current_ != nullptr) {  // an outer guard's scope: it blocks, now if asked to
@@ -82,12 +82,12 @@ class SigpipeGuard {
   SigpipeGuard(const SigpipeGuard&) = delete;
   SigpipeGuard& operator=(const SigpipeGuard&) = delete;
 
-  // Blocks SIGPIPE now if this thread's guard has not yet: call before anything that may write
-  // to a socket (Gloo's pairs, libuv) inside a kWhenWriting guard.
+  /// Blocks SIGPIPE now if this thread's guard has not yet: call before anything that may write
+  /// to a socket (Gloo's pairs, libuv) inside a kWhenWriting guard.
   static void beforeSocketWrites() {
     if (current_ != nullptr && !current_->armed_) current_->arm();
   }
-  // The same, and tells the guard to look for a pending SIGPIPE when it ends.
+  /// The same, and tells the guard to look for a pending SIGPIPE when it ends.
   static void mayHaveFailedWrites() {
     if (current_ == nullptr) return;
     if (!current_->armed_) current_->arm();
@@ -105,7 +105,7 @@ class SigpipeGuard {
   static inline thread_local SigpipeGuard* current_ = nullptr;
   sigset_t saved_;
   bool armed_ = false;
-  bool restore_ = false;  // armed, and SIGPIPE was not blocked before: the mask goes back
+  bool restore_ = false;  ///< armed, and SIGPIPE was not blocked before: the mask goes back
   bool mayHaveFailedWrites_ = false;
   int exceptionsAtEntry_ = 0;
 };

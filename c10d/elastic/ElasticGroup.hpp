@@ -78,47 +78,47 @@ class State;
 namespace c10d::inline v1::elastic {
 
 struct ElasticOptions {
-  // Of every generation's group. The group name also names the store keys of this ElasticGroup.
-  // An empty backend: C10D_BACKEND, else gloo. A zero timeout: C10D_TIMEOUT, as
-  // initProcessGroup. The timeout is also how long a stalled rank (stopped, or cut off) holds the
-  // others before they re-form without it.
+  /// Of every generation's group. The group name also names the store keys of this ElasticGroup.
+  /// An empty backend: C10D_BACKEND, else gloo. A zero timeout: C10D_TIMEOUT, as
+  /// initProcessGroup. The timeout is also how long a stalled rank (stopped, or cut off) holds the
+  /// others before they re-form without it.
   ProcessGroupOptions group = [] {
     ProcessGroupOptions options;
     options.backend.clear();
     options.timeout = std::chrono::milliseconds(0);
     return options;
   }();
-  // Fewer members than this after a loss: reform throws StateError on every survivor.
+  /// Fewer members than this after a loss: reform throws StateError on every survivor.
   int minSize = 1;
-  // How long reform waits for a member that is neither here nor known dead (a stalled rank, or
-  // one without a launcher that records deaths).
+  /// How long reform waits for a member that is neither here nor known dead (a stalled rank, or
+  /// one without a launcher that records deaths).
   std::chrono::milliseconds joinTimeout = std::chrono::seconds(10);
 };
 
-// What a reform changed.
+/// What a reform changed.
 struct Reformation {
   uint64_t generation = 0;
-  std::vector<int> lost;     // ids of the old generation not in the new one
-  std::vector<int> joined;   // ids of restarted processes admitted
-  std::vector<int> members;  // ids of the new generation, by new rank
-  int64_t step = 0;          // the committed step every member is at now
-  bool healed = false;       // this rank received state from a member ahead of it
-  double seconds = 0;        // reform's own time on this rank
+  std::vector<int> lost;     ///< ids of the old generation not in the new one
+  std::vector<int> joined;   ///< ids of restarted processes admitted
+  std::vector<int> members;  ///< ids of the new generation, by new rank
+  int64_t step = 0;          ///< the committed step every member is at now
+  bool healed = false;       ///< this rank received state from a member ahead of it
+  double seconds = 0;        ///< reform's own time on this rank
 };
 
 class ElasticGroup {
  public:
-  // Generation 0 over store: id is this process's rank among size (a restarted process: no group
-  // until join). Throws as ProcessGroup's constructor does; InvalidArgument for minSize outside
-  // [1, size].
+  /// Generation 0 over store: id is this process's rank among size (a restarted process: no group
+  /// until join). Throws as ProcessGroup's constructor does; InvalidArgument for minSize outside
+  /// [1, size].
   ElasticGroup(std::shared_ptr<Store> store, int id, int size, ElasticOptions options = {});
-  // Rank, size and store from the environment, as initProcessGroup (backend: C10D_BACKEND).
+  /// Rank, size and store from the environment, as initProcessGroup (backend: C10D_BACKEND).
   static std::unique_ptr<ElasticGroup> fromEnvironment(ElasticOptions options = {});
   ~ElasticGroup();
   ElasticGroup(const ElasticGroup&) = delete;
   ElasticGroup& operator=(const ElasticGroup&) = delete;
 
-  // This generation's group. Throws StateError after a reform this rank was left out of.
+  /// This generation's group. Throws StateError after a reform this rank was left out of.
   ProcessGroup& group() const;
   std::shared_ptr<ProcessGroup> sharedGroup() const;
   int id() const { return id_; }
@@ -126,27 +126,27 @@ class ElasticGroup {
   int size() const;
   uint64_t generation() const { return generation_; }
   const std::vector<int>& members() const { return members_; }
-  // Steps this rank committed (commit returned true), or the step healing brought it to.
+  /// Steps this rank committed (commit returned true), or the step healing brought it to.
   int64_t step() const { return step_; }
-  // This process's incarnation (0: one of the first; n: started again after n ends of its id).
+  /// This process's incarnation (0: one of the first; n: started again after n ends of its id).
   int64_t incarnation() const { return incarnation_; }
 
-  // A restarted process: asks the members to admit it, waits until they do (at their next step
-  // boundary, up to the group's timeout: TimeoutError), builds the group and receives the state.
-  // Every other process: returns at once. Call it once, before the first step.
+  /// A restarted process: asks the members to admit it, waits until they do (at their next step
+  /// boundary, up to the group's timeout: TimeoutError), builds the group and receives the state.
+  /// Every other process: returns at once. Call it once, before the first step.
   Reformation join(checkpoint::State* state = nullptr);
-  // True on every member, from the commit that saw it, when a restarted process asks to join:
-  // the program calls reform at that step boundary.
+  /// True on every member, from the commit that saw it, when a restarted process asks to join:
+  /// the program calls reform at that step boundary.
   bool joinsPending() const { return joinsPending_; }
 
-  // The step agreement: true when every rank passed ok == true and the allreduce succeeded
-  // (then step() grows by one); false otherwise, and the program reforms before the next try.
-  // The same allreduce carries whether a restarted process asks to join (joinsPending).
+  /// The step agreement: true when every rank passed ok == true and the allreduce succeeded
+  /// (then step() grows by one); false otherwise, and the program reforms before the next try.
+  /// The same allreduce carries whether a restarted process asks to join (joinsPending).
   bool commit(bool ok = true);
 
-  // Re-forms the group from the members still alive (see above); heals state when given. Throws
-  // StateError when this rank was left out or fewer than minSize remain (naming the lost ids),
-  // StoreError when the store is gone.
+  /// Re-forms the group from the members still alive (see above); heals state when given. Throws
+  /// StateError when this rank was left out or fewer than minSize remain (naming the lost ids),
+  /// StoreError when the store is gone.
   Reformation reform(checkpoint::State* state = nullptr);
 
  private:
@@ -157,55 +157,55 @@ class ElasticGroup {
   };
   std::vector<Member> agreeOnMembers(uint64_t next);
   bool isDead(const Member& m);
-  // Whether the launcher recorded the end of m's process.
+  /// Whether the launcher recorded the end of m's process.
   static bool hasEnded(Store& store, const Member& m);
-  // Which of some members the launchers recorded as ended, looked for in one store request
-  // (launcherEndsKey) while nobody in the job ends, and member by member only when someone
-  // did since the last look. Thread-safe.
+  /// Which of some members the launchers recorded as ended, looked for in one store request
+  /// (launcherEndsKey) while nobody in the job ends, and member by member only when someone
+  /// did since the last look. Thread-safe.
   class EndWatch {
    public:
-    // "id 2 (incarnation 0), ... ended (...)" for those of memberships that ended; empty when
-    // none did. ended, when given, gets those members' ids.
+    /// "id 2 (incarnation 0), ... ended (...)" for those of memberships that ended; empty when
+    /// none did. ended, when given, gets those members' ids.
     std::string lostAmong(Store& store, const std::vector<Member>& memberships,
                           std::vector<int>* ended = nullptr);
 
    private:
-    std::atomic<int64_t> endsSeen_{-1};  // the job's ends counter when a look found nobody
+    std::atomic<int64_t> endsSeen_{-1};  ///< the job's ends counter when a look found nobody
   };
   static std::vector<int> idsNotIn(const std::vector<Member>& these,
                                    const std::vector<Member>& those);
   void build();
-  // build() and heal(); heal's answer, or nullopt when either failed (the caller re-forms,
-  // which throws the failure if every member comes again: then it was no loss).
+  /// build() and heal(); heal's answer, or nullopt when either failed (the caller re-forms,
+  /// which throws the failure if every member comes again: then it was no loss).
   std::optional<bool> buildAndHeal(checkpoint::State* state);
-  // Brings every member to the highest committed step: the State from the first member at it.
-  // True when this rank was behind.
+  /// Brings every member to the highest committed step: the State from the first member at it.
+  /// True when this rank was behind.
   bool heal(checkpoint::State* state);
-  // A generation's membership as agreeOnMembers writes it: "J|id:incarnation,..." where J is
-  // the join requests counted when it was decided.
+  /// A generation's membership as agreeOnMembers writes it: "J|id:incarnation,..." where J is
+  /// the join requests counted when it was decided.
   static std::vector<Member> parseMembers(const std::string& text, const std::string& key,
                                           int64_t& joins);
 
   std::shared_ptr<Store> store_;
   const int id_;
-  const int firstSize_;  // ids are [0, firstSize_)
+  const int firstSize_;  ///< ids are [0, firstSize_)
   int64_t incarnation_ = 0;
   ElasticOptions options_;
-  std::string keys_;  // "c10d/elastic/<group name>/"
+  std::string keys_;  ///< "c10d/elastic/<group name>/"
   uint64_t generation_ = 0;
-  std::vector<Member> memberships_;  // by rank
-  std::vector<int> members_;         // their ids
-  int64_t joinsAdmitted_ = 0;        // join requests counted when the last generation was decided
+  std::vector<Member> memberships_;  ///< by rank
+  std::vector<int> members_;         ///< their ids
+  int64_t joinsAdmitted_ = 0;        ///< join requests counted when the last generation was decided
   bool joinsPending_ = false;
-  bool joining_ = false;  // a restarted process before join()
+  bool joining_ = false;  ///< a restarted process before join()
   std::chrono::steady_clock::time_point lastJoinCheck_{};
   std::shared_ptr<ProcessGroup> group_;
   int64_t step_ = 0;
-  bool holdsState_ = true;          // false on a restarted process until healing gave it the state
-  std::string leftOut_;             // why this rank is no member any more; empty while it is
-  std::exception_ptr formFailure_;  // why the last generation did not form, if it did not
-  std::vector<Member> failedMemberships_;  // of that generation
-  int sameMembersFailures_ = 0;            // generations of those members that failed in a row
+  bool holdsState_ = true;          ///< false on a restarted process until healing gave it the state
+  std::string leftOut_;             ///< why this rank is no member any more; empty while it is
+  std::exception_ptr formFailure_;  ///< why the last generation did not form, if it did not
+  std::vector<Member> failedMemberships_;  ///< of that generation
+  int sameMembersFailures_ = 0;            ///< generations of those members that failed in a row
 };
 
 }  // namespace c10d::inline v1::elastic

@@ -11,22 +11,22 @@
 
 namespace c10d::inline v1::elastic {
 
-// A counter (Store::add): how many processes of this rank have ended so far. The process that
-// runs as the rank after n ends is its incarnation n; it is dead once the counter passes n.
+/// A counter (Store::add): how many processes of this rank have ended so far. The process that
+/// runs as the rank after n ends is its incarnation n; it is dead once the counter passes n.
 inline std::string launcherExitsKey(int globalRank) {
   return "c10d/launcher/exits/" + std::to_string(globalRank);
 }
 
-// A counter of every end recorded under launcherExitsKey, for the whole job: a launcher adds 1
-// here after it adds 1 to the rank's own counter (recordLauncherEnd). Survivors read this one
-// key to learn whether anyone ended since they last looked, and the ranks' own counters only
-// when it moved: one store request per look whatever the job's size.
+/// A counter of every end recorded under launcherExitsKey, for the whole job: a launcher adds 1
+/// here after it adds 1 to the rank's own counter (recordLauncherEnd). Survivors read this one
+/// key to learn whether anyone ended since they last looked, and the ranks' own counters only
+/// when it moved: one store request per look whatever the job's size.
 inline std::string launcherEndsKey() {
   return "c10d/launcher/ends";
 }
 
-// Records that the rank's current process ended, in the order readers rely on; returns the
-// incarnation that ended. Store is any type with add(key, delta) (c10drun's, the library's).
+/// Records that the rank's current process ended, in the order readers rely on; returns the
+/// incarnation that ended. Store is any type with add(key, delta) (c10drun's, the library's).
 template <typename Store>
 int64_t recordLauncherEnd(Store& store, int globalRank) {
   const int64_t ended = store.add(launcherExitsKey(globalRank), 1) - 1;
@@ -34,16 +34,16 @@ int64_t recordLauncherEnd(Store& store, int globalRank) {
   return ended;
 }
 
-// A counter: how many processes of this rank launchers have started. A launcher that finds it
-// above the exits counter (a node's launcher started again after the last one was lost, and its
-// ranks with it, unrecorded) records those ends first, so that its ranks start as restarts,
-// which join the members.
+/// A counter: how many processes of this rank launchers have started. A launcher that finds it
+/// above the exits counter (a node's launcher started again after the last one was lost, and its
+/// ranks with it, unrecorded) records those ends first, so that its ranks start as restarts,
+/// which join the members.
 inline std::string launcherStartsKey(int globalRank) {
   return "c10d/launcher/starts/" + std::to_string(globalRank);
 }
 
-// How incarnation n of the rank ended, in the launcher's words: "killed by signal SIGKILL at
-// 3.214 s" (since the launcher started).
+/// How incarnation n of the rank ended, in the launcher's words: "killed by signal SIGKILL at
+/// 3.214 s" (since the launcher started).
 inline std::string launcherExitKey(int globalRank, int64_t incarnation) {
   return "c10d/launcher/exit/" + std::to_string(globalRank) + "/" + std::to_string(incarnation);
 }

@@ -45,30 +45,30 @@ struct Reformation;
 
 class ShardCopies {
  public:
-  // elastic must outlive this.
+  /// elastic must outlive this.
   explicit ShardCopies(ElasticGroup& elastic);
   ~ShardCopies();
   ShardCopies(const ShardCopies&) = delete;
   ShardCopies& operator=(const ShardCopies&) = delete;
 
-  // After the step's update: snapshots state's sliced tensors and starts the ring exchange.
-  // Collective over the group. The first call of each generation exchanges the slices' shapes
-  // (blocking); the tensors and slices must stay the same until the next reform.
+  /// After the step's update: snapshots state's sliced tensors and starts the ring exchange.
+  /// Collective over the group. The first call of each generation exchanges the slices' shapes
+  /// (blocking); the tensors and slices must stay the same until the next reform.
   void refresh(const checkpoint::State& state);
 
-  // After a reform, once per generation: fills now's sliced tensors (the new group's slices; the
-  // members may hold different tensors, as ZeroOptimizer's do) from old (this rank's slices as
-  // of its last refresh or restore; empty on a newcomer) and the copies. Collective over the new
-  // group; throws StateError as said above, on every member alike. Afterwards no copies are
-  // held until the next refresh: a loss before it fails the next restore.
+  /// After a reform, once per generation: fills now's sliced tensors (the new group's slices; the
+  /// members may hold different tensors, as ZeroOptimizer's do) from old (this rank's slices as
+  /// of its last refresh or restore; empty on a newcomer) and the copies. Collective over the new
+  /// group; throws StateError as said above, on every member alike. Afterwards no copies are
+  /// held until the next refresh: a loss before it fails the next restore.
   void restore(const checkpoint::State& old, checkpoint::State& now, const Reformation& r);
 
-  // Completes the exchange in flight (refresh and restore do it first anyway): for a program
-  // that wants its copies current before it goes on. Returns whether it succeeded; on failure
-  // (a neighbour died) the copies of the refresh before stay.
+  /// Completes the exchange in flight (refresh and restore do it first anyway): for a program
+  /// that wants its copies current before it goes on. Returns whether it succeeded; on failure
+  /// (a neighbour died) the copies of the refresh before stay.
   bool wait();
 
-  // Host bytes held for the copies and snapshots.
+  /// Host bytes held for the copies and snapshots.
   size_t bytes() const;
 
  private:
@@ -80,28 +80,28 @@ class ShardCopies {
   };
   struct Copy {  // a neighbour's slice of one tensor
     Entry entry;
-    Tensor held;      // as of heldStep_
-    Tensor arriving;  // of the exchange in flight
+    Tensor held;      ///< as of heldStep_
+    Tensor arriving;  ///< of the exchange in flight
   };
   static std::string encode(const std::vector<Entry>& entries);
   static std::vector<Entry> decode(const std::string& text);
   static std::vector<Entry> entriesOf(const checkpoint::State& state);
   void exchangeShapes(const checkpoint::State& state);
-  // Waits for the exchange in flight; when every copy arrived, they become the held ones.
+  /// Waits for the exchange in flight; when every copy arrived, they become the held ones.
   bool finishExchange();
-  // After a restore (or before any refresh): no copies; this rank's slices are the step's.
+  /// After a restore (or before any refresh): no copies; this rank's slices are the step's.
   void forgetCopies(int64_t ownStep);
 
   ElasticGroup& elastic_;
-  uint64_t generation_ = UINT64_MAX;  // of the shapes exchanged; MAX: exchange at next refresh
-  std::vector<int> ring_;             // ids of the generation this rank's slices are from
-  std::vector<Copy> copies_;          // the next member's slices, when haveCopies_
+  uint64_t generation_ = UINT64_MAX;  ///< of the shapes exchanged; MAX: exchange at next refresh
+  std::vector<int> ring_;             ///< ids of the generation this rank's slices are from
+  std::vector<Copy> copies_;          ///< the next member's slices, when haveCopies_
   bool haveCopies_ = false;
-  std::vector<Tensor> snapshots_;  // this rank's slices, being sent
+  std::vector<Tensor> snapshots_;  ///< this rank's slices, being sent
   std::vector<std::shared_ptr<Work>> sends_, receives_;
   int64_t inflightStep_ = -1;
-  int64_t heldStep_ = -1;  // the committed step the held copies are from
-  int64_t ownStep_ = -1;   // the committed step of this rank's slices (at the last refresh)
+  int64_t heldStep_ = -1;  ///< the committed step the held copies are from
+  int64_t ownStep_ = -1;   ///< the committed step of this rank's slices (at the last refresh)
 };
 
 }  // namespace c10d::inline v1::elastic

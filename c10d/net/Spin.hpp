@@ -14,7 +14,7 @@
 
 namespace c10d::inline v1::shm {
 
-// A budget that never runs out: the user said each rank has a core of its own.
+/// A budget that never runs out: the user said each rank has a core of its own.
 inline constexpr std::chrono::nanoseconds kSpinForever = std::chrono::nanoseconds::max();
 
 class SpinGovernor {
@@ -24,13 +24,13 @@ class SpinGovernor {
 
   explicit SpinGovernor(std::chrono::nanoseconds budget = {}) : budget_(budget) {}
 
-  // The spin for the next wait: the budget, or zero while resting.
+  /// The spin for the next wait: the budget, or zero while resting.
   std::chrono::nanoseconds next() {
     if (resting_ == 0) return budget_;
     --resting_;
     return {};
   }
-  // How a wait that spun ended: answered while spinning (hit) or after its spin ran out.
+  /// How a wait that spun ended: answered while spinning (hit) or after its spin ran out.
   void spun(bool hit) {
     if (hit || budget_ == kSpinForever) {
       misses_ = 0;

@@ -11,31 +11,31 @@
 namespace c10d::inline v1 {
 
 struct ZeroOptions {
-  // 1: the optimizer's state is sharded (gradients still allreduced); 2: the gradient buckets
-  // are reduce-scattered instead, each rank getting the average of its shard only.
+  /// 1: the optimizer's state is sharded (gradients still allreduced); 2: the gradient buckets
+  /// are reduce-scattered instead, each rank getting the average of its shard only.
   int stage = 2;
   size_t firstBucketBytes = size_t{1} << 20;
   size_t bucketCapBytes = size_t{25} << 20;
 };
 
-// ZeRO (stages 1 and 2) on the data-parallel reducer: each rank owns 1/N of every gradient
-// bucket (part r of bucket b: elements [r * ceil(n_b / N), ...)), keeps the optimizer's state for
-// that part only, steps it with the averaged gradient, and all-gathers the updated parameters,
-// so every rank ends each step with the same parameters as DataParallelOptimizer would give, at
-// about 1/N of the optimizer state.
-//
-// The optimizer owns its reducer (buckets must not move under the shards: rebuildBuckets is
-// off): call reducer().markGradReady(i) as gradients finish, reducer().syncParameters() once, and
-// step() after each backward. What is averaged: stage 1, every gradient, in place; stage 2, only
-// this rank's part of each bucket, reduce-scattered straight into the optimizer's shard, so the
-// registered gradients keep this rank's own, unreduced values. Stage 2's buckets are transient
-// (DataParallelOptions::transientBuckets): besides the framework's gradients, it holds 1/N of
-// the gradients plus the buckets being reduced, where stage 1 holds a full-size copy. The
-// parameters are gathered through transient buffers, two buckets at a time.
-//
-// Errors: InvalidArgument for a stage other than 1 or 2, a bad optimizer spec, and what the
-// reducer refuses at registration; step() throws what finalizeBackward or the collectives throw.
-// Threading: as the reducer's finalizeBackward.
+/// ZeRO (stages 1 and 2) on the data-parallel reducer: each rank owns 1/N of every gradient
+/// bucket (part r of bucket b: elements [r * ceil(n_b / N), ...)), keeps the optimizer's state for
+/// that part only, steps it with the averaged gradient, and all-gathers the updated parameters,
+/// so every rank ends each step with the same parameters as DataParallelOptimizer would give, at
+/// about 1/N of the optimizer state.
+///
+/// The optimizer owns its reducer (buckets must not move under the shards: rebuildBuckets is
+/// off): call reducer().markGradReady(i) as gradients finish, reducer().syncParameters() once, and
+/// step() after each backward. What is averaged: stage 1, every gradient, in place; stage 2, only
+/// this rank's part of each bucket, reduce-scattered straight into the optimizer's shard, so the
+/// registered gradients keep this rank's own, unreduced values. Stage 2's buckets are transient
+/// (DataParallelOptions::transientBuckets): besides the framework's gradients, it holds 1/N of
+/// the gradients plus the buckets being reduced, where stage 1 holds a full-size copy. The
+/// parameters are gathered through transient buffers, two buckets at a time.
+///
+/// Errors: InvalidArgument for a stage other than 1 or 2, a bad optimizer spec, and what the
+/// reducer refuses at registration; step() throws what finalizeBackward or the collectives throw.
+/// Threading: as the reducer's finalizeBackward.
 class ZeroOptimizer {
  public:
   ZeroOptimizer(ProcessGroup& group, std::vector<DataParallelParameter> parameters,
@@ -46,21 +46,21 @@ class ZeroOptimizer {
 
   DistributedDataParallel& reducer();
 
-  // Finishes the backward and, unless it was a no-sync one (returns false), steps this rank's
-  // shard and all-gathers every bucket's updated parameters.
+  /// Finishes the backward and, unless it was a no-sync one (returns false), steps this rank's
+  /// shard and all-gathers every bucket's updated parameters.
   bool step();
 
-  // Bytes of optimizer state this rank holds.
+  /// Bytes of optimizer state this rank holds.
   size_t optimizerStateBytes() const;
-  // Elements of the parameters this rank owns (its parts of the buckets).
+  /// Elements of the parameters this rank owns (its parts of the buckets).
   int64_t shardElements() const;
 
-  // Adds the training state to a checkpoint: every parameter whole as "<prefix><name>" (every
-  // rank holds them all, so a save writes each once) and this rank's part of the optimizer's
-  // state as slices of "<prefix>optim.<name>.<buffer>" and "<prefix>optim.<name>.step", the
-  // names DataParallelOptimizer::addToState uses: a checkpoint of either loads into the other,
-  // at any world size. <name> is the parameter's registered name, or "param<i>" without one.
-  // Before the first step the optimizer's state is zeros, which a load fills.
+  /// Adds the training state to a checkpoint: every parameter whole as "<prefix><name>" (every
+  /// rank holds them all, so a save writes each once) and this rank's part of the optimizer's
+  /// state as slices of "<prefix>optim.<name>.<buffer>" and "<prefix>optim.<name>.step", the
+  /// names DataParallelOptimizer::addToState uses: a checkpoint of either loads into the other,
+  /// at any world size. <name> is the parameter's registered name, or "param<i>" without one.
+  /// Before the first step the optimizer's state is zeros, which a load fills.
   void addToState(checkpoint::State& state, const std::string& prefix = "");
 
   struct Impl;

@@ -24,19 +24,19 @@ namespace c10d::inline v1 {
 
 class DataParallelOptimizer {
  public:
-  // reducer must outlive the optimizer.
+  /// reducer must outlive the optimizer.
   DataParallelOptimizer(DistributedDataParallel& reducer, const OptimizerSpec& spec);
 
-  // Finishes the backward (reducer.finalizeBackward()) and steps every parameter with its
-  // averaged gradient. Inside a NoSync scope only the backward is finished: gradients accumulate
-  // and no step is taken (returns false); true when it stepped.
+  /// Finishes the backward (reducer.finalizeBackward()) and steps every parameter with its
+  /// averaged gradient. Inside a NoSync scope only the backward is finished: gradients accumulate
+  /// and no step is taken (returns false); true when it stepped.
   bool step();
 
-  // Adds the training state to a checkpoint: the reducer's parameters whole as "<prefix><name>"
-  // and each one's optimizer state, whole, as "<prefix>optim.<name>.<buffer>" and
-  // "<prefix>optim.<name>.step": ZeroOptimizer::addToState's names, so a checkpoint of either
-  // loads into the other at any world size. Every rank holds all of it: a save writes each
-  // tensor once, spread over the ranks.
+  /// Adds the training state to a checkpoint: the reducer's parameters whole as "<prefix><name>"
+  /// and each one's optimizer state, whole, as "<prefix>optim.<name>.<buffer>" and
+  /// "<prefix>optim.<name>.step": ZeroOptimizer::addToState's names, so a checkpoint of either
+  /// loads into the other at any world size. Every rank holds all of it: a save writes each
+  /// tensor once, spread over the ranks.
   void addToState(checkpoint::State& state, const std::string& prefix = "");
 
  private:

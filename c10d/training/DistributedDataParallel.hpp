@@ -63,83 +63,83 @@
 
 namespace c10d::inline v1 {
 
-// One registered parameter. grad: the framework's gradient tensor (same dtype, device and
-// element count as value, contiguous), which the reducer reads when it is marked ready and
-// overwrites with the average; leave it undefined with gradientAsBucketView, where the reducer
-// owns the gradient storage (gradient(i)).
+/// One registered parameter. grad: the framework's gradient tensor (same dtype, device and
+/// element count as value, contiguous), which the reducer reads when it is marked ready and
+/// overwrites with the average; leave it undefined with gradientAsBucketView, where the reducer
+/// owns the gradient storage (gradient(i)).
 struct DataParallelParameter {
   Tensor value;
   Tensor grad;
-  std::string name;  // for errors; optional
+  std::string name;  ///< for errors; optional
 };
 
-// The name a checkpoint gives parameter index: its registered name, or "param<index>".
+/// The name a checkpoint gives parameter index: its registered name, or "param<index>".
 std::string parameterName(const DataParallelParameter& parameter, size_t index);
 
-// A bucket as a communication hook sees it.
+/// A bucket as a communication hook sees it.
 struct GradBucket {
   size_t index = 0;
-  // The bucket's gradients, flat; the hook's Future must leave the reduced average here (or
-  // complete with a tensor of the same shape, which the reducer copies here). With
-  // transientBuckets, a Future completing with no tensors means the hook took the average
-  // elsewhere and the gradients keep their local values.
+  /// The bucket's gradients, flat; the hook's Future must leave the reduced average here (or
+  /// complete with a tensor of the same shape, which the reducer copies here). With
+  /// transientBuckets, a Future completing with no tensors means the hook took the average
+  /// elsewhere and the gradients keep their local values.
   Tensor buffer;
-  // SUM scaled by 1/divisor before the sum (ReduceOp::premulSum): dividing before reducing keeps
-  // low-precision sums from overflowing.
+  /// SUM scaled by 1/divisor before the sum (ReduceOp::premulSum): dividing before reducing keeps
+  /// low-precision sums from overflowing.
   ReduceOp average;
-  std::vector<size_t> parameters;  // registered indices of the gradients in buffer, in order
-  std::vector<Tensor> gradients;   // views into buffer, shaped like those parameters
-  // A joined rank's zeros (shadowBackward): a stateful hook sends them without state of its own.
+  std::vector<size_t> parameters;  ///< registered indices of the gradients in buffer, in order
+  std::vector<Tensor> gradients;   ///< views into buffer, shaped like those parameters
+  /// A joined rank's zeros (shadowBackward): a stateful hook sends them without state of its own.
   bool shadow = false;
 };
 
-// Reduces a bucket; called in bucket order on the thread that completed it. Runs collectives of
-// the given group only. bucket is valid during the call: capture bucket.buffer, not &bucket.
+/// Reduces a bucket; called in bucket order on the thread that completed it. Runs collectives of
+/// the given group only. bucket is valid during the call: capture bucket.buffer, not &bucket.
 using CommHook = std::function<std::shared_ptr<Future>(ProcessGroup& group, GradBucket& bucket)>;
 
-// The hooks the reducer ships. allreduceHook is the default; PowerSGD is
-// c10d/training/PowerSgd.hpp.
+/// The hooks the reducer ships. allreduceHook is the default; PowerSGD is
+/// c10d/training/PowerSgd.hpp.
 std::shared_ptr<Future> allreduceHook(ProcessGroup& group, GradBucket& bucket);
-// Reduce in float16 (or bfloat16): half the bytes on the wire, the average converted back into
-// the bucket. CPU buckets of float32 or float64; others get InvalidArgument.
+/// Reduce in float16 (or bfloat16): half the bytes on the wire, the average converted back into
+/// the bucket. CPU buckets of float32 or float64; others get InvalidArgument.
 std::shared_ptr<Future> fp16CompressHook(ProcessGroup& group, GradBucket& bucket);
 std::shared_ptr<Future> bf16CompressHook(ProcessGroup& group, GradBucket& bucket);
 
 struct DataParallelOptions {
-  // Bucket sizes: the first bucket (filled by the last layers' gradients, ready first) is small
-  // so communication starts early; the others are capped at bucketCapBytes. A gradient larger
-  // than the cap gets a bucket of its own.
+  /// Bucket sizes: the first bucket (filled by the last layers' gradients, ready first) is small
+  /// so communication starts early; the others are capped at bucketCapBytes. A gradient larger
+  /// than the cap gets a bucket of its own.
   size_t firstBucketBytes = size_t{1} << 20;
   size_t bucketCapBytes = size_t{25} << 20;
-  // Parameters may go unused in a backward on some ranks (see above).
+  /// Parameters may go unused in a backward on some ranks (see above).
   bool findUnusedParameters = false;
-  // The reducer allocates the gradients as views into its buckets (gradient(i)); nothing is
-  // copied. The framework must write each gradient there (and accumulate there) before marking
-  // it ready.
+  /// The reducer allocates the gradients as views into its buckets (gradient(i)); nothing is
+  /// copied. The framework must write each gradient there (and accumulate there) before marking
+  /// it ready.
   bool gradientAsBucketView = false;
-  // With uneven inputs (Join), divide by the world size instead of by the ranks still training.
+  /// With uneven inputs (Join), divide by the world size instead of by the ranks still training.
   bool divideByInitialWorldSize = false;
-  // After the first backward, rebuild the buckets in the order rank 0 saw gradients become ready.
-  // With gradientAsBucketView this moves the gradients: turn it off if the framework keeps the
-  // views gradient(i) returned instead of fetching them after each finalizeBackward().
+  /// After the first backward, rebuild the buckets in the order rank 0 saw gradients become ready.
+  /// With gradientAsBucketView this moves the gradients: turn it off if the framework keeps the
+  /// views gradient(i) returned instead of fetching them after each finalizeBackward().
   bool rebuildBuckets = true;
-  // The buckets hold memory only while they are reduced: a bucket's buffer is allocated when its
-  // first gradient is copied in and handed to the hook at launch, the reducer keeping no
-  // reference, so it is freed when the hook's Future (and what it captured) lets go: for
-  // allreduceHook at finalizeBackward, after the averages are copied out. A hook whose Future
-  // completes with no tensors took the average elsewhere (ZeroOptimizer's stage 2 reduce-scatters
-  // into its shard): its bucket is freed as soon as the hook is done, and its gradients are not
-  // written back. Costs an allocation per bucket per backward (reused from the host block cache);
-  // not with gradientAsBucketView (InvalidArgument), whose gradients live in the buckets.
+  /// The buckets hold memory only while they are reduced: a bucket's buffer is allocated when its
+  /// first gradient is copied in and handed to the hook at launch, the reducer keeping no
+  /// reference, so it is freed when the hook's Future (and what it captured) lets go: for
+  /// allreduceHook at finalizeBackward, after the averages are copied out. A hook whose Future
+  /// completes with no tensors took the average elsewhere (ZeroOptimizer's stage 2 reduce-scatters
+  /// into its shard): its bucket is freed as soon as the hook is done, and its gradients are not
+  /// written back. Costs an allocation per bucket per backward (reused from the host block cache);
+  /// not with gradientAsBucketView (InvalidArgument), whose gradients live in the buckets.
   bool transientBuckets = false;
-  CommHook commHook;  // null: allreduceHook
+  CommHook commHook;  ///< null: allreduceHook
 };
 
 class DistributedDataParallel {
  public:
-  // group must outlive the reducer. Throws InvalidArgument naming the parameter for one that is
-  // undefined, not floating point, not contiguous, on a device the group has no backend for, or
-  // whose grad does not match it.
+  /// group must outlive the reducer. Throws InvalidArgument naming the parameter for one that is
+  /// undefined, not floating point, not contiguous, on a device the group has no backend for, or
+  /// whose grad does not match it.
   DistributedDataParallel(ProcessGroup& group, std::vector<DataParallelParameter> parameters,
                           DataParallelOptions options = {});
   ~DistributedDataParallel();
@@ -147,40 +147,40 @@ class DistributedDataParallel {
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
   size_t parameterCount() const;
-  // The value of parameter i, as registered.
+  /// The value of parameter i, as registered.
   Tensor parameter(size_t i) const;
-  // Its name as a checkpoint knows it (parameterName).
+  /// Its name as a checkpoint knows it (parameterName).
   std::string parameterName(size_t i) const;
-  // Adds every parameter, whole, to a checkpoint as "<prefix><name>" (replicated: a save writes
-  // each once). DataParallelOptimizer::addToState adds them with the optimizer's state instead.
+  /// Adds every parameter, whole, to a checkpoint as "<prefix><name>" (replicated: a save writes
+  /// each once). DataParallelOptimizer::addToState adds them with the optimizer's state instead.
   void addToState(checkpoint::State& state, const std::string& prefix = "") const;
-  // The gradient storage of parameter i: the registered grad, or with gradientAsBucketView the
-  // reducer's view into its bucket. The view changes once, when the buckets are rebuilt after the
-  // first backward: fetch it again after each finalizeBackward().
+  /// The gradient storage of parameter i: the registered grad, or with gradientAsBucketView the
+  /// reducer's view into its bucket. The view changes once, when the buckets are rebuilt after the
+  /// first backward: fetch it again after each finalizeBackward().
   Tensor gradient(size_t i) const;
 
-  // Collective: checks that every rank registered the same parameters (count, dtype, shape; the
-  // error names the first difference and the ranks), then broadcasts the parameters and buffers
-  // from root, coalesced into one broadcast per dtype and device.
+  /// Collective: checks that every rank registered the same parameters (count, dtype, shape; the
+  /// error names the first difference and the ranks), then broadcasts the parameters and buffers
+  /// from root, coalesced into one broadcast per dtype and device.
   void syncParameters(const std::vector<Tensor>& buffers = {}, int root = 0);
 
-  // Optional, before a backward: activeRanks is how many ranks run it (Join::step()'s result;
-  // the divisor unless divideByInitialWorldSize). Without it, the world size.
+  /// Optional, before a backward: activeRanks is how many ranks run it (Join::step()'s result;
+  /// the divisor unless divideByInitialWorldSize). Without it, the world size.
   void prepareForBackward(int activeRanks = -1);
-  // Gradient i is final for this backward. Any thread, any order; a bucket whose gradients are
-  // all ready is reduced (after the buckets before it).
+  /// Gradient i is final for this backward. Any thread, any order; a bucket whose gradients are
+  /// all ready is reduced (after the buckets before it).
   void markGradReady(size_t i);
-  // Reduces what is left, waits for every bucket, and leaves the averages in the gradients.
-  // Returns false for a no-sync backward (nothing was reduced), true otherwise.
+  /// Reduces what is left, waits for every bucket, and leaves the averages in the gradients.
+  /// Returns false for a no-sync backward (nothing was reduced), true otherwise.
   bool finalizeBackward();
-  // On a rank that ran out of data (inside Join::finish): runs the collectives of one backward
-  // with zero gradients, so the ranks still training are not left waiting. Its own gradients
-  // are not touched.
+  /// On a rank that ran out of data (inside Join::finish): runs the collectives of one backward
+  /// with zero gradients, so the ranks still training are not left waiting. Its own gradients
+  /// are not touched.
   void shadowBackward();
 
-  // While the returned scope lives, backwards do not communicate: gradients accumulate locally
-  // and the first backward after it reduces the sums (one collective per bucket). The scope must
-  // not outlive the reducer.
+  /// While the returned scope lives, backwards do not communicate: gradients accumulate locally
+  /// and the first backward after it reduces the sums (one collective per bucket). The scope must
+  /// not outlive the reducer.
   class NoSync {
    public:
     explicit NoSync(DistributedDataParallel& ddp);
@@ -193,7 +193,7 @@ class DistributedDataParallel {
   };
   NoSync noSync() { return NoSync(*this); }
 
-  // The buckets' parameter indices, in bucket order (for tests and tuning).
+  /// The buckets' parameter indices, in bucket order (for tests and tuning).
   std::vector<std::vector<size_t>> bucketLayout() const;
 
   struct Impl;
@@ -203,8 +203,8 @@ class DistributedDataParallel {
 };
 
 namespace detail {
-// Groups parameters into buckets: in the given order, one run per (dtype, device) kind, the first
-// bucket of each kind up to firstCap bytes and the others up to cap. Pure; unit-tested.
+/// Groups parameters into buckets: in the given order, one run per (dtype, device) kind, the first
+/// bucket of each kind up to firstCap bytes and the others up to cap. Pure; unit-tested.
 std::vector<std::vector<size_t>> assignBuckets(const std::vector<Tensor>& parameters,
                                                const std::vector<size_t>& order, size_t firstCap,
                                                size_t cap);

@@ -41,46 +41,46 @@
 namespace c10d::inline v1 {
 
 struct FusionOptions {
-  // How often the ranks agree on what is ready. Shorter reacts sooner and costs more cycles.
+  /// How often the ranks agree on what is ready. Shorter reacts sooner and costs more cycles.
   std::chrono::microseconds cycleTime{1000};
-  // Ready allreduces of one dtype, device and reduce op are fused into buffers up to this size.
+  /// Ready allreduces of one dtype, device and reduce op are fused into buffers up to this size.
   size_t fusionThresholdBytes = size_t{64} << 20;
-  // A name submitted on some ranks but not all for this long is named in a warning.
+  /// A name submitted on some ranks but not all for this long is named in a warning.
   std::chrono::milliseconds stallWarning{std::chrono::seconds(60)};
-  // When set, a Chrome trace (chrome://tracing, Perfetto) of every tensor's phases is written
-  // here at shutdown: negotiate (submitted to agreed), copy in, collective, copy out.
+  /// When set, a Chrome trace (chrome://tracing, Perfetto) of every tensor's phases is written
+  /// here at shutdown: negotiate (submitted to agreed), copy in, collective, copy out.
   std::string timelinePath;
 };
 
 struct FusionStats {
   uint64_t cycles = 0;
-  uint64_t exchanges = 0;    // cycles that exchanged new requests (the slow path)
-  uint64_t collectives = 0;  // allreduces (fused), allgathers and broadcasts run
-  uint64_t tensors = 0;      // requests completed
-  double negotiationUs = 0;  // total time spent agreeing, all cycles
+  uint64_t exchanges = 0;    ///< cycles that exchanged new requests (the slow path)
+  uint64_t collectives = 0;  ///< allreduces (fused), allgathers and broadcasts run
+  uint64_t tensors = 0;      ///< requests completed
+  double negotiationUs = 0;  ///< total time spent agreeing, all cycles
 };
 
 class FusionQueue {
  public:
-  // Collective over group (it makes the queue's own group). group must outlive the queue.
+  /// Collective over group (it makes the queue's own group). group must outlive the queue.
   explicit FusionQueue(ProcessGroup& group, FusionOptions options = {});
-  // Shuts down (see shutdown()).
+  /// Shuts down (see shutdown()).
   ~FusionQueue();
   FusionQueue(const FusionQueue&) = delete;
   FusionQueue& operator=(const FusionQueue&) = delete;
 
-  // tensor becomes the reduction of every rank's tensor of this name (in place).
+  /// tensor becomes the reduction of every rank's tensor of this name (in place).
   std::shared_ptr<Future> allreduce(const std::string& name, const Tensor& tensor,
                                     ReduceOp op = ReduceOp::AVG);
-  // output (size() * input.numel() elements) becomes every rank's input, in rank order.
+  /// output (size() * input.numel() elements) becomes every rank's input, in rank order.
   std::shared_ptr<Future> allgather(const std::string& name, const Tensor& input,
                                     const Tensor& output);
-  // tensor becomes root's tensor of this name.
+  /// tensor becomes root's tensor of this name.
   std::shared_ptr<Future> broadcast(const std::string& name, const Tensor& tensor, int root = 0);
 
-  // Stops the queue on every rank: the ranks agree to stop at the next cycle (one rank's
-  // shutdown stops them all); Futures still pending fail with StateError. Idempotent; writes the
-  // timeline if asked for.
+  /// Stops the queue on every rank: the ranks agree to stop at the next cycle (one rank's
+  /// shutdown stops them all); Futures still pending fail with StateError. Idempotent; writes the
+  /// timeline if asked for.
   void shutdown();
 
   FusionStats stats() const;

@@ -14,7 +14,7 @@
 
 namespace c10d::inline v1::detail {
 
-// Runs collective(tensor) on values copied to device, and returns the tensor's values after it.
+/// Runs collective(tensor) on values copied to device, and returns the tensor's values after it.
 template <typename Collective>
 std::vector<int64_t> onDevice(const std::vector<int64_t>& values, const Device& device,
                               Collective&& collective) {
@@ -32,9 +32,9 @@ std::vector<int64_t> onDevice(const std::vector<int64_t>& values, const Device& 
   return result;
 }
 
-// Every rank's values, whatever their lengths, in rank order: the lengths first, then one row per
-// rank that only its owner fills (the rest -1), combined with MAX, which is an allgather that
-// needs no list of outputs. Values must be >= -1.
+/// Every rank's values, whatever their lengths, in rank order: the lengths first, then one row per
+/// rank that only its owner fills (the rest -1), combined with MAX, which is an allgather that
+/// needs no list of outputs. Values must be >= -1.
 inline std::vector<std::vector<int64_t>> allgatherValues(ProcessGroup& group,
                                                          const std::vector<int64_t>& mine,
                                                          const Device& device) {

@@ -29,27 +29,27 @@ namespace c10d::inline v1 {
 
 class Join {
  public:
-  // group must outlive the Join.
+  /// group must outlive the Join.
   explicit Join(ProcessGroup& group);
 
-  // This rank has data for one more step. Returns how many ranks (this one included) run this
-  // step, e.g. to average a gradient summed over the active ranks only.
+  /// This rank has data for one more step. Returns how many ranks (this one included) run this
+  /// step, e.g. to average a gradient summed over the active ranks only.
   int step();
 
-  // This rank is out of data: runs shadowStep once for each step the other ranks still run,
-  // then returns the last rank to join (the highest rank among those that ran the final step;
-  // -1 if no rank ran any step). Every rank returns the same value.
+  /// This rank is out of data: runs shadowStep once for each step the other ranks still run,
+  /// then returns the last rank to join (the highest rank among those that ran the final step;
+  /// -1 if no rank ran any step). Every rank returns the same value.
   int finish(const std::function<void()>& shadowStep);
 
-  // Ranks active in the latest step() or shadowed step.
+  /// Ranks active in the latest step() or shadowed step.
   int activeRanks() const { return active_; }
 
  private:
-  // One flag exchange; returns how many ranks are active and remembers the highest of them.
+  /// One flag exchange; returns how many ranks are active and remembers the highest of them.
   int exchange(bool activeHere);
 
   ProcessGroup& group_;
-  Tensor flags_;  // int64[size]: 1 for each rank with data this step
+  Tensor flags_;  ///< int64[size]: 1 for each rank with data this step
   int active_ = 0;
   int lastActiveRank_ = -1;
   bool finished_ = false;

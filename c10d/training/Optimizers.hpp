@@ -23,11 +23,11 @@
 
 namespace c10d::inline v1 {
 
-// Which optimizer and its options, by torch.optim's names (lr, momentum, dampening,
-// weight_decay, nesterov, beta1, beta2, eps, lr_decay, initial_accumulator_value, alpha,
-// centered; booleans as 0/1). Travels over RPC (rpc/autograd/DistributedOptimizer.hpp).
+/// Which optimizer and its options, by torch.optim's names (lr, momentum, dampening,
+/// weight_decay, nesterov, beta1, beta2, eps, lr_decay, initial_accumulator_value, alpha,
+/// centered; booleans as 0/1). Travels over RPC (rpc/autograd/DistributedOptimizer.hpp).
 struct OptimizerSpec {
-  std::string name;  // "sgd", "adam", "adamw", "adagrad", "rmsprop"
+  std::string name;  ///< "sgd", "adam", "adamw", "adagrad", "rmsprop"
   std::map<std::string, double> options;
 
   static OptimizerSpec sgd(double lr, double momentum = 0, double dampening = 0,
@@ -42,8 +42,8 @@ struct OptimizerSpec {
                                double weightDecay = 0, double momentum = 0, bool centered = false);
 };
 
-// One parameter's optimizer state, as torch.optim keeps it: the steps taken and the buffers
-// (momentum, moments...), each shaped like the parameter, named by stateNames().
+/// One parameter's optimizer state, as torch.optim keeps it: the steps taken and the buffers
+/// (momentum, moments...), each shaped like the parameter, named by stateNames().
 struct OptimizerState {
   int64_t step = 0;
   std::vector<Tensor> buffers;
@@ -52,19 +52,19 @@ struct OptimizerState {
 class FunctionalOptimizer {
  public:
   virtual ~FunctionalOptimizer() = default;
-  // Updates params[i] in place from grads[i]; an undefined gradient leaves its parameter (and
-  // its state) alone, as torch.optim skips parameters without a grad. State is kept per index:
-  // pass the same parameters in the same order every step.
+  /// Updates params[i] in place from grads[i]; an undefined gradient leaves its parameter (and
+  /// its state) alone, as torch.optim skips parameters without a grad. State is kept per index:
+  /// pass the same parameters in the same order every step.
   virtual void step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) = 0;
-  // Bytes of state (momentum, moments...) the optimizer holds now; 0 for one that does not say.
+  /// Bytes of state (momentum, moments...) the optimizer holds now; 0 for one that does not say.
   virtual size_t stateBytes() const { return 0; }
 
-  // torch.optim's names of the buffers each parameter's state holds ("exp_avg", "exp_avg_sq"
-  // for Adam; "momentum_buffer" for SGD with momentum); empty for none.
+  /// torch.optim's names of the buffers each parameter's state holds ("exp_avg", "exp_avg_sq"
+  /// for Adam; "momentum_buffer" for SGD with momentum); empty for none.
   virtual std::vector<std::string> stateNames() const { return {}; }
-  // Parameter index's state, made (zero steps, zero buffers shaped like param) if it has none
-  // yet, so that a checkpoint's load can fill it before the first step. The state lives as long
-  // as the optimizer. Null for an optimizer that does not expose its state (the default).
+  /// Parameter index's state, made (zero steps, zero buffers shaped like param) if it has none
+  /// yet, so that a checkpoint's load can fill it before the first step. The state lives as long
+  /// as the optimizer. Null for an optimizer that does not expose its state (the default).
   virtual OptimizerState* stateOf(size_t index, const Tensor& param) {
     (void)index;
     (void)param;
@@ -77,11 +77,11 @@ class State;
 struct Slice;
 }  // namespace checkpoint
 
-// Adds parameter index's optimizer state to state, as slice where of global tensors shaped
-// globalShape: each buffer as "<name>.<buffer name>" and the step count as "<name>.step" (an
-// int64 scalar), which the load turns back into the optimizer's count. param is this rank's part
-// of the parameter (what the optimizer steps). Throws InvalidArgument for an optimizer that does
-// not expose its state.
+/// Adds parameter index's optimizer state to state, as slice where of global tensors shaped
+/// globalShape: each buffer as "<name>.<buffer name>" and the step count as "<name>.step" (an
+/// int64 scalar), which the load turns back into the optimizer's count. param is this rank's part
+/// of the parameter (what the optimizer steps). Throws InvalidArgument for an optimizer that does
+/// not expose its state.
 void addOptimizerState(checkpoint::State& state, FunctionalOptimizer& optimizer, size_t index,
                        const Tensor& param, const std::string& name,
                        const std::vector<int64_t>& globalShape, const checkpoint::Slice& where,

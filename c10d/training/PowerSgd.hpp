@@ -24,18 +24,18 @@
 namespace c10d::inline v1 {
 
 struct PowerSgdOptions {
-  size_t rank = 1;  // columns of P and Q: larger approximates better and sends more
-  // The first backwards are averaged uncompressed (PyTorch's start_powerSGD_iter): error feedback
-  // works best once gradients have settled.
+  size_t rank = 1;  ///< columns of P and Q: larger approximates better and sends more
+  /// The first backwards are averaged uncompressed (PyTorch's start_powerSGD_iter): error feedback
+  /// works best once gradients have settled.
   uint64_t startIteration = 0;
   bool errorFeedback = true;
-  uint64_t seed = 0;  // of Q's random start, the same on every rank
+  uint64_t seed = 0;  ///< of Q's random start, the same on every rank
 };
 
 class PowerSgd {
  public:
   explicit PowerSgd(PowerSgdOptions options = {});
-  // The hook; it shares this object's state, so it may outlive the PowerSgd object.
+  /// The hook; it shares this object's state, so it may outlive the PowerSgd object.
   CommHook hook() const;
 
   struct State;

@@ -52,28 +52,28 @@ namespace c10d::inline v1::rpc {
 class DistAutogradContext {
  public:
   explicit DistAutogradContext(std::shared_ptr<RpcAgent> agent);
-  // release(); an error there is logged.
+  /// release(); an error there is logged.
   ~DistAutogradContext();
   DistAutogradContext(const DistAutogradContext&) = delete;
   DistAutogradContext& operator=(const DistAutogradContext&) = delete;
 
   int64_t id() const { return id_; }
-  // Adds each gradient to its parameter's gradient in this context on the parameter's owner: one
-  // message per owner, all sent before any is waited for. Blocks until every owner answered.
+  /// Adds each gradient to its parameter's gradient in this context on the parameter's owner: one
+  /// message per owner, all sent before any is waited for. Blocks until every owner answered.
   void accumulateGrads(const std::vector<std::pair<RRef<Tensor>, Tensor>>& grads);
-  // Frees this context on every worker it sent gradients to or called in it, and here
-  // (a worker that got a call in it passes the release on to those it called). Idempotent.
+  /// Frees this context on every worker it sent gradients to or called in it, and here
+  /// (a worker that got a call in it passes the release on to those it called). Idempotent.
   void release();
 
-  // Calls function on worker `to` in this context (see rpcAsyncInContext).
+  /// Calls function on worker `to` in this context (see rpcAsyncInContext).
   template <typename R, typename... A>
   Future<R> rpcAsync(const std::string& to, const std::string& function, A&&... args);
   template <typename R, typename... A>
   R rpcSync(const std::string& to, const std::string& function, A&&... args) {
     return rpcAsync<R>(to, function, std::forward<A>(args)...).value();
   }
-  // The distributed backward pass from roots: (tensor, the gradient flowing into it) on this
-  // worker. Blocks until every worker it reached has run its local backward.
+  /// The distributed backward pass from roots: (tensor, the gradient flowing into it) on this
+  /// worker. Blocks until every worker it reached has run its local backward.
   void backward(const std::vector<std::pair<Tensor, Tensor>>& roots);
 
  private:
@@ -82,44 +82,44 @@ class DistAutogradContext {
   bool released_ = false;
 };
 
-// One worker's share of a distributed backward pass, as its local backward sees it.
+/// One worker's share of a distributed backward pass, as its local backward sees it.
 struct LocalBackwardCall {
   int64_t contextId = -1;
-  // (a tensor of this worker's graph, the gradient flowing into it): backward's roots, or the
-  // tensors this worker sent in one call of the context with the gradients their receiver
-  // computed for them; never one of received (their gradients pass straight back).
+  /// (a tensor of this worker's graph, the gradient flowing into it): backward's roots, or the
+  /// tensors this worker sent in one call of the context with the gradients their receiver
+  /// computed for them; never one of received (their gradients pass straight back).
   std::vector<std::pair<Tensor, Tensor>> seeds;
-  // Every tensor this worker received in the context: the local backward returns the gradient
-  // of each, in this order (undefined where none reaches it), and each goes back to its sender.
+  /// Every tensor this worker received in the context: the local backward returns the gradient
+  /// of each, in this order (undefined where none reaches it), and each goes back to its sender.
   std::vector<Tensor> received;
 };
 using LocalBackward = std::function<std::vector<Tensor>(const LocalBackwardCall& call)>;
-// The framework's local backward on agent's worker (replaces the previous one).
+/// The framework's local backward on agent's worker (replaces the previous one).
 void setLocalBackward(RpcAgent& agent, LocalBackward localBackward);
 
-// Calls function on worker `to` in context contextId, recording the tensors of the arguments as
-// sent here and received there and those of the result the other way, so that a backward pass
-// takes gradients back along them. A function called so runs with currentContextId() set, and
-// calls it makes with rpcAsyncInContext(agent, currentContextId(), ...) belong to the context.
+/// Calls function on worker `to` in context contextId, recording the tensors of the arguments as
+/// sent here and received there and those of the result the other way, so that a backward pass
+/// takes gradients back along them. A function called so runs with currentContextId() set, and
+/// calls it makes with rpcAsyncInContext(agent, currentContextId(), ...) belong to the context.
 template <typename R, typename... A>
 Future<R> rpcAsyncInContext(RpcAgent& agent, int64_t contextId, const std::string& to,
                             const std::string& function, A&&... args);
-// The context of the call this thread is running, else -1.
+/// The context of the call this thread is running, else -1.
 int64_t currentContextId();
 
-// Adds grad to param's gradient in context contextId; param is owned by agent's worker (a local
-// backward records the gradients of its parameters so). InvalidArgument as accumulateGrads.
+/// Adds grad to param's gradient in context contextId; param is owned by agent's worker (a local
+/// backward records the gradients of its parameters so). InvalidArgument as accumulateGrads.
 void accumulateGradient(RpcAgent& agent, int64_t contextId, const RRef<Tensor>& param,
                         const Tensor& grad);
 
-// The gradient of param (owned by agent's worker) in context contextId; undefined when none.
-// Throws InvalidArgument when param is not owned here.
+/// The gradient of param (owned by agent's worker) in context contextId; undefined when none.
+/// Throws InvalidArgument when param is not owned here.
 Tensor gradientOf(RpcAgent& agent, int64_t contextId, const RRef<Tensor>& param);
-// How many contexts this worker holds (created here, or with gradients of its parameters).
+/// How many contexts this worker holds (created here, or with gradients of its parameters).
 size_t liveGradientContexts(RpcAgent& agent);
 
 namespace detail {
-// rpcAsyncInContext's untyped core: arguments packed already; the reply as it came.
+/// rpcAsyncInContext's untyped core: arguments packed already; the reply as it came.
 Future<Packed> callInContext(RpcAgent& agent, int64_t contextId, int to,
                              const std::string& function, Packed arguments);
 }  // namespace detail

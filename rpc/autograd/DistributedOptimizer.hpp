@@ -52,8 +52,8 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
 
 namespace c10d::inline v1::rpc {
 
-// The functional optimizers are the data-parallel layer's (c10d/training/Optimizers.hpp); these
-// names keep rpc::OptimizerSpec and friends working.
+/// The functional optimizers are the data-parallel layer's (c10d/training/Optimizers.hpp); these
+/// names keep rpc::OptimizerSpec and friends working.
 using c10d::FunctionalOptimizer;
 using c10d::makeOptimizer;
 using c10d::OptimizerSpec;
@@ -67,8 +67,8 @@ class DistributedOptimizer {
   DistributedOptimizer(std::shared_ptr<RpcAgent> agent, const OptimizerSpec& spec,
                        const std::vector<RRef<Tensor>>& params);
 
-  // Runs every owner's optimizer, concurrently, on its parameters with their gradients in the
-  // context contextId (parameters without one are left alone).
+  /// Runs every owner's optimizer, concurrently, on its parameters with their gradients in the
+  /// context contextId (parameters without one are left alone).
   void step(int64_t contextId);
 
  private:

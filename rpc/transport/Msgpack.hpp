@@ -10,19 +10,19 @@
 
 namespace c10d::inline v1::rpc {
 
-// msgpack's packer writes into anything with write(data, size): this appends to a string, so
-// packed bytes land where they are kept, without an intermediate buffer.
+/// msgpack's packer writes into anything with write(data, size): this appends to a string, so
+/// packed bytes land where they are kept, without an intermediate buffer.
 struct StringSink {
   std::string& out;
   void write(const char* data, size_t size) { out.append(data, size); }
 };
 
-// Values nest at most this deep on the wire.
+/// Values nest at most this deep on the wire.
 inline constexpr size_t kMaxNesting = 64;
 
-// msgpack::unpack, with every announced count bounded by the bytes there are: msgpack allocates
-// an array or map for the count its header announces, so a forged count in a few bytes would
-// otherwise allocate gigabytes. Throws msgpack::unpack_error (size_overflow) past a bound.
+/// msgpack::unpack, with every announced count bounded by the bytes there are: msgpack allocates
+/// an array or map for the count its header announces, so a forged count in a few bytes would
+/// otherwise allocate gigabytes. Throws msgpack::unpack_error (size_overflow) past a bound.
 inline msgpack::object_handle unpackBounded(const char* data, size_t size) {
   return msgpack::unpack(data, size, nullptr, nullptr,
                          msgpack::unpack_limit(size, size / 2, size, size, size, kMaxNesting));
