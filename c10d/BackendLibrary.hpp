@@ -1,8 +1,12 @@
 #pragma once
 
-// The MPI and NCCL backends are libraries of their own (libc10d_mpi.so.1, libc10d_nccl.so.1), so
-// that libc10d.so starts on a machine without libmpi or libnccl: the backend registry loads a
-// backend's library the first time a group selects it by name.
+/// \file
+/// Backends built as libraries of their own, loaded at first use, and the macro that defines
+/// such a library's entry point.
+///
+/// The MPI and NCCL backends are libraries of their own (libc10d_mpi.so.1, libc10d_nccl.so.1), so
+/// that libc10d.so starts on a machine without libmpi or libnccl: the backend registry loads a
+/// backend's library the first time a group selects it by name.
 
 #include <memory>
 #include <span>
@@ -32,11 +36,17 @@ std::shared_ptr<Backend> createFromLibrary(const BackendLibrary& library,
 }  // namespace detail
 }  // namespace c10d::inline v1
 
-// Every backend library defines this function (C linkage, so the loader finds it by this name):
-// it returns a new backend that the caller owns. The name carries the C++ ABI's number (the
-// inline namespace's), so a library built for another ABI is not found rather than misused.
+/// Every backend library defines this function (C linkage, so the loader finds it by this name):
+/// it returns a new backend that the caller owns. The name carries the C++ ABI's number (the
+/// inline namespace's), so a library built for another ABI is not found rather than misused.
 #define C10D_BACKEND_LIBRARY_ENTRY c10d_plugin_v1_create_backend
+/// C10D_BACKEND_LIBRARY_ENTRY's name as a string, which the loader looks up (dlsym).
 #define C10D_BACKEND_LIBRARY_ENTRY_NAME "c10d_plugin_v1_create_backend"
+/// Defines a backend library's entry point (C10D_BACKEND_LIBRARY_ENTRY), once in the library's
+/// source at global scope: it returns new BackendClass(context). The library must also be a
+/// row of the build's table of backend libraries (c10d/BackendLibrary.cpp) to be found by name.
+/// \param BackendClass the backend's class (qualified), constructible from a
+///     const c10d::BackendContext&.
 #define C10D_DEFINE_BACKEND_LIBRARY(BackendClass)                                                \
   extern "C" __attribute__((visibility("default"))) ::c10d::Backend* C10D_BACKEND_LIBRARY_ENTRY( \
       const ::c10d::BackendContext& context) {                                                   \

@@ -1,15 +1,18 @@
 #pragma once
 
-// C10D_DEBUG support for ProcessGroup: the level, and the check that every rank of a group is
-// making the same collective call.
-//
-//   C10D_DEBUG=OFF (default)  nothing is checked or logged.
-//   C10D_DEBUG=INFO           group creation and each collective's duration are logged.
-//   C10D_DEBUG=DETAIL         INFO, and before each collective the ranks exchange their Ops
-//                             (c10d/Op.hpp) through the job's store (any backend; without a
-//                             shared store, an allgather on the group's CPU backend); a
-//                             mismatch throws InvalidArgument on every rank, naming the ranks
-//                             and their calls.
+/// \file
+/// C10D_DEBUG's levels (DebugLevel, debugLevel) and the check that every rank makes the same
+/// collective call.
+///
+/// C10D_DEBUG support for ProcessGroup: the level, and the check that every rank of a group is
+/// making the same collective call.
+///
+/// - C10D_DEBUG=OFF (default): nothing is checked or logged.
+/// - C10D_DEBUG=INFO: group creation and each collective's duration are logged.
+/// - C10D_DEBUG=DETAIL: INFO, and before each collective the ranks exchange their Ops
+///   (c10d/Op.hpp) through the job's store (any backend; without a shared store, an allgather
+///   on the group's CPU backend); a mismatch throws InvalidArgument on every rank, naming the
+///   ranks and their calls.
 
 #include <cstdint>
 #include <string>
@@ -21,10 +24,20 @@
 
 namespace c10d::inline v1 {
 
+/// A group's C10D_DEBUG level.
 enum class DebugLevel { Off = 0, Info = 1, Detail = 2 };
+/// \var DebugLevel::Off
+/// C10D_DEBUG=OFF (the default): nothing is checked or logged.
+/// \var DebugLevel::Info
+/// C10D_DEBUG=INFO: group creation and each collective's duration are logged.
+/// \var DebugLevel::Detail
+/// C10D_DEBUG=DETAIL: as INFO, and every collective is first checked to be the same call on every
+/// rank.
 
 /// C10D_DEBUG of a group's settings. Throws InvalidArgument for a value that is not OFF, INFO or
 /// DETAIL.
+/// \param settings the group's settings (ProcessGroupOptions::config over the environment).
+/// \return The level they give; OFF when C10D_DEBUG is unset.
 DebugLevel debugLevel(const config::Settings& settings);
 
 namespace detail {

@@ -1,5 +1,9 @@
 #pragma once
 
+/// \file
+/// writeErrorFile and installErrorFileHandler: a failing rank's error written to the error file
+/// of torchrun or c10drun, which shows it in the launcher's summary.
+
 #include <string>
 
 namespace c10d::inline v1 {
@@ -12,6 +16,9 @@ namespace c10d::inline v1 {
 /// "extraInfo": {"py_callstack": ..., "timestamp": ...}}}). Returns false, writing nothing, when
 /// the variable is unset; a file that cannot be written is logged, never thrown: this runs on the
 /// way out of a failing program. Thread-safe; the last writer wins.
+/// \param message the error's text.
+/// \return True when the file was written; false when the variable is unset or the file could
+///         not be written.
 bool writeErrorFile(const std::string& message) noexcept;
 
 /// Installs (once per process; later calls do nothing) a std::terminate handler that writes an

@@ -1,5 +1,9 @@
 #pragma once
 
+/// \file
+/// Work, the handle of a started operation; Future, its eventual result; BackendWork, the Work
+/// of a backend a program writes; and kDefaultTimeout.
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -29,31 +33,54 @@ inline constexpr std::chrono::milliseconds kDefaultTimeout{-1};
 /// Threading: every method may be called from any thread.
 class Future : public std::enable_shared_from_this<Future> {
  public:
+  /// A callback or completion hook; it gets this future. What it throws on the completing thread
+  /// is logged and ignored; run at once (added to a complete future), it reaches the adder.
   using Callback = std::function<void(Future&)>;
 
+  /// \return Whether the future is complete (its value or error set; waiters return).
   bool completed() const;
   /// Blocks until complete or timeout; returns false on timeout, rethrows the error otherwise.
+  /// \param timeout how long to wait at most.
+  /// \return True once complete with a value, false when timeout passed first.
   bool waitFor(std::chrono::milliseconds timeout);
   /// Blocks until complete; rethrows the error. Throws TimeoutError naming what after timeout.
+  /// \param timeout how long to wait at most.
+  /// \param what names the future in the TimeoutError ("what: not complete after N ms").
+  /// \throws TimeoutError when timeout passes first.
   void wait(std::chrono::milliseconds timeout, const std::string& what = "future");
   void wait();  ///< no deadline: for futures whose producer has its own timeout
   /// The value; rethrows the error. Throws Error when not yet complete.
+  /// \return The tensors the future completed with.
+  /// \throws Error when the future is not complete yet.
   const std::vector<Tensor>& value() const;
+  /// \return The error the future completed with; null on success or before its outcome is set.
   std::exception_ptr error() const;
+  /// \return Whether the future holds an error (error() is not null).
   bool hasError() const { return error() != nullptr; }
 
   /// Runs callback once complete.
+  /// \param callback runs once, on the thread that completes the future, or at once on this
+  ///     thread when the future is complete already.
   void addCallback(Callback callback);
   /// Runs hook as the future completes, before any wait on it returns and before the callbacks:
   /// for bookkeeping that whoever waited must find done (the flight recorder's record of the op).
   /// It may read error(); it must be quick and must not wait on this future. Added to a future
   /// that is complete (or completing), it runs at once.
+  /// \param hook runs once, on the completing thread (or at once on this one).
   void addCompletionHook(Callback hook);
   /// A future completed with fn(this)'s result, or with the error fn throws or this holds.
+  /// \param fn called with this future once it completed without error (a callback of it).
+  /// \return The new future.
   std::shared_ptr<Future> then(std::function<std::vector<Tensor>(Future&)> fn);
 
   /// Producer side: completes the future once; later calls are ignored and return false.
+  /// \param value the result.
+  /// \return True when this call completed the future.
   bool markCompleted(std::vector<Tensor> value = {});
+  /// Producer side: completes the future with error, once; later calls are ignored and return
+  /// false.
+  /// \param error the error that value(), wait() and waitFor() rethrow.
+  /// \return True when this call completed the future.
   bool setError(std::exception_ptr error);
 
  private:
@@ -121,8 +148,11 @@ class Work {
 
   /// Whether the op has ended. Polling a Work that is not done tells the backend that its caller
   /// is not waiting for it, which starts its op at once (see wait()).
+  /// \return Whether the op has ended (in success or error).
   bool isCompleted() const;
+  /// \return Whether the op has ended without error (polls as isCompleted() does).
   bool isSuccess() const;
+  /// \return The op's error; null until the op's outcome is set, and after success.
   std::exception_ptr exception() const;
 
   /// Blocks until the operation completes and rethrows its error. With kDefaultTimeout the
@@ -135,43 +165,64 @@ class Work {
   /// two of its looks (1 to 16 ms apart while ops flow).
   /// Virtual for device backends, whose wait may order the caller's stream after the op instead
   /// (NCCL).
+  /// \param timeout how long to wait at most; kDefaultTimeout: the op's own timeout (with a
+  ///     10 s margin, against a backend that fails to end the op by it).
+  /// \throws TimeoutError when timeout passes before the op completes; the op's error when it
+  ///     failed.
   virtual void wait(std::chrono::milliseconds timeout = kDefaultTimeout);
 
   /// The source rank of a completed receive (recvAnysource reports who sent). Throws Error for
   /// other operations or before completion.
+  /// \return The group rank the received message came from.
+  /// \throws Error before completion or for an op that is not a receive.
   int sourceRank() const;
   /// Whether sourceRank() has a value (a completed receive).
+  /// \return True for a completed receive that knows its sender.
   bool hasSourceRank() const { return isCompleted() && sourceRank_ >= 0; }
   /// The tensors the operation wrote (its outputs), once it has succeeded.
+  /// \return The outputs (none for an op without any, e.g. barrier).
+  /// \throws Error before completion; the op's error (rethrown) when it failed.
   std::vector<Tensor> result() const;
   /// The op's Future, made at the first call: completed with result() or the op's error; its
   /// completion hooks run before any wait() on this Work returns, its callbacks after.
+  /// \return The Future, the same one at every call. Asking for it starts a pending op.
   std::shared_ptr<Future> getFuture() const;
 
   /// "allreduce float32[1024] sum (group 'default', seq 12)": for errors and logs.
+  /// \return The op's description.
   std::string description() const;
+  /// \return The op's timeout (resolved; a program's backend's Work: the one it was made with).
   std::chrono::milliseconds timeout() const { return timeout_; }
   /// The op as its ProcessGroup issued it: type, dtype, sizes, root, reduce op, peer, tag and the
   /// group's sequence number (op().seq), the same number its errors, the flight recorder and the
   /// other ranks' Works of the same call carry. Default-constructed until ProcessGroup returned
   /// the Work of a program's backend.
+  /// \return The op.
   const Op& op() const { return op_; }
 
  protected:
   /// The producer side: a backend's Work completes itself (a backend a program writes makes a
   /// BackendWork, below). description names the op in errors and logs; ProcessGroup adds the op
   /// (op()) once the backend returns the Work.
+  /// \param description the op's description; empty: the one ProcessGroup's op gives it.
+  /// \param timeout the op's timeout, which wait() with kDefaultTimeout uses.
+  /// \param outputs what result() returns (see outputs_).
   Work(std::string description, std::chrono::milliseconds timeout,
        std::vector<Tensor> outputs = {});
-  /// Completes the Work once (later calls are ignored). error must be this Work's alone (not
-  /// shared with another Work: detail::copyError makes one), because the op's context (op, group,
-  /// rank, sequence number, peer) is written into it.
+  /// Completes the Work once (later calls are ignored), with success.
   void finish();
+  /// Completes the Work once (later calls are ignored), with error. error must be this Work's
+  /// alone (not shared with another Work: detail::copyError makes one), because the op's context
+  /// (op, group, rank, sequence number, peer) is written into it.
+  /// \param error the op's error, which wait() and result() rethrow.
   void finishWithError(std::exception_ptr error);
   /// A receive's sender, before it completes.
+  /// \param rank the sender's group rank, which sourceRank() reports.
   void setSourceRank(int rank) { sourceRank_ = rank; }
 
   /// This library's backends: a Work for op (numbered by its group), reporting to trace.
+  /// \param op the op, numbered; its timeout is the Work's.
+  /// \param trace the group's trace (may be null: nothing recorded).
   Work(const Op& op, std::shared_ptr<detail::GroupTrace> trace);
   /// Called by wait() before it blocks: a backend may run a queued operation on the waiting
   /// thread instead of handing it to its worker (saves a thread hand-off for blocking calls).
@@ -180,18 +231,24 @@ class Work {
   /// getFuture(), a wait() shorter than the op's timeout): a queued op should start now.
   virtual void startAsync() const {}
   /// Completes the Work with error (null: success); false if it was completed already.
+  /// \param error the op's error, or null for success.
+  /// \return True when this call completed the Work.
   bool complete(std::exception_ptr error);
   /// The same, for a caller that is the op's only possible completer (an op queue's runner,
   /// which took the Work out of its slot): one atomic operation fewer.
+  /// \param error the op's error, or null for success.
   void completeAlone(std::exception_ptr error);
   /// A pooled Work (c10d/WorkPool.hpp): rebind makes it op's, as new; recycle releases what its
   /// last op held (a derived Work releases its own tensors, then calls this one).
+  /// \param op the Work's next op; its timeout is the Work's.
   virtual void rebind(const Op& op);
+  /// A pooled Work's release of what its last op held: its outputs, error and Future (see
+  /// rebind).
   virtual void recycle();
   /// What result() returns, written by the backend before the Work completes: outputs_ when it
   /// holds any, else output_ when it is defined (an op of one output keeps no list).
   Tensor output_;
-  std::vector<Tensor> outputs_;
+  std::vector<Tensor> outputs_;  ///< the outputs of an op with a list of them (see output_)
 
  private:
   /// state_'s bits. Done is what waiters wait for; a Work with a Future is Settled first (its
@@ -244,6 +301,11 @@ class Work {
 /// ProcessGroup, which binds it to the op. Its callers see a Work.
 class BackendWork final : public Work {
  public:
+  /// \param description the op's description for errors and logs ("doubling allreduce"); empty:
+  ///     the one ProcessGroup's op gives it.
+  /// \param timeout the op's timeout (its options' timeout), which wait() with kDefaultTimeout
+  ///     uses.
+  /// \param outputs what result() returns once the Work succeeded.
   BackendWork(std::string description, std::chrono::milliseconds timeout,
               std::vector<Tensor> outputs = {})
       : Work(std::move(description), timeout, std::move(outputs)) {}

@@ -1,8 +1,10 @@
 #pragma once
 
-// rpc::Future<T>: the result of an asynchronous RPC (rpcAsync, RRef::toHereAsync, ...).
-//
-// Threading: every method may be called from any thread; the producer completes it once.
+/// \file
+/// rpc::Future<T>: the result of an asynchronous RPC (rpcAsync, RRef::toHereAsync, ...), and
+/// waitAll() and whenAll() over several.
+///
+/// Threading: every method may be called from any thread; the producer completes it once.
 
 #include <atomic>
 #include <chrono>
@@ -23,11 +25,15 @@ namespace c10d::inline v1::rpc {
 inline constexpr std::chrono::microseconds kSpinBeforeBlocking{50};
 
 /// The result of an asynchronous call. Completes exactly once, with a value or an error.
+/// Copies share one state: a copy sees the same outcome and the same callbacks.
+/// \tparam T The value's type; void for a call that returns nothing.
 template <typename T>
 class Future {
  public:
+  /// A pending future, for a producer to complete with setValue() or setError().
   Future() : state_(std::make_shared<State>()) {}
 
+  /// \return Whether the future has completed (with a value or an error); never blocks.
   bool completed() const {
     std::lock_guard<std::mutex> guard(state_->mutex);
     return state_->done;
@@ -47,6 +53,8 @@ class Future {
   }
   /// Blocks until complete or timeout: false at the timeout (the call goes on), true once
   /// complete; rethrows the call's error.
+  /// \param timeout How long to wait at most.
+  /// \return True once complete, false when timeout passed first.
   bool waitFor(std::chrono::milliseconds timeout) const {
     std::unique_lock<std::mutex> lock(state_->mutex);
     if (!state_->changed.wait_for(lock, timeout, [&] { return state_->done; })) return false;
@@ -54,11 +62,14 @@ class Future {
     return true;
   }
   /// Blocks until complete; the value, or the call's error rethrown.
+  /// \return A copy of the value (nothing for Future<void>).
   T value() const {
     wait();
     std::lock_guard<std::mutex> guard(state_->mutex);
     if constexpr (!std::is_void_v<T>) return *state_->value;
   }
+  /// \return The error the future completed with; null while pending or after a value. Never
+  /// blocks.
   std::exception_ptr error() const {
     std::lock_guard<std::mutex> guard(state_->mutex);
     return state_->error;
@@ -66,6 +77,10 @@ class Future {
   /// A future of fn(this future)'s result; fn runs once this one completes (on the agent's pool
   /// for an RPC's future, else on the completing thread), or at once when already complete. An
   /// exception fn throws fails the new future.
+  /// \tparam Fn A callable taking a Future<T>.
+  /// \param fn Called once with this future, complete; its result (or exception) completes the
+  ///   new future.
+  /// \return A future of fn's result type.
   template <typename Fn>
   auto then(Fn fn) const -> Future<std::invoke_result_t<Fn, Future<T>>> {
     using R = std::invoke_result_t<Fn, Future<T>>;
@@ -88,19 +103,34 @@ class Future {
 
   /// Producer side. executor, when set, runs the callbacks (so a producer on a thread that must
   /// not block, such as the RPC loop thread, never runs user code).
+  /// \param executor Given one task that runs the callbacks pending at completion; empty: they
+  ///   run on the completing thread. A callback added after completion runs at once on the
+  ///   thread that adds it either way.
   void setExecutor(std::function<void(std::function<void()>)> executor) {
     std::lock_guard<std::mutex> guard(state_->mutex);
     state_->executor = std::move(executor);
   }
+  /// Producer side: completes the future with a value, wakes its waiters and runs its callbacks.
+  /// \tparam V The types T is constructed from.
+  /// \param value The arguments T is constructed from (none for Future<void>).
+  /// \return True when this call completed the future; false, changing nothing, when it was
+  ///   complete already.
   template <typename... V>
   bool setValue(V&&... value) {
     return complete([&](State& state) {
       if constexpr (!std::is_void_v<T>) state.value.emplace(std::forward<V>(value)...);
     });
   }
+  /// Producer side: completes the future with an error, as setValue() does with a value.
+  /// \param error What value(), wait() and waitFor() rethrow.
+  /// \return True when this call completed the future; false, changing nothing, when it was
+  ///   complete already.
   bool setError(std::exception_ptr error) {
     return complete([&](State& state) { state.error = std::move(error); });
   }
+  /// Runs callback once the future completes (through the executor when one is set, else on the
+  /// completing thread), or at once on this thread when it is complete already.
+  /// \param callback Called once, without arguments; it reads the outcome from the future.
   void addCallback(std::function<void()> callback) const {
     {
       std::lock_guard<std::mutex> guard(state_->mutex);
@@ -164,6 +194,9 @@ class Future {
 
 /// Waits for every future, then rethrows the first error among them (or first, when set: an
 /// error the caller met before waiting).
+/// \tparam T The futures' value type.
+/// \param futures The futures to wait for; all of them are waited for, even after an error.
+/// \param first An error to rethrow in preference to theirs; null for none.
 template <typename T>
 void waitAll(std::vector<Future<T>>& futures, std::exception_ptr first = nullptr) {
   for (Future<T>& future : futures) {
@@ -177,6 +210,9 @@ void waitAll(std::vector<Future<T>>& futures, std::exception_ptr first = nullptr
 }
 
 /// A Future that completes once every one of futures has, with the first error among them.
+/// \param futures The futures to join; empty: the result is complete at once.
+/// \return The joined future: a value once all completed, else the first error it saw (in
+///   the order of futures among those complete at the call, then in the order they complete).
 inline Future<void> whenAll(std::vector<Future<void>> futures) {
   Future<void> all;
   if (futures.empty()) {

@@ -1,25 +1,29 @@
 #pragma once
 
-// Remote references, like torch.distributed.rpc.RRef.
-//
-//   RRef<Tensor> w = agent->remote<Tensor>("ps", "makeWeights", 1024);  // lives on "ps"
-//   Tensor copy = w.toHere();                      // fetched from the owner
-//   double norm = w.rpcSync<double>("norm");       // runs registerMethod<Tensor>("norm") on "ps"
-//   agent->rpcSync<void>("trainer2", "use", w);    // passed on: trainer2 gets its own fork
-//
-// One worker owns the value (the owner); every other worker that holds the reference is a user
-// and holds a fork of it. The protocol is PyTorch's (its "RRef design" note): the owner keeps the
-// value while any user fork exists and frees it when the last one is deleted; a worker that
-// passes its reference on keeps it until the owner has confirmed the receiver's fork, so the
-// value is never freed while a reference to it is in flight; a user fork is deleted on the owner
-// only after the owner confirmed it. Handles on one worker share that worker's fork; it is
-// deleted when the last handle goes.
-//
-// Errors: what the value's creating function threw reaches every toHere() and localValue() as
-// the RemoteError it produced; localValue() on a user, or with a type other than the owner's,
-// throws InvalidArgument; an RRef used after its agent was destroyed throws StateError.
-//
-// Threading: RRef handles may be copied, passed and used from any thread.
+/// \file
+/// Remote references, like torch.distributed.rpc.RRef: the RRef class, and the RpcAgent members
+/// that make them.
+///
+/// \code
+/// RRef<Tensor> w = agent->remote<Tensor>("ps", "makeWeights", 1024);  // lives on "ps"
+/// Tensor copy = w.toHere();                      // fetched from the owner
+/// double norm = w.rpcSync<double>("norm");       // runs registerMethod<Tensor>("norm") on "ps"
+/// agent->rpcSync<void>("trainer2", "use", w);    // passed on: trainer2 gets its own fork
+/// \endcode
+///
+/// One worker owns the value (the owner); every other worker that holds the reference is a user
+/// and holds a fork of it. The protocol is PyTorch's (its "RRef design" note): the owner keeps the
+/// value while any user fork exists and frees it when the last one is deleted; a worker that
+/// passes its reference on keeps it until the owner has confirmed the receiver's fork, so the
+/// value is never freed while a reference to it is in flight; a user fork is deleted on the owner
+/// only after the owner confirmed it. Handles on one worker share that worker's fork; it is
+/// deleted when the last handle goes.
+///
+/// Errors: what the value's creating function threw reaches every toHere() and localValue() as
+/// the RemoteError it produced; localValue() on a user, or with a type other than the owner's,
+/// throws InvalidArgument; an RRef used after its agent was destroyed throws StateError.
+///
+/// Threading: RRef handles may be copied, passed and used from any thread.
 
 #include <atomic>
 #include <chrono>
@@ -122,31 +126,55 @@ std::shared_ptr<RRefCore> unpackRRef(const char* data, size_t size);
 /// msgpack extension type of a remote reference.
 inline constexpr int8_t kRRefExtType = 2;
 
+/// A reference to a value that one worker owns (see the file's overview). A handle: copies
+/// refer to the same value. Members other than defined(), describe() and coreHandle() throw
+/// InvalidArgument on an empty RRef.
+/// \tparam T The value's type.
 template <typename T>
 class RRef {
  public:
+  /// An empty reference (defined() is false), to assign to.
   RRef() = default;
+  /// A handle on a worker's record of a reference; rpc/'s own files make RRefs so.
+  /// \param core The record, shared by this worker's handles of the reference.
   explicit RRef(std::shared_ptr<detail::RRefCore> core) : core_(std::move(core)) {}
 
+  /// \return Whether this refers to a value (false for a default-constructed RRef).
   bool defined() const { return core_ != nullptr; }
+  /// \return Whether this worker owns the value.
   bool isOwner() const { return core().isOwner(); }
+  /// \return The owner's name and id.
   WorkerInfo owner() const { return core().agent()->workerInfo(core().ownerId()); }
   /// True once the owner knows of this worker's fork (always on the owner).
+  /// \return Whether the owner has confirmed this worker's fork.
   bool confirmedByOwner() const { return core().confirmed(); }
 
   /// A copy of the value: fetched from the owner (TimeoutError past timeout, default: the
   /// agent's), or on the owner copied once the creating function has returned (no timeout: the
-  /// function runs here). Throws the creating function's error.
+  /// function runs here). Throws the creating function's error. Not for a RemoteObject (a
+  /// compile-time error).
+  /// \param timeout How long fetching from the owner may take; 0: the agent's options().timeout.
+  /// \return The copy: a T, converted from the owner's value where its type differs.
   T toHere(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) const {
     return toHereAsync(timeout).value();
   }
+  /// toHere() without blocking.
+  /// \param timeout How long fetching may take; 0: the agent's options().timeout.
+  /// \return A future of the copy, failing as toHere() throws.
   Future<T> toHereAsync(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) const;
 
   /// The owner's value itself (not a copy); blocks until it exists. Owner only.
+  /// \return The value; it lives at least as long as this handle.
   T& localValue() const { return *static_cast<T*>(core().localAddress(typeid(T))); }
 
   /// Runs method (registered on the owner with RpcAgent::registerMethod<T>) on the owner's value
   /// with args: PyTorch's rref.rpc_sync().method(args), rpc_async() and remote().
+  /// \tparam R The method's result type; void for none.
+  /// \tparam A The types of the method's arguments after the value.
+  /// \param method The name the method was registered under on the owner.
+  /// \param args The method's arguments after the value.
+  /// \return A future of the result, with the agent's options().timeout; it fails and throws as
+  ///   RpcAgent::rpcAsync()'s does.
   template <typename R, typename... A>
   Future<R> rpcAsync(const std::string& method, A&&... args) const {
     auto agent = core().agent();
@@ -155,18 +183,34 @@ class RRef {
         *agent, core().ownerId(), method, agent->options().timeout,
         [&] { return pack(std::make_tuple(*this, std::forward<A>(args)...)); });
   }
+  /// rpcAsync(), waiting for the result: throws what the future would fail with.
+  /// \tparam R The method's result type; void for none.
+  /// \tparam A The types of the method's arguments after the value.
+  /// \param method The name the method was registered under on the owner.
+  /// \param args The method's arguments after the value.
+  /// \return The method's result.
   template <typename R, typename... A>
   R rpcSync(const std::string& method, A&&... args) const {
     return rpcAsync<R>(method, std::forward<A>(args)...).value();
   }
+  /// Runs method on the owner as rpcAsync() does, keeping its result there: RpcAgent::remote()
+  /// to the owner.
+  /// \tparam R The method's result type, which the new RRef holds.
+  /// \tparam A The types of the method's arguments after the value.
+  /// \param method The name the method was registered under on the owner.
+  /// \param args The method's arguments after the value.
+  /// \return A reference to the result, owned by this RRef's owner.
   template <typename R, typename... A>
   RRef<R> remote(const std::string& method, A&&... args) const {
     auto agent = core().agent();
     return agent->template remote<R>(owner().name, method, *this, std::forward<A>(args)...);
   }
 
-  /// "RRef(owner 'ps', id 1:7)" for messages.
+  /// "RRef(owner 2, id 1:7)" for messages: the owner's id and the RRef's global id.
+  /// \return That text; "RRef(empty)" for an empty RRef.
   std::string describe() const;
+  /// For rpc/'s own files: this worker's record of the reference.
+  /// \return The record, shared by this worker's handles; null for an empty RRef.
   const std::shared_ptr<detail::RRefCore>& coreHandle() const { return core_; }
 
  private:

@@ -1,31 +1,37 @@
 #pragma once
 
-// c10d::rpc: calls between named workers, like torch.distributed.rpc.
-//
-//   auto agent = RpcAgent::create(store, "worker1", rank, worldSize);
-//   agent->registerFunction("add", [](int a, int b) { return a + b; });
-//   int three = agent->rpcSync<int>("worker0", "add", 1, 2);
-//   Future<Tensor> doubled = agent->rpcAsync<Tensor>("worker0", "twice", tensor);
-//
-// Workers find each other through the Store (each publishes its name and address), then keep
-// one TCP connection per pair. Arguments and results are msgpack values (see Serialization.hpp);
-// tensors travel beside them without copies into the message, and between workers on one host
-// large ones are read straight from the sender's memory (RpcOptions::sharedMemory). Limit:
-// everything that is not a tensor (the function's name, msgpack'd values, tensor shapes) is at most
-// 64 MiB per message (kMaxMetaBytes, rpc/transport/Wire.hpp); a larger one fails on the sender with
-// InvalidArgument saying its size. Send bulk data as Tensors (up to 65536 per message, 64 GiB
-// together).
-//
-// Errors: an unknown worker or function, arguments of the wrong types, a remote exception, a
-// lost connection and a timeout all fail the call's Future (rpcSync throws): RemoteError for
-// what happened on the callee (its message names the worker and the function), TimeoutError
-// for a call that passed its timeout, InvalidArgument for what the caller got wrong locally.
-// Workers are named by name and id ("worker 'w2' (id 2)"). A lost connection to a worker is
-// final: calls in flight to it and calls made after the loss fail alike (RemoteError, "the
-// connection was lost (why)").
-//
-// Threading: every method may be called from any thread. Registered functions run on the
-// agent's pool of threads (RpcOptions::threads), several at a time.
+/// \file
+/// c10d::rpc: calls between named workers, like torch.distributed.rpc. This header holds the
+/// agent (RpcAgent), its options and the types its calls use.
+///
+/// \code
+/// auto agent = RpcAgent::create(store, "worker1", rank, worldSize);
+/// agent->registerFunction("add", [](int a, int b) { return a + b; });
+/// int three = agent->rpcSync<int>("worker0", "add", 1, 2);
+/// Future<Tensor> doubled = agent->rpcAsync<Tensor>("worker0", "twice", tensor);
+/// \endcode
+///
+/// Workers find each other through the Store (each publishes its name and address), then keep
+/// one TCP connection per pair. Arguments and results are msgpack values (see Serialization.hpp);
+/// tensors travel beside them without copies into the message, and between workers on one host
+/// large ones are read straight from the sender's memory (RpcOptions::sharedMemory). Limit:
+/// everything that is not a tensor (the function's name, msgpack'd values, tensor shapes) is at
+/// most 64 MiB per message (kMaxMetaBytes, rpc/transport/Wire.hpp); a larger one fails on the
+/// sender with InvalidArgument saying its size. Send bulk data as Tensors (up to 65536 per
+/// message, 64 GiB together).
+///
+/// Errors: what the caller got wrong locally (an unknown worker, a timeout not above zero, an
+/// argument that cannot be packed) throws InvalidArgument at the call, and a call after
+/// shutdown() throws StateError. An unknown function, arguments of the wrong types, a remote
+/// exception, a lost connection and a timeout fail the call's Future (rpcSync throws):
+/// RemoteError for what happened on the callee (its message names the worker and the function),
+/// TimeoutError for a call that passed its timeout.
+/// Workers are named by name and id ("worker 'w2' (id 2)"). A lost connection to a worker is
+/// final: calls in flight to it and calls made after the loss fail alike (RemoteError, "the
+/// connection was lost (why)").
+///
+/// Threading: every method may be called from any thread. Registered functions run on the
+/// agent's pool of threads (RpcOptions::threads), several at a time.
 
 #include <chrono>
 #include <compare>
@@ -43,13 +49,17 @@
 #include "rpc/Serialization.hpp"
 #include "store/Store.hpp"
 
+/// Remote procedure calls between named workers, remote references (RRef), distributed autograd
+/// and the distributed optimizer, like torch.distributed.rpc.
 namespace c10d::inline v1::rpc {
 
+/// A worker of an RPC group: its name and its id.
 struct WorkerInfo {
-  std::string name;
-  int id = -1;
+  std::string name;  ///< unique among the group's workers
+  int id = -1;       ///< the worker's rank, in [0, worldSize); -1 when not set
 };
 
+/// Options of RpcAgent::create().
 struct RpcOptions {
   /// Default timeout of a call (a call may give its own).
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
@@ -93,6 +103,7 @@ struct RRefStats {
 
 namespace detail {
 
+/// \cond
 template <typename T>
 struct Signature : Signature<decltype(&T::operator())> {};
 template <typename R, typename... A>
@@ -104,6 +115,7 @@ template <typename C, typename R, typename... A>
 struct Signature<R (C::*)(A...) const> : Signature<R (*)(A...)> {};
 template <typename C, typename R, typename... A>
 struct Signature<R (C::*)(A...)> : Signature<R (*)(A...)> {};
+/// \endcond
 
 /// Whether a registered function's result is an rpc::Future: it replies when that completes.
 template <typename R>
@@ -148,14 +160,19 @@ class RRefScope {
 
 }  // namespace detail
 
+/// One worker of an RPC group: it registers the functions other workers may call, calls theirs,
+/// and makes and serves remote references. Made by create(); closed by shutdown() or by its
+/// destructor. Errors and threading are as the file's overview says.
 class RpcAgent {
  public:
   /// A raw handler: gets the packed arguments, returns the packed result (or throws).
   using Handler = std::function<Packed(Packed& arguments)>;
-  /// A raw handler that replies later (PyTorch's @rpc.functions.async_execution): it returns at
+  /// A raw handler that replies later (PyTorch's \@rpc.functions.async_execution): it returns at
   /// once, having arranged for reply to be called once, from any thread, with an error or with
   /// a function that packs the result (called there, so RRefs in it go to the caller).
   using Reply = std::function<void(std::exception_ptr error, const std::function<Packed()>* pack)>;
+  /// An asynchronous raw handler: gets the packed arguments and the Reply to call once. An
+  /// exception it throws before replying is the call's error.
   using AsyncHandler = std::function<void(Packed& arguments, Reply reply)>;
   /// What remote() runs on the owner: the arguments in, the value the RRef will hold out.
   using Maker = std::function<std::shared_ptr<detail::Held>(Packed& arguments)>;
@@ -165,50 +182,117 @@ class RpcAgent {
   /// that, so no call can reach a worker before its functions exist. Names must be unique; ids
   /// are ranks in [0, worldSize). Throws TimeoutError naming the workers that did not appear
   /// within options.initTimeout, InvalidArgument on a duplicate name or bad rank.
+  /// \param store The store every worker of the group uses (shared with others; the agent's keys
+  ///   are under "rpc/").
+  /// \param name This worker's name, unique and not empty.
+  /// \param rank This worker's id, in [0, worldSize).
+  /// \param worldSize How many workers the group has (at least 1).
+  /// \param options See RpcOptions.
+  /// \param setup Called once on this thread with the new agent, after every worker is
+  ///   connected and before create() returns; null for none.
+  /// \return The connected agent.
+  /// \throws InvalidArgument also for a null store, an empty name or options.threads < 1.
   static std::shared_ptr<RpcAgent> create(std::shared_ptr<Store> store, std::string name, int rank,
                                           int worldSize, RpcOptions options = {},
                                           const std::function<void(RpcAgent&)>& setup = nullptr);
+  /// Non-graceful shutdown(): closes at once, failing outstanding calls.
   ~RpcAgent();
   RpcAgent(const RpcAgent&) = delete;
   RpcAgent& operator=(const RpcAgent&) = delete;
 
+  /// \return This worker's name and id.
   const WorkerInfo& self() const;
   /// Throws InvalidArgument naming the unknown worker and the known ones.
+  /// \param name A worker's name.
+  /// \return That worker's name and id.
   WorkerInfo workerInfo(const std::string& name) const;
+  /// \param id A worker's id.
+  /// \return That worker's name and id.
+  /// \throws InvalidArgument when id is not in [0, worldSize).
   WorkerInfo workerInfo(int id) const;
+  /// \return Every worker of the group, this one included, in order of id.
   std::vector<WorkerInfo> workers() const;
+  /// \return The options the agent was created with, as given (unset fields stay unset).
   const RpcOptions& options() const;
 
   /// Registers fn under name: any callable with msgpack-able (or Tensor, or RRef) parameters and
   /// result; rpcSync/rpcAsync call it, and remote() makes an RRef of its result. Throws
   /// InvalidArgument when name is taken or starts with "c10d." (the agent's own messages).
   /// A function that returns an rpc::Future<T> replies when that future completes, with its
-  /// value or its error (PyTorch's @rpc.functions.async_execution): it may call other workers
+  /// value or its error (PyTorch's \@rpc.functions.async_execution): it may call other workers
   /// and chain on their futures without holding one of this worker's threads meanwhile.
-  /// remote() cannot call such a function (InvalidArgument at the call).
+  /// remote() cannot call such a function (InvalidArgument at the call when this worker is the
+  /// owner; from another worker, toHere() throws the owner's RemoteError).
+  /// \tparam Fn A function pointer or a callable with one, non-overloaded operator().
+  /// \param name The name callers use; not empty.
+  /// \param fn The function; it runs on this agent's pool, possibly several calls at a time.
+  /// \throws InvalidArgument also when name is empty.
   template <typename Fn>
   void registerFunction(const std::string& name, Fn fn) {
     registerTyped(name, std::move(fn), false);
   }
   /// Registers fn(T& self, args...) under name, to run on an RRef<T>'s owner with the owner's
   /// value: RRef<T>::rpcSync(name, args...) (and rpcAsync, remote) call it.
+  /// \tparam T The value type of the RRefs the method runs on.
+  /// \tparam Fn A callable whose first parameter is a T& (the owner's value) and whose others
+  ///   are the method's arguments.
+  /// \param name The name the method is called by; registered as registerFunction() does, so
+  ///   the same names are refused.
+  /// \param fn The method.
   template <typename T, typename Fn>
   void registerMethod(const std::string& name, Fn fn);
-  /// make, when given, lets remote() call name.
+  /// Registers a raw handler under name, for callers that pack and unpack themselves. make, when
+  /// given, lets remote() call name.
+  /// \param name The name callers use.
+  /// \param handler Runs each call on the agent's pool.
+  /// \param make What remote() runs on this worker; null: remote() cannot call name.
+  /// \throws InvalidArgument when name is empty, taken or starts with "c10d.", or handler is
+  ///   empty.
   void registerHandler(const std::string& name, Handler handler, Maker make = nullptr);
+  /// Registers a raw handler that replies later under name (remote() cannot call it).
+  /// \param name The name callers use.
+  /// \param handler Runs each call on the agent's pool, and arranges for its reply.
+  /// \throws InvalidArgument when name is empty, taken or starts with "c10d.", or handler is
+  ///   empty.
   void registerAsyncHandler(const std::string& name, AsyncHandler handler);
   /// Calls function on worker `to` with args; the Future completes with its result (an R).
   /// timeout: the call's own (default: options().timeout).
+  /// \tparam R The result's type; void for none.
+  /// \tparam A The arguments' types: msgpack-able values, Tensors or RRefs.
+  /// \param to The callee worker's name (this worker's own name too).
+  /// \param function The name the callee registered the function under.
+  /// \param args The function's arguments.
+  /// \return A future of the result; a call's errors (see the file's overview) fail it, except
+  ///   those thrown at once below.
+  /// \throws InvalidArgument at once for an unknown worker or an argument that cannot be packed
+  ///   (an undefined Tensor, an empty RRef).
+  /// \throws StateError at once after shutdown().
   template <typename R, typename... A>
   Future<R> rpcAsync(const std::string& to, const std::string& function, A&&... args) {
     return rpcAsyncWithTimeout<R>(to, function, options().timeout, std::forward<A>(args)...);
   }
+  /// rpcAsync() with the call's own timeout.
+  /// \tparam R The result's type; void for none.
+  /// \tparam A The arguments' types.
+  /// \param to The callee worker's name.
+  /// \param function The name the callee registered the function under.
+  /// \param timeout How long the call may take before its future fails with TimeoutError;
+  ///   positive (else InvalidArgument at once).
+  /// \param args The function's arguments.
+  /// \return A future of the result, as rpcAsync()'s.
   template <typename R, typename... A>
   Future<R> rpcAsyncWithTimeout(const std::string& to, const std::string& function,
                                 std::chrono::milliseconds timeout, A&&... args) {
     return callTyped<R>(idOf(to), function, timeout,
                         [&] { return pack(std::make_tuple(std::forward<A>(args)...)); });
   }
+  /// rpcAsync(), waiting for the result: throws what the future would fail with.
+  /// \tparam R The result's type; void for none.
+  /// \tparam A The arguments' types.
+  /// \param to The callee worker's name.
+  /// \param function The name the callee registered the function under.
+  /// \param args The function's arguments.
+  /// \return The function's result.
   template <typename R, typename... A>
   R rpcSync(const std::string& to, const std::string& function, A&&... args) {
     return rpcAsync<R>(to, function, std::forward<A>(args)...).value();
@@ -216,11 +300,26 @@ class RpcAgent {
 
   /// Runs function on worker `to` and returns a reference to its result, which stays there (the
   /// owner). Returns at once; errors of the call reach the RRef's toHere().
+  /// \tparam R The type of the function's result, which the RRef holds.
+  /// \tparam A The arguments' types.
+  /// \param to The owner's name (this worker's own name too).
+  /// \param function The name the owner registered the function under, with registerFunction()
+  ///   (a function returning a value) or registerHandler() with a Maker.
+  /// \param args The function's arguments.
+  /// \return A reference to the result on `to`.
+  /// \throws InvalidArgument at once for an unknown worker or an argument that cannot be packed.
+  /// \throws StateError at once after shutdown().
+  /// \throws RemoteError at once when `to` is this worker and function is unknown here
+  ///   (InvalidArgument when remote() cannot call it).
   template <typename R, typename... A>
   RRef<R> remote(const std::string& to, const std::string& function, A&&... args);
   /// An RRef owned by this worker, holding value (PyTorch's RRef(value)).
+  /// \tparam T The value's type.
+  /// \param value The value; the RRef's owner keeps it while any reference to it exists.
+  /// \return The new reference, whose value is set already.
   template <typename T>
   RRef<T> makeRRef(T value);
+  /// \return The RRefs this worker owns and holds, counted (see RRefStats).
   RRefStats rrefStats() const;
 
   /// Graceful: waits until this worker's calls and RRef messages are answered, tells the owners
@@ -231,6 +330,9 @@ class RpcAgent {
   /// options().timeout. Non-graceful: closes at once, failing outstanding calls. Either way, and
   /// also when graceful shutdown throws, the agent is closed afterwards: later calls, like those
   /// in flight at the close, fail with StateError. Idempotent.
+  /// \param graceful Whether to wait for this worker's calls and every other worker first.
+  ///   Called from two threads at once, a graceful call waits for one in progress; a
+  ///   non-graceful one closes at once.
   void shutdown(bool graceful = true);
 
   /// The agent's state, defined in rpc/AgentImpl.hpp for rpc/'s own files; opaque here.

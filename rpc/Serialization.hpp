@@ -1,15 +1,17 @@
 #pragma once
 
-// How RPC arguments and results travel: msgpack for every value (scalars, strings, vectors,
-// maps, tuples, and user structs that opt in with msgpack's MSGPACK_DEFINE), and tensors beside
-// it: a tensor inside a value is packed as a msgpack extension holding its index in the
-// message's tensor list, and its bytes travel after the value, straight from and into tensor
-// memory.
-//
-// Threading: pack() and unpack() may run on any thread; the tensor list they use is the calling
-// thread's (thread-local while they run).
+/// \file
+/// How RPC arguments and results travel: msgpack for every value (scalars, strings, vectors,
+/// maps, tuples, and user structs that opt in with msgpack's MSGPACK_DEFINE), and tensors beside
+/// it: a tensor inside a value is packed as a msgpack extension holding its index in the
+/// message's tensor list, and its bytes travel after the value, straight from and into tensor
+/// memory.
+///
+/// Threading: pack() and unpack() may run on any thread; the tensor list they use is the calling
+/// thread's (thread-local while they run).
 
 #ifndef MSGPACK_NO_BOOST
+/// Makes msgpack's headers use no Boost (set before they are included, unless already set).
 #define MSGPACK_NO_BOOST
 #endif
 #include <msgpack.hpp>
@@ -50,11 +52,15 @@ class TensorListScope {
 
 /// A value packed for the wire: msgpack bytes plus the tensors it refers to.
 struct Packed {
-  std::string bytes;
-  std::vector<Tensor> tensors;
+  std::string bytes;            ///< the msgpack value; tensors in it are indices into tensors
+  std::vector<Tensor> tensors;  ///< the tensors the value refers to, in index order
 };
 
 /// Packs value (any msgpack-able type, tensors included).
+/// \tparam T The value's type.
+/// \param value The value; its tensors are shared, not copied.
+/// \return The packed value. Throws InvalidArgument for an undefined tensor in value, or an
+///   RRef packed outside an RPC call.
 template <typename T>
 Packed pack(const T& value) {
   Packed packed;
@@ -87,6 +93,12 @@ T unpackChecked(const std::string& bytes, std::vector<Tensor>& tensors, const Ch
 
 /// Unpacks a T from bytes, taking tensors from tensors. Throws InvalidArgument naming what()
 /// (e.g. "result of 'add' from worker 'w1'"; formatted only then) when the bytes do not hold a T.
+/// \tparam T The type to unpack.
+/// \tparam What A callable returning a std::string.
+/// \param bytes Msgpack bytes, as Packed::bytes.
+/// \param tensors The tensors the bytes refer to, as Packed::tensors.
+/// \param what Names the value in error messages.
+/// \return The value.
 template <typename T, typename What>
 T unpack(const std::string& bytes, std::vector<Tensor>& tensors, const What& what) {
   return detail::unpackChecked<T>(
@@ -94,6 +106,12 @@ T unpack(const std::string& bytes, std::vector<Tensor>& tensors, const What& wha
 }
 
 /// Unpacks the arguments of function: a tuple of exactly as many values as it has parameters.
+/// \tparam Tuple A std::tuple of the parameters' types.
+/// \param bytes Msgpack bytes, as Packed::bytes: a list of the arguments.
+/// \param tensors The tensors the bytes refer to, as Packed::tensors.
+/// \param function The function's name, for error messages.
+/// \return The arguments. Throws InvalidArgument, naming function, for anything but a list of as
+///   many values as Tuple has, of its types.
 template <typename Tuple>
 Tuple unpackArguments(const std::string& bytes, std::vector<Tensor>& tensors,
                       const std::string& function) {

@@ -1,5 +1,8 @@
 #pragma once
 
+/// \file
+/// FileStore: a Store kept in one file, shared by the processes of one host.
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -44,10 +47,19 @@ class KeyValueState;
 /// even in one process, open the file separately and so exclude each other through flock().
 class FileStore : public Store {
  public:
+  /// Opens the store at path, creating the file when absent.
+  /// \param path The file: not empty, on a filesystem where flock() works (see above).
+  /// \param numWorkers How many FileStores the job constructs on path, counting every process's;
+  ///        > 0 turns on the cleanup above. <= 0 (the default): the file is never removed.
+  /// \param timeout The default timeout of blocking calls; must be positive.
+  /// \throws InvalidArgument when path is empty or timeout is not positive.
+  /// \throws StoreError when the file cannot be opened; with numWorkers > 0 (which reads and
+  ///         writes it here) also when it cannot be locked, read or written, or is corrupt.
   explicit FileStore(std::string path, int numWorkers = -1,
                      std::chrono::milliseconds timeout = kDefaultTimeout);
   ~FileStore() override;
 
+  /// \return The file's path, as given to the constructor.
   const std::string& path() const { return path_; }
 
   using Store::get;
@@ -66,8 +78,10 @@ class FileStore : public Store {
                               std::chrono::milliseconds timeout) override;
   void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
   void append(const std::string& key, const Bytes& value) override;
-  /// A blocking pop polls, as get does.
   void queuePush(const std::string& key, const Bytes& value) override;
+  /// \copydoc Store::queuePop(const std::string&,std::chrono::milliseconds)
+  ///
+  /// A blocking pop polls, as get does.
   Bytes queuePop(const std::string& key, std::chrono::milliseconds timeout) override;
   std::optional<Bytes> tryQueuePop(const std::string& key) override;
   int64_t queueLen(const std::string& key) override;

@@ -1,5 +1,8 @@
 #pragma once
 
+/// \file
+/// HashStore: the in-process Store, for the threads of one process.
+
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -16,6 +19,9 @@ class KeyValueState;
 /// single-process jobs, world size 1). See Store for semantics, errors and threading.
 class HashStore : public Store {
  public:
+  /// Makes an empty store.
+  /// \param timeout The default timeout of blocking calls; must be positive.
+  /// \throws InvalidArgument when timeout is not positive.
   explicit HashStore(std::chrono::milliseconds timeout = kDefaultTimeout);
   ~HashStore() override;
 

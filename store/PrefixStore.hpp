@@ -1,5 +1,8 @@
 #pragma once
 
+/// \file
+/// PrefixStore: a Store that puts its keys under a prefix in another store.
+
 #include <memory>
 
 #include "store/Store.hpp"
@@ -12,9 +15,15 @@ namespace c10d::inline v1 {
 /// underneath. Errors and threading as the store underneath.
 class PrefixStore : public Store {
  public:
+  /// Wraps store; this store's timeout starts as store's.
+  /// \param prefix The prefix: key k is "<prefix>/k" in store.
+  /// \param store The store underneath, shared with its other users; must not be null.
+  /// \throws InvalidArgument when store is null.
   PrefixStore(std::string prefix, std::shared_ptr<Store> store);
 
+  /// \return The prefix, as given to the constructor (without the "/").
   const std::string& prefix() const { return prefix_; }
+  /// \return The store underneath.
   const std::shared_ptr<Store>& underlying() const { return store_; }
 
   using Store::get;

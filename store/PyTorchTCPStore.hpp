@@ -1,5 +1,8 @@
 #pragma once
 
+/// \file
+/// PyTorchTCPStore: a Store that is a client of PyTorch's TCPStore server.
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -20,7 +23,7 @@ class ClientSocket;
 /// client sends them ("/" + key), so torch.distributed clients of the same server see the same
 /// keys and values; counters are decimal text, as in every store of this library.
 ///
-/// Two wire protocols exist (docs/store-protocol.md#pytorchs-tcpstore): v1, spoken by PyTorch
+/// Two wire protocols exist (`docs/store-protocol.md#pytorchs-tcpstore`): v1, spoken by PyTorch
 /// 1.13 and 2.0 (tested here against Debian's 1.13), and v2, PyTorch 2.2 and later (a VALIDATE
 /// message first, every op's code one higher; written from PyTorch's source, and tested only
 /// against this repository's model of it). "auto" asks the server with a probe that v1 answers
@@ -34,15 +37,26 @@ class ClientSocket;
 /// server does for a request it cannot serve. Threading: calls are serialised on one connection.
 class PyTorchTCPStore : public Store {
  public:
-  enum class Protocol { Auto, V1, V2 };
+  /// The wire protocol (see PyTorchTCPStore). Auto asks the constructor to detect it: V1 or V2
+  /// by C10D_TORCH_STORE_PROTOCOL ("v1" or "v2"), else by probePyTorchStoreProtocol.
+  enum class Protocol { Auto, /**< detect */ V1, /**< PyTorch 1.13-2.1 */ V2 /**< PyTorch 2.2+ */ };
 
   /// Connects (retrying until timeout). protocol Auto: C10D_TORCH_STORE_PROTOCOL, else the probe.
+  /// A process probes each host:port once and reuses the answer for later stores.
+  /// \param host The server's host name or address.
+  /// \param port The server's port.
+  /// \param timeout The default timeout of blocking calls, and how long connecting and any
+  ///        other request may take; must be positive.
+  /// \param protocol The server's protocol, or Auto to find it out.
+  /// \throws TimeoutError when it cannot connect within timeout.
+  /// \throws InvalidArgument when timeout is not positive.
   PyTorchTCPStore(std::string host, uint16_t port,
                   std::chrono::milliseconds timeout = Store::kDefaultTimeout,
                   Protocol protocol = Protocol::Auto);
   ~PyTorchTCPStore() override;
 
-  Protocol protocol() const { return protocol_; }  // V1 or V2, once connected
+  /// \return The protocol in use: V1 or V2, once connected (never Auto).
+  Protocol protocol() const { return protocol_; }
 
   void set(const std::string& key, const Bytes& value) override;
   Bytes get(const std::string& key, std::chrono::milliseconds timeout) override;
@@ -52,15 +66,22 @@ class PyTorchTCPStore : public Store {
   bool check(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   /// Every key the server holds, PyTorch's own ("init/", the agent's) included.
+  /// \return That number.
   int64_t numKeys() override;
   std::vector<Bytes> multiGet(const std::vector<std::string>& keys,
                               std::chrono::milliseconds timeout) override;
   void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
   void append(const std::string& key, const Bytes& value) override;
+  /// \copydoc Store::queuePush
+  ///
   /// Queues need PyTorch 2.6's server or ours (protocol v2); over v1 they throw StoreError. A
   /// blocking pop waits for the queue's key as PyTorch's client does, then pops, and waits again
   /// when another client popped first.
   void queuePush(const std::string& key, const Bytes& value) override;
+  /// \copydoc Store::queuePop(const std::string&,std::chrono::milliseconds)
+  ///
+  /// Over protocol v1: StoreError (see queuePush). It waits for the queue's key as PyTorch's
+  /// client does, then pops, and waits again when another client popped first.
   Bytes queuePop(const std::string& key, std::chrono::milliseconds timeout) override;
   std::optional<Bytes> tryQueuePop(const std::string& key) override;
   int64_t queueLen(const std::string& key) override;
@@ -96,6 +117,12 @@ class PyTorchTCPStore : public Store {
 
 /// The protocol a PyTorch TCPStore server at host:port speaks, found by the probe (a request for
 /// the key count, which v1 answers and v2 leaves unanswered or refuses), within timeout.
+/// \param host The server's host name or address.
+/// \param port The server's port.
+/// \param timeout How long connecting may take; the probe then waits for its answer up to
+///        timeout or 2 s, whichever is less.
+/// \return V1 when the server answered the probe, else V2.
+/// \throws TimeoutError when it cannot connect within timeout.
 PyTorchTCPStore::Protocol probePyTorchStoreProtocol(const std::string& host, uint16_t port,
                                                     std::chrono::milliseconds timeout);
 

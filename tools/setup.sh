@@ -10,7 +10,7 @@ packages=(
   libgtest-dev python3 libssl-dev
   clang libclang-rt-14-dev iproute2
   libtorch-dev python3-torch python3-numpy python3-pytest pybind11-dev python3-dev
-  python3-pip python3-venv python3-setuptools python3-wheel
+  python3-pip python3-venv python3-setuptools python3-wheel doxygen
 )
 
 missing=()

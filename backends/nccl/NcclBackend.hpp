@@ -1,7 +1,8 @@
 #pragma once
 
-// The NCCL backend ("nccl"): collectives and point-to-point on CUDA tensors. No CUDA or NCCL
-// header is included here; the implementation is private (backends/nccl/*.cpp).
+/// \file
+/// The NCCL backend ("nccl"): collectives and point-to-point on CUDA tensors. No CUDA or NCCL
+/// header is included here; the implementation is private (backends/nccl/*.cpp).
 
 #include <chrono>
 #include <memory>
@@ -28,6 +29,10 @@ namespace c10d::inline v1 {
 /// before any device work). Ops that only move data move every dtype, as bytes.
 class NcclBackend : public Backend {
  public:
+  /// A backend for one group; made by the backend registry when a group selects "nccl". The
+  /// communicator is made at the group's first op, or now from the parent's for a subgroup.
+  /// \param context The group's rank, size, store, timeout, settings and, for a subgroup, what
+  ///   the parent's splitForSubgroup returned.
   explicit NcclBackend(const BackendContext& context);
   ~NcclBackend() override;
 

@@ -15,15 +15,15 @@
  *
  * Option structs carry their size in their first field, so that later versions can add fields
  * without breaking callers built against this one: start from the *_INIT macro, then set what
- * you need. A NULL options pointer means the defaults.
+ * you need. A NULL options pointer means the defaults, except for c10d_store_tcp, whose options
+ * name the server to reach.
  *
  * Threading: every call may be made from any thread; a store, group, work or RPC agent may be used
- * by several threads at once, except that *_free must be the handle's last use and
- * c10d_store_set_timeout must not race the store's other calls. An RPC message is one thread's at
- * a time; a reducer follows the C++ one (c10d_ddp_mark_grad_ready from any thread, its other
- * calls from one). Completion callbacks and RPC functions run on library threads (a callback at
- * once on the caller's, for a work that has already completed): they must not free or shut down
- * a group or an agent, whose threads they run on.
+ * by several threads at once, except that *_free must be the handle's last use. An RPC message
+ * is one thread's at a time; a reducer follows the C++ one (c10d_ddp_mark_grad_ready from any
+ * thread, its other calls from one). Completion callbacks and RPC functions run on library
+ * threads (a callback at once on the caller's, for a work that has already completed): they must
+ * not free or shut down a group or an agent, whose threads they run on.
  *
  * Buffers: a c10d_buffer describes `count` contiguous elements of `dtype` at `data` on a device.
  * Operations read and write them in place (zero copy); the memory must stay valid until the

@@ -1,19 +1,23 @@
 #pragma once
 
-// Every C10D_* environment variable the library reads, declared once (kVariables), read by one
-// reader that applies one policy to all of them (Settings, c10d/core/Settings.hpp): unset or empty
-// means the default; any other value must be one the table accepts, or the read throws
-// InvalidArgument naming the variable, the value and what it accepts. docs/configuration.md's table
-// of variables is printed from here (`c10d-config --markdown`), and a test fails when the two
-// differ.
-//
-// Variables of Scope::Group can also be set for one process group through
-// ProcessGroupOptions::config, which takes precedence over the environment.
-//
-// Header-only but for Settings (c10d/core/Settings.cpp, which c10d-config compiles in, as it does
-// not link the library). Not included by ProcessGroup.hpp or Backend.hpp: a program includes it
-// to read the table (c10d-config, the examples). Thread-safe: reading the environment while
-// another thread calls setenv is the caller's race, as with getenv.
+/// \file
+/// The table of every C10D_* environment variable the library reads (kVariables), the helpers
+/// that check values against it, and the launchers' rank variables.
+///
+/// Every C10D_* environment variable the library reads, declared once (kVariables), read by one
+/// reader that applies one policy to all of them (Settings, c10d/core/Settings.hpp): unset or empty
+/// means the default; any other value must be one the table accepts, or the read throws
+/// InvalidArgument naming the variable, the value and what it accepts. docs/configuration.md's
+/// table of variables is printed from here (`c10d-config --markdown`), and a test fails when the
+/// two differ.
+///
+/// Variables of Scope::Group can also be set for one process group through
+/// ProcessGroupOptions::config, which takes precedence over the environment.
+///
+/// Header-only but for Settings (c10d/core/Settings.cpp, which c10d-config compiles in, as it does
+/// not link the library). Not included by ProcessGroup.hpp or Backend.hpp: a program includes it
+/// to read the table (c10d-config, the examples). Thread-safe: reading the environment while
+/// another thread calls setenv is the caller's race, as with getenv.
 
 #include <algorithm>
 #include <charconv>
@@ -32,8 +36,11 @@
 /// environ, which unistd.h declares only under _GNU_SOURCE.
 extern "C" char** environ;
 
+/// The library's configuration: the table of C10D_* variables (kVariables), Settings that reads
+/// them with one policy, and the launchers' variables (kLaunchers).
 namespace c10d::inline v1::config {
 
+/// What values a Variable accepts.
 enum class Type {
   Choice,   ///< one of Variable::choices
   Integer,  ///< a decimal integer in [min, max]
@@ -41,25 +48,30 @@ enum class Type {
   Path,     ///< a file or directory name
 };
 
+/// Who may set a Variable, and when it is read.
 enum class Scope {
   Process,  ///< read once or per call, for the whole process: only the environment sets it
   Group,    ///< read when a process group is created: ProcessGroupOptions::config can set it too
 };
 
+/// One row of kVariables: an environment variable, what it accepts, its default and its meaning
+/// (a row of docs/configuration.md).
 struct Variable {
-  std::string_view name;
-  Type type;
-  Scope scope;
+  std::string_view name;     ///< "C10D_TIMEOUT"
+  Type type;                 ///< what values it accepts
+  Scope scope;               ///< Group: ProcessGroupOptions::config may set it too
   std::string_view choices;  ///< Choice: the accepted values, '|' between them
   int64_t min;               ///< Integer: the accepted range
-  int64_t max;
+  int64_t max;               ///< Integer: the range's upper end, included (min is the lower)
   std::string_view fallback;     ///< the value unset stands for; empty: none (the reader decides)
   std::string_view defaultText;  ///< the default in words, where fallback alone does not say it
-  std::string_view meaning;
+  std::string_view meaning;      ///< what it does, in Markdown (the table's "Meaning" column)
   std::string_view alias = {};  ///< an older name, read when this one is unset
   bool secret = false;          ///< never printed
 };
 
+/// Every C10D_* variable the library reads, one Variable each; `c10d-config --markdown` prints
+/// it as docs/configuration.md's table.
 inline constexpr Variable kVariables[] = {
     {"C10D_BACKEND",
      Type::Text,
@@ -360,6 +372,8 @@ inline constexpr Variable kVariables[] = {
 };
 
 /// The table's row for name; null when it has none.
+/// \param name A variable's name, e.g. "C10D_TIMEOUT" (not its alias).
+/// \return The row in kVariables, or nullptr.
 inline const Variable* find(std::string_view name) {
   for (const Variable& v : kVariables) {
     if (v.name == name) return &v;
@@ -367,6 +381,10 @@ inline const Variable* find(std::string_view name) {
   return nullptr;
 }
 
+/// The table's row for a name the library knows it has.
+/// \param name A variable's name in kVariables.
+/// \return Its row.
+/// \throws Error when the table has no such row (a bug of the library's, not the user's).
 inline const Variable& variable(std::string_view name) {
   const Variable* v = find(name);
   // A name missing from the table is a bug of ours, not the user's.
@@ -376,6 +394,8 @@ inline const Variable& variable(std::string_view name) {
 }
 
 /// A Choice variable's accepted values, in the table's order.
+/// \param v A row of Type::Choice.
+/// \return Variable::choices split at '|'; views into the table.
 inline std::vector<std::string_view> choices(const Variable& v) {
   std::vector<std::string_view> values;
   for (size_t start = 0; start <= v.choices.size();) {
@@ -388,6 +408,10 @@ inline std::vector<std::string_view> choices(const Variable& v) {
 }
 
 /// text as a decimal integer in [low, high]; nullopt for anything else.
+/// \param text Decimal digits with an optional '-'; no spaces, no '+'.
+/// \param low The least value accepted.
+/// \param high The greatest value accepted.
+/// \return The number, or nullopt.
 inline std::optional<int64_t> parseInteger(std::string_view text, int64_t low, int64_t high) {
   int64_t number = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
@@ -399,6 +423,12 @@ inline std::optional<int64_t> parseInteger(std::string_view text, int64_t low, i
 
 /// The same, for a value the caller must have: InvalidArgument "<what>='<text>' is not an integer
 /// in [low, high]" otherwise (launchers' variables, an init method's port).
+/// \param what What text is, for the message: a variable's name.
+/// \param text The value to parse.
+/// \param low The least value accepted.
+/// \param high The greatest value accepted.
+/// \return The number.
+/// \throws InvalidArgument when text is not a decimal integer in [low, high].
 inline int64_t requireInteger(std::string_view what, std::string_view text, int64_t low,
                               int64_t high) {
   std::optional<int64_t> number = parseInteger(text, low, high);
@@ -408,6 +438,8 @@ inline int64_t requireInteger(std::string_view what, std::string_view text, int6
 }
 
 /// "`a`, `b` or `c`", "an integer in [min, max]", ...: what a variable accepts, in words.
+/// \param v A row of the table.
+/// \return The Markdown text: the choices in backquotes, the range, "text" or "a path".
 inline std::string accepted(const Variable& v) {
   switch (v.type) {
     case Type::Choice: {
@@ -431,6 +463,12 @@ inline std::string accepted(const Variable& v) {
 
 /// Checks value against v's type; returns it unchanged. Throws InvalidArgument naming the
 /// variable, where the value came from, the value and what is accepted.
+/// \param v The variable's row; a Choice value must be one of its choices, an Integer one in its
+///        range; Text and Path accept anything.
+/// \param value The value given (callers pass no empty one: empty stands for the default).
+/// \param origin Where value came from, for the message: "environment", ...
+/// \return value.
+/// \throws InvalidArgument when v does not accept value (a secret value is not shown).
 inline std::string_view check(const Variable& v, std::string_view value, std::string_view origin) {
   bool ok = true;
   if (v.type == Type::Choice) {
@@ -445,12 +483,17 @@ inline std::string_view check(const Variable& v, std::string_view value, std::st
 }
 
 /// The environment's value of name, checked (Settings{}.value(name)).
+/// \param name A variable of kVariables.
+/// \return The value, or the fallback when unset or empty.
+/// \throws InvalidArgument when the value is not one the variable accepts.
+/// \throws Error when name is not in the table.
 inline std::string value(std::string_view name) {
   return Settings().value(name);
 }
 
 /// C10D_* variables set in the environment that the table does not know: most likely typos
 /// ("C10D_DEGUB"). Reported as a warning, not refused: tests and tools have variables of their own.
+/// \return Their names, in the environment's order (empty when there are none).
 inline std::vector<std::string> unknownEnvironmentNames() {
   std::vector<std::string> unknown;
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
@@ -465,13 +508,16 @@ inline std::vector<std::string> unknownEnvironmentNames() {
 // ---- Launchers' variables ----
 // Not ours: what c10drun, torchrun, mpirun (Open MPI), PMI and srun (Slurm) tell each process.
 
+/// The names of the variables one launcher sets for each process it starts.
 struct Launcher {
-  const char* rank;
-  const char* size;
-  const char* localRank;
+  const char* rank;       ///< the rank's variable: "RANK", "SLURM_PROCID", ...
+  const char* size;       ///< the world size's variable: "WORLD_SIZE", "SLURM_NTASKS", ...
+  const char* localRank;  ///< the rank on its host's variable: "LOCAL_RANK", ...
   const char* name;  ///< for messages
 };
 
+/// The launchers whose variables are read, in the order they are tried: torchrun and c10drun
+/// (RANK/WORLD_SIZE), Open MPI, PMI, Slurm.
 inline constexpr Launcher kLaunchers[] = {
     {"RANK", "WORLD_SIZE", "LOCAL_RANK", "RANK/WORLD_SIZE"},
     {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "Open MPI"},
@@ -481,6 +527,11 @@ inline constexpr Launcher kLaunchers[] = {
 
 /// The integer in variable name, nullopt when unset or empty; InvalidArgument naming the
 /// variable when it holds anything but an integer in [low, high].
+/// \param name The environment variable's name.
+/// \param low The least value accepted.
+/// \param high The greatest value accepted.
+/// \return The number, or nullopt.
+/// \throws InvalidArgument when the variable is set to anything but an integer in [low, high].
 inline std::optional<int64_t> launcherInteger(const char* name, int64_t low, int64_t high) {
   const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0') return std::nullopt;
@@ -488,6 +539,9 @@ inline std::optional<int64_t> launcherInteger(const char* name, int64_t low, int
 }
 
 /// This process's rank on its host, from the first launcher that sets one; nullopt when none does.
+/// \return The local rank (>= 0), or nullopt.
+/// \throws InvalidArgument when the first launcher's local-rank variable that is set is not an
+///         integer in [0, INT32_MAX].
 inline std::optional<int> launcherLocalRank() {
   for (const Launcher& launcher : kLaunchers) {
     if (auto local = launcherInteger(launcher.localRank, 0, INT32_MAX)) {
@@ -498,6 +552,7 @@ inline std::optional<int> launcherLocalRank() {
 }
 
 /// docs/configuration.md's table: one row per variable.
+/// \return The Markdown table, its header included, one line per row of kVariables.
 inline std::string markdownTable() {
   std::string out =
       "| Variable | Accepts | Default | Per group | Meaning |\n|---|---|---|---|---|\n";

@@ -1,9 +1,12 @@
 #pragma once
 
-// How many cores this process may run on, which decides whether a rank may spin while it waits:
-// std::thread::hardware_concurrency() counts the host's cores, not the ones taskset, a Slurm or
-// Kubernetes cpuset (the affinity mask) or a container's CPU quota (cgroup v2 `cpu.max`, v1
-// `cpu.cfs_quota_us` / `cpu.cfs_period_us`) leave us.
+/// \file
+/// Internal: how many cores this process may run on (affinity mask and cgroup CPU quota).
+///
+/// How many cores this process may run on, which decides whether a rank may spin while it waits:
+/// std::thread::hardware_concurrency() counts the host's cores, not the ones taskset, a Slurm or
+/// Kubernetes cpuset (the affinity mask) or a container's CPU quota (cgroup v2 `cpu.max`, v1
+/// `cpu.cfs_quota_us` / `cpu.cfs_period_us`) leave us.
 
 #include <string>
 

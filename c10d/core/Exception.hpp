@@ -1,5 +1,9 @@
 #pragma once
 
+/// \file
+/// The library's error types (Error, its subclasses and ErrorContext) and the C10D_CHECK and
+/// C10D_THROW macros that throw them.
+
 #include <cstdint>
 #include <exception>
 #include <sstream>
@@ -28,13 +32,17 @@ struct ErrorContext {
 /// (rank, key, peer, op) and, when the fix is known, what to do; context() the same as fields.
 class Error : public std::runtime_error {
  public:
+  /// \param message The whole text what() returns.
+  /// \param context The same facts as fields; empty by default (addContext can fill it later).
   explicit Error(const std::string& message, ErrorContext context = {})
       : std::runtime_error(message), context_(std::move(context)) {}
 
+  /// \return The error's fields (those not known are empty, or -1 for numbers).
   const ErrorContext& context() const noexcept { return context_; }
 
   /// Sets the fields of context() that are still unset from more; what() stays as it is. For the
   /// code that throws or completes the error, before another thread can see it.
+  /// \param more Fields to copy; only those still unset here are taken (non-empty, or >= 0).
   void addContext(const ErrorContext& more) {
     if (context_.op.empty()) context_.op = more.op;
     if (context_.group.empty()) context_.group = more.group;
@@ -139,12 +147,18 @@ std::string concat(const Args&... args) {
 }  // namespace detail
 }  // namespace c10d::inline v1
 
-// Throws ErrorType (looked up where the macro is used) with the streamed arguments as message
-// when cond is false:
-//   C10D_CHECK(rank < size, InvalidArgument, "rank ", rank, " out of range [0, ", size, ")");
-// The throw is a cold function of its own, so that a check costs the function it is in one
-// compare and branch: building the message would otherwise make every caller save registers
-// and set up a frame for it, on every call (it did on every op of a process group).
+/// Throws ErrorType (looked up where the macro is used) with the streamed arguments as message
+/// when cond is false:
+///
+///     C10D_CHECK(rank < size, InvalidArgument, "rank ", rank, " out of range [0, ", size, ")");
+///
+/// The throw is a cold function of its own, so that a check costs the function it is in one
+/// compare and branch: building the message would otherwise make every caller save registers
+/// and set up a frame for it, on every call (it did on every op of a process group).
+/// \param cond The condition that must hold; evaluated once.
+/// \param ErrorType Error or a subclass of it, constructed from the message alone.
+/// \param ... The message's parts, streamed with operator<< one after another, no separator;
+///        evaluated only when cond is false.
 #define C10D_CHECK(cond, ErrorType, ...)                         \
   do {                                                           \
     if (!(cond)) [[unlikely]] {                                  \
@@ -152,6 +166,10 @@ std::string concat(const Args&... args) {
     }                                                            \
   } while (0)
 
+/// Throws ErrorType unconditionally, with the streamed arguments as message:
+/// `C10D_THROW(StateError, "group ", name, " was shut down")`.
+/// \param ErrorType Error or a subclass of it, constructed from the message alone.
+/// \param ... The message's parts, streamed with operator<< one after another, no separator.
 #define C10D_THROW(ErrorType, ...) throw ErrorType(::c10d::detail::concat(__VA_ARGS__))
 
 namespace c10d::inline v1::detail {

@@ -1,5 +1,8 @@
 #pragma once
 
+/// \file
+/// The 16-bit float element types Half (IEEE binary16) and BFloat16, stored as bits.
+
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -11,12 +14,17 @@ namespace c10d::inline v1 {
 /// IEEE 754 binary16, stored as its bits. Arithmetic goes through float. The conversions give
 /// F16C's bits for every input, NaNs included (c10d/core/Kernels.hpp relies on it).
 struct Half {
-  uint16_t bits = 0;
+  uint16_t bits = 0;  ///< the binary16 bit pattern (0: +0.0)
 
-  Half() = default;
+  Half() = default;  ///< +0.0
+  /// \param value Rounded to the nearest binary16 (ties to even; past the range: infinity).
   explicit Half(float value) : bits(fromFloat(value)) {}
+  /// \return The value as a float (exact: every binary16 is a float).
   explicit operator float() const { return toFloat(bits); }
 
+  /// \param value A float; rounded to nearest even, overflowing to infinity, a NaN kept quiet
+  ///        with its sign and top payload bits.
+  /// \return The binary16 bits of value.
   static uint16_t fromFloat(float value) {
     uint32_t f;
     std::memcpy(&f, &value, sizeof(f));
@@ -40,6 +48,8 @@ struct Half {
     return static_cast<uint16_t>(sign | (magnitude >> 13));
   }
 
+  /// \param h binary16 bits.
+  /// \return Their value as a float (a NaN made quiet).
   static float toFloat(uint16_t h) {
     uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
     uint32_t exponent = (h >> 10) & 0x1fu;
@@ -64,12 +74,16 @@ struct Half {
 
 /// bfloat16: the upper half of a float32, rounded to nearest even.
 struct BFloat16 {
-  uint16_t bits = 0;
+  uint16_t bits = 0;  ///< the upper 16 bits of a float32 (0: +0.0)
 
-  BFloat16() = default;
+  BFloat16() = default;  ///< +0.0
+  /// \param value Rounded to the nearest bfloat16 (ties to even).
   explicit BFloat16(float value) : bits(fromFloat(value)) {}
+  /// \return The value as a float (exact).
   explicit operator float() const { return toFloat(bits); }
 
+  /// \param value A float; rounded to nearest even, a NaN kept with its sign and made quiet.
+  /// \return The bfloat16 bits of value.
   static uint16_t fromFloat(float value) {
     uint32_t f;
     std::memcpy(&f, &value, sizeof(f));
@@ -78,6 +92,8 @@ struct BFloat16 {
     return static_cast<uint16_t>((f + rounding) >> 16);
   }
 
+  /// \param b bfloat16 bits.
+  /// \return Their value as a float: b in the upper half, zeros below.
   static float toFloat(uint16_t b) {
     uint32_t f = static_cast<uint32_t>(b) << 16;
     float result;
@@ -87,6 +103,7 @@ struct BFloat16 {
 };
 
 /// Half and BFloat16 store bits and compute through float.
+/// \tparam T An element type; the constant is true for Half and BFloat16 only.
 template <typename T>
 inline constexpr bool kComputesViaFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 

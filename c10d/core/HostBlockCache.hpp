@@ -1,23 +1,28 @@
 #pragma once
 
-// Host memory for tensors of 1 MiB and more is kept for reuse after its tensor is freed.
-//
-// Why: glibc serves such blocks with a fresh mmap, so every new large tensor pays a page fault
-// and the kernel's zeroing for each 4 KiB page. A received RPC tensor or a collective's scratch
-// buffer is allocated again at every step with the same size; reusing the block made the 16 MiB
-// RPC echo 40% faster on the 2-vCPU host (docs/performance.md).
-//
-//   C10D_HOST_CACHE_MB   most memory kept for reuse, in MiB (default 256; 0: nothing is kept)
-//
-// A block is reused for a request of its size or up to 1/8 smaller. When keeping a freed block
-// would pass the limit, the blocks kept longest are freed first. Memory from the cache is
-// uninitialised, as Tensor::empty promises.
-//
-// It also counts the bytes of the blocks it has handed out that are still owned (live, whether
-// they would be kept or not) and the most that were live at once since resetPeak(): what a
-// process's host tensors hold, for the memory figures of ZeRO and the reducer.
-//
-// Threading: every method may be called from any thread.
+/// \file
+/// Internal: the cache that keeps freed host memory of 1 MiB and more for reuse by tensors.
+///
+/// Host memory for tensors of 1 MiB and more is kept for reuse after its tensor is freed.
+///
+/// Why: glibc serves such blocks with a fresh mmap, so every new large tensor pays a page fault
+/// and the kernel's zeroing for each 4 KiB page. A received RPC tensor or a collective's scratch
+/// buffer is allocated again at every step with the same size; reusing the block made the 16 MiB
+/// RPC echo 40% faster on the 2-vCPU host (docs/performance.md).
+///
+/// \code
+/// C10D_HOST_CACHE_MB   most memory kept for reuse, in MiB (default 256; 0: nothing is kept)
+/// \endcode
+///
+/// A block is reused for a request of its size or up to 1/8 smaller. When keeping a freed block
+/// would pass the limit, the blocks kept longest are freed first. Memory from the cache is
+/// uninitialised, as Tensor::empty promises.
+///
+/// It also counts the bytes of the blocks it has handed out that are still owned (live, whether
+/// they would be kept or not) and the most that were live at once since resetPeak(): what a
+/// process's host tensors hold, for the memory figures of ZeRO and the reducer.
+///
+/// Threading: every method may be called from any thread.
 
 #include <atomic>
 #include <cstddef>

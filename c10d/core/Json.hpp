@@ -1,5 +1,8 @@
 #pragma once
 
+/// \file
+/// Internal: writing and reading JSON string literals (escapes, UTF-8 checks).
+
 #include <cstdio>
 #include <string>
 #include <string_view>

@@ -1,16 +1,25 @@
 #pragma once
 
-// How the library keeps a peer's death from killing the process through SIGPIPE, without
-// touching the process's signal dispositions (those belong to the application).
-//
-// A write(2) to a socket whose peer has gone raises SIGPIPE at the writing thread, and its
-// default action ends the process with no message. Our own sockets write with MSG_NOSIGNAL;
-// libraries we drive (Gloo's pairs, libuv) use write/writev, which take no flags. So:
-// - threads the library starts block SIGPIPE for their whole life (blockSigpipeInThisThread),
-//   and threads created while it is blocked (Gloo's device loop) inherit that;
-// - an application thread that calls into Gloo blocks it for the duration of the call
-//   (SigpipeGuard), consumes a SIGPIPE that the call left pending, and restores its mask.
-// Blocked, the write fails with EPIPE, which the caller turns into an error naming the peer.
+/// \file
+/// Internal: keeping SIGPIPE from killing the process when a peer's socket closes.
+///
+/// How the library keeps a peer's death from killing the process through SIGPIPE, without
+/// touching the process's signal dispositions (those belong to the application).
+///
+/// A write(2) to a socket whose peer has gone raises SIGPIPE at the writing thread, and its
+/// default action ends the process with no message. Our own sockets write with MSG_NOSIGNAL;
+/// libraries we drive (Gloo's pairs, libuv) use write/writev, which take no flags. So:
+/// - threads the library starts block SIGPIPE for their whole life (blockSigpipeInThisThread),
+///
+/// \code
+/// and threads created while it is blocked (Gloo's device loop) inherit that;
+/// \endcode
+/// - an application thread that calls into Gloo blocks it for the duration of the call
+///
+/// \code
+/// (SigpipeGuard), consumes a SIGPIPE that the call left pending, and restores its mask.
+/// \endcode
+/// Blocked, the write fails with EPIPE, which the caller turns into an error naming the peer.
 
 #include <signal.h>
 

@@ -1,5 +1,8 @@
 #pragma once
 
+/// \file
+/// Internal: naming the calling thread for top, gdb and perf.
+
 #include <pthread.h>
 
 #include <string>

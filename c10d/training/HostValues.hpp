@@ -1,8 +1,11 @@
 #pragma once
 
-// Private to c10d/training: small collectives on host integers (flags, counts, descriptions) that
-// the reducer and the fusion queue exchange beside the data. The group may serve only CUDA
-// tensors (NCCL), so the values travel in a tensor on the device the caller names.
+/// \file
+/// Private to c10d/training: small collectives on host integers (detail::allgatherValues).
+///
+/// Private to c10d/training: small collectives on host integers (flags, counts, descriptions) that
+/// the reducer and the fusion queue exchange beside the data. The group may serve only CUDA
+/// tensors (NCCL), so the values travel in a tensor on the device the caller names.
 
 #include <algorithm>
 #include <cstdint>

@@ -1,19 +1,22 @@
 #pragma once
 
-// The distributed optimizer, like torch.distributed.optim.DistributedOptimizer: one functional
-// optimizer on each worker that owns some of the parameters, stepped together.
-//
-//   DistributedOptimizer optimizer(agent, OptimizerSpec::adam(1e-3), {w1, w2, b});  // RRefs
-//   DistAutogradContext context(agent);
-//   context.accumulateGrads({{w1, g1}, {w2, g2}, {b, gb}});
-//   optimizer.step(context.id());
-//
-// Errors: the constructor throws InvalidArgument for a bad spec (before anything is sent) and
-// what an owner failed with while creating its optimizer; step() rethrows the first owner's
-// error after every owner has finished.
-//
-// Threading: step() may be called from several threads (each trainer of a parameter server);
-// the steps of one owner run one at a time there (a lock per owner worker).
+/// \file
+/// The distributed optimizer, like torch.distributed.optim.DistributedOptimizer: one functional
+/// optimizer on each worker that owns some of the parameters, stepped together.
+///
+/// \code
+/// DistributedOptimizer optimizer(agent, OptimizerSpec::adam(1e-3), {w1, w2, b});  // RRefs
+/// DistAutogradContext context(agent);
+/// context.accumulateGrads({{w1, g1}, {w2, g2}, {b, gb}});
+/// optimizer.step(context.id());
+/// \endcode
+///
+/// Errors: the constructor throws InvalidArgument for a bad spec (before anything is sent) and
+/// what an owner failed with while creating its optimizer; step() rethrows the first owner's
+/// error after every owner has finished.
+///
+/// Threading: step() may be called from several threads (each trainer of a parameter server);
+/// the steps of one owner run one at a time there (a lock per owner worker).
 
 #include <cstdint>
 #include <memory>
@@ -62,13 +65,21 @@ namespace detail {
 class LocalOptimizer;
 }
 
+/// A functional optimizer on each owner of some of the parameters, stepped together (see the
+/// file's overview).
 class DistributedOptimizer {
  public:
+  /// Creates an optimizer on each owner of params, over the parameters it owns; blocks until
+  /// every owner answered. Errors are as the file's overview says.
+  /// \param agent This worker's agent; not null (InvalidArgument).
+  /// \param spec The optimizer and its options, the same on every owner.
+  /// \param params The parameters, at least one, none empty (else InvalidArgument).
   DistributedOptimizer(std::shared_ptr<RpcAgent> agent, const OptimizerSpec& spec,
                        const std::vector<RRef<Tensor>>& params);
 
   /// Runs every owner's optimizer, concurrently, on its parameters with their gradients in the
   /// context contextId (parameters without one are left alone).
+  /// \param contextId The id of the DistAutogradContext whose gradients to apply.
   void step(int64_t contextId);
 
  private:
