@@ -208,7 +208,11 @@ void requireBackend(const std::string& name) {
 }
 
 std::shared_ptr<Backend> createBackend(const std::string& name, const BackendContext& context) {
-  return factoryOf(name)(context);
+  std::shared_ptr<Backend> backend = factoryOf(name)(context);
+  C10D_CHECK(backend != nullptr, BackendError, "the factory of backend '", name,
+             "' returned no backend (rank ", context.rank, " of ", context.size,
+             "); a factory returns its backend or throws");
+  return backend;
 }
 
 }  // namespace c10d::inline v1

@@ -83,6 +83,10 @@ void broadcastBytes(ProcessGroup& group, std::string& bytes, int src) {
 
 std::optional<std::vector<std::string>> gatherBytes(ProcessGroup& group, const std::string& mine,
                                                     int dst) {
+  // Checked here too: when every object is empty no gather runs to check it.
+  C10D_CHECK(dst >= 0 && dst < group.size(), InvalidArgument, "gather_object: dst ", dst,
+             " out of range [0, ", group.size(), ") on rank ", group.rank(), " of group '",
+             group.groupName(), "'");
   const std::vector<size_t> sizes = allSizes(group, mine.size(), "gather_object");
   const size_t longest = longestOf(sizes, "gather_object");
   const bool isDst = group.rank() == dst;

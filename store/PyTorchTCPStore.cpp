@@ -236,6 +236,7 @@ int64_t PyTorchTCPStore::add(const std::string& key, int64_t delta) {
 Store::Bytes PyTorchTCPStore::compareSet(const std::string& key, const Bytes& expected,
                                          const Bytes& desired) {
   checkKey("compare_set", key);
+  checkValue("compare_set", key, expected.size());
   checkValue("compare_set", key, desired.size());
   std::lock_guard<std::mutex> guard(mutex_);
   return withContext(Query::CompareSet, key, [&] {
@@ -374,6 +375,7 @@ void PyTorchTCPStore::multiSet(const std::vector<std::string>& keys,
 void PyTorchTCPStore::append(const std::string& key, const Bytes& value) {
   checkKey("append", key);
   if (protocol_ == Protocol::V2) {
+    checkValue("append", key, value.size());  // the server holds the sum; the suffix is ours
     std::lock_guard<std::mutex> guard(mutex_);
     withContext(Query::Append, key, [&] {
       const auto deadline = Clock::now() + timeout();

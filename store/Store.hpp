@@ -4,6 +4,7 @@
 /// The Store interface (the key-value store the ranks of a job meet in), and the key and value
 /// checks and counter helpers its implementations share.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -200,7 +201,7 @@ class Store {
   std::string getString(const std::string& key);
 
  private:
-  std::chrono::milliseconds timeout_;
+  std::atomic<std::chrono::milliseconds> timeout_;  // setTimeout may race the other calls
 };
 
 /// Throw InvalidArgument naming op and key when a key or value breaks the limits above.

@@ -59,7 +59,10 @@ using namespace c10d::capi;
 extern "C" {
 
 c10d_status c10d_checkpoint_state_new(c10d_checkpoint_state** state) {
-  return guarded([&] { outOf(state, "c10d_checkpoint_state_new") = new c10d_checkpoint_state; });
+  return guarded([&] {
+    c10d_checkpoint_state*& slot = outOf(state, "c10d_checkpoint_state_new");
+    slot = new c10d_checkpoint_state;
+  });
 }
 
 void c10d_checkpoint_state_free(c10d_checkpoint_state* state) {
@@ -230,8 +233,9 @@ c10d_status c10d_checkpoint_verify(const char* dir, c10d_bytes* report, int* pro
     const std::vector<std::string> found = checkpoint::verify(textOf(dir, call, "dir"));
     std::string text;
     for (const std::string& line : found) text += line + "\n";
+    c10d_bytes& reportSlot = outOf(report, call);
     outOf(problems, call) = static_cast<int>(found.size());
-    outOf(report, call) = copyOut(text.c_str(), text.size() + 1);
+    reportSlot = copyOut(text.c_str(), text.size() + 1);
     report->size -= 1;
   });
 }

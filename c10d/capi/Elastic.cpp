@@ -26,11 +26,16 @@ checkpoint::State* stateOf(c10d_checkpoint_state* state) {
   return &state->state;
 }
 
-void report(const elastic::Reformation& r, c10d_reformation* out, const char* call) {
+// Checked before the reform or join, so a wrong struct fails the call before it changes anything.
+void checkReport(const c10d_reformation* out, const char* call) {
   if (out == nullptr) return;
   C10D_CHECK(out->struct_size == sizeof(c10d_reformation), InvalidArgument, call,
              ": out->struct_size is ", out->struct_size, ", this library's is ",
              sizeof(c10d_reformation), " (start from C10D_REFORMATION_INIT)");
+}
+
+void report(const elastic::Reformation& r, c10d_reformation* out) {
+  if (out == nullptr) return;
   out->generation = r.generation;
   out->step = r.step;
   out->healed = r.healed ? 1 : 0;
@@ -85,8 +90,10 @@ c10d_status c10d_elastic_group(c10d_elastic* elastic, c10d_group** out) {
 
 c10d_status c10d_elastic_commit(c10d_elastic* elastic, int ok, int* committed) {
   const char* call = "c10d_elastic_commit";
-  return guarded(
-      [&] { outOf(committed, call) = elasticOf(elastic, call).commit(ok != 0) ? 1 : 0; });
+  return guarded([&] {
+    int& slot = outOf(committed, call);  // before the commit, which every member makes
+    slot = elasticOf(elastic, call).commit(ok != 0) ? 1 : 0;
+  });
 }
 
 int c10d_elastic_joins_pending(const c10d_elastic* elastic) {
@@ -96,13 +103,19 @@ int c10d_elastic_joins_pending(const c10d_elastic* elastic) {
 c10d_status c10d_elastic_reform(c10d_elastic* elastic, c10d_checkpoint_state* state,
                                 c10d_reformation* out) {
   const char* call = "c10d_elastic_reform";
-  return guarded([&] { report(elasticOf(elastic, call).reform(stateOf(state)), out, call); });
+  return guarded([&] {
+    checkReport(out, call);
+    report(elasticOf(elastic, call).reform(stateOf(state)), out);
+  });
 }
 
 c10d_status c10d_elastic_join(c10d_elastic* elastic, c10d_checkpoint_state* state,
                               c10d_reformation* out) {
   const char* call = "c10d_elastic_join";
-  return guarded([&] { report(elasticOf(elastic, call).join(stateOf(state)), out, call); });
+  return guarded([&] {
+    checkReport(out, call);
+    report(elasticOf(elastic, call).join(stateOf(state)), out);
+  });
 }
 
 c10d_status c10d_elastic_members(const c10d_elastic* elastic, int* ids, size_t capacity,

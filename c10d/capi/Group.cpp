@@ -154,7 +154,10 @@ c10d_status c10d_group_new_subgroups_by_enumeration(c10d_group* group, const int
 }
 
 c10d_status c10d_group_default(c10d_group** out) {
-  return guarded([&] { outOf(out, "c10d_group_default") = new c10d_group{defaultGroup()}; });
+  return guarded([&] {
+    c10d_group*& slot = outOf(out, "c10d_group_default");
+    slot = new c10d_group{defaultGroup()};
+  });
 }
 
 c10d_status c10d_device_mesh_init(c10d_group* group, const int* shape, const char* const* names,
@@ -180,7 +183,8 @@ c10d_status c10d_device_mesh_group(c10d_device_mesh* mesh, size_t dim, c10d_grou
     const DeviceMesh& m = deref(mesh, call, "mesh").mesh;
     C10D_CHECK(dim < static_cast<size_t>(m.ndim()), InvalidArgument, call, ": dim ", dim,
                " of a mesh of ", m.ndim(), " dimensions");
-    outOf(out, call) = new c10d_group{m.getGroup(static_cast<int>(dim))};
+    c10d_group*& slot = outOf(out, call);
+    slot = new c10d_group{m.getGroup(static_cast<int>(dim))};
   });
 }
 
@@ -210,10 +214,11 @@ void c10d_device_mesh_free(c10d_device_mesh* mesh) {
 c10d_status c10d_group_store(c10d_group* group, c10d_store** out) {
   return guarded([&] {
     const char* call = "c10d_group_store";
+    c10d_store*& slot = outOf(out, call);
     std::shared_ptr<Store> store = deref(group, call, "group").group->store();
     C10D_CHECK(store != nullptr, InvalidArgument, call,
                ": the group has no store (a non-member's handle)");
-    outOf(out, call) = storeHandle(std::move(store));
+    slot = storeHandle(std::move(store));
   });
 }
 

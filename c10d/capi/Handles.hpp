@@ -70,7 +70,8 @@ Handle& deref(Handle* handle, const char* call, const char* what) {
   return *handle;
 }
 
-// Where a call writes its result, or InvalidArgument when the caller passed NULL for it.
+// Where a call writes its result, or InvalidArgument when the caller passed NULL for it. Take it
+// before making the result: in `outOf(out, call) = new X`, X is made first and leaks on NULL.
 template <typename Out>
 Out& outOf(Out* out, const char* call) {
   C10D_CHECK(out != nullptr, InvalidArgument, call, ": the pointer for the result is NULL");

@@ -92,7 +92,10 @@ c10d_rpc_message* messageOf(Reply&& reply) {
 extern "C" {
 
 c10d_status c10d_rpc_message_new(c10d_rpc_message** out) {
-  return guarded([&] { outOf(out, "c10d_rpc_message_new") = new c10d_rpc_message; });
+  return guarded([&] {
+    c10d_rpc_message*& slot = outOf(out, "c10d_rpc_message_new");
+    slot = new c10d_rpc_message;
+  });
 }
 
 void c10d_rpc_message_free(c10d_rpc_message* message) {
@@ -143,7 +146,8 @@ c10d_status c10d_rpc_message_tensor(const c10d_rpc_message* message, size_t inde
     const c10d_rpc_message& m = deref(message, call, "message");
     C10D_CHECK(index < m.tensors.size(), InvalidArgument, call, ": index ", index,
                " is out of range; the message has ", m.tensors.size(), " tensor(s)");
-    outOf(out, call) = toDLPack(m.tensors[index]);
+    DLManagedTensor*& slot = outOf(out, call);
+    slot = toDLPack(m.tensors[index]);
   });
 }
 

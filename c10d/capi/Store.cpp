@@ -81,14 +81,17 @@ c10d_status c10d_store_file(const char* path, int num_workers, int64_t timeout_m
     C10D_CHECK(path != nullptr, InvalidArgument, call, ": path is NULL");
     C10D_CHECK(timeout_ms > 0, InvalidArgument, call, ": timeout_ms is ", timeout_ms,
                "; it must be positive");
-    outOf(out, call) = new c10d_store{
+    c10d_store*& slot = outOf(out, call);
+    slot = new c10d_store{
         std::make_shared<FileStore>(path, num_workers, std::chrono::milliseconds(timeout_ms))};
   });
 }
 
 c10d_status c10d_store_hash(c10d_store** out) {
-  return guarded(
-      [&] { outOf(out, "c10d_store_hash") = new c10d_store{std::make_shared<HashStore>()}; });
+  return guarded([&] {
+    c10d_store*& slot = outOf(out, "c10d_store_hash");
+    slot = new c10d_store{std::make_shared<HashStore>()};
+  });
 }
 
 c10d_status c10d_store_prefix(const char* prefix, c10d_store* base, c10d_store** out) {
@@ -96,8 +99,8 @@ c10d_status c10d_store_prefix(const char* prefix, c10d_store* base, c10d_store**
     const char* call = "c10d_store_prefix";
     C10D_CHECK(prefix != nullptr, InvalidArgument, call, ": prefix is NULL");
     c10d_store& under = deref(base, call, "base");
-    outOf(out, call) =
-        new c10d_store{std::make_shared<PrefixStore>(prefix, under.store), under.port};
+    c10d_store*& slot = outOf(out, call);
+    slot = new c10d_store{std::make_shared<PrefixStore>(prefix, under.store), under.port};
   });
 }
 

@@ -65,7 +65,9 @@ std::optional<bool> Settings::flag(std::string_view name) const {
 int64_t Settings::integer(std::string_view name) const {
   const Variable& v = variable(name);
   C10D_CHECK(v.type == Type::Integer, Error, "internal: ", name, " is not an integer variable");
-  return *parseInteger(value(name), v.min, v.max);  // value() checked it
+  std::optional<int64_t> parsed = parseInteger(value(name), v.min, v.max);  // value() checked it
+  C10D_CHECK(parsed.has_value(), Error, "internal: ", name, " is unset and has no default");
+  return *parsed;
 }
 
 void Settings::checkAll() const {

@@ -304,8 +304,7 @@ void DistAutogradContext::accumulateGrads(
 }
 
 void DistAutogradContext::release() {
-  if (released_) return;
-  released_ = true;
+  if (released_.exchange(true)) return;  // once, whichever thread releases first
   RpcAgent::Impl& impl = detail::AgentInternals::impl(*agent_);
   std::set<int> touched = impl.gradients.release(id_);
   if (impl.shutDown.load()) return;

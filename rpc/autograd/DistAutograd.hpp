@@ -44,6 +44,7 @@
 /// same parameter are all added. A worker's local backward may run on several of the agent's
 /// threads at once (one per gradient message, as PyTorch's FAST mode).
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -112,7 +113,7 @@ class DistAutogradContext {
  private:
   std::shared_ptr<RpcAgent> agent_;
   int64_t id_;
-  bool released_ = false;
+  std::atomic<bool> released_{false};  // release() may race the context's other calls
 };
 
 /// One worker's share of a distributed backward pass, as its local backward sees it.

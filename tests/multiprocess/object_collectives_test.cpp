@@ -124,6 +124,10 @@ TEST(ObjectCollectives, DisagreementsAndLiesNameTheRank) {
         },
         "scatter_object_list with one object for two ranks",
         {"rank 0 (src) passed", "for a group of 2 ranks"});
+    // A dst out of range, with nothing to gather (no gather runs to refuse it): every rank.
+    test::expectThrows<InvalidArgument>([&] { gatherBytes(env.pg, std::string(), 5); },
+                                        "gather of empty bytes to dst 5",
+                                        {"gather_object: dst 5 out of range [0, 2)"});
     // A peer that announces a negative size.
     if (env.rank == 0) {
       Tensor size = Tensor::empty({1}, ScalarType::Int64);

@@ -125,6 +125,22 @@ TEST(BackendRegistryTest, ProgramRegisteredBackendIsSelectableByName) {
   }
 }
 
+// A program's factory that returns null instead of throwing: the group refuses it by name.
+TEST(BackendRegistryTest, FactoryReturningNoBackendIsABackendError) {
+  if (!isBackendRegistered("returns_null")) {
+    registerBackend("returns_null", [](const BackendContext&) { return nullptr; });
+  }
+  try {
+    ProcessGroup pg(std::make_shared<HashStore>(), 0, 1, {.backend = "returns_null"});
+    FAIL() << "a group was made over a factory's null backend";
+  } catch (const BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "the factory of backend 'returns_null' returned no backend (rank 0 of 1)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // C10D_DEBUG=DETAIL over a program's backend that has allreduce and nothing else (no allgather
 // for the check): the check runs through the store, so matching calls pass and a size that
 // differs between two ranks is an InvalidArgument on both, before the backend sees either.
