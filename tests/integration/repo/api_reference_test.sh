@@ -7,13 +7,13 @@ build=$1
 command -v doxygen >/dev/null || { echo "FAIL: doxygen not found; run tools/setup.sh" >&2; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-if [ -n "${KEEP:-}" ]; then trap - EXIT; echo "output in $out"; fi
 # The configured Doxyfile, into a folder of this run's own.
 { cat "$build/docs/Doxyfile"; echo "OUTPUT_DIRECTORY = $out"; echo "WARN_LOGFILE = $out/warnings.txt"; } \
   > "$out/Doxyfile"
 source_dir=$(cd "$(dirname "$0")/../../.." && pwd)
 if ! (cd "$source_dir" && doxygen "$out/Doxyfile") || [ -s "$out/warnings.txt" ]; then
-  echo "FAIL: Doxygen warned ($(grep -c warning "$out/warnings.txt" || true) warnings); document these:" >&2
+  echo "FAIL: Doxygen warned ($(grep -c ': \(warning\|error\):' "$out/warnings.txt" || true)" \
+    "warnings); document these:" >&2
   cat "$out/warnings.txt" >&2
   exit 1
 fi
@@ -32,6 +32,9 @@ for header in $headers; do
     { echo "FAIL: files.html lists no $header" >&2; exit 1; }
   count=$((count + 1))
 done
-# A parameter's line reaches the page: ProcessGroup::allreduce documents its options.
-grep -q "options" "$html/classc10d_1_1ProcessGroup.html"
+# The parameters' lines reach the pages (Doxygen's "Parameters" tables), on the class and C pages.
+for page in classc10d_1_1ProcessGroup.html group_8h.html; do
+  grep -q 'class="params"' "$html/$page" ||
+    { echo "FAIL: $page has no table of parameters" >&2; exit 1; }
+done
 echo "PASS: the API reference documents every public name of $count headers, no warning"
