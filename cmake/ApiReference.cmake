@@ -11,6 +11,7 @@ list(JOIN C10D_API_REFERENCE_HEADERS " \\\n    " C10D_API_REFERENCE_INPUT)
 configure_file(docs/Doxyfile.in "${PROJECT_BINARY_DIR}/docs/Doxyfile" @ONLY)
 if(DOXYGEN_FOUND)
   add_custom_target(docs
+    # Doxygen opens WARN_LOGFILE, in that folder, before it makes the folder.
     COMMAND ${CMAKE_COMMAND} -E make_directory "${C10D_API_REFERENCE_DIR}"
     COMMAND Doxygen::doxygen "${PROJECT_BINARY_DIR}/docs/Doxyfile"
     WORKING_DIRECTORY "${PROJECT_SOURCE_DIR}"
